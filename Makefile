@@ -1,0 +1,82 @@
+# Entry points. `make run` and `make test` do all the set-up on a fresh machine.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# Lambda runs python3.13: use pyenv's 3.13 when it exists, else the newest python3 >= 3.11.
+PYENV_313 := $(lastword $(sort $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3)))
+PYTHON_BOOT ?= $(or $(PYENV_313),$(shell for p in python3.13 python3.12 python3.11 python3; do \
+	command -v $$p >/dev/null && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' && { command -v $$p; break; }; done))
+VENV := .venv
+PY := $(VENV)/bin/python
+SAM_VENV := .venv-sam
+SAM := $(SAM_VENV)/bin/sam
+STAMP := $(VENV)/.installed
+
+.PHONY: help venv run test test-unit test-integration test-e2e lint format typecheck bench build validate admin-token clean
+
+help:
+	@echo "make run        start the local runtime (http://127.0.0.1:3000, Lambda API on :3001)"
+	@echo "make test       run the whole test suite"
+	@echo "make lint       ruff check, ruff format --check, mypy, cfn-lint"
+	@echo "make bench      print DynamoDB requests/reads per turn and cold-import figures"
+	@echo "make build      sam build (python3.13)"
+	@echo "make validate   sam validate --lint and cfn-lint"
+
+$(STAMP): pyproject.toml
+	@test -n "$(PYTHON_BOOT)" || { echo "need python >= 3.11" >&2; exit 1; }
+	@test -x $(PY) || $(PYTHON_BOOT) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+run: $(STAMP)
+	$(PY) -m local_runtime
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+test-unit: $(STAMP)
+	$(PY) -m pytest tests/unit
+
+test-integration: $(STAMP)
+	$(PY) -m pytest tests/integration
+
+test-e2e: $(STAMP)
+	$(PY) -m pytest tests/e2e
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/cfn-lint template.yaml
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+bench: $(STAMP)
+	$(PY) -m bench
+
+$(SAM):
+	@test -x $(SAM_VENV)/bin/python || $(PYTHON_BOOT) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/pip install --quiet aws-sam-cli
+
+# sam build needs the runtime's interpreter (python3.13) on PATH.
+build: $(SAM)
+	PATH="$(dir $(PYTHON_BOOT)):$$PATH" SAM_CLI_TELEMETRY=0 $(SAM) build
+
+validate: $(SAM) $(STAMP)
+	SAM_CLI_TELEMETRY=0 $(SAM) validate --lint --region us-east-1
+	$(VENV)/bin/cfn-lint template.yaml
+
+# For a deployed stack: creates a workspace and prints its token once.
+admin-token: $(STAMP)
+	$(PY) -m convo_memory.admin create-workspace $(NAME)
+
+clean:
+	rm -rf .aws-sam .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,49 @@
+"""Capability routes and agent run traces."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+
+from convo_memory.http import (
+    body_as,
+    container,
+    install_error_handlers,
+    json_response,
+    workspace_id,
+)
+
+logger = Logger(service="convo-memory")
+app = APIGatewayHttpResolver()
+install_error_handlers(app)
+
+
+@app.post("/v1/capabilities")
+def create_capability() -> Response:
+    workspace = workspace_id(app)
+    capability = container().catalog.create(workspace, body_as(app, "CapabilityCreate"))
+    return json_response(201, capability.to_json_dict())
+
+
+@app.get("/v1/capabilities")
+def list_capabilities() -> Response:
+    capabilities = container().catalog.list_all(workspace_id(app))
+    return json_response(200, {"capabilities": [c.to_json_dict() for c in capabilities]})
+
+
+@app.get("/v1/capabilities/<capability_id>")
+def get_capability(capability_id: str) -> Response:
+    capability = container().catalog.get(workspace_id(app), capability_id)
+    return json_response(200, capability.to_json_dict())
+
+
+@app.get("/v1/runs/<run_id>")
+def get_run(run_id: str) -> Response:
+    return json_response(200, container().catalog.get_run(workspace_id(app), run_id))
+
+
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return app.resolve(event, context)

@@ -1,0 +1,119 @@
+"""Content filters: check an answer before the consumer receives it."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from convo_memory.ports import ContentFilter, FilterVerdict
+
+if TYPE_CHECKING:
+    from convo_memory.adapters.providers.factory import BedrockClientFactory
+    from convo_memory.domain.models import ContentFilterConfig
+
+logger = logging.getLogger(__name__)
+
+
+class EmbeddedContentFilter:
+    """Blocks answers that contain a blocked term or match a blocked pattern.
+
+    Terms match case-insensitively (Unicode casefold) as plain substrings, not whole
+    words: "secret" also blocks "secrets" and "topsecret". A filter that errs towards
+    withholding is the safer default; a capability that needs word boundaries can say
+    so with a pattern such as ``\\bsecret\\b``. Patterns are Python regular expressions
+    used exactly as given (add ``(?i)`` for case-insensitivity), compiled once.
+    """
+
+    def __init__(self, blocked_terms: Iterable[str] = (), blocked_patterns: Iterable[str] = ()):
+        # A blank term would match every answer; it is ignored.
+        self._terms = tuple(
+            (term, term.casefold()) for term in blocked_terms if term and term.strip()
+        )
+        self._patterns = tuple(re.compile(pattern) for pattern in blocked_patterns)
+
+    def check(self, text: str) -> FilterVerdict:
+        folded = text.casefold()
+        for term, folded_term in self._terms:
+            if folded_term in folded:
+                return FilterVerdict(False, f"blocked term {term!r}")
+        for pattern in self._patterns:
+            if pattern.search(text):
+                return FilterVerdict(False, f"blocked pattern {pattern.pattern!r}")
+        return FilterVerdict(True)
+
+
+class BedrockGuardrailFilter:
+    """Runs the answer through a Bedrock guardrail (``ApplyGuardrail``, source OUTPUT)."""
+
+    def __init__(
+        self,
+        client: Any | None = None,
+        guardrail_id: str = "",
+        version: str = "",
+        *,
+        client_factory: Callable[[], Any] | None = None,
+    ) -> None:
+        if client is None and client_factory is None:
+            raise ValueError("BedrockGuardrailFilter needs a client or a client_factory")
+        self._client = client
+        self._client_factory = client_factory
+        self.guardrail_id = guardrail_id
+        self.version = version
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            assert self._client_factory is not None
+            self._client = self._client_factory()
+        return self._client
+
+    def check(self, text: str) -> FilterVerdict:
+        if not text.strip():
+            return FilterVerdict(True)  # nothing to assess; ApplyGuardrail rejects blank text
+        try:
+            response = self.client.apply_guardrail(
+                guardrailIdentifier=self.guardrail_id,
+                guardrailVersion=self.version,
+                source="OUTPUT",
+                content=[{"text": {"text": text}}],
+            )
+            action = response.get("action")
+        except Exception as exc:
+            # Fail closed: when the guardrail cannot say the answer is safe, the answer
+            # is withheld. Serving unchecked text would make the filter optional exactly
+            # when the guardrail is throttled or misconfigured.
+            error = getattr(exc, "response", None)
+            code = (error.get("Error", {}).get("Code") if isinstance(error, dict) else None) or (
+                type(exc).__name__
+            )
+            logger.warning("guardrail check failed; withholding the answer (%s)", code)
+            return FilterVerdict(False, f"guardrail unavailable ({code})")
+        if action == "NONE":
+            return FilterVerdict(True)
+        if action == "GUARDRAIL_INTERVENED":
+            return FilterVerdict(False, "guardrail intervened")
+        logger.warning("guardrail returned unexpected action %r; withholding", action)
+        return FilterVerdict(False, f"guardrail returned unexpected action {action!r}")
+
+
+def build_content_filter(
+    config: ContentFilterConfig | None,
+    *,
+    bedrock_client_factory: BedrockClientFactory | None = None,
+) -> ContentFilter | None:
+    """The capability's content filter, or ``None`` when it has none."""
+    if config is None:
+        return None
+    if config.type == "embedded":
+        return EmbeddedContentFilter(config.blocked_terms, config.blocked_patterns)
+    if config.type == "bedrock-guardrail":
+        from convo_memory.adapters.providers.factory import client_factory_for
+
+        return BedrockGuardrailFilter(
+            guardrail_id=config.guardrail_id or "",
+            version=config.guardrail_version or "",
+            client_factory=client_factory_for(bedrock_client_factory, None),
+        )
+    raise ValueError(f"unknown content filter type {config.type!r}")

@@ -1,0 +1,198 @@
+"""Amazon Bedrock through the Converse / ConverseStream API.
+
+The bedrock-runtime client is injected (or built lazily by a factory on first use), so
+importing this module never imports boto3. botocore errors become ``ProviderError``
+chosen by error code, never by message text.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from convo_memory.domain.errors import ProviderError
+from convo_memory.domain.prompt import ChatMessage, Prompt
+from convo_memory.ports import Completion
+
+logger = logging.getLogger(__name__)
+
+# Bedrock requires conversations to start with a user turn. A replay window can start
+# with an assistant answer; rather than drop it (the model would see less than the
+# turn's reported context), it is kept behind this neutral user placeholder.
+LEADING_USER_PLACEHOLDER = "(continuing an earlier conversation)"
+# Bedrock rejects blank text blocks.
+EMPTY_CONTENT_PLACEHOLDER = "(empty message)"
+
+_ERROR_MESSAGES: dict[str, str] = {
+    "ThrottlingException": "Bedrock throttled the request; retry later",
+    "ServiceQuotaExceededException": "Bedrock service quota exceeded; retry later",
+    "ModelTimeoutException": "the Bedrock model timed out",
+    "ModelNotReadyException": "the Bedrock model is not ready; retry later",
+    "ServiceUnavailableException": "Bedrock is unavailable; retry later",
+    "InternalServerException": "Bedrock had an internal error; retry later",
+    "ModelErrorException": "the Bedrock model failed to process the request",
+    "ModelStreamErrorException": "the Bedrock model failed while streaming",
+    "ValidationException": "Bedrock rejected the request as invalid",
+    "AccessDeniedException": "access to the Bedrock model was denied (check IAM and model access)",
+    "ResourceNotFoundException": "the Bedrock model or guardrail was not found",
+}
+
+
+@dataclass(frozen=True)
+class GuardrailRef:
+    """A Bedrock guardrail applied by Converse itself (``guardrailConfig``)."""
+
+    identifier: str
+    version: str
+
+
+def _normalize_code(code: str) -> str:
+    # Errors inside an event stream carry the union member name ("throttlingException");
+    # HTTP errors carry the shape name ("ThrottlingException").
+    return code[:1].upper() + code[1:]
+
+
+def map_client_error(exc: Exception, *, service: str = "Bedrock") -> ProviderError:
+    """Turn a botocore error into a ProviderError, chosen by error code."""
+    response = getattr(exc, "response", None)
+    if isinstance(response, Mapping):
+        raw_code = str(response.get("Error", {}).get("Code", "") or "")
+        code = _normalize_code(raw_code)
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        logger.warning("%s call failed", service, extra={"errorCode": code, "httpStatus": status})
+        message = _ERROR_MESSAGES.get(code, f"{service} call failed")
+        label = code or "UnknownError"
+        return ProviderError(f"Model provider error: {message} ({label}).")
+    # botocore's own errors (connection refused, read timeout, ...) have no code.
+    logger.warning("%s call failed: %s", service, type(exc).__name__)
+    return ProviderError(f"Model provider error: could not reach {service} ({type(exc).__name__}).")
+
+
+def _botocore_errors() -> tuple[type[Exception], ...]:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    return (ClientError, BotoCoreError)
+
+
+def normalize_messages(messages: Iterable[ChatMessage]) -> list[dict[str, Any]]:
+    """Converse messages: first role ``user``, roles alternating, no blank text.
+
+    Consecutive messages of one role are merged with a blank line; a leading assistant
+    message is kept behind ``LEADING_USER_PLACEHOLDER``.
+    """
+    merged: list[tuple[str, str]] = []
+    for message in messages:
+        content = message.content if message.content.strip() else EMPTY_CONTENT_PLACEHOLDER
+        if merged and merged[-1][0] == message.role:
+            merged[-1] = (message.role, f"{merged[-1][1]}\n\n{content}")
+        else:
+            merged.append((message.role, content))
+    if merged and merged[0][0] != "user":
+        merged.insert(0, ("user", LEADING_USER_PLACEHOLDER))
+    return [{"role": role, "content": [{"text": text}]} for role, text in merged]
+
+
+class BedrockConverseProvider:
+    """A chat model on Amazon Bedrock (Converse and ConverseStream)."""
+
+    def __init__(
+        self,
+        client: Any | None = None,
+        model_id: str = "",
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        guardrail: GuardrailRef | None = None,
+        *,
+        client_factory: Callable[[], Any] | None = None,
+    ) -> None:
+        """Give either a bedrock-runtime ``client`` or a ``client_factory`` that builds
+        one on first use (cold starts then pay for boto3 only when Bedrock is called)."""
+        if client is None and client_factory is None:
+            raise ValueError("BedrockConverseProvider needs a client or a client_factory")
+        if not model_id:
+            raise ValueError("BedrockConverseProvider needs a model_id")
+        self._client = client
+        self._client_factory = client_factory
+        self.model_id = model_id
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.guardrail = guardrail
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            assert self._client_factory is not None
+            self._client = self._client_factory()
+        return self._client
+
+    def request(self, prompt: Prompt, *, streaming: bool = False) -> dict[str, Any]:
+        """The keyword arguments of a converse / converse_stream call."""
+        kwargs: dict[str, Any] = {
+            "modelId": self.model_id,
+            "messages": normalize_messages(prompt.messages),
+        }
+        if prompt.system.strip():
+            kwargs["system"] = [{"text": prompt.system}]
+        inference: dict[str, Any] = {}
+        if self.max_tokens is not None:
+            inference["maxTokens"] = self.max_tokens
+        if self.temperature is not None:
+            inference["temperature"] = self.temperature
+        if inference:
+            kwargs["inferenceConfig"] = inference
+        if self.guardrail is not None:
+            guardrail: dict[str, Any] = {
+                "guardrailIdentifier": self.guardrail.identifier,
+                "guardrailVersion": self.guardrail.version,
+            }
+            if streaming:
+                guardrail["streamProcessingMode"] = "sync"
+            kwargs["guardrailConfig"] = guardrail
+        return kwargs
+
+    def complete(self, prompt: Prompt) -> Completion:
+        """One Converse call; the answer is the concatenated text blocks."""
+        errors = _botocore_errors()
+        try:
+            response = self.client.converse(**self.request(prompt))
+        except errors as exc:
+            raise map_client_error(exc) from exc
+        blocks = response.get("output", {}).get("message", {}).get("content", [])
+        return Completion(text="".join(b["text"] for b in blocks if "text" in b))
+
+    def stream(self, prompt: Prompt) -> Iterator[str]:
+        """ConverseStream: yield each ``contentBlockDelta.delta.text`` as it arrives."""
+        errors = _botocore_errors()
+        events: Any = None
+        try:
+            response = self.client.converse_stream(**self.request(prompt, streaming=True))
+            events = response["stream"]
+            for event in events:
+                delta = event.get("contentBlockDelta")
+                if delta is not None:
+                    text = delta.get("delta", {}).get("text")
+                    if text:
+                        yield text
+                    continue
+                for key, value in event.items():
+                    # An exception event delivered as data rather than raised.
+                    if key.endswith("Exception"):
+                        raise map_client_error(_EventError(key, value))
+        except errors as exc:
+            raise map_client_error(exc) from exc
+        finally:
+            # A consumer that stops early must not leave the HTTP connection open.
+            close = getattr(events, "close", None)
+            if callable(close):
+                close()
+
+
+class _EventError(Exception):
+    """An exception event found in a ConverseStream, shaped like a ClientError."""
+
+    def __init__(self, code: str, body: Any) -> None:
+        super().__init__(code)
+        message = body.get("message", "") if isinstance(body, Mapping) else ""
+        self.response = {"Error": {"Code": code, "Message": message}}

@@ -1,0 +1,56 @@
+"""The replay window: which recorded messages a turn sees verbatim.
+
+Implements the contract's rule exactly: consider the newest ``maxMessages``; walk them
+newest to oldest, taking each while the running character total stays within
+``maxChars`` or while fewer than ``minMessages`` have been taken (the floor beats the
+budget); stop at the first message that fits neither. Everything older is omitted and
+belongs to the rolling summary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from convo_memory.domain.models import Message, ReplayPolicy
+
+
+@dataclass(frozen=True)
+class ReplayWindow:
+    messages: tuple[Message, ...]
+    omitted_messages: int
+    replayed_chars: int
+
+    @property
+    def newest_omitted_seq(self) -> int:
+        """Seq of the newest message left out (0 when nothing is omitted).
+
+        Seqs are contiguous from 1, so the omitted messages are exactly 1..this."""
+        return self.omitted_messages
+
+
+def select_replay_window(
+    recent: Sequence[Message], policy: ReplayPolicy, total_messages: int | None = None
+) -> ReplayWindow:
+    """Choose the replayed suffix of a history.
+
+    ``recent`` is the newest part of the history, oldest first; it may be longer or
+    shorter than ``maxMessages`` (only the newest ``maxMessages`` are considered).
+    ``total_messages`` is the full history's length when ``recent`` is only its tail,
+    so that ``omitted_messages`` counts everything older too.
+    """
+    total = len(recent) if total_messages is None else total_messages
+    candidates = list(recent)[-policy.max_messages :] if policy.max_messages else []
+    taken: list[Message] = []
+    chars = 0
+    for message in reversed(candidates):
+        size = len(message.content)
+        if chars + size <= policy.max_chars or len(taken) < policy.min_messages:
+            taken.append(message)
+            chars += size
+        else:
+            break
+    taken.reverse()
+    return ReplayWindow(
+        messages=tuple(taken), omitted_messages=total - len(taken), replayed_chars=chars
+    )

@@ -1,0 +1,39 @@
+"""Tool digests: a truncated record of what an agent's tools returned in one turn."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+TRUNCATION_MARK = " …[truncated]"
+
+
+class ToolResult(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def input(self) -> Mapping[str, Any]: ...
+
+    @property
+    def output(self) -> str: ...
+
+
+def build_tool_digest(calls: Sequence[ToolResult], max_chars: int) -> str | None:
+    """One line per tool call, the whole digest held within ``max_chars``.
+
+    Each call gets an equal share of the budget so that one verbose tool cannot crowd
+    out the others; the text is data and is fenced when replayed."""
+    if not calls:
+        return None
+    share = max(1, max_chars // len(calls))
+    lines = []
+    for call in calls:
+        args = json.dumps(dict(call.input), sort_keys=True, ensure_ascii=False)
+        line = f"{call.name}({args}) -> {call.output}"
+        if len(line) > share:
+            line = line[: max(0, share - len(TRUNCATION_MARK))] + TRUNCATION_MARK
+            line = line[:share]
+        lines.append(line)
+    return "\n".join(lines)[:max_chars]

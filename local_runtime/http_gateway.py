@@ -1,0 +1,600 @@
+"""An API Gateway HTTP API on 127.0.0.1: routes, Lambda REQUEST authorizer, payload 2.0.
+
+The pure part (route matching, event building, result translation) is kept apart from
+the server so that it can be tested without sockets.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import sys
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from email.utils import formatdate
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, unquote
+
+from local_runtime.handlers import ACCOUNT_ID, FunctionRegistry, region
+
+API_ID = "local"
+STAGE = "$default"
+MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
+
+_PARAM = re.compile(r"^\{([A-Za-z0-9_.-]+)(\+?)\}$")
+
+
+# --------------------------------------------------------------------------- routes
+
+
+@dataclass(frozen=True)
+class Route:
+    """One HttpApi event of a function: ``GET /v1/sessions/{sessionId}`` -> function."""
+
+    method: str
+    path: str
+    function: str
+    authorizer: str | None = None  # the HttpApi authorizer's name; None: no authorizer
+
+    @property
+    def route_key(self) -> str:
+        return "$default" if self.path == "$default" else f"{self.method} {self.path}"
+
+    @property
+    def segments(self) -> tuple[tuple[str, str], ...]:
+        """The path template as (kind, text) pairs; kind is literal, param or greedy."""
+        parsed: list[tuple[str, str]] = []
+        for part in self.path.strip("/").split("/") if self.path != "/" else []:
+            found = _PARAM.match(part)
+            if found is None:
+                parsed.append(("literal", part))
+            elif found.group(2):
+                parsed.append(("greedy", found.group(1)))
+            else:
+                parsed.append(("param", found.group(1)))
+        return tuple(parsed)
+
+
+@dataclass(frozen=True)
+class RouteMatch:
+    route: Route
+    path_parameters: dict[str, str]
+
+
+_RANK = {"literal": 3, "param": 2, "greedy": 1}
+
+
+def match_route(routes: Iterable[Route], method: str, raw_path: str) -> RouteMatch | None:
+    """The route API Gateway would pick: the most specific template that matches.
+
+    Literal segments beat ``{param}`` segments, which beat a greedy ``{proxy+}``; an
+    exact method beats ``ANY``; ``$default`` catches what nothing else does.
+    """
+    method = method.upper()
+    segments = _split_path(raw_path)
+    best: tuple[tuple[Any, ...], RouteMatch] | None = None
+    for route in routes:
+        if route.method not in (method, "ANY"):
+            continue
+        if route.path == "$default":
+            params: dict[str, str] | None = {}
+            rank: tuple[Any, ...] = (0,)
+        else:
+            params = _match_segments(route.segments, segments)
+            rank = (1, tuple(_RANK[kind] for kind, _ in route.segments))
+        if params is None:
+            continue
+        score = (*rank, route.method != "ANY")
+        if best is None or score > best[0]:
+            best = (score, RouteMatch(route, params))
+    return None if best is None else best[1]
+
+
+def _split_path(raw_path: str) -> list[str]:
+    path = raw_path.split("?", 1)[0]
+    if path in ("", "/"):
+        return []
+    # Split before decoding so that an encoded "/" stays inside its segment.
+    return [unquote(part) for part in path.lstrip("/").split("/")]
+
+
+def _match_segments(
+    template: Sequence[tuple[str, str]], segments: Sequence[str]
+) -> dict[str, str] | None:
+    params: dict[str, str] = {}
+    for index, (kind, text) in enumerate(template):
+        if kind == "greedy":
+            rest = segments[index:]
+            if not rest or not all(rest):
+                return None
+            params[text] = "/".join(rest)
+            return params
+        if index >= len(segments):
+            return None
+        segment = segments[index]
+        if kind == "literal":
+            if segment != text:
+                return None
+        elif not segment:
+            return None
+        else:
+            params[text] = segment
+    return params if len(template) == len(segments) else None
+
+
+# --------------------------------------------------------------------------- events
+
+
+@dataclass(frozen=True)
+class HttpRequest:
+    """A request as it arrived, before any routing."""
+
+    method: str
+    raw_path: str
+    raw_query: str
+    headers: Sequence[tuple[str, str]]
+    body: bytes = b""
+    source_ip: str = "127.0.0.1"
+    protocol: str = "HTTP/1.1"
+    request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    received_at: float = field(default_factory=time.time)
+
+    def header(self, name: str) -> str | None:
+        values = [value for key, value in self.headers if key.lower() == name.lower()]
+        return ",".join(values) if values else None
+
+
+def _merged_headers(request: HttpRequest) -> tuple[dict[str, str], list[str]]:
+    """Lower-cased headers (repeats comma-joined) and the cookies, as API Gateway does."""
+    headers: dict[str, str] = {}
+    cookies: list[str] = []
+    for name, value in request.headers:
+        key = name.lower()
+        if key == "cookie":
+            cookies.extend(part.strip() for part in value.split(";") if part.strip())
+            continue
+        headers[key] = f"{headers[key]},{value}" if key in headers else value
+    return headers, cookies
+
+
+def query_parameters(raw_query: str) -> dict[str, str]:
+    """Decoded query parameters; a repeated name's values are comma-joined."""
+    params: dict[str, str] = {}
+    for name, value in parse_qsl(raw_query, keep_blank_values=True):
+        params[name] = f"{params[name]},{value}" if name in params else value
+    return params
+
+
+def _apigw_time(epoch: float) -> str:
+    return time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(epoch))
+
+
+def request_context(request: HttpRequest, route_key: str) -> dict[str, Any]:
+    headers, _ = _merged_headers(request)
+    domain = headers.get("host", "localhost")
+    return {
+        "accountId": ACCOUNT_ID,
+        "apiId": API_ID,
+        "domainName": domain,
+        "domainPrefix": domain.split(".", 1)[0],
+        "http": {
+            "method": request.method.upper(),
+            "path": request.raw_path,
+            "protocol": request.protocol,
+            "sourceIp": request.source_ip,
+            "userAgent": headers.get("user-agent", ""),
+        },
+        "requestId": request.request_id,
+        "routeKey": route_key,
+        "stage": STAGE,
+        "time": _apigw_time(request.received_at),
+        "timeEpoch": int(request.received_at * 1000),
+    }
+
+
+def build_http_event(
+    request: HttpRequest,
+    route_key: str,
+    path_parameters: Mapping[str, str] | None = None,
+    authorizer_context: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The API Gateway HTTP API payload 2.0 event for ``request``."""
+    headers, cookies = _merged_headers(request)
+    event: dict[str, Any] = {
+        "version": "2.0",
+        "routeKey": route_key,
+        "rawPath": request.raw_path,
+        "rawQueryString": request.raw_query,
+    }
+    if cookies:
+        event["cookies"] = cookies
+    event["headers"] = headers
+    params = query_parameters(request.raw_query)
+    if params:
+        event["queryStringParameters"] = params
+    context = request_context(request, route_key)
+    if authorizer_context is not None:
+        context["authorizer"] = {"lambda": dict(authorizer_context)}
+    event["requestContext"] = context
+    if path_parameters:
+        event["pathParameters"] = dict(path_parameters)
+    if request.body:
+        try:
+            event["body"] = request.body.decode("utf-8")
+            event["isBase64Encoded"] = False
+        except UnicodeDecodeError:
+            event["body"] = base64.b64encode(request.body).decode("ascii")
+            event["isBase64Encoded"] = True
+    else:
+        event["isBase64Encoded"] = False
+    return event
+
+
+def route_arn(method: str, raw_path: str) -> str:
+    path = raw_path.lstrip("/")
+    return f"arn:aws:execute-api:{region()}:{ACCOUNT_ID}:{API_ID}/{STAGE}/{method.upper()}/{path}"
+
+
+def build_authorizer_event(
+    request: HttpRequest,
+    match: RouteMatch,
+    identity_source: Sequence[str],
+) -> dict[str, Any]:
+    """The payload 2.0 REQUEST authorizer event API Gateway sends before ``match``."""
+    http_event = build_http_event(request, match.route.route_key, match.path_parameters)
+    event: dict[str, Any] = {
+        "version": "2.0",
+        "type": "REQUEST",
+        "routeArn": route_arn(request.method, request.raw_path),
+        "identitySource": list(identity_source),
+        "routeKey": match.route.route_key,
+        "rawPath": request.raw_path,
+        "rawQueryString": request.raw_query,
+    }
+    for key in ("cookies", "headers", "queryStringParameters", "requestContext"):
+        if key in http_event:
+            event[key] = http_event[key]
+    if "pathParameters" in http_event:
+        event["pathParameters"] = http_event["pathParameters"]
+    return event
+
+
+# --------------------------------------------------------------------------- responses
+
+
+class InvalidLambdaResponseError(ValueError):
+    """The function's result is not something API Gateway can turn into a response."""
+
+
+@dataclass
+class GatewayResponse:
+    """What goes back to the client.
+
+    ``body`` is the whole payload. A streaming route would hand the writer an iterator
+    of chunks instead; the writer is the one place that would need to learn it.
+    """
+
+    status: int
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    body: bytes = b""
+
+
+def json_response(
+    status: int, payload: Any, headers: Sequence[tuple[str, str]] = ()
+) -> GatewayResponse:
+    return GatewayResponse(
+        status,
+        [("content-type", "application/json"), *headers],
+        json.dumps(payload).encode("utf-8"),
+    )
+
+
+def error_response(status: int, code: str, message: str) -> GatewayResponse:
+    """The contract's error body."""
+    return json_response(status, {"error": {"code": code, "message": message}})
+
+
+def internal_error() -> GatewayResponse:
+    """What API Gateway answers when the integration fails."""
+    return json_response(500, {"message": "Internal Server Error"})
+
+
+def translate_result(result: Any) -> GatewayResponse:
+    """Turn a function's payload 2.0 result into a response, as API Gateway does.
+
+    A dict with ``statusCode`` is a structured response; anything else that is valid
+    JSON is a 200 ``application/json`` whose body is the result (a string as itself).
+    """
+    if isinstance(result, dict) and "statusCode" in result:
+        return _structured_response(result)
+    if isinstance(result, str):
+        body = result
+    else:
+        try:
+            body = json.dumps(result)
+        except (TypeError, ValueError) as exc:
+            raise InvalidLambdaResponseError(f"result is not JSON: {exc}") from exc
+    return GatewayResponse(200, [("content-type", "application/json")], body.encode("utf-8"))
+
+
+def _structured_response(result: Mapping[str, Any]) -> GatewayResponse:
+    try:
+        status = int(result["statusCode"])
+    except (TypeError, ValueError) as exc:
+        raise InvalidLambdaResponseError(f"bad statusCode {result['statusCode']!r}") from exc
+    if not 100 <= status <= 599:
+        raise InvalidLambdaResponseError(f"bad statusCode {status}")
+    headers: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for name, value in (result.get("headers") or {}).items():
+        headers.append((str(name), _header_value(value)))
+        seen.add(str(name).lower())
+    for name, values in (result.get("multiValueHeaders") or {}).items():
+        if str(name).lower() in seen:
+            continue
+        headers.append((str(name), ",".join(_header_value(value) for value in values)))
+    for cookie in result.get("cookies") or []:
+        headers.append(("set-cookie", str(cookie)))
+    body = result.get("body")
+    if body is None:
+        payload = b""
+    elif not isinstance(body, str):
+        raise InvalidLambdaResponseError("body must be a string")
+    elif result.get("isBase64Encoded"):
+        try:
+            payload = base64.b64decode(body, validate=True)
+        except ValueError as exc:
+            raise InvalidLambdaResponseError("body is not valid base64") from exc
+    else:
+        payload = body.encode("utf-8")
+    return GatewayResponse(status, headers, payload)
+
+
+def _header_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+# --------------------------------------------------------------------------- authorizer
+
+
+@dataclass(frozen=True)
+class AuthorizerConfig:
+    """The HttpApi's Lambda REQUEST authorizer (simple responses, payload 2.0)."""
+
+    function: str
+    identity_headers: tuple[str, ...] = ("Authorization",)
+    ttl_seconds: float = 300.0
+    simple_responses: bool = True
+
+
+@dataclass(frozen=True)
+class AuthDecision:
+    authorized: bool
+    context: Mapping[str, Any]
+
+
+class AuthorizerCache:
+    """Authorizer results by identity source, kept ``ttl_seconds`` (0 disables it)."""
+
+    def __init__(self, ttl_seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._ttl = ttl_seconds
+        self._clock = clock
+        self._entries: dict[tuple[str, ...], tuple[float, AuthDecision]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, ...]) -> AuthDecision | None:
+        if self._ttl <= 0:
+            return None
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            if entry[0] <= self._clock():
+                del self._entries[key]
+                return None
+            return entry[1]
+
+    def put(self, key: tuple[str, ...], decision: AuthDecision) -> None:
+        if self._ttl <= 0:
+            return
+        with self._lock:
+            self._entries[key] = (self._clock() + self._ttl, decision)
+
+
+def parse_authorizer_result(result: Any, simple_responses: bool) -> AuthDecision:
+    """Read a simple response (``isAuthorized``) or an IAM policy response."""
+    if not isinstance(result, dict):
+        raise InvalidLambdaResponseError("authorizer result is not an object")
+    context = result.get("context") or {}
+    if not isinstance(context, dict):
+        raise InvalidLambdaResponseError("authorizer context is not an object")
+    if simple_responses and "isAuthorized" in result:
+        if not isinstance(result["isAuthorized"], bool):
+            raise InvalidLambdaResponseError("isAuthorized is not a boolean")
+        return AuthDecision(result["isAuthorized"], context)
+    statements = (result.get("policyDocument") or {}).get("Statement")
+    if not isinstance(statements, list):
+        raise InvalidLambdaResponseError("authorizer result has neither isAuthorized nor policy")
+    effects = {str(statement.get("Effect", "")).lower() for statement in statements}
+    return AuthDecision("allow" in effects and "deny" not in effects, context)
+
+
+# --------------------------------------------------------------------------- server
+
+
+class HttpGateway(ThreadingHTTPServer):
+    """Serves the template's HttpApi routes by invoking the functions in-process."""
+
+    daemon_threads = True
+    block_on_close = False  # an idle keep-alive client must not hold up shutdown
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        routes: Sequence[Route],
+        registry: FunctionRegistry,
+        authorizers: Mapping[str, AuthorizerConfig],
+        access_log: bool = False,
+    ) -> None:
+        self.routes = list(routes)
+        self.registry = registry
+        self.authorizers = dict(authorizers)
+        self.auth_caches = {
+            name: AuthorizerCache(config.ttl_seconds) for name, config in authorizers.items()
+        }
+        self.access_log = access_log
+        super().__init__(address, _GatewayRequestHandler)
+
+    def handle_request_of(self, request: HttpRequest) -> GatewayResponse:
+        """Route, authorize, invoke, translate: one request through the API."""
+        match = match_route(self.routes, request.method, request.raw_path)
+        if match is None:
+            return error_response(
+                404, "not_found", f"No route for {request.method.upper()} {request.raw_path}"
+            )
+        authorizer_context: Mapping[str, Any] | None = None
+        if match.route.authorizer is not None:
+            decision_or_response = self._authorize(request, match, match.route.authorizer)
+            if isinstance(decision_or_response, GatewayResponse):
+                return decision_or_response
+            authorizer_context = decision_or_response.context
+        event = build_http_event(
+            request, match.route.route_key, match.path_parameters, authorizer_context
+        )
+        try:
+            result = self.registry.invoke(match.route.function, event, request.request_id)
+            return translate_result(result)
+        except Exception:
+            _report(f"{match.route.function} failed on {match.route.route_key}")
+            return internal_error()
+
+    def _authorize(
+        self, request: HttpRequest, match: RouteMatch, name: str
+    ) -> AuthDecision | GatewayResponse:
+        config = self.authorizers[name]
+        cache = self.auth_caches[name]
+        identity = tuple(request.header(header) or "" for header in config.identity_headers)
+        if not all(identity):
+            missing = " / ".join(config.identity_headers)
+            return error_response(401, "unauthorized", f"Missing {missing} header")
+        decision = cache.get(identity)
+        if decision is None:
+            event = build_authorizer_event(request, match, identity)
+            try:
+                result = self.registry.invoke(config.function, event, request.request_id)
+                decision = parse_authorizer_result(result, config.simple_responses)
+            except Exception:
+                _report(f"authorizer {config.function} failed")
+                return internal_error()
+            cache.put(identity, decision)
+        if not decision.authorized:
+            return json_response(403, {"message": "Forbidden"})
+        return decision
+
+
+def _report(what: str) -> None:
+    print(f"[local_runtime] {what}:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
+
+
+class _GatewayRequestHandler(BaseHTTPRequestHandler):
+    server: HttpGateway
+    protocol_version = "HTTP/1.1"
+    server_version = "local-apigw"
+    sys_version = ""
+
+    def do_GET(self) -> None:
+        self._serve()
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_GET
+
+    def _serve(self) -> None:
+        try:
+            body = read_body(self)
+        except _BodyError as exc:
+            self._write(exc.response)
+            return
+        raw_path, _, raw_query = self.path.partition("?")
+        request = HttpRequest(
+            method=self.command,
+            raw_path=raw_path or "/",
+            raw_query=raw_query,
+            headers=list(self.headers.items()),
+            body=body,
+            source_ip=self.client_address[0],
+            protocol=self.request_version,
+        )
+        response = self.server.handle_request_of(request)
+        response.headers.append(("apigw-requestid", request.request_id))
+        self._write(response)
+
+    def _write(self, response: GatewayResponse) -> None:
+        self.send_response(response.status)
+        names = {name.lower() for name, _ in response.headers}
+        for name, value in response.headers:
+            if name.lower() not in ("content-length", "transfer-encoding", "connection"):
+                self.send_header(name, value)
+        if "date" not in names:
+            self.send_header("Date", formatdate(usegmt=True))
+        self.send_header("Content-Length", str(len(response.body)))
+        self.end_headers()
+        if self.command != "HEAD" and response.body:
+            self.wfile.write(response.body)
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        # Like send_response, minus the Server/Date defaults we set ourselves.
+        self.log_request(code)
+        self.send_response_only(code, message)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        if self.server.access_log:
+            super().log_message(format, *args)
+
+
+class _BodyError(Exception):
+    def __init__(self, response: GatewayResponse) -> None:
+        super().__init__(response.status)
+        self.response = response
+
+
+def read_body(handler: BaseHTTPRequestHandler) -> bytes:
+    """The request body, by Content-Length or chunked transfer encoding."""
+    if "chunked" in (handler.headers.get("Transfer-Encoding") or "").lower():
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            size_line = handler.rfile.readline(1024)
+            try:
+                size = int(size_line.split(b";", 1)[0].strip() or b"0", 16)
+            except ValueError:
+                handler.close_connection = True
+                raise _BodyError(json_response(400, {"message": "Bad Request"})) from None
+            if size == 0:
+                while handler.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                    pass
+                return b"".join(chunks)
+            total += size
+            if total > MAX_BODY_BYTES:
+                handler.close_connection = True
+                raise _BodyError(json_response(413, {"message": "Request Entity Too Large"}))
+            chunks.append(handler.rfile.read(size))
+            handler.rfile.readline(1024)
+    length_header = handler.headers.get("Content-Length")
+    if not length_header:
+        return b""
+    try:
+        length = int(length_header)
+    except ValueError:
+        handler.close_connection = True
+        raise _BodyError(json_response(400, {"message": "Bad Request"})) from None
+    if length > MAX_BODY_BYTES:
+        handler.close_connection = True
+        raise _BodyError(json_response(413, {"message": "Request Entity Too Large"}))
+    return handler.rfile.read(length) if length > 0 else b""

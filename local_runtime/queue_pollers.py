@@ -1,0 +1,155 @@
+"""SQS event source mappings: one background poller per queue -> function.
+
+Like the Lambda service: long-poll the queue, hand the batch to the function as an SQS
+event, delete what succeeded. With ``ReportBatchItemFailures`` only the records not
+listed in ``batchItemFailures`` are deleted; an exception fails the whole batch. A
+failed message reappears after the visibility timeout and the queue's RedrivePolicy
+moves it to its DLQ after ``maxReceiveCount`` receives.
+"""
+
+from __future__ import annotations
+
+import base64
+import sys
+import threading
+import traceback
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from local_runtime.handlers import FunctionRegistry, region
+
+WAIT_TIME_SECONDS = 1  # long polling, short enough for a prompt shutdown
+ERROR_BACKOFF_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class EventSource:
+    """One ``Type: SQS`` event of a function."""
+
+    function: str
+    queue_url: str
+    queue_arn: str
+    batch_size: int = 10
+    report_batch_item_failures: bool = False
+
+
+def sqs_record(message: Mapping[str, Any], queue_arn: str) -> dict[str, Any]:
+    """One record of the SQS event Lambda builds from a received message."""
+    return {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": message.get("Body", ""),
+        "attributes": dict(message.get("Attributes") or {}),
+        "messageAttributes": {
+            name: _message_attribute(value)
+            for name, value in (message.get("MessageAttributes") or {}).items()
+        },
+        "md5OfBody": message.get("MD5OfBody", ""),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn,
+        "awsRegion": queue_arn.split(":")[3] if queue_arn.count(":") >= 5 else region(),
+    }
+
+
+def _message_attribute(value: Mapping[str, Any]) -> dict[str, Any]:
+    attribute: dict[str, Any] = {
+        "stringListValues": list(value.get("StringListValues") or []),
+        "binaryListValues": [
+            base64.b64encode(item).decode("ascii") for item in value.get("BinaryListValues") or []
+        ],
+        "dataType": value.get("DataType", "String"),
+    }
+    if "StringValue" in value:
+        attribute["stringValue"] = value["StringValue"]
+    if "BinaryValue" in value:
+        attribute["binaryValue"] = base64.b64encode(value["BinaryValue"]).decode("ascii")
+    return attribute
+
+
+def sqs_event(messages: Sequence[Mapping[str, Any]], queue_arn: str) -> dict[str, Any]:
+    return {"Records": [sqs_record(message, queue_arn) for message in messages]}
+
+
+def succeeded_records(
+    records: Sequence[Mapping[str, Any]], result: Any, report_batch_item_failures: bool
+) -> list[Mapping[str, Any]]:
+    """The records to delete after the function returned ``result``.
+
+    A malformed batch response fails the whole batch, as it does in Lambda.
+    """
+    if not report_batch_item_failures or result is None:
+        return list(records)
+    if not isinstance(result, dict):
+        return []
+    failures = result.get("batchItemFailures")
+    if failures is None:
+        return list(records)
+    if not isinstance(failures, list):
+        return []
+    ids = {record["messageId"] for record in records}
+    failed: set[str] = set()
+    for failure in failures:
+        identifier = failure.get("itemIdentifier") if isinstance(failure, dict) else None
+        if not identifier or identifier not in ids:
+            return []
+        failed.add(identifier)
+    return [record for record in records if record["messageId"] not in failed]
+
+
+class QueuePoller(threading.Thread):
+    """Polls one queue for one function until ``stop()``."""
+
+    def __init__(self, source: EventSource, registry: FunctionRegistry, sqs: Any) -> None:
+        super().__init__(name=f"poller-{source.function}", daemon=True)
+        self.source = source
+        self.registry = registry
+        self.sqs = sqs
+        self._stopping = threading.Event()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    def run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self.poll_once()
+            except Exception:
+                if self._stopping.is_set():
+                    return
+                _report(f"polling {self.source.queue_url} for {self.source.function} failed")
+                self._stopping.wait(ERROR_BACKOFF_SECONDS)
+
+    def poll_once(self) -> int:
+        """Receive one batch and process it; the number of messages received."""
+        response = self.sqs.receive_message(
+            QueueUrl=self.source.queue_url,
+            MaxNumberOfMessages=max(1, min(self.source.batch_size, 10)),
+            WaitTimeSeconds=WAIT_TIME_SECONDS,
+            MessageSystemAttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        )
+        messages = response.get("Messages") or []
+        if not messages:
+            return 0
+        event = sqs_event(messages, self.source.queue_arn)
+        try:
+            result = self.registry.invoke(self.source.function, event, str(uuid.uuid4()))
+        except Exception:
+            _report(f"{self.source.function} failed a batch of {len(messages)}")
+            return len(messages)
+        done = succeeded_records(event["Records"], result, self.source.report_batch_item_failures)
+        if done:
+            self.sqs.delete_message_batch(
+                QueueUrl=self.source.queue_url,
+                Entries=[
+                    {"Id": str(index), "ReceiptHandle": record["receiptHandle"]}
+                    for index, record in enumerate(done)
+                ],
+            )
+        return len(messages)
+
+
+def _report(what: str) -> None:
+    print(f"[local_runtime] {what}:\n{traceback.format_exc()}", file=sys.stderr, flush=True)

@@ -1,0 +1,507 @@
+"""``python -m local_runtime``: the whole stack on 127.0.0.1, no cloud account, no Docker.
+
+1. AWS: an in-process moto server (or ``AWS_ENDPOINT_URL`` when set), with the tables
+   and queues of template.yaml and the functions' environment exported.
+2. Seeding: the dev workspace (``CONVO_DEV_TOKEN``), one per ``CONVO_DEV_TOKENS`` pair,
+   one capability of each kind in each.
+3. The HttpApi on ``PORT`` (3000), the Lambda Invoke API on ``LAMBDA_PORT`` (3001), and
+   one poller per SQS event source.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import secrets
+import signal
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from local_runtime.banner import BannerInfo, render_banner
+from local_runtime.handlers import FunctionRegistry, LambdaFunction
+from local_runtime.http_gateway import AuthorizerConfig, HttpGateway, Route
+from local_runtime.lambda_api import LambdaApi
+from local_runtime.queue_pollers import EventSource, QueuePoller
+
+HOST = "127.0.0.1"
+DEFAULT_PORT = 3000
+DEFAULT_LAMBDA_PORT = 3001
+DEFAULT_VISIBILITY_SECONDS = 2
+DEFAULT_REAUTHORIZE_SECONDS = 300
+DEFAULT_MEMORY_MB = 128
+DEV_WORKSPACE = "dev"
+TEMPLATE = Path(__file__).resolve().parent.parent / "template.yaml"
+POLLER_JOIN_SECONDS = 5.0
+
+_WORKSPACE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# A header value (printable ASCII, no spaces); create_workspace wants at least 16 characters.
+_TOKEN = re.compile(r"^[\x21-\x7e]{16,512}$")
+
+
+class ConfigError(ValueError):
+    """The environment asks for something the runtime cannot do."""
+
+
+class StartupError(RuntimeError):
+    """Something the runtime needs could not be set up."""
+
+
+def log(message: str) -> None:
+    print(f"[local_runtime] {message}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- config
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    port: int = DEFAULT_PORT
+    lambda_port: int = DEFAULT_LAMBDA_PORT
+    dev_token: str = ""
+    dev_token_generated: bool = False
+    workspaces: tuple[tuple[str, str], ...] = ()
+    endpoint_url: str | None = None
+    visibility_seconds: int = DEFAULT_VISIBILITY_SECONDS
+    authorizer_cache_seconds: float | None = None
+    access_log: bool = False
+    template_path: Path = TEMPLATE
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> RuntimeConfig:
+        """Read ``PORT``, ``LAMBDA_PORT``, ``CONVO_DEV_TOKEN(S)`` and the LOCAL_* knobs."""
+        dev_token = env.get("CONVO_DEV_TOKEN", "").strip()
+        generated = not dev_token
+        if generated:
+            dev_token = secrets.token_urlsafe(24)
+        elif not _TOKEN.match(dev_token):
+            raise ConfigError(
+                "CONVO_DEV_TOKEN must be 16-512 printable ASCII characters without spaces"
+            )
+        workspaces = parse_dev_tokens(env.get("CONVO_DEV_TOKENS", ""), dev_token)
+        cache = env.get("LOCAL_AUTHORIZER_CACHE_SECONDS", "").strip()
+        return cls(
+            port=_port(env, "PORT", DEFAULT_PORT),
+            lambda_port=_port(env, "LAMBDA_PORT", DEFAULT_LAMBDA_PORT),
+            dev_token=dev_token,
+            dev_token_generated=generated,
+            workspaces=tuple(workspaces),
+            endpoint_url=env.get("AWS_ENDPOINT_URL") or None,
+            visibility_seconds=int(
+                _number(env, "LOCAL_QUEUE_VISIBILITY_SECONDS", DEFAULT_VISIBILITY_SECONDS)
+            ),
+            authorizer_cache_seconds=(
+                _number(env, "LOCAL_AUTHORIZER_CACHE_SECONDS", 0) if cache else None
+            ),
+            access_log=env.get("LOCAL_ACCESS_LOG", "").lower() in ("1", "true", "yes"),
+            template_path=Path(env.get("LOCAL_TEMPLATE", "") or TEMPLATE),
+        )
+
+
+def parse_dev_tokens(raw: str, dev_token: str = "") -> list[tuple[str, str]]:
+    """``name=token,name2=token2`` -> [(name, token), ...], refusing what cannot work."""
+    pairs: list[tuple[str, str]] = []
+    names = {DEV_WORKSPACE}
+    tokens = {dev_token} if dev_token else set()
+    for item in raw.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, token = item.partition("=")
+        name, token = name.strip(), token.strip()
+        if not sep or not name or not token:
+            raise ConfigError(
+                f"CONVO_DEV_TOKENS: {item!r} is not name=token "
+                "(expected e.g. CONVO_DEV_TOKENS='acme=tok-acme-123,globex=tok-globex-456')"
+            )
+        if not _WORKSPACE_NAME.match(name):
+            raise ConfigError(
+                f"CONVO_DEV_TOKENS: workspace name {name!r} must be 1-64 letters, digits, "
+                "'_', '.' or '-'"
+            )
+        if not _TOKEN.match(token):
+            raise ConfigError(
+                f"CONVO_DEV_TOKENS: the token of {name!r} must be 16-512 printable ASCII "
+                "characters without spaces or commas"
+            )
+        if name in names:
+            reserved = " (reserved for CONVO_DEV_TOKEN)" if name == DEV_WORKSPACE else ""
+            raise ConfigError(f"CONVO_DEV_TOKENS: workspace {name!r} given twice{reserved}")
+        if token in tokens:
+            raise ConfigError(f"CONVO_DEV_TOKENS: the token of {name!r} is already in use")
+        names.add(name)
+        tokens.add(token)
+        pairs.append((name, token))
+    return pairs
+
+
+def _port(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        port = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a port number, got {raw!r}") from None
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"{name} must be between 0 and 65535, got {port}")
+    return port
+
+
+def _number(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number of seconds, got {raw!r}") from None
+    if value < 0:
+        raise ConfigError(f"{name} must not be negative, got {raw!r}")
+    return value
+
+
+# --------------------------------------------------------------------------- template
+
+
+@dataclass(frozen=True)
+class Topology:
+    """What the runtime serves, read from template.yaml."""
+
+    functions: list[LambdaFunction]
+    routes: list[Route]
+    authorizers: dict[str, AuthorizerConfig]
+    queue_sources: list[tuple[str, str, int, bool]] = field(default_factory=list)
+    """(function, queue logical id, batch size, ReportBatchItemFailures)"""
+
+
+def read_topology(template_path: Path, authorizer_cache_seconds: float | None) -> Topology:
+    from local_runtime import aws_resources
+
+    template = aws_resources.load_template(template_path)
+    specs = aws_resources.function_specs(template_path)
+    resources: dict[str, Any] = template.get("Resources") or {}
+    global_props = (template.get("Globals") or {}).get("Function") or {}
+
+    authorizers: dict[str, AuthorizerConfig] = {}
+    default_authorizer: str | None = None
+    for resource in resources.values():
+        if resource.get("Type") != "AWS::Serverless::HttpApi":
+            continue
+        auth = (resource.get("Properties") or {}).get("Auth") or {}
+        default_authorizer = auth.get("DefaultAuthorizer") or default_authorizer
+        for name, spec in (auth.get("Authorizers") or {}).items():
+            authorizers[name] = _authorizer_config(name, spec, authorizer_cache_seconds)
+
+    functions: list[LambdaFunction] = []
+    routes: list[Route] = []
+    sources: list[tuple[str, str, int, bool]] = []
+    for name, spec in specs.items():
+        props = {**global_props, **((resources.get(name) or {}).get("Properties") or {})}
+        functions.append(
+            LambdaFunction(
+                name=name,
+                code_uri=spec.code_uri,
+                handler=spec.handler,
+                timeout_seconds=float(spec.timeout),
+                memory_mb=int(props.get("MemorySize", DEFAULT_MEMORY_MB)),
+            )
+        )
+        auth_by_route = _route_authorizers(props, default_authorizer)
+        for method, path in spec.http_routes:
+            authorizer = auth_by_route.get((method, path), default_authorizer)
+            routes.append(Route(method, path, name, authorizer))
+        if spec.sqs_queue_logical_id:
+            sources.append(
+                (
+                    name,
+                    spec.sqs_queue_logical_id,
+                    spec.sqs_batch_size or 10,
+                    spec.report_batch_item_failures,
+                )
+            )
+    return Topology(functions, routes, authorizers, sources)
+
+
+def _authorizer_config(
+    name: str, spec: Mapping[str, Any], cache_override: float | None
+) -> AuthorizerConfig:
+    arn = spec.get("FunctionArn")
+    function = None
+    if isinstance(arn, dict) and "Fn::GetAtt" in arn:
+        function = str(arn["Fn::GetAtt"][0])
+    elif isinstance(arn, dict) and "Ref" in arn:
+        function = str(arn["Ref"])
+    if function is None:
+        raise StartupError(f"authorizer {name}: FunctionArn must be !GetAtt <Function>.Arn")
+    identity = spec.get("Identity") or {}
+    headers = tuple(str(header) for header in identity.get("Headers") or ["Authorization"])
+    ttl = identity.get("ReauthorizeEvery", DEFAULT_REAUTHORIZE_SECONDS)
+    return AuthorizerConfig(
+        function=function,
+        identity_headers=headers,
+        ttl_seconds=float(ttl if cache_override is None else cache_override),
+        simple_responses=bool(spec.get("EnableSimpleResponses", False)),
+    )
+
+
+def _route_authorizers(
+    props: Mapping[str, Any], default: str | None
+) -> dict[tuple[str, str], str | None]:
+    """Per-event ``Auth: {Authorizer: NONE | name}`` overrides of the default authorizer."""
+    overrides: dict[tuple[str, str], str | None] = {}
+    for event in (props.get("Events") or {}).values():
+        event_props = event.get("Properties") or {}
+        if event.get("Type") != "HttpApi" or "Auth" not in event_props:
+            continue
+        name = (event_props.get("Auth") or {}).get("Authorizer", default)
+        key = (str(event_props.get("Method", "ANY")).upper(), str(event_props.get("Path")))
+        overrides[key] = None if name == "NONE" else name
+    return overrides
+
+
+# --------------------------------------------------------------------------- runtime
+
+
+def quiet_logs() -> None:
+    """moto and werkzeug would log every AWS request the handlers make."""
+    for name in ("werkzeug", "moto", "botocore", "boto3", "urllib3"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+class LocalRuntime:
+    """Starts and stops every part, in order."""
+
+    def __init__(self, config: RuntimeConfig) -> None:
+        self.config = config
+        self.stopping = threading.Event()
+        self._moto: Any = None
+        self.endpoint_url = ""
+        self.gateway: HttpGateway | None = None
+        self.lambda_api: LambdaApi | None = None
+        self.pollers: list[QueuePoller] = []
+        self._threads: list[threading.Thread] = []
+        self.skipped: list[str] = []
+        self.notes: list[str] = []
+        self.capabilities: list[str] = []
+
+    # start ------------------------------------------------------------------
+
+    def start(self) -> BannerInfo:
+        topology = read_topology(self.config.template_path, self.config.authorizer_cache_seconds)
+        registry = FunctionRegistry(topology.functions)
+        self._bind_servers(topology, registry)
+        self._start_aws()
+        resources = self._create_resources()
+        self._seed()
+        missing = [f for f in topology.functions if not f.handler_file.is_file()]
+        for function in missing:
+            log(f"warning: {function.name}: no handler file {function.handler_file} yet")
+        self._start_pollers(topology, registry, resources, {f.name for f in missing})
+        assert self.gateway is not None and self.lambda_api is not None
+        self._serve(self.gateway)
+        self._serve(self.lambda_api)
+        return BannerInfo(
+            api_url=f"http://{HOST}:{self.gateway.server_address[1]}",
+            lambda_url=f"http://{HOST}:{self.lambda_api.server_address[1]}",
+            aws_endpoint=self.endpoint_url,
+            aws_emulated=self._moto is not None,
+            dev_token=self.config.dev_token,
+            dev_token_generated=self.config.dev_token_generated,
+            workspaces=[DEV_WORKSPACE, *(name for name, _ in self.config.workspaces)],
+            capabilities=self.capabilities,
+            skipped=self.skipped,
+            notes=self.notes,
+        )
+
+    def _bind_servers(self, topology: Topology, registry: FunctionRegistry) -> None:
+        # Bind first, so that a port in use fails before anything slow happens; handlers
+        # are loaded only once the environment is complete, on first use.
+        try:
+            self.gateway = HttpGateway(
+                (HOST, self.config.port),
+                topology.routes,
+                registry,
+                topology.authorizers,
+                self.config.access_log,
+            )
+        except OSError as exc:
+            raise StartupError(f"cannot listen on {HOST}:{self.config.port} (PORT): {exc}") from exc
+        try:
+            self.lambda_api = LambdaApi(
+                (HOST, self.config.lambda_port), registry, self.config.access_log
+            )
+        except OSError as exc:
+            raise StartupError(
+                f"cannot listen on {HOST}:{self.config.lambda_port} (LAMBDA_PORT): {exc}"
+            ) from exc
+
+    def _start_aws(self) -> None:
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+        os.environ["AWS_DEFAULT_REGION"] = region
+        os.environ["AWS_REGION"] = region
+        if self.config.endpoint_url:
+            self.endpoint_url = self.config.endpoint_url
+            if not (os.environ.get("AWS_ACCESS_KEY_ID") or os.environ.get("AWS_PROFILE")):
+                # DynamoDB Local and LocalStack accept any credentials.
+                os.environ["AWS_ACCESS_KEY_ID"] = "local"
+                os.environ["AWS_SECRET_ACCESS_KEY"] = "local"
+            return
+        from moto.server import ThreadedMotoServer
+
+        # Only moto sees these: never let a real profile or session token wander off.
+        os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+        os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+        self._moto = ThreadedMotoServer(ip_address=HOST, port=0, verbose=False)
+        self._moto.start()
+        host, port = self._moto.get_host_and_port()
+        self.endpoint_url = f"http://{host}:{port}"
+        os.environ["AWS_ENDPOINT_URL"] = self.endpoint_url
+
+    def _create_resources(self) -> Any:
+        import boto3
+
+        from local_runtime import aws_resources
+
+        try:
+            resources = aws_resources.ensure_resources(
+                boto3.session.Session(),
+                endpoint_url=self.endpoint_url,
+                template_path=self.config.template_path,
+            )
+        except Exception as exc:
+            raise StartupError(
+                f"cannot create the tables and queues at {self.endpoint_url}: {exc}"
+            ) from exc
+        os.environ.update(resources.env())
+        return resources
+
+    def _seed(self) -> None:
+        try:
+            from convo_memory.bootstrap import get_container
+            from convo_memory.services.admin import create_workspace, seed_capabilities
+        except ModuleNotFoundError as exc:
+            if exc.name not in ("convo_memory.bootstrap", "convo_memory.services.admin"):
+                raise
+            log(f"warning: not seeding workspaces: {exc}")
+            self.notes.append(f"workspaces NOT seeded ({exc.name} is missing)")
+            return
+        store = get_container().store
+        for name, token in ((DEV_WORKSPACE, self.config.dev_token), *self.config.workspaces):
+            credentials = create_workspace(store, name, token)
+            capabilities = seed_capabilities(store, credentials.workspace_id)
+            if not self.capabilities:
+                self.capabilities = [_capability_label(cap) for cap in capabilities]
+
+    def _start_pollers(
+        self,
+        topology: Topology,
+        registry: FunctionRegistry,
+        resources: Any,
+        missing: set[str],
+    ) -> None:
+        import boto3
+
+        sqs = boto3.client("sqs", endpoint_url=self.endpoint_url)
+        for function, queue_id, batch_size, report_failures in topology.queue_sources:
+            url = resources.queue_urls[queue_id]
+            if function in missing:
+                self.skipped.append(f"{queue_id} -> {function} (no handler yet)")
+                continue
+            sqs.set_queue_attributes(
+                QueueUrl=url,
+                Attributes={"VisibilityTimeout": str(self.config.visibility_seconds)},
+            )
+            arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+                "QueueArn"
+            ]
+            source = EventSource(function, url, arn, batch_size, report_failures)
+            poller = QueuePoller(
+                source, registry, boto3.client("sqs", endpoint_url=self.endpoint_url)
+            )
+            poller.start()
+            self.pollers.append(poller)
+
+    def _serve(self, server: HttpGateway | LambdaApi) -> None:
+        thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.2},
+            name=type(server).__name__,
+            daemon=True,
+        )
+        thread.start()
+        self._threads.append(thread)
+
+    # stop -------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop serving, stop polling, stop moto; every wait is bounded."""
+        for server in (self.gateway, self.lambda_api):
+            if server is None:
+                continue
+            if any(thread.name == type(server).__name__ for thread in self._threads):
+                server.shutdown()
+            server.server_close()
+        for poller in self.pollers:
+            poller.stop()
+        for poller in self.pollers:
+            poller.join(POLLER_JOIN_SECONDS)
+            if poller.is_alive():
+                log(f"warning: {poller.name} still busy at exit")
+        if self._moto is not None:
+            self._moto.stop()
+            self._moto = None
+
+
+def _capability_label(capability: Any) -> str:
+    """seed_capabilities returns ids; a Capability (or its dict) also reads well."""
+    if isinstance(capability, str):
+        return capability
+    if isinstance(capability, dict):
+        return f"{capability.get('id')} ({capability.get('kind')})"
+    return f"{getattr(capability, 'id', '?')} ({getattr(capability, 'kind', '?')})"
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main() -> int:
+    quiet_logs()
+    try:
+        config = RuntimeConfig.from_env(os.environ)
+    except ConfigError as exc:
+        log(f"error: {exc}")
+        return 2
+
+    runtime = LocalRuntime(config)
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if runtime.stopping.is_set():
+            log("stopping now")
+            os._exit(1)
+        runtime.stopping.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        info = runtime.start()
+    except (StartupError, ConfigError) as exc:
+        log(f"error: {exc}")
+        runtime.stop()
+        return 1
+    except BaseException:
+        runtime.stop()
+        raise
+    if not runtime.stopping.is_set():
+        print(render_banner(info), flush=True)
+    while not runtime.stopping.wait(0.5):
+        pass
+    log("shutting down")
+    runtime.stop()
+    log("stopped")
+    return 0

@@ -1,0 +1,158 @@
+"""A small fake OpenAI-compatible chat-completions server on 127.0.0.1 (free port).
+
+It records every request (path, headers, JSON body) and answers according to its
+attributes, which tests set before calling:
+
+- ``reply``: the ``choices[0].message.content`` of a non-streaming answer;
+- ``stream_chunks``: the delta texts of a streaming answer (chunked SSE, one event per
+  HTTP chunk, then ``data: [DONE]``); ``gate``, if set, is awaited after the first
+  chunk so a test can prove it received that chunk before the rest was sent;
+- ``error_status`` / ``error_body`` / ``error_headers``: answer every request with that
+  status instead;
+- ``delay``: sleep before answering (timeouts);
+- ``stream_raw``: raw SSE text sent as the streaming body instead of ``stream_chunks``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass
+class FakeOpenAIServer:
+    reply: str = "Hello from the fake model."
+    stream_chunks: list[str] = field(default_factory=lambda: ["Hel", "lo", " there", "!"])
+    stream_raw: str | None = None
+    gate: threading.Event | None = None
+    gate_timeout: float = 5.0
+    error_status: int | None = None
+    error_body: Any = None
+    error_headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    requests: list[RecordedRequest] = field(default_factory=list)
+    first_chunk_sent: threading.Event = field(default_factory=threading.Event)
+    gate_timed_out: bool = False
+    _server: ThreadingHTTPServer | None = None
+    _thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def start(self) -> FakeOpenAIServer:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                raw = self.rfile.read(length)
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    body = raw.decode("utf-8", "replace")
+                fake.requests.append(
+                    RecordedRequest("POST", self.path, dict(self.headers.items()), body)
+                )
+                if fake.delay:
+                    time.sleep(fake.delay)
+                if fake.error_status is not None:
+                    self._send_json(fake.error_status, fake.error_body, fake.error_headers)
+                elif self.path != "/v1/chat/completions":
+                    self._send_json(404, {"error": {"message": "no such route"}})
+                elif isinstance(body, dict) and body.get("stream"):
+                    self._send_stream()
+                else:
+                    self._send_json(
+                        200,
+                        {
+                            "id": "chatcmpl-1",
+                            "object": "chat.completion",
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "message": {"role": "assistant", "content": fake.reply},
+                                    "finish_reason": "stop",
+                                }
+                            ],
+                        },
+                    )
+
+            def _send_json(
+                self, status: int, payload: Any, headers: dict[str, str] | None = None
+            ) -> None:
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _chunk(self, text: str) -> None:
+                data = text.encode("utf-8")
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+
+            def _send_stream(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                if fake.stream_raw is not None:
+                    self._chunk(fake.stream_raw)
+                    self.wfile.write(b"0\r\n\r\n")
+                    return
+                self._chunk(
+                    'data: {"choices":[{"index":0,"delta":{"role":"assistant"}}]}\n\n'
+                )
+                for index, text in enumerate(fake.stream_chunks):
+                    event = {"choices": [{"index": 0, "delta": {"content": text}}]}
+                    self._chunk(f"data: {json.dumps(event)}\n\n")
+                    if index == 0:
+                        fake.first_chunk_sent.set()
+                        if fake.gate is not None and not fake.gate.wait(fake.gate_timeout):
+                            fake.gate_timed_out = True
+                done = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+                self._chunk(f"data: {json.dumps(done)}\n\n")
+                self._chunk("data: [DONE]\n\n")
+                self.wfile.write(b"0\r\n\r\n")
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            if self.gate is not None:
+                self.gate.set()  # never leave a handler thread waiting
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> FakeOpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

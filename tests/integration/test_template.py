@@ -1,0 +1,335 @@
+"""template.yaml is the one description of the stack: the resources the local runtime and
+the tests build from it must be the ones docs/architecture.md and the contract describe."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from local_runtime.aws_resources import (
+    LocalResources,
+    ensure_resources,
+    function_specs,
+    load_template,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = ROOT / "template.yaml"
+EVENTS = ROOT / "events"
+
+# Every route of CONTRACT.md and the function docs/architecture.md gives it.
+EXPECTED_ROUTES = {
+    ("POST", "/v1/capabilities"): "CapabilitiesFunction",
+    ("GET", "/v1/capabilities"): "CapabilitiesFunction",
+    ("GET", "/v1/capabilities/{capabilityId}"): "CapabilitiesFunction",
+    ("GET", "/v1/runs/{runId}"): "CapabilitiesFunction",
+    ("POST", "/v1/sessions"): "SessionsFunction",
+    ("GET", "/v1/sessions"): "SessionsFunction",
+    ("GET", "/v1/sessions/{sessionId}"): "SessionsFunction",
+    ("PATCH", "/v1/sessions/{sessionId}"): "SessionsFunction",
+    ("DELETE", "/v1/sessions/{sessionId}"): "SessionsFunction",
+    ("GET", "/v1/sessions/{sessionId}/messages"): "SessionsFunction",
+    ("GET", "/v1/sessions/{sessionId}/context"): "SessionsFunction",
+    ("POST", "/v1/capabilities/{capabilityId}/predict"): "PredictFunction",
+    ("POST", "/v1/capabilities/{capabilityId}/predict/stream"): "PredictFunction",
+    ("POST", "/v1/sessions/{sessionId}/messages"): "PredictFunction",
+}
+
+DOCUMENTED_DEFAULTS = {
+    "MAX_INPUT_CHARS": "32000",
+    "DIGEST_MAX_CHARS": "2000",
+    "DIGEST_RETENTION_HOURS": "24",
+    "IDLE_ARCHIVE_DAYS": "7",
+    "PURGE_AFTER_DAYS": "30",
+    "CACHE_TTL_SECONDS": "30",
+    "POWERTOOLS_SERVICE_NAME": "convo-memory",
+    "POWERTOOLS_METRICS_NAMESPACE": "ConvoMemory",
+}
+
+
+@pytest.fixture
+def session(monkeypatch: pytest.MonkeyPatch) -> Iterator[boto3.session.Session]:
+    for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    with mock_aws():
+        yield boto3.session.Session(region_name="us-east-1")
+
+
+@pytest.fixture
+def resources(session: boto3.session.Session) -> LocalResources:
+    return ensure_resources(session, template_path=TEMPLATE)
+
+
+def _keys(key_schema: list[Any]) -> list[tuple[str, str]]:
+    return [(k["AttributeName"], k["KeyType"]) for k in key_schema]
+
+
+def _describe(session: boto3.session.Session, name: str) -> Any:
+    return session.client("dynamodb").describe_table(TableName=name)["Table"]
+
+
+def _ttl(session: boto3.session.Session, name: str) -> Any:
+    return session.client("dynamodb").describe_time_to_live(TableName=name)["TimeToLiveDescription"]
+
+
+def _queue_attributes(session: boto3.session.Session, url: str) -> Any:
+    return session.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["All"])[
+        "Attributes"
+    ]
+
+
+# ---------------------------------------------------------------- tables
+
+
+def test_conversations_table_has_the_documented_keys_indexes_and_ttl(
+    session: boto3.session.Session, resources: LocalResources
+) -> None:
+    name = resources.tables["ConversationsTable"]
+    assert name == "convo-local-ConversationsTable"
+    table = _describe(session, name)
+
+    assert _keys(table["KeySchema"]) == [("pk", "HASH"), ("sk", "RANGE")]
+    assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
+    types = {a["AttributeName"]: a["AttributeType"] for a in table["AttributeDefinitions"]}
+    assert types == {a: "S" for a in ("pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk")}
+
+    indexes = {
+        gsi["IndexName"]: (_keys(gsi["KeySchema"]), gsi["Projection"]["ProjectionType"])
+        for gsi in table["GlobalSecondaryIndexes"]
+    }
+    assert indexes == {
+        "byExternalRef": ([("gsi1pk", "HASH"), ("gsi1sk", "RANGE")], "ALL"),
+        "byActivity": ([("gsi2pk", "HASH"), ("gsi2sk", "RANGE")], "KEYS_ONLY"),
+    }
+    assert _ttl(session, name) == {"TimeToLiveStatus": "ENABLED", "AttributeName": "ttl"}
+
+
+def test_runs_table_is_keyed_by_run_id_and_never_expires(
+    session: boto3.session.Session, resources: LocalResources
+) -> None:
+    name = resources.tables["RunsTable"]
+    table = _describe(session, name)
+
+    assert _keys(table["KeySchema"]) == [("runId", "HASH")]
+    assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
+    assert table.get("GlobalSecondaryIndexes", []) == []
+    # Traces outlive conversations: retention must never expire them.
+    assert _ttl(session, name)["TimeToLiveStatus"] == "DISABLED"
+
+
+def test_idempotency_table_follows_the_powertools_schema(
+    session: boto3.session.Session, resources: LocalResources
+) -> None:
+    name = resources.tables["IdempotencyTable"]
+    table = _describe(session, name)
+
+    assert _keys(table["KeySchema"]) == [("id", "HASH")]
+    assert _ttl(session, name) == {"TimeToLiveStatus": "ENABLED", "AttributeName": "expiration"}
+
+
+def test_stateful_tables_survive_stack_deletion_and_replacement() -> None:
+    resources = load_template(TEMPLATE)["Resources"]
+    for logical_id in ("ConversationsTable", "RunsTable"):
+        assert resources[logical_id]["DeletionPolicy"] == "Retain", logical_id
+        assert resources[logical_id]["UpdateReplacePolicy"] == "Retain", logical_id
+        props = resources[logical_id]["Properties"]
+        assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+
+
+# ---------------------------------------------------------------- queues
+
+
+@pytest.mark.parametrize(
+    ("queue", "dlq"), [("SummaryQueue", "SummaryDLQ"), ("RepairQueue", "RepairDLQ")]
+)
+def test_work_queues_redrive_to_their_dead_letter_queue_after_five_receives(
+    session: boto3.session.Session, resources: LocalResources, queue: str, dlq: str
+) -> None:
+    dlq_arn = _queue_attributes(session, resources.queue_urls[dlq])["QueueArn"]
+    redrive = json.loads(_queue_attributes(session, resources.queue_urls[queue])["RedrivePolicy"])
+
+    assert redrive["deadLetterTargetArn"] == dlq_arn
+    assert int(redrive["maxReceiveCount"]) == 5
+    assert "RedrivePolicy" not in _queue_attributes(session, resources.queue_urls[dlq])
+
+
+@pytest.mark.parametrize(
+    ("function", "queue"),
+    [("SummarizeFunction", "SummaryQueue"), ("RepairFunction", "RepairQueue")],
+)
+def test_each_worker_consumes_its_queue_with_partial_batch_failures(
+    session: boto3.session.Session, resources: LocalResources, function: str, queue: str
+) -> None:
+    spec = function_specs(TEMPLATE)[function]
+
+    assert spec.sqs_queue_logical_id == queue
+    assert spec.sqs_batch_size == 10
+    assert spec.report_batch_item_failures is True
+    assert spec.http_routes == []
+    # AWS's rule of thumb: visibility >= 6x the consumer's timeout, or in-flight work
+    # is redelivered (and counted towards the DLQ) while it is still running.
+    visibility = int(_queue_attributes(session, resources.queue_urls[queue])["VisibilityTimeout"])
+    assert visibility >= 6 * spec.timeout
+
+
+# ---------------------------------------------------------------- local resources
+
+
+def test_creating_the_resources_twice_changes_nothing(
+    session: boto3.session.Session, resources: LocalResources
+) -> None:
+    again = ensure_resources(session, template_path=TEMPLATE)
+
+    assert again.tables == resources.tables
+    assert again.queue_urls == resources.queue_urls
+    assert sorted(session.client("dynamodb").list_tables()["TableNames"]) == sorted(
+        resources.tables.values()
+    )
+    assert len(session.client("sqs").list_queues()["QueueUrls"]) == 4
+
+
+def test_physical_names_carry_the_configured_prefix(session: boto3.session.Session) -> None:
+    created = ensure_resources(session, template_path=TEMPLATE, prefix="e2e-7-")
+
+    assert set(created.tables) == {"ConversationsTable", "RunsTable", "IdempotencyTable"}
+    assert set(created.queue_urls) == {"SummaryQueue", "SummaryDLQ", "RepairQueue", "RepairDLQ"}
+    assert all(name.startswith("e2e-7-") for name in created.tables.values())
+    assert all(url.rsplit("/", 1)[1].startswith("e2e-7-") for url in created.queue_urls.values())
+
+
+def test_function_environment_points_at_the_local_resources_with_documented_defaults(
+    resources: LocalResources,
+) -> None:
+    env = resources.env()
+
+    assert env["TABLE_NAME"] == resources.tables["ConversationsTable"]
+    assert env["RUNS_TABLE_NAME"] == resources.tables["RunsTable"]
+    assert env["IDEMPOTENCY_TABLE_NAME"] == resources.tables["IdempotencyTable"]
+    assert env["SUMMARY_QUEUE_URL"] == resources.queue_urls["SummaryQueue"]
+    assert env["REPAIR_QUEUE_URL"] == resources.queue_urls["RepairQueue"]
+    assert env["SUMMARY_DLQ_URL"] == resources.queue_urls["SummaryDLQ"]
+    assert env["REPAIR_DLQ_URL"] == resources.queue_urls["RepairDLQ"]
+    assert {name: env[name] for name in DOCUMENTED_DEFAULTS} == DOCUMENTED_DEFAULTS
+    assert all(isinstance(value, str) for value in env.values())
+
+
+# ---------------------------------------------------------------- functions and routes
+
+
+def test_every_contract_route_is_served_by_the_documented_function() -> None:
+    specs = function_specs(TEMPLATE)
+    served: dict[tuple[str, str], str] = {}
+    for logical_id, spec in specs.items():
+        for route in spec.http_routes:
+            assert route not in served, f"{route} declared by {served.get(route)} and {logical_id}"
+            served[route] = logical_id
+
+    assert served == EXPECTED_ROUTES
+
+
+def test_functions_point_at_their_code_and_share_one_handler_name() -> None:
+    specs = function_specs(TEMPLATE)
+
+    assert set(specs) == {
+        "AuthorizerFunction",
+        "CapabilitiesFunction",
+        "SessionsFunction",
+        "PredictFunction",
+        "SummarizeFunction",
+        "RepairFunction",
+    }
+    assert specs["SessionsFunction"].code_uri == ROOT / "functions" / "create_session"
+    assert specs["RepairFunction"].code_uri == ROOT / "functions" / "repair_transcript"
+    for spec in specs.values():
+        assert spec.handler == "app.handler"
+        assert spec.code_uri.parent == ROOT / "functions"
+        assert spec.code_uri.is_dir(), spec.code_uri
+    assert specs["PredictFunction"].timeout == 60
+    assert {spec.memory_size for spec in specs.values()} == {512}
+    assert specs["AuthorizerFunction"].http_routes == []
+    assert specs["AuthorizerFunction"].sqs_queue_logical_id is None
+
+
+def test_every_route_sits_behind_the_token_authorizer_on_the_one_http_api() -> None:
+    template = load_template(TEMPLATE)
+    auth = template["Resources"]["HttpApi"]["Properties"]["Auth"]
+    authorizer = auth["Authorizers"][auth["DefaultAuthorizer"]]
+
+    assert authorizer["FunctionArn"] == {"Fn::GetAtt": ["AuthorizerFunction", "Arn"]}
+    assert authorizer["AuthorizerPayloadFormatVersion"] == "2.0"
+    assert authorizer["EnableSimpleResponses"] is True
+    assert authorizer["Identity"]["Headers"] == ["Authorization"]
+    for logical_id, resource in template["Resources"].items():
+        for event in (resource.get("Properties") or {}).get("Events", {}).values():
+            if event["Type"] == "HttpApi":
+                assert event["Properties"]["ApiId"] == {"Ref": "HttpApi"}, logical_id
+                assert "Auth" not in event["Properties"], logical_id
+
+
+def test_the_authorizer_can_only_read_the_conversations_table() -> None:
+    policies = load_template(TEMPLATE)["Resources"]["AuthorizerFunction"]["Properties"]["Policies"]
+
+    assert policies == [{"DynamoDBReadPolicy": {"TableName": {"Ref": "ConversationsTable"}}}]
+
+
+# ---------------------------------------------------------------- sample events
+
+
+def _event_table() -> dict[str, str]:
+    """events/README.md: event file -> function logical id."""
+    rows = re.findall(r"^\| `([\w.]+\.json)` \| (\w+) \|", (EVENTS / "README.md").read_text(), re.M)
+    return dict(rows)
+
+
+def test_every_sample_event_is_listed_with_an_existing_function() -> None:
+    table = _event_table()
+    specs = function_specs(TEMPLATE)
+
+    assert set(table) == {path.name for path in EVENTS.glob("*.json")}
+    assert set(table.values()) == set(specs)
+
+
+def test_http_sample_events_match_a_route_of_their_function() -> None:
+    specs = function_specs(TEMPLATE)
+    for name, function in _event_table().items():
+        event = json.loads((EVENTS / name).read_text())
+        if event.get("version") != "2.0" or event.get("type") == "REQUEST":
+            continue
+        method, path = event["routeKey"].split(" ", 1)
+        assert (method, path) in specs[function].http_routes, name
+        assert event["requestContext"]["http"]["method"] == method, name
+        assert event["requestContext"]["authorizer"]["lambda"]["workspaceId"] == "ws-dev", name
+        assert event["headers"]["authorization"] == "Bearer dev-token", name
+        raw_path = path
+        for key, value in (event.get("pathParameters") or {}).items():
+            raw_path = raw_path.replace("{" + key + "}", value)
+        assert event["rawPath"] == raw_path == event["requestContext"]["http"]["path"], name
+        if "body" in event:
+            assert isinstance(json.loads(event["body"]), dict), name
+
+
+def test_authorizer_event_is_a_v2_request_with_the_bearer_token() -> None:
+    event = json.loads((EVENTS / "authorizer.json").read_text())
+
+    assert (event["version"], event["type"]) == ("2.0", "REQUEST")
+    assert event["identitySource"] == [event["headers"]["authorization"]]
+    assert event["headers"]["authorization"] == "Bearer dev-token"
+
+
+@pytest.mark.parametrize("name", ["summarize_sqs.json", "repair_sqs.json"])
+def test_worker_sample_events_carry_session_jobs(name: str) -> None:
+    records = json.loads((EVENTS / name).read_text())["Records"]
+
+    assert len(records) == 2
+    for record in records:
+        assert record["eventSource"] == "aws:sqs"
+        assert set(json.loads(record["body"])) == {"sessionId", "workspaceId"}
