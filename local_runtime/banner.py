@@ -20,7 +20,6 @@ class BannerInfo:
     workspaces: Sequence[str] = ("dev",)
     capabilities: Sequence[str] = ()
     skipped: Sequence[str] = field(default_factory=list)
-    notes: Sequence[str] = field(default_factory=list)
 
 
 def render_banner(info: BannerInfo) -> str:
@@ -47,7 +46,6 @@ def render_banner(info: BannerInfo) -> str:
         lines.append(f"  Capabilities {', '.join(info.capabilities)} (in each workspace)")
     for name in info.skipped:
         lines.append(f"  Not running  {name}")
-    lines.extend(f"  Note         {note}" for note in info.notes)
     lines.extend(["", "Try it (bash/zsh):", *_walkthrough(info), ""])
     lines.append("Ctrl-C stops everything.")
     lines.append(READY)

@@ -1,8 +1,9 @@
 """Lambda handlers loaded in-process, like warm containers.
 
 Each function's handler is imported from its file path (``CodeUri`` + ``Handler``)
-under a module name of its own, once, on first use; later invocations reuse it, the
-way a warm Lambda container keeps its module-level state.
+under a module name of its own (``lambda_<LogicalId>_app``), on first use; later
+invocations reuse it, the way a warm Lambda container keeps its module-level state.
+Concurrent invocations of one function get environments of their own (``..._app_2``).
 """
 
 from __future__ import annotations
@@ -95,13 +96,72 @@ class LambdaContext:
         return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
-class FunctionRegistry:
-    """The template's functions by logical id; handlers load lazily, once."""
+class TooManyRequestsError(RuntimeError):
+    """Every execution environment of the function stayed busy (Lambda throttles: 429)."""
 
-    def __init__(self, specs: Iterable[LambdaFunction]) -> None:
+
+class _EnvironmentPool:
+    """The warm execution environments of one function.
+
+    Lambda runs one invocation at a time per environment and starts another one for a
+    concurrent request. Handlers rely on that (Powertools' resolver keeps the current
+    event on a module-level ``app``), so each environment here is a module instance of
+    its own: loaded on first need (a cold start), reused afterwards (warm).
+    """
+
+    def __init__(self, spec: LambdaFunction, max_environments: int, wait_seconds: float) -> None:
+        self._spec = spec
+        self._max = max_environments
+        self._wait = wait_seconds
+        self._free: list[Handler] = []
+        self._count = 0
+        self._instances: set[int] = set()  # module-name suffixes in use
+        self._condition = threading.Condition()
+
+    def acquire(self) -> Handler:
+        deadline = time.monotonic() + self._wait
+        with self._condition:
+            while not self._free and self._count >= self._max:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TooManyRequestsError(
+                        f"{self._spec.name}: {self._max} concurrent executions all busy"
+                    )
+                self._condition.wait(remaining)
+            if self._free:
+                return self._free.pop()
+            self._count += 1
+            instance = min(set(range(1, self._max + 1)) - self._instances)
+            self._instances.add(instance)
+        try:
+            return _load_handler(self._spec, instance)
+        except BaseException:
+            with self._condition:
+                self._count -= 1
+                self._instances.discard(instance)
+                self._condition.notify()
+            raise
+
+    def release(self, handler: Handler) -> None:
+        with self._condition:
+            self._free.append(handler)
+            self._condition.notify()
+
+
+class FunctionRegistry:
+    """The template's functions by logical id; each runs in lazily started environments."""
+
+    def __init__(
+        self,
+        specs: Iterable[LambdaFunction],
+        max_environments: int = 10,
+        wait_seconds: float = 30.0,
+    ) -> None:
         self._specs = {spec.name: spec for spec in specs}
-        self._handlers: dict[str, Handler] = {}
-        self._lock = threading.Lock()
+        self._pools = {
+            name: _EnvironmentPool(spec, max_environments, wait_seconds)
+            for name, spec in self._specs.items()
+        }
 
     @property
     def specs(self) -> Mapping[str, LambdaFunction]:
@@ -116,19 +176,6 @@ class FunctionRegistry:
         except KeyError:
             raise UnknownFunctionError(name) from None
 
-    def handler(self, name: str) -> Handler:
-        """The function's handler, imported on first use (a cold start)."""
-        loaded = self._handlers.get(name)
-        if loaded is not None:
-            return loaded
-        spec = self.spec(name)
-        with self._lock:
-            loaded = self._handlers.get(name)
-            if loaded is None:
-                loaded = _load_handler(spec)
-                self._handlers[name] = loaded
-        return loaded
-
     def context(self, name: str, request_id: str | None = None) -> LambdaContext:
         spec = self.spec(name)
         return LambdaContext(
@@ -140,28 +187,34 @@ class FunctionRegistry:
         )
 
     def invoke(self, name: str, event: Any, request_id: str | None = None) -> Any:
-        """Run the handler with ``event``; its exceptions propagate to the caller."""
-        handler = self.handler(name)
-        return handler(event, self.context(name, request_id))
+        """Run the handler with ``event`` in a free environment; its exceptions propagate."""
+        self.spec(name)
+        pool = self._pools[name]
+        handler = pool.acquire()
+        try:
+            return handler(event, self.context(name, request_id))
+        finally:
+            pool.release(handler)
 
 
-def _load_handler(spec: LambdaFunction) -> Handler:
+def _load_handler(spec: LambdaFunction, instance: int = 1) -> Handler:
     path = spec.handler_file
+    module_name = spec.module_name if instance == 1 else f"{spec.module_name}_{instance}"
     if not path.is_file():
         raise HandlerLoadError(f"Unable to import module '{spec.module_path}': no file {path}")
-    module_spec = importlib.util.spec_from_file_location(spec.module_name, path)
+    module_spec = importlib.util.spec_from_file_location(module_name, path)
     if module_spec is None or module_spec.loader is None:
         raise HandlerLoadError(f"Unable to import module '{spec.module_path}' from {path}")
     module: ModuleType = importlib.util.module_from_spec(module_spec)
-    sys.modules[spec.module_name] = module
+    sys.modules[module_name] = module
     try:
         module_spec.loader.exec_module(module)
     except BaseException:
-        del sys.modules[spec.module_name]
+        del sys.modules[module_name]
         raise
     handler = getattr(module, spec.attribute, None)
     if not callable(handler):
-        del sys.modules[spec.module_name]
+        del sys.modules[module_name]
         raise HandlerLoadError(
             f"Handler '{spec.attribute}' missing on module '{spec.module_path}' ({path})"
         )

@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
-from local_runtime.handlers import ACCOUNT_ID, FunctionRegistry, region
+from local_runtime.handlers import ACCOUNT_ID, FunctionRegistry, TooManyRequestsError, region
 
 API_ID = "local"
 STAGE = "$default"
@@ -413,7 +413,9 @@ def parse_authorizer_result(result: Any, simple_responses: bool) -> AuthDecision
     """Read a simple response (``isAuthorized``) or an IAM policy response."""
     if not isinstance(result, dict):
         raise InvalidLambdaResponseError("authorizer result is not an object")
-    context = result.get("context") or {}
+    context = result.get("context")
+    if context is None:
+        context = {}
     if not isinstance(context, dict):
         raise InvalidLambdaResponseError("authorizer context is not an object")
     if simple_responses and "isAuthorized" in result:
@@ -472,6 +474,8 @@ class HttpGateway(ThreadingHTTPServer):
         try:
             result = self.registry.invoke(match.route.function, event, request.request_id)
             return translate_result(result)
+        except TooManyRequestsError:
+            return json_response(429, {"message": "Too Many Requests"})
         except Exception:
             _report(f"{match.route.function} failed on {match.route.route_key}")
             return internal_error()
@@ -491,6 +495,8 @@ class HttpGateway(ThreadingHTTPServer):
             try:
                 result = self.registry.invoke(config.function, event, request.request_id)
                 decision = parse_authorizer_result(result, config.simple_responses)
+            except TooManyRequestsError:
+                return json_response(429, {"message": "Too Many Requests"})
             except Exception:
                 _report(f"authorizer {config.function} failed")
                 return internal_error()

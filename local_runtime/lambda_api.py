@@ -16,7 +16,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
 
-from local_runtime.handlers import FunctionRegistry, HandlerLoadError, function_arn
+from local_runtime.handlers import (
+    FunctionRegistry,
+    HandlerLoadError,
+    TooManyRequestsError,
+    function_arn,
+)
 
 _INVOKE_PATH = re.compile(r"^/2015-03-31/functions/([^/]+)/invocations/?$")
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024  # synchronous invocation limit
@@ -64,7 +69,12 @@ class _LambdaRequestHandler(BaseHTTPRequestHandler):
     sys_version = ""
 
     def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            self.close_connection = True
+            self._error(400, "InvalidRequestContentException", "Bad Content-Length")
+            return
         if length > MAX_PAYLOAD_BYTES:
             self.close_connection = True
             self._error(
@@ -105,6 +115,9 @@ class _LambdaRequestHandler(BaseHTTPRequestHandler):
         try:
             result = self.server.registry.invoke(name, event, request_id)
             body = json.dumps(result).encode("utf-8")
+        except TooManyRequestsError as exc:
+            self._error(429, "TooManyRequestsException", str(exc))
+            return
         except Exception as exc:
             print(
                 f"[local_runtime] {name} raised:\n{traceback.format_exc()}",
@@ -161,6 +174,9 @@ class _LambdaRequestHandler(BaseHTTPRequestHandler):
         self.end_headers()
         if body:
             self.wfile.write(body)
+
+    def version_string(self) -> str:
+        return self.server_version
 
     def log_message(self, format: str, *args: Any) -> None:
         if self.server.access_log:

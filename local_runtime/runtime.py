@@ -23,6 +23,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import yaml
+
 from local_runtime.banner import BannerInfo, render_banner
 from local_runtime.handlers import FunctionRegistry, LambdaFunction
 from local_runtime.http_gateway import AuthorizerConfig, HttpGateway, Route
@@ -34,7 +36,6 @@ DEFAULT_PORT = 3000
 DEFAULT_LAMBDA_PORT = 3001
 DEFAULT_VISIBILITY_SECONDS = 2
 DEFAULT_REAUTHORIZE_SECONDS = 300
-DEFAULT_MEMORY_MB = 128
 DEV_WORKSPACE = "dev"
 TEMPLATE = Path(__file__).resolve().parent.parent / "template.yaml"
 POLLER_JOIN_SECONDS = 5.0
@@ -209,7 +210,7 @@ def read_topology(template_path: Path, authorizer_cache_seconds: float | None) -
                 code_uri=spec.code_uri,
                 handler=spec.handler,
                 timeout_seconds=float(spec.timeout),
-                memory_mb=int(props.get("MemorySize", DEFAULT_MEMORY_MB)),
+                memory_mb=spec.memory_size,
             )
         )
         auth_by_route = _route_authorizers(props, default_authorizer)
@@ -225,6 +226,9 @@ def read_topology(template_path: Path, authorizer_cache_seconds: float | None) -
                     spec.report_batch_item_failures,
                 )
             )
+    for route in routes:
+        if route.authorizer is not None and route.authorizer not in authorizers:
+            raise StartupError(f"{route.route_key}: unknown authorizer {route.authorizer!r}")
     return Topology(functions, routes, authorizers, sources)
 
 
@@ -287,13 +291,17 @@ class LocalRuntime:
         self.pollers: list[QueuePoller] = []
         self._threads: list[threading.Thread] = []
         self.skipped: list[str] = []
-        self.notes: list[str] = []
         self.capabilities: list[str] = []
 
     # start ------------------------------------------------------------------
 
     def start(self) -> BannerInfo:
-        topology = read_topology(self.config.template_path, self.config.authorizer_cache_seconds)
+        try:
+            topology = read_topology(
+                self.config.template_path, self.config.authorizer_cache_seconds
+            )
+        except (OSError, ValueError, LookupError, yaml.YAMLError) as exc:
+            raise StartupError(f"cannot read {self.config.template_path}: {exc!r}") from exc
         registry = FunctionRegistry(topology.functions)
         self._bind_servers(topology, registry)
         self._start_aws()
@@ -301,7 +309,12 @@ class LocalRuntime:
         self._seed()
         missing = [f for f in topology.functions if not f.handler_file.is_file()]
         for function in missing:
-            log(f"warning: {function.name}: no handler file {function.handler_file} yet")
+            if (function.code_uri / function.handler).is_file():
+                # e.g. run.sh behind the Lambda Web Adapter (the streaming door)
+                log(f"note: {function.name}: Handler {function.handler} is not a Python handler")
+                self.skipped.append(f"{function.name} (Handler {function.handler}: not served)")
+            else:
+                log(f"warning: {function.name}: no handler file {function.handler_file} yet")
         self._start_pollers(topology, registry, resources, {f.name for f in missing})
         assert self.gateway is not None and self.lambda_api is not None
         self._serve(self.gateway)
@@ -316,7 +329,6 @@ class LocalRuntime:
             workspaces=[DEV_WORKSPACE, *(name for name, _ in self.config.workspaces)],
             capabilities=self.capabilities,
             skipped=self.skipped,
-            notes=self.notes,
         )
 
     def _bind_servers(self, topology: Topology, registry: FunctionRegistry) -> None:
@@ -354,7 +366,8 @@ class LocalRuntime:
             return
         from moto.server import ThreadedMotoServer
 
-        # Only moto sees these: never let a real profile or session token wander off.
+        # moto takes any credentials; existing ones are kept for a service the user
+        # points elsewhere on purpose (AWS_ENDPOINT_URL_<SERVICE> beats AWS_ENDPOINT_URL).
         os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
         os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
         self._moto = ThreadedMotoServer(ip_address=HOST, port=0, verbose=False)
@@ -382,15 +395,10 @@ class LocalRuntime:
         return resources
 
     def _seed(self) -> None:
-        try:
-            from convo_memory.bootstrap import get_container
-            from convo_memory.services.admin import create_workspace, seed_capabilities
-        except ModuleNotFoundError as exc:
-            if exc.name not in ("convo_memory.bootstrap", "convo_memory.services.admin"):
-                raise
-            log(f"warning: not seeding workspaces: {exc}")
-            self.notes.append(f"workspaces NOT seeded ({exc.name} is missing)")
-            return
+        # Imported only now: the container reads the environment exported above.
+        from convo_memory.bootstrap import get_container
+        from convo_memory.services.admin import create_workspace, seed_capabilities
+
         store = get_container().store
         for name, token in ((DEV_WORKSPACE, self.config.dev_token), *self.config.workspaces):
             credentials = create_workspace(store, name, token)

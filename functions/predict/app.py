@@ -1,5 +1,5 @@
-"""Turn routes: predict (stateless or with a session) and the session's message door.
-Both call the same serving path (``TurnService``)."""
+"""Turn routes: predict (stateless or with a session), its buffered SSE twin, and the
+session's message door. All call the same serving path (``TurnService``)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 
 from convo_memory.http import (
-    body_as,
     container,
+    idempotent,
     install_error_handlers,
+    json_body,
     json_response,
+    parse,
     workspace_id,
 )
 
@@ -24,17 +26,55 @@ install_error_handlers(app)
 @app.post("/v1/capabilities/<capability_id>/predict")
 def predict(capability_id: str) -> Response:
     workspace = workspace_id(app)
-    body = body_as(app, "TurnInput")
-    prediction = container().turns.predict(workspace, capability_id, body.input, body.session_id)
-    return json_response(200, prediction.to_json_dict())
+    body = json_body(app)
+    turn = parse("TurnInput", body)
+
+    def compute() -> dict[str, Any]:
+        prediction = container().turns.predict(
+            workspace, capability_id, turn.input, turn.session_id
+        )
+        result: dict[str, Any] = prediction.to_json_dict()
+        return result
+
+    return json_response(200, idempotent(app, workspace, body, compute))
+
+
+@app.post("/v1/capabilities/<capability_id>/predict/stream")
+def predict_stream(capability_id: str) -> Response:
+    """The streaming door behind API Gateway, which buffers: the same events, delivered
+    at once. The Function URL (``StreamFunction``) streams them as they are produced."""
+    from convo_memory.sse import sse_event
+
+    workspace = workspace_id(app)
+    body = json_body(app)
+    turn = parse("TurnInput", body)
+    deltas: list[str] = []
+
+    def compute() -> dict[str, Any]:
+        prediction = container().turns.predict(
+            workspace, capability_id, turn.input, turn.session_id, sink=deltas.append
+        )
+        result: dict[str, Any] = prediction.to_json_dict()
+        return result
+
+    result = idempotent(app, workspace, body, compute)
+    events = [sse_event("delta", {"text": d}) for d in (deltas or [result["output"]])]
+    events.append(sse_event("done", result))
+    return Response(200, content_type="text/event-stream; charset=utf-8", body="".join(events))
 
 
 @app.post("/v1/sessions/<session_id>/messages")
 def session_message(session_id: str) -> Response:
     workspace = workspace_id(app)
-    body = body_as(app, "MessageInput")
-    prediction = container().turns.session_message(workspace, session_id, body.input)
-    return json_response(200, prediction.to_json_dict())
+    body = json_body(app)
+    message = parse("MessageInput", body)
+
+    def compute() -> dict[str, Any]:
+        prediction = container().turns.session_message(workspace, session_id, message.input)
+        result: dict[str, Any] = prediction.to_json_dict()
+        return result
+
+    return json_response(200, idempotent(app, workspace, body, compute))
 
 
 @logger.inject_lambda_context

@@ -5,6 +5,7 @@ authorizer, without sockets. Used by the integration tests and the benchmark."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -91,17 +92,35 @@ class InProcessApi:
             build_authorizer_event(request, match, [f"Bearer {token}"]),
         )
         assert auth["isAuthorized"] is True
-        event = build_http_event(request, match.route.route_key, match.path_parameters, auth["context"])
+        event = build_http_event(
+            request, match.route.route_key, match.path_parameters, auth["context"]
+        )
         result = self.invoke(match.route.function, event)
         raw = result.get("body") or ""
-        parsed = json.loads(raw) if raw and "json" in str(result.get("headers", {})).lower() else raw
+        parsed = (
+            json.loads(raw) if raw and "json" in str(result.get("headers", {})).lower() else raw
+        )
         return ApiResponse(result["statusCode"], result.get("headers") or {}, parsed)
 
 
+_MOTO_LOCK = threading.RLock()
+
+
+def serialized(client: Any) -> Any:
+    """moto's in-process backend is not thread-safe, while DynamoDB itself serializes
+    conflicting writes: one lock around every call emulates that for racing tests."""
+    call = client._make_api_call
+
+    def locked(operation: str, params: Any) -> Any:
+        with _MOTO_LOCK:
+            return call(operation, params)
+
+    client._make_api_call = locked
+    return client
+
+
 @contextmanager
-def inprocess_stack(
-    env: dict[str, str] | None = None, **clients: Any
-) -> Iterator[InProcessApi]:
+def inprocess_stack(env: dict[str, str] | None = None, **clients: Any) -> Iterator[InProcessApi]:
     """Moto for every AWS call; tables and queues from template.yaml; the container
     the handlers use is built from the template's environment (plus ``env``)."""
     import os
@@ -123,6 +142,8 @@ def inprocess_stack(
             resources = ensure_resources(boto3.session.Session(region_name=REGION))
             os.environ.update(resources.env())
             os.environ.update(env or {})
+            clients.setdefault("dynamodb", serialized(boto3.client("dynamodb", region_name=REGION)))
+            clients.setdefault("sqs", serialized(boto3.client("sqs", region_name=REGION)))
             container = build_container(Settings.from_env(), **clients)
             set_container(container)
             try:

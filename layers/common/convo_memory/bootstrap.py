@@ -11,8 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from convo_memory.config import Settings
-from convo_memory.domain.models import Capability
-from convo_memory.ports import ContentFilter, ModelProvider
 
 
 @dataclass
@@ -26,6 +24,8 @@ class Container:
     summary_queue: Any
     repair_queue: Any
     metrics: Any
+    idempotency: Any = None
+    adapters: Any = None
     clients: dict[str, Any] = field(default_factory=dict)
 
 
@@ -43,14 +43,17 @@ def _client(service: str, **config: Any) -> Any:
         "retries": {"max_attempts": 3, "mode": "standard"},
     }
     defaults.update(config)
-    return boto3.session.Session().client(service, config=Config(**defaults))
+    session: Any = boto3.session.Session()
+    return session.client(service, config=Config(**defaults))
 
 
 def build_container(settings: Settings | None = None, **clients: Any) -> Container:
     """Wire the services. ``clients`` may override ``dynamodb``, ``sqs`` and
     ``bedrock-runtime`` (tests inject moto-backed or stubbed clients)."""
     from convo_memory.adapters.dynamo_store import DynamoStore
+    from convo_memory.adapters.idempotency import IdempotentRunner
     from convo_memory.adapters.metrics import PowertoolsMetrics
+    from convo_memory.adapters.providers.factory import AdapterCache
     from convo_memory.adapters.queues import SqsQueue
     from convo_memory.services.admin import TokenResolver
     from convo_memory.services.catalog import CapabilityCatalog
@@ -62,15 +65,15 @@ def build_container(settings: Settings | None = None, **clients: Any) -> Contain
     sqs = clients.get("sqs")
     if sqs is None and (settings.summary_queue_url or settings.repair_queue_url):
         sqs = _client("sqs")
-    bedrock_holder: dict[str, Any] = {}
+    bedrock_clients: dict[str | None, Any] = {}
 
-    def bedrock_client() -> Any:
+    def bedrock_client(region: str | None = None) -> Any:
         # Only capabilities that use Bedrock pay for creating its client.
-        if "client" not in bedrock_holder:
-            bedrock_holder["client"] = clients.get("bedrock-runtime") or _client(
-                "bedrock-runtime", read_timeout=120
+        if region not in bedrock_clients:
+            bedrock_clients[region] = clients.get("bedrock-runtime") or _client(
+                "bedrock-runtime", read_timeout=120, region_name=region
             )
-        return bedrock_holder["client"]
+        return bedrock_clients[region]
 
     store = DynamoStore(dynamodb, settings.table_name, settings.runs_table_name)
     catalog = CapabilityCatalog(store, settings.cache_ttl_seconds)
@@ -79,12 +82,12 @@ def build_container(settings: Settings | None = None, **clients: Any) -> Contain
     )
     repair_queue = SqsQueue(sqs, settings.repair_queue_url) if settings.repair_queue_url else None
     metrics = PowertoolsMetrics()
-    providers = _ProviderCache(bedrock_client)
+    adapters = AdapterCache(bedrock_client_factory=bedrock_client)
     turns = TurnService(
         store=store,
         catalog=catalog,
-        provider_for=providers.provider_for,
-        filter_for=providers.filter_for,
+        provider_for=lambda cap: adapters.provider(cap.provider, cap.kind, cap.tools),
+        filter_for=lambda cap: adapters.content_filter(cap.content_filter),
         summary_queue=summary_queue,
         repair_queue=repair_queue,
         policy=TurnPolicy(
@@ -106,42 +109,14 @@ def build_container(settings: Settings | None = None, **clients: Any) -> Contain
         summary_queue=summary_queue,
         repair_queue=repair_queue,
         metrics=metrics,
+        adapters=adapters,
+        idempotency=(
+            IdempotentRunner(settings.idempotency_table_name, dynamodb)
+            if settings.idempotency_table_name
+            else None
+        ),
         clients={"dynamodb": dynamodb, "sqs": sqs},
     )
-
-
-class _ProviderCache:
-    """Model providers and content filters per capability definition, built once."""
-
-    def __init__(self, bedrock_client: Any) -> None:
-        self._bedrock_client = bedrock_client
-        self._providers: dict[str, ModelProvider] = {}
-        self._filters: dict[str, ContentFilter | None] = {}
-
-    def provider_for(self, capability: Capability) -> ModelProvider:
-        from convo_memory.adapters.providers.factory import build_provider
-
-        key = capability.model_dump_json(include={"id", "kind", "provider", "tools"})
-        if key not in self._providers:
-            self._providers[key] = build_provider(
-                capability.provider,
-                capability.kind,
-                capability.tools,
-                bedrock_client_factory=self._bedrock_client,
-            )
-        return self._providers[key]
-
-    def filter_for(self, capability: Capability) -> ContentFilter | None:
-        from convo_memory.adapters.filters import build_content_filter
-
-        if capability.content_filter is None:
-            return None
-        key = capability.content_filter.model_dump_json()
-        if key not in self._filters:
-            self._filters[key] = build_content_filter(
-                capability.content_filter, bedrock_client_factory=self._bedrock_client
-            )
-        return self._filters[key]
 
 
 def get_container() -> Container:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import Response
@@ -105,6 +106,33 @@ def query_int(app: APIGatewayHttpResolver, name: str, default: int, low: int, hi
     if not low <= value <= high:
         raise ValidationFailed(f"{name} must be between {low} and {high}")
     return value
+
+
+def check_idempotency_key(key: str) -> None:
+    if not 1 <= len(key) <= 255 or not key.isprintable():
+        raise ValidationFailed("Idempotency-Key must be 1-255 printable characters")
+
+
+def idempotent(
+    app: APIGatewayHttpResolver,
+    workspace: str,
+    body: Any,
+    compute: Callable[[], dict[str, Any]],
+) -> dict[str, Any]:
+    """Run a turn at most once per ``Idempotency-Key`` (when the client sent one)."""
+    key = app.current_event.headers.get("idempotency-key")
+    if key is None:
+        return compute()
+    check_idempotency_key(key)
+    route = f"{app.current_event.http_method} {app.current_event.path}"
+    return container().idempotency.run(
+        workspace_id=workspace,
+        key=key,
+        route=route,
+        body=body,
+        compute=compute,
+        lambda_context=app.lambda_context,
+    )
 
 
 def install_error_handlers(app: APIGatewayHttpResolver) -> None:

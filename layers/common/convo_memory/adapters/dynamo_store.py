@@ -221,7 +221,7 @@ class DynamoStore:
             "messageCount": _n(session.message_count),
             "gsi1pk": _s(f"WS#{session.workspace_id}#REF#{session.external_ref}"),
             "gsi1sk": _s(f"{session.created_at}#{session.id}"),
-            "gsi2pk": _s(f"ACTIVE#{shard}"),
+            "gsi2pk": _s(f"ACTIVE#{shard:02d}"),
             "gsi2sk": _s(session.last_active_at),
         }
 
@@ -411,7 +411,7 @@ class DynamoStore:
             recent=tuple(messages),
             digests=digests,
             digest_expiry=expiry,
-            summary_requested_at=float(head.get("summaryRequestedAt", {}).get("N", "0")),
+            summary_requested_at=int(head.get("summaryRequestedAt", {}).get("N", "0")) / 1000,
         )
 
     def append_turn(self, session_id: str, expected_count: int, turn: TurnRecord) -> AppendResult:
@@ -464,7 +464,8 @@ class DynamoStore:
         }
         if turn.mark_summary_requested_at is not None:
             set_parts.append("summaryRequestedAt = :sra")
-            values[":sra"] = _n(turn.mark_summary_requested_at)
+            # Whole milliseconds: a fixed-width number keeps the head's size stable.
+            values[":sra"] = _n(int(turn.mark_summary_requested_at * 1000))
         items: list[dict[str, Any]] = [
             {
                 "Update": {

@@ -40,7 +40,7 @@ class EmbeddedContentFilter:
                 return FilterVerdict(False, f"blocked term {term!r}")
         for pattern in self._patterns:
             if pattern.search(text):
-                return FilterVerdict(False, f"blocked pattern {pattern.pattern!r}")
+                return FilterVerdict(False, f"blocked pattern /{pattern.pattern}/")
         return FilterVerdict(True)
 
 

@@ -45,7 +45,9 @@ class Prompt:
 def fence(kind: str, body: str, nonce: str, attrs: str = "") -> str:
     """Wrap ``body`` as data. The nonce is stripped from the body so it cannot close
     the fence early."""
-    clean = body.replace(nonce, "")
+    clean = body
+    while nonce in clean:  # removing one copy can splice together another
+        clean = clean.replace(nonce, "")
     extra = f" {attrs}" if attrs else ""
     return f'<data-{nonce} kind="{kind}"{extra}>\n{clean}\n</data-{nonce}>'
 

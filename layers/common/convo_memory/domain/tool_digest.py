@@ -27,7 +27,8 @@ def build_tool_digest(calls: Sequence[ToolResult], max_chars: int) -> str | None
     out the others; the text is data and is fenced when replayed."""
     if not calls:
         return None
-    share = max(1, max_chars // len(calls))
+    # Equal shares of what is left after the newlines that join the lines.
+    share = max(1, (max_chars - (len(calls) - 1)) // len(calls))
     lines = []
     for call in calls:
         args = json.dumps(dict(call.input), sort_keys=True, ensure_ascii=False)

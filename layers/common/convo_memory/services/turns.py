@@ -55,6 +55,7 @@ class TurnStore(Protocol):
         self, session_id: str, expected_count: int, turn: TurnRecord
     ) -> AppendResult: ...
     def put_run(self, run: dict[str, Any]) -> None: ...
+    def get_session(self, session_id: str) -> Session | None: ...
 
 
 class QueuePort(Protocol):
@@ -103,7 +104,7 @@ class TurnService:
         self._clock = clock
         # A session's capability never changes, so this container may remember it:
         # the messages door then reads the session state in one request too.
-        self._session_capability: dict[str, str] = {}
+        self._session_capability: dict[tuple[str, str], str] = {}
 
     # -- doors ------------------------------------------------------------------
     def check_input(self, user_input: str) -> None:
@@ -146,7 +147,7 @@ class TurnService:
     ) -> Prediction:
         """``POST /v1/sessions/{id}/messages``: a turn on the session's own capability."""
         self.check_input(user_input)
-        capability_id = self._session_capability.get(session_id)
+        capability_id = self._session_capability.get((workspace_id, session_id))
         if capability_id is None:
             capability_id = self._session_head(workspace_id, session_id).capability_id
         capability = self._catalog.get(workspace_id, capability_id)
@@ -171,7 +172,7 @@ class TurnService:
             raise SessionNotFound(f"session {session_id!r} not found")
         if len(self._session_capability) > 10_000:
             self._session_capability.clear()
-        self._session_capability[session_id] = state.session.capability_id
+        self._session_capability[(workspace_id, session_id)] = state.session.capability_id
         return state
 
     def _converse(
@@ -367,6 +368,33 @@ class TurnService:
             logger.exception("could not enqueue transcript repair for turn %s", turn.turn_id)
             self._metrics.count("TranscriptRepairEnqueueFailed")
 
+    def repair(self, body: dict[str, Any]) -> str:
+        """Write a turn whose transcript write failed on the request path.
+
+        Exactly once: the turn marker makes a second delivery (or a write that did land
+        before its timeout) a no-op. Appends at the session's current end, so the
+        transcript stays contiguous. Storage errors propagate so the queue retries."""
+        workspace_id, session_id = str(body["workspaceId"]), str(body["sessionId"])
+        turn = _turn_from_dict(body["turn"])
+        session = self._store.get_session(session_id)
+        if session is None or session.workspace_id != workspace_id:
+            logger.warning("repair for a deleted session %s dropped", session_id)
+            return "session_gone"
+        try:
+            result = self._store.append_turn(session_id, session.message_count, turn)
+        except SessionNotFound:
+            return "session_gone"
+        except SessionArchived:
+            logger.error(
+                "turn %s could not be repaired: session %s archived", turn.turn_id, session_id
+            )
+            self._metrics.count("TranscriptRepairDroppedArchived")
+            return "archived"
+        if result.already_recorded:
+            return "already_recorded"
+        self._metrics.count("TranscriptRepaired")
+        return "recorded"
+
     def _summary_due(
         self,
         state: TurnState,
@@ -404,6 +432,20 @@ class TurnService:
             # Distant memory can wait; the conversation must not.
             logger.exception("could not enqueue summary for session %s", session_id)
             self._metrics.count("SummaryEnqueueFailed")
+
+
+def _turn_from_dict(data: dict[str, Any]) -> TurnRecord:
+    return TurnRecord(
+        turn_id=str(data["turnId"]),
+        user_content=str(data["userContent"]),
+        answer=str(data["answer"]),
+        withheld=bool(data["withheld"]),
+        created_at=str(data["createdAt"]),
+        digest_tools=tuple(data.get("digestTools") or ()),
+        digest_text=data.get("digestText"),
+        digest_expires_at=data.get("digestExpiresAt"),
+        run_id=data.get("runId"),
+    )
 
 
 def _turn_to_dict(turn: TurnRecord) -> dict[str, Any]:

@@ -112,8 +112,6 @@ class OpenAICompatibleProvider:
                     raw_line = response.readline()
                 except (OSError, http.client.HTTPException) as exc:
                     self._fail_io(exc)
-                if not raw_line:
-                    break  # end of body
                 line = raw_line.decode("utf-8", errors="replace").rstrip("\r\n")
                 if line:
                     # SSE fields: only "data" matters; comments (":...") and
@@ -122,23 +120,17 @@ class OpenAICompatibleProvider:
                         value = line[5:]
                         data_lines.append(value[1:] if value.startswith(" ") else value)
                     continue
-                if not data_lines:
-                    continue
-                data, data_lines = "\n".join(data_lines), []
-                if data.strip() == "[DONE]":
-                    return
-                text, done = self._parse_event(data)
-                finished = finished or done
-                if text:
-                    yield text
-            if data_lines:  # a final event without its blank line
-                data = "\n".join(data_lines)
-                if data.strip() == "[DONE]":
-                    return
-                text, done = self._parse_event(data)
-                finished = finished or done
-                if text:
-                    yield text
+                # A blank line (or the end of the body) dispatches the event.
+                if data_lines:
+                    data, data_lines = "\n".join(data_lines), []
+                    if data.strip() == "[DONE]":
+                        return
+                    text, done = self._parse_event(data)
+                    finished = finished or done
+                    if text:
+                        yield text
+                if not raw_line:
+                    break  # end of body
             if not finished:
                 raise ProviderError(
                     "Model provider error: the OpenAI-compatible stream ended before it finished."

@@ -1,0 +1,33 @@
+"""RepairQueue consumer: lands turns whose transcript write failed on the request path."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+logger = Logger(service="convo-memory-repair")
+# Report every failed record, even when all failed, rather than failing the invocation.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+
+def repair_record(record: SQSRecord) -> None:
+    from convo_memory.bootstrap import get_container
+
+    body = json.loads(record.body)
+    outcome = get_container().turns.repair(body)
+    logger.info("transcript repair", extra={"outcome": outcome, "messageId": record.message_id})
+
+
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return process_partial_response(
+        event=event, record_handler=repair_record, processor=processor, context=context
+    )

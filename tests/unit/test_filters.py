@@ -1,0 +1,167 @@
+"""Content filters: embedded terms and patterns, and the Bedrock guardrail (Stubber)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import botocore.session
+import pytest
+from botocore.config import Config
+from botocore.exceptions import EndpointConnectionError
+from botocore.stub import Stubber
+
+from convo_memory.adapters.filters import (
+    BedrockGuardrailFilter,
+    EmbeddedContentFilter,
+    build_content_filter,
+)
+from convo_memory.domain.models import ContentFilterConfig
+
+# --- embedded ------------------------------------------------------------------------
+
+
+def test_terms_match_case_insensitively_as_substrings() -> None:
+    content_filter = EmbeddedContentFilter(blocked_terms=["Secret"])
+    assert not content_filter.check("the TOP SECRET plan").allowed
+    assert not content_filter.check("no secrets here").allowed  # substring, by design
+    assert content_filter.check("nothing to hide").allowed
+
+
+def test_terms_use_unicode_casefolding() -> None:
+    assert not EmbeddedContentFilter(blocked_terms=["straße"]).check("HAUPTSTRASSE 1").allowed
+
+
+def test_blank_terms_block_nothing() -> None:
+    assert EmbeddedContentFilter(blocked_terms=["", "   "]).check("anything").allowed
+
+
+def test_patterns_are_regular_expressions_used_as_given() -> None:
+    ssn = EmbeddedContentFilter(blocked_patterns=[r"\b\d{3}-\d{2}-\d{4}\b"])
+    assert not ssn.check("my number is 123-45-6789").allowed
+    assert ssn.check("call 555-0100").allowed
+    # No implicit IGNORECASE: a pattern opts in with (?i).
+    assert EmbeddedContentFilter(blocked_patterns=["forbidden"]).check("FORBIDDEN").allowed
+    assert not EmbeddedContentFilter(blocked_patterns=["(?i)forbidden"]).check("FORBIDDEN").allowed
+
+
+def test_the_verdict_says_what_matched() -> None:
+    content_filter = EmbeddedContentFilter(["alpha"], [r"beta\d"])
+    assert "alpha" in content_filter.check("ALPHA").reason
+    assert r"beta\d" in content_filter.check("beta7").reason
+    assert content_filter.check("gamma").reason == ""
+
+
+def test_build_content_filter() -> None:
+    assert build_content_filter(None) is None
+    built = build_content_filter(
+        ContentFilterConfig(type="embedded", blocked_terms=["x-ray"], blocked_patterns=["^no"])
+    )
+    assert built is not None
+    assert not built.check("an X-RAY image").allowed
+    assert not built.check("no way").allowed
+    assert built.check("yes way").allowed
+
+
+# --- Bedrock guardrail ---------------------------------------------------------------
+
+
+@pytest.fixture
+def client() -> Any:
+    return botocore.session.get_session().create_client(
+        "bedrock-runtime",
+        region_name="us-east-1",
+        endpoint_url="http://127.0.0.1:9",  # never reached: stubbed or short-circuited
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(retries={"total_max_attempts": 1}),
+    )
+
+
+USAGE = {
+    "topicPolicyUnits": 1,
+    "contentPolicyUnits": 1,
+    "wordPolicyUnits": 1,
+    "sensitiveInformationPolicyUnits": 1,
+    "sensitiveInformationPolicyFreeUnits": 0,
+    "contextualGroundingPolicyUnits": 0,
+}
+
+
+def guardrail_response(action: str) -> dict[str, Any]:
+    outputs = [{"text": "Sorry, I can't share that."}] if action != "NONE" else []
+    return {"usage": USAGE, "action": action, "outputs": outputs, "assessments": []}
+
+
+def expected_call(text: str) -> dict[str, Any]:
+    return {
+        "guardrailIdentifier": "gr-123",
+        "guardrailVersion": "2",
+        "source": "OUTPUT",
+        "content": [{"text": {"text": text}}],
+    }
+
+
+def test_guardrail_allows_when_it_does_not_intervene(client: Any) -> None:
+    content_filter = BedrockGuardrailFilter(client, "gr-123", "2")
+    with Stubber(client) as stubber:
+        stubber.add_response("apply_guardrail", guardrail_response("NONE"), expected_call("ok"))
+        assert content_filter.check("ok").allowed
+        stubber.assert_no_pending_responses()
+
+
+def test_guardrail_withholds_when_it_intervenes(client: Any) -> None:
+    content_filter = BedrockGuardrailFilter(client, "gr-123", "2")
+    with Stubber(client) as stubber:
+        stubber.add_response(
+            "apply_guardrail", guardrail_response("GUARDRAIL_INTERVENED"), expected_call("bad")
+        )
+        verdict = content_filter.check("bad")
+    assert not verdict.allowed
+    assert "intervened" in verdict.reason
+
+
+@pytest.mark.parametrize("code", ["ThrottlingException", "AccessDeniedException"])
+def test_guardrail_failures_withhold_the_answer(client: Any, code: str) -> None:
+    content_filter = BedrockGuardrailFilter(client, "gr-123", "2")
+    with Stubber(client) as stubber:
+        stubber.add_client_error("apply_guardrail", service_error_code=code)
+        verdict = content_filter.check("probably fine")
+    assert not verdict.allowed
+    assert code in verdict.reason
+
+
+def test_an_unreachable_guardrail_withholds_the_answer(client: Any) -> None:
+    def refuse(**_: Any) -> None:
+        raise EndpointConnectionError(endpoint_url="http://127.0.0.1:9")
+
+    client.meta.events.register("before-send.bedrock-runtime.ApplyGuardrail", refuse)
+    verdict = BedrockGuardrailFilter(client, "gr-123", "2").check("probably fine")
+    assert not verdict.allowed
+    assert "EndpointConnectionError" in verdict.reason
+
+
+def test_blank_answers_are_not_sent_to_the_guardrail(client: Any) -> None:
+    # With nothing stubbed, a call would fail and the answer would be withheld.
+    with Stubber(client):
+        assert BedrockGuardrailFilter(client, "gr-123", "2").check("  ").allowed
+
+
+def test_build_content_filter_makes_a_lazy_guardrail_filter(client: Any) -> None:
+    calls: list[tuple[Any, ...]] = []
+
+    def factory(*args: Any) -> Any:
+        calls.append(args)
+        return client
+
+    config = ContentFilterConfig(
+        type="bedrock-guardrail", guardrail_id="gr-123", guardrail_version="2"
+    )
+    content_filter = build_content_filter(config, bedrock_client_factory=factory)
+    assert isinstance(content_filter, BedrockGuardrailFilter)
+    assert calls == []
+    with Stubber(client) as stubber:
+        stubber.add_response(
+            "apply_guardrail", guardrail_response("GUARDRAIL_INTERVENED"), expected_call("x")
+        )
+        assert not content_filter.check("x").allowed
+    assert calls == [()]
