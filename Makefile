@@ -76,7 +76,8 @@ validate: $(SAM) $(STAMP)
 
 # For a deployed stack: creates a workspace and prints its token once.
 admin-token: $(STAMP)
-	$(PY) -m convo_memory.admin create-workspace $(NAME)
+	@test -n "$(NAME)" -a -n "$(TABLE)" || { echo "usage: make admin-token NAME=<workspace> TABLE=<ConversationsTable>" >&2; exit 2; }
+	$(PY) -m convo_memory.cli create-workspace "$(NAME)" --table "$(TABLE)"
 
 clean:
 	rm -rf .aws-sam .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,89 @@
+"""SummaryQueue consumer: folds the messages a session's replay window omits into its
+rolling summary (``SummaryService.fold``), one job per record.
+
+A record that names no session (not JSON, or no ``workspaceId`` / ``sessionId``) can
+never succeed: it is logged and dropped rather than retried into the DLQ, which loses
+nothing because the summary is derived state and the session's next turn triggers a new
+job. Any other error (summarizer outage, throttling) fails just that record: SQS
+redelivers it, and after ``maxReceiveCount`` it moves to SummaryDLQ.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+logger = Logger(service="convo-memory-summarize")
+# Report every failed record, even when all failed, rather than failing the invocation:
+# SQS redelivers them either way, and the response says exactly which ones failed.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+
+def summary_job(body: str) -> tuple[str, str] | None:
+    """``(workspaceId, sessionId)`` from a record body; None when it names no session."""
+    try:
+        job = json.loads(body)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(job, dict):
+        return None
+    workspace, session = job.get("workspaceId"), job.get("sessionId")
+    if isinstance(workspace, str) and workspace and isinstance(session, str) and session:
+        return workspace, session
+    return None
+
+
+def fold_record(record: SQSRecord, lambda_context: Any = None) -> None:
+    from convo_memory.bootstrap import get_container
+    from convo_memory.services.summaries import summary_service
+
+    job = summary_job(record.body)
+    container = get_container()
+    if job is None:
+        logger.error(
+            "dropping a summary job that names no session",
+            extra={"messageId": record.message_id, "body": record.body[:200]},
+        )
+        container.metrics.count("SummaryJobsDropped")
+        return
+    workspace, session = job
+
+    def time_left() -> float:
+        return float(lambda_context.get_remaining_time_in_millis()) / 1000
+
+    try:
+        outcome = summary_service(container).fold(
+            workspace, session, time_left if lambda_context is not None else None
+        )
+    except Exception:
+        logger.exception(
+            "summary job failed", extra={"messageId": record.message_id, "sessionId": session}
+        )
+        raise
+    logger.info(
+        "summary job done",
+        extra={
+            "messageId": record.message_id,
+            "sessionId": session,
+            "status": outcome.status,
+            "throughSeq": outcome.through_seq,
+            "foldedMessages": outcome.folded_messages,
+            "summarizerCalls": outcome.summarizer_calls,
+            "requeueDelay": outcome.requeue_delay,
+        },
+    )
+
+
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return process_partial_response(
+        event=event, record_handler=fold_record, processor=processor, context=context
+    )
