@@ -432,11 +432,28 @@ def parse_authorizer_result(result: Any, simple_responses: bool) -> AuthDecision
 # --------------------------------------------------------------------------- server
 
 
+STREAM_PATH = re.compile(r"^/v1/capabilities/[^/]+/predict/stream/?$")
+
+
+def load_stream_door(function: Any) -> Any:
+    """Load ``app.py`` beside the streaming door's ``run.sh`` and build its StreamDoor."""
+    import importlib.util
+
+    path = function.code_uri / "app.py"
+    spec = importlib.util.spec_from_file_location(f"lambda_{function.name}_app", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module.StreamDoor()
+
+
 class HttpGateway(ThreadingHTTPServer):
     """Serves the template's HttpApi routes by invoking the functions in-process."""
 
     daemon_threads = True
     block_on_close = False  # an idle keep-alive client must not hold up shutdown
+    request_queue_size = 128  # the default backlog of 5 resets a burst of clients
 
     def __init__(
         self,
@@ -453,6 +470,8 @@ class HttpGateway(ThreadingHTTPServer):
             name: AuthorizerCache(config.ttl_seconds) for name, config in authorizers.items()
         }
         self.access_log = access_log
+        # The Function URL streaming door (functions/stream), when the template has one.
+        self.stream_door: Any = None
         super().__init__(address, _GatewayRequestHandler)
 
     def handle_request_of(self, request: HttpRequest) -> GatewayResponse:
@@ -537,9 +556,29 @@ class _GatewayRequestHandler(BaseHTTPRequestHandler):
             source_ip=self.client_address[0],
             protocol=self.request_version,
         )
+        door = self.server.stream_door
+        if door is not None and STREAM_PATH.match(request.raw_path):
+            self._stream(door.handle(request.method, request.raw_path, self.headers, body))
+            return
         response = self.server.handle_request_of(request)
         response.headers.append(("apigw-requestid", request.request_id))
         self._write(response)
+
+    def _stream(self, response: Any) -> None:
+        """Write a streamed response chunk by chunk (chunked encoding), flushing each:
+        what a Function URL in RESPONSE_STREAM mode does."""
+        self.send_response(response.status)
+        for name, value in response.headers:
+            self.send_header(name, value)
+        self.send_header("Date", formatdate(usegmt=True))
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for chunk in response.chunks:
+            if chunk:
+                self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
 
     def _write(self, response: GatewayResponse) -> None:
         self.send_response(response.status)

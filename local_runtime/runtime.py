@@ -27,7 +27,7 @@ import yaml
 
 from local_runtime.banner import BannerInfo, render_banner
 from local_runtime.handlers import FunctionRegistry, LambdaFunction
-from local_runtime.http_gateway import AuthorizerConfig, HttpGateway, Route
+from local_runtime.http_gateway import AuthorizerConfig, HttpGateway, Route, load_stream_door
 from local_runtime.lambda_api import LambdaApi
 from local_runtime.queue_pollers import EventSource, QueuePoller
 
@@ -310,9 +310,10 @@ class LocalRuntime:
         missing = [f for f in topology.functions if not f.handler_file.is_file()]
         for function in missing:
             if (function.code_uri / function.handler).is_file():
-                # e.g. run.sh behind the Lambda Web Adapter (the streaming door)
-                log(f"note: {function.name}: Handler {function.handler} is not a Python handler")
-                self.skipped.append(f"{function.name} (Handler {function.handler}: not served)")
+                # run.sh behind the Lambda Web Adapter: the streaming door. Its app is
+                # served on the API port, streaming, as its Function URL would.
+                assert self.gateway is not None
+                self.gateway.stream_door = load_stream_door(function)
             else:
                 log(f"warning: {function.name}: no handler file {function.handler_file} yet")
         self._start_pollers(topology, registry, resources, {f.name for f in missing})
@@ -364,13 +365,13 @@ class LocalRuntime:
                 os.environ["AWS_ACCESS_KEY_ID"] = "local"
                 os.environ["AWS_SECRET_ACCESS_KEY"] = "local"
             return
-        from moto.server import ThreadedMotoServer
+        from local_runtime.aws_emulation import SerializedMotoServer
 
         # moto takes any credentials; existing ones are kept for a service the user
         # points elsewhere on purpose (AWS_ENDPOINT_URL_<SERVICE> beats AWS_ENDPOINT_URL).
         os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
         os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
-        self._moto = ThreadedMotoServer(ip_address=HOST, port=0, verbose=False)
+        self._moto = SerializedMotoServer(ip_address=HOST, port=0, verbose=False)
         self._moto.start()
         host, port = self._moto.get_host_and_port()
         self.endpoint_url = f"http://{host}:{port}"

@@ -41,11 +41,6 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def handler_exists(code_dir: str) -> bool:
-    """Functions are written while the runtime is: some tests need a handler to exist."""
-    return (REPO / "functions" / code_dir / "app.py").is_file()
-
-
 @dataclass
 class RuntimeProcess:
     """One ``python -m local_runtime`` and what it printed."""

@@ -40,7 +40,8 @@ def json_response(status: int, body: Any, headers: dict[str, str] | None = None)
     return Response(
         status_code=status,
         content_type=JSON,
-        body=json.dumps(body, separators=(",", ":"), ensure_ascii=False),
+        # Sorted keys: an idempotent replay (stored by Powertools, sorted) is byte-identical.
+        body=json.dumps(body, separators=(",", ":"), ensure_ascii=False, sort_keys=True),
         headers=headers,
     )
 

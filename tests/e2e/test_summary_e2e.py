@@ -1,0 +1,124 @@
+"""Rolling summaries through the local runtime: turns over HTTP, the SummaryQueue poller
+runs SummarizeFunction, and ``/context`` shows the result.
+
+Catch-up after a summarizer outage needs the same data under a runtime without the
+failure flag, which a fresh (in-memory) runtime cannot have: it is covered by
+tests/integration/test_summarize_handler.py. Here the outage is checked from the
+outside: every turn still succeeds and no summary appears.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import DEV_TOKEN, RuntimeProcess, StartRuntime
+
+pytestmark = pytest.mark.e2e
+
+SMALL_REPLAY = {"maxMessages": 4, "maxChars": 10_000, "minMessages": 1}
+WAIT_SECONDS = 20.0
+
+
+def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.25)
+
+
+def short_memory_session(runtime: RuntimeProcess) -> str:
+    status, _, capability = runtime.call(
+        "POST",
+        "/v1/capabilities",
+        token=DEV_TOKEN,
+        json={
+            "name": "short memory",
+            "kind": "generative",
+            "replay": SMALL_REPLAY,
+            "summary": {"maxChars": 20_000},
+        },
+    )
+    assert status == 201, capability
+    status, _, session = runtime.call(
+        "POST",
+        "/v1/sessions",
+        token=DEV_TOKEN,
+        json={"capabilityId": capability["id"], "externalRef": "customer-4471"},
+    )
+    assert status == 201, session
+    return str(session["id"])
+
+
+def send_turns(runtime: RuntimeProcess, session_id: str, n: int) -> list[dict[str, Any]]:
+    bodies = []
+    for i in range(1, n + 1):
+        status, _, body = runtime.call(
+            "POST",
+            f"/v1/sessions/{session_id}/messages",
+            token=DEV_TOKEN,
+            json={"input": f"turn {i}: my locker code is {4000 + i}"},
+        )
+        assert status == 200, body
+        assert body["recorded"] is True
+        bodies.append(body)
+    return bodies
+
+
+def context(runtime: RuntimeProcess, session_id: str) -> dict[str, Any]:
+    status, _, body = runtime.call("GET", f"/v1/sessions/{session_id}/context", token=DEV_TOKEN)
+    assert status == 200, body
+    return dict(body)
+
+
+def test_after_a_burst_of_turns_the_summary_catches_up_within_seconds(
+    local_runtime: RuntimeProcess,
+) -> None:
+    session_id = short_memory_session(local_runtime)
+
+    send_turns(local_runtime, session_id, 7)  # 14 messages: 1..10 omitted
+
+    def caught_up() -> dict[str, Any] | None:
+        view = context(local_runtime, session_id)
+        summary = view["summary"]
+        return view if summary and summary["throughSeq"] == view["omittedMessages"] else None
+
+    view = wait_for(caught_up, WAIT_SECONDS, "summary.throughSeq == omittedMessages")
+    assert view["omittedMessages"] == 10
+    text = view["summary"]["text"]
+    assert "turn 1: my locker code is 4001" in text  # the oldest message is folded
+    assert "turn 5: my locker code is 4005" in text  # and the newest omitted one
+    assert "turn 6:" not in text  # replayed messages are not
+
+
+def test_with_the_summarizer_down_every_turn_still_succeeds_without_a_summary(
+    start_runtime: StartRuntime,
+) -> None:
+    runtime = start_runtime({"CONVO_SUMMARIZER_FAIL": "1"})
+    session_id = short_memory_session(runtime)
+
+    turns = send_turns(runtime, session_id, 6)
+
+    assert [t["context"]["replayedMessages"] for t in turns] == [0, 2, 4, 4, 4, 4]
+    assert [t["context"]["omittedMessages"] for t in turns] == [0, 0, 0, 2, 4, 6]
+    assert not any(t["context"]["summaryIncluded"] for t in turns)
+    # The job ran and failed (it stays on the queue for a retry) ...
+    wait_for(
+        lambda: any(
+            "summary job failed" in line and session_id in line for line in runtime.stdout_lines
+        ),
+        WAIT_SECONDS,
+        "the summary job to fail",
+    )
+    # ... and the conversation is unaffected.
+    view = context(runtime, session_id)
+    assert view["summary"] is None and view["omittedMessages"] == 8
+    (turn,) = send_turns(runtime, session_id, 1)
+    assert turn["context"]["replayedMessages"] == 4

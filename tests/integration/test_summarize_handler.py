@@ -1,0 +1,384 @@
+"""The summary worker through its real handler (SummarizeFunction, an SQS consumer),
+against moto tables built from template.yaml, with turns driven through the HTTP routes."""
+
+from __future__ import annotations
+
+import copy
+import json
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convo_memory.adapters.dynamo_store import DynamoStore
+from convo_memory.adapters.summarizers import EmbeddedSummarizer
+from convo_memory.domain.models import Summary
+from convo_memory.services import summaries
+from tests.integration.conftest import Tenant
+from tests.support.inprocess_api import InProcessApi
+
+SAMPLE_EVENT = Path(__file__).resolve().parents[2] / "events" / "summarize_sqs.json"
+# The newest 4 messages are replayed; the budget never binds.
+SMALL_REPLAY = {"maxMessages": 4, "maxChars": 10_000, "minMessages": 1}
+LARGE_SUMMARY = {"maxChars": 50_000}
+
+
+# --- helpers -----------------------------------------------------------------------
+
+
+def sqs_event(*records: tuple[str, str]) -> dict[str, Any]:
+    """events/summarize_sqs.json with these (messageId, body) records."""
+    sample = json.loads(SAMPLE_EVENT.read_text())
+    template = sample["Records"][0]
+    out = []
+    for message_id, body in records:
+        record = copy.deepcopy(template)
+        record["messageId"] = message_id
+        record["receiptHandle"] = f"rh-{message_id}"
+        record["body"] = body
+        out.append(record)
+    return {"Records": out}
+
+
+def job(tenant: Tenant, session_id: str) -> str:
+    return json.dumps({"workspaceId": tenant.workspace_id, "sessionId": session_id})
+
+
+def create_capability(
+    api: InProcessApi, tenant: Tenant, summary: dict[str, Any] | None = None
+) -> str:
+    body = {
+        "name": "short memory",
+        "kind": "generative",
+        "replay": SMALL_REPLAY,
+        "summary": summary or LARGE_SUMMARY,
+    }
+    response = api.call("POST", "/v1/capabilities", token=tenant.token, json_body=body)
+    assert response.status == 201, response.body
+    return str(response.body["id"])
+
+
+def open_session(api: InProcessApi, tenant: Tenant, capability_id: str) -> str:
+    response = api.call(
+        "POST",
+        "/v1/sessions",
+        token=tenant.token,
+        json_body={"capabilityId": capability_id, "externalRef": "customer-4471"},
+    )
+    assert response.status == 201, response.body
+    return str(response.body["id"])
+
+
+def send_turns(
+    api: InProcessApi, tenant: Tenant, session_id: str, n: int, tag: str = "turn"
+) -> list[dict[str, Any]]:
+    bodies = []
+    for _ in range(n):
+        count = get_session(api, tenant, session_id)["messageCount"]
+        text = f"{tag} {count // 2 + 1}: remember the number {1000 + count}"
+        response = api.call(
+            "POST",
+            f"/v1/sessions/{session_id}/messages",
+            token=tenant.token,
+            json_body={"input": text},
+        )
+        assert response.status == 200, response.body
+        assert response.body["recorded"] is True
+        bodies.append(response.body)
+    return bodies
+
+
+def get_session(api: InProcessApi, tenant: Tenant, session_id: str) -> dict[str, Any]:
+    response = api.call("GET", f"/v1/sessions/{session_id}", token=tenant.token)
+    assert response.status == 200, response.body
+    return dict(response.body)
+
+
+def context(api: InProcessApi, tenant: Tenant, session_id: str) -> dict[str, Any]:
+    response = api.call("GET", f"/v1/sessions/{session_id}/context", token=tenant.token)
+    assert response.status == 200, response.body
+    return dict(response.body)
+
+
+def transcript(api: InProcessApi, tenant: Tenant, session_id: str) -> list[dict[str, Any]]:
+    response = api.call(
+        "GET", f"/v1/sessions/{session_id}/messages", token=tenant.token, query={"limit": 100}
+    )
+    assert response.status == 200
+    return list(response.body["messages"])
+
+
+def expected_lines(messages: list[dict[str, Any]]) -> list[str]:
+    """The embedded summarizer's line for each message, oldest first."""
+    fold = EmbeddedSummarizer()
+    return [fold.summarize(None, [(m["role"], m["content"])], 50_000) for m in messages]
+
+
+def summarize(api: InProcessApi, *records: tuple[str, str]) -> list[str]:
+    """Invoke SummarizeFunction; the messageIds it reported as failed."""
+    result = api.invoke("SummarizeFunction", sqs_event(*records))
+    return [failure["itemIdentifier"] for failure in result["batchItemFailures"]]
+
+
+def closed_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.n = 0
+
+    def add(self) -> None:
+        with self.lock:
+            self.n += 1
+
+
+@pytest.fixture
+def summarizer_calls(monkeypatch: pytest.MonkeyPatch) -> Counter:
+    """Counts the embedded summarizer's calls (the real one still runs)."""
+    calls = Counter()
+    original = EmbeddedSummarizer.summarize
+
+    def counted(self: EmbeddedSummarizer, *args: Any, **kwargs: Any) -> str:
+        calls.add()
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(EmbeddedSummarizer, "summarize", counted)
+    return calls
+
+
+@pytest.fixture
+def capability(api: InProcessApi, tenant: Tenant) -> str:
+    return create_capability(api, tenant)
+
+
+# --- one job -----------------------------------------------------------------------
+
+
+def test_after_turns_one_job_folds_through_exactly_the_newest_omitted_message(
+    api: InProcessApi, tenant: Tenant, capability: str
+) -> None:
+    session_id = open_session(api, tenant, capability)
+    send_turns(api, tenant, session_id, 6)  # 12 messages, the newest 4 replayed
+    before = context(api, tenant, session_id)
+    assert before["summary"] is None and before["omittedMessages"] == 8
+
+    assert summarize(api, ("m-1", job(tenant, session_id))) == []
+
+    after = context(api, tenant, session_id)
+    assert after["summary"]["throughSeq"] == after["omittedMessages"] == 8
+    folded = transcript(api, tenant, session_id)[:8]
+    assert after["summary"]["text"].splitlines() == expected_lines(folded)
+    # The next turn replays the summary.
+    (turn,) = send_turns(api, tenant, session_id, 1)
+    assert turn["context"]["summaryIncluded"] is True
+    assert turn["context"]["omittedMessages"] == 8
+
+
+def test_a_batch_reports_exactly_the_record_that_failed(
+    api: InProcessApi, tenant: Tenant, capability: str
+) -> None:
+    # A capability whose summarizer model is unreachable: its jobs fail.
+    unreachable = create_capability(
+        api,
+        tenant,
+        {
+            "provider": {
+                "type": "openai",
+                "baseUrl": f"http://127.0.0.1:{closed_port()}/v1",
+                "modelId": "summarizer",
+                "timeoutSeconds": 5,
+            },
+            "maxChars": 2000,
+        },
+    )
+    good = open_session(api, tenant, capability)
+    bad = open_session(api, tenant, unreachable)
+    for session_id in (good, bad):
+        send_turns(api, tenant, session_id, 4)
+
+    failed = summarize(
+        api,
+        ("poison", "this is not json"),
+        ("no-session", json.dumps({"workspaceId": tenant.workspace_id})),
+        ("bad", job(tenant, bad)),
+        ("good", job(tenant, good)),
+    )
+
+    # Malformed jobs can never succeed: they are dropped, not retried into the DLQ.
+    assert failed == ["bad"]
+    assert context(api, tenant, good)["summary"]["throughSeq"] == 4
+    assert context(api, tenant, bad)["summary"] is None
+
+
+def test_a_job_naming_another_workspaces_session_does_nothing(
+    api: InProcessApi, tenant: Tenant, other_tenant: Tenant, capability: str
+) -> None:
+    session_id = open_session(api, tenant, capability)
+    send_turns(api, tenant, session_id, 4)
+
+    assert summarize(api, ("m-1", job(other_tenant, session_id))) == []
+
+    assert context(api, tenant, session_id)["summary"] is None
+
+
+def test_a_duplicate_delivery_leaves_the_summary_unchanged_without_summarizing(
+    api: InProcessApi, tenant: Tenant, capability: str, summarizer_calls: Counter
+) -> None:
+    session_id = open_session(api, tenant, capability)
+    send_turns(api, tenant, session_id, 5)
+    record = ("m-1", job(tenant, session_id))
+    assert summarize(api, record) == []
+    first = context(api, tenant, session_id)["summary"]
+    calls = summarizer_calls.n
+    assert first["throughSeq"] == 6 and calls == 1
+
+    assert summarize(api, record) == []
+    assert summarize(api, record, ("m-2", job(tenant, session_id))) == []
+
+    assert context(api, tenant, session_id)["summary"] == first
+    assert summarizer_calls.n == calls
+
+
+# --- racing jobs -------------------------------------------------------------------
+
+
+class SerializedClient:
+    """moto checks a condition and writes without a lock, where DynamoDB is atomic per
+    request: serialize requests so the race under test is between our requests."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._client, name)
+        if not callable(attribute):
+            return attribute
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return attribute(*args, **kwargs)
+
+        return call
+
+
+@pytest.fixture
+def racing_store(api: InProcessApi, monkeypatch: pytest.MonkeyPatch) -> Callable[[], int]:
+    """The summary worker's store, over a serialized client, with small chunks so that
+    racing jobs interleave; returns how many summary writes lost their condition."""
+    monkeypatch.setattr(summaries, "CHUNK_MESSAGES", 3)
+    settings = api.container.settings
+    store = DynamoStore(
+        SerializedClient(api.container.clients["dynamodb"]),
+        settings.table_name,
+        settings.runs_table_name,
+    )
+    lost = Counter()
+    advance = store.advance_summary
+
+    def counted(session_id: str, previous_through: int, summary: Summary) -> bool:
+        stored = advance(session_id, previous_through, summary)
+        if not stored:
+            lost.add()
+        return stored
+
+    monkeypatch.setattr(store, "advance_summary", counted)
+    # Before the worker's first job: summary_service builds from the container then.
+    monkeypatch.setattr(api.container, "store", store)
+    return lambda: lost.n
+
+
+def test_racing_jobs_fold_every_message_exactly_once(
+    api: InProcessApi,
+    tenant: Tenant,
+    capability: str,
+    racing_store: Callable[[], int],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    session_id = open_session(api, tenant, capability)
+    # Both jobs summarize their first chunk from the same watermark before either stores
+    # it, so every round has a real race; after that they run freely.
+    barrier = threading.Barrier(2, timeout=20)
+    first_call = threading.local()
+    original = EmbeddedSummarizer.summarize
+
+    def rendezvous(self: EmbeddedSummarizer, *args: Any, **kwargs: Any) -> str:
+        if getattr(first_call, "pending", False):
+            first_call.pending = False
+            barrier.wait()
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(EmbeddedSummarizer, "summarize", rendezvous)
+
+    def run_job(index: int, failures: list[Any]) -> None:
+        first_call.pending = True
+        try:
+            failures.extend(summarize(api, (f"m-{index}", job(tenant, session_id))))
+        except Exception as exc:  # surfaced by the assertion below
+            failures.append(exc)
+
+    lost_before = 0
+    for round_turns in (7, 5, 6):
+        send_turns(api, tenant, session_id, round_turns)
+        failures: list[Any] = []
+        threads = [threading.Thread(target=run_job, args=(i, failures)) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+
+        assert failures == []
+        assert racing_store() > lost_before  # the race happened
+        lost_before = racing_store()
+        view = context(api, tenant, session_id)
+        assert view["summary"]["throughSeq"] == view["omittedMessages"]
+        folded = transcript(api, tenant, session_id)[: view["omittedMessages"]]
+        # Each message exactly once, in order: none folded twice, none skipped.
+        assert view["summary"]["text"].splitlines() == expected_lines(folded)
+
+
+# --- summarizer outage -------------------------------------------------------------
+
+
+@pytest.fixture
+def outage(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[bool], None]]:
+    def set_outage(on: bool) -> None:
+        if on:
+            monkeypatch.setenv("CONVO_SUMMARIZER_FAIL", "1")
+        else:
+            monkeypatch.delenv("CONVO_SUMMARIZER_FAIL", raising=False)
+
+    yield set_outage
+
+
+def test_during_an_outage_turns_go_on_and_afterwards_one_job_catches_up(
+    api: InProcessApi, tenant: Tenant, capability: str, outage: Callable[[bool], None]
+) -> None:
+    session_id = open_session(api, tenant, capability)
+    outage(True)
+
+    turns = send_turns(api, tenant, session_id, 6)
+
+    # Same replay as without a summarizer: the newest 4 messages, no summary.
+    assert [t["context"]["replayedMessages"] for t in turns] == [0, 2, 4, 4, 4, 4]
+    assert [t["context"]["omittedMessages"] for t in turns] == [0, 0, 0, 2, 4, 6]
+    assert not any(t["context"]["summaryIncluded"] for t in turns)
+    assert summarize(api, ("m-1", job(tenant, session_id))) == ["m-1"]
+    assert context(api, tenant, session_id)["summary"] is None
+
+    send_turns(api, tenant, session_id, 2)  # chat goes on
+    outage(False)
+
+    assert summarize(api, ("m-1", job(tenant, session_id))) == []
+
+    view = context(api, tenant, session_id)
+    assert view["summary"]["throughSeq"] == view["omittedMessages"] == 12
+    folded = transcript(api, tenant, session_id)[:12]
+    assert view["summary"]["text"].splitlines() == expected_lines(folded)
