@@ -27,7 +27,7 @@ def repair_record(record: SQSRecord) -> None:
 
 
 @logger.inject_lambda_context
-def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+def handler(event: dict[str, Any], context: Any) -> Any:
     return process_partial_response(
         event=event, record_handler=repair_record, processor=processor, context=context
     )

@@ -11,7 +11,7 @@ redelivers it, and after ``maxReceiveCount`` it moves to SummaryDLQ.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import (
@@ -21,10 +21,13 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+
 logger = Logger(service="convo-memory-summarize")
 # Report every failed record, even when all failed, rather than failing the invocation:
 # SQS redelivers them either way, and the response says exactly which ones failed.
-processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=True)
 
 
 def summary_job(body: str) -> tuple[str, str] | None:
@@ -83,7 +86,7 @@ def fold_record(record: SQSRecord, lambda_context: Any = None) -> None:
 
 
 @logger.inject_lambda_context
-def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
     return process_partial_response(
         event=event, record_handler=fold_record, processor=processor, context=context
     )

@@ -246,9 +246,14 @@ def test_functions_point_at_their_code_and_share_one_handler_name() -> None:
         "PredictFunction",
         "SummarizeFunction",
         "RepairFunction",
+        "StreamFunction",
     }
     assert specs["SessionsFunction"].code_uri == ROOT / "functions" / "create_session"
     assert specs["RepairFunction"].code_uri == ROOT / "functions" / "repair_transcript"
+    # The streaming door runs behind the Lambda Web Adapter: run.sh starts app.py's server.
+    stream = specs.pop("StreamFunction")
+    assert stream.handler == "run.sh" and (stream.code_uri / "app.py").is_file()
+    assert stream.http_routes == []
     for spec in specs.values():
         assert spec.handler == "app.handler"
         assert spec.code_uri.parent == ROOT / "functions"
@@ -295,7 +300,9 @@ def test_every_sample_event_is_listed_with_an_existing_function() -> None:
     specs = function_specs(TEMPLATE)
 
     assert set(table) == {path.name for path in EVENTS.glob("*.json")}
-    assert set(table.values()) == set(specs)
+    # StreamFunction is reached through its Function URL (HTTP via the Web Adapter),
+    # not by an event of its own.
+    assert set(table.values()) == set(specs) - {"StreamFunction"}
 
 
 def test_http_sample_events_match_a_route_of_their_function() -> None:
@@ -332,4 +339,6 @@ def test_worker_sample_events_carry_session_jobs(name: str) -> None:
     assert len(records) == 2
     for record in records:
         assert record["eventSource"] == "aws:sqs"
-        assert set(json.loads(record["body"])) == {"sessionId", "workspaceId"}
+        body = json.loads(record["body"])
+        expected = {"sessionId", "workspaceId"} | ({"turn"} if name == "repair_sqs.json" else set())
+        assert set(body) == expected

@@ -68,7 +68,7 @@ def test_workspaces_are_isolated_on_every_route(
     history = api.call("GET", f"/v1/sessions/{session_id}/messages", token=tenant.token).body[
         "messages"
     ]
-    assert [m["content"] for m in history][0] == "private words"
+    assert history[0]["content"] == "private words"
 
 
 def test_a_foreign_listing_token_is_refused(

@@ -134,3 +134,12 @@ def test_given_a_digest_window_equal_to_the_idle_window_when_loading_then_it_is_
     settings = Settings.from_env(env)
 
     assert (settings.digest_retention_hours, settings.idle_archive_days) == (48, 2)
+
+
+def test_given_an_idle_window_longer_than_the_purge_window_when_loading_then_it_is_refused():
+    env = {**REQUIRED, "IDLE_ARCHIVE_DAYS": "40", "PURGE_AFTER_DAYS": "30"}
+
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env(env)
+
+    assert "IDLE_ARCHIVE_DAYS" in str(raised.value)

@@ -19,7 +19,9 @@ def main(argv: list[str] | None = None) -> int:
     create.add_argument("name")
     create.add_argument("--table", required=True, help="the stack's ConversationsTable name")
     create.add_argument("--runs-table", default="unused", help=argparse.SUPPRESS)
-    create.add_argument("--seed", action="store_true", help="also add one demo capability of each kind")
+    create.add_argument(
+        "--seed", action="store_true", help="also add one demo capability of each kind"
+    )
     args = parser.parse_args(argv)
 
     import boto3

@@ -35,6 +35,8 @@ class Settings(BaseModel):
         # Digests are cleared first, then idle sessions archived, then purged.
         if self.digest_retention_hours > self.idle_archive_days * 24:
             raise ValueError("DIGEST_RETENTION_HOURS must not exceed IDLE_ARCHIVE_DAYS")
+        if self.idle_archive_days > self.purge_after_days:
+            raise ValueError("IDLE_ARCHIVE_DAYS must not exceed PURGE_AFTER_DAYS")
         return self
 
     @classmethod

@@ -1,0 +1,16 @@
+"""The benchmark: ``make bench`` (``python -m bench [--quick] [--json]``).
+
+Figures, all measured in one run, nothing leaves the machine (moto in process):
+
+1. DynamoDB requests per turn on the serving path, warm, by door and operation, with
+   and without an Idempotency-Key (the idempotency table's requests apart).
+2. Items and bytes read per turn at 10, 100 and 1,000 messages of history.
+3. Each handler's cold ``import app`` as a ratio to ``import boto3`` (fresh
+   interpreters), and the predict handler's cold first invocation, step by step.
+4. The streaming door's time to first event as a ratio of the full response, next to
+   the buffered (HttpApi) door, with a slow embedded model.
+5. Predict latency while the asynchronous summarizer works and while it fails.
+
+It is a report: it exits 0 whatever the figures are (1 only when one could not be
+measured).
+"""

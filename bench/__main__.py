@@ -1,0 +1,115 @@
+"""``python -m bench [--quick] [--json]``: see bench/__init__.py for the figures."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Plan:
+    turns_per_door: int
+    stream_runs: int
+    import_runs: int
+    cold_runs: int
+    summary_blocks: int
+    summary_turns_per_block: int
+
+
+FULL = Plan(5, 7, 7, 3, 4, 15)
+QUICK = Plan(2, 3, 3, 1, 2, 10)
+
+
+def progress(message: str) -> None:
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """While measuring, whatever the handlers print (Powertools logs and metrics) goes to
+    stderr, so that stdout carries only the report (and stays valid JSON with --json)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _attempt(
+    results: dict[str, Any], name: str, step: Callable[[], Any], errors: dict[str, str]
+) -> None:
+    try:
+        results[name] = step()
+    except Exception as exc:
+        traceback.print_exc()
+        errors[name] = f"{type(exc).__name__}: {exc}"
+
+
+def run(plan: Plan, quick: bool) -> dict[str, Any]:
+    from bench.cold import first_invocation, import_times
+    from bench.serving import serving_figures, summarizer_isolation
+
+    began = time.monotonic()
+    results: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    with stdout_to_stderr():
+        progress("import times (fresh interpreters)")
+        _attempt(results, "importTimes", lambda: import_times(plan.import_runs, progress), errors)
+        _attempt(
+            results, "firstInvocation", lambda: first_invocation(plan.cold_runs, progress), errors
+        )
+        _attempt(
+            results,
+            "serving",
+            lambda: serving_figures(plan.turns_per_door, plan.stream_runs, progress),
+            errors,
+        )
+        progress("predict latency, summarizer working vs failing")
+        _attempt(
+            results,
+            "summarizer",
+            lambda: summarizer_isolation(plan.summary_turns_per_block, plan.summary_blocks),
+            errors,
+        )
+    results["meta"] = {
+        "quick": quick,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "seconds": time.monotonic() - began,
+        "plan": plan.__dict__,
+    }
+    if errors:
+        results["errors"] = errors
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer iterations")
+    parser.add_argument("--json", action="store_true", help="print machine-readable results")
+    args = parser.parse_args(argv)
+    from bench.render import render
+
+    results = run(QUICK if args.quick else FULL, args.quick)
+    if args.json:
+        print(json.dumps(results, indent=2, sort_keys=True))
+    else:
+        sys.stdout.write(render(results))
+    return 1 if results.get("errors") else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

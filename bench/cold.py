@@ -1,0 +1,172 @@
+"""Cold-start figures: each handler's ``import app`` against ``import boto3`` in fresh
+interpreters, and the predict handler's first invocation (bench/cold_probe.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.stats import median, ratio, verdict
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBE = Path(__file__).resolve().parent / "cold_probe.py"
+PREDICT_LIMIT = 1.3
+MARKER = "BENCH_RESULT "
+TIMER = (
+    "import time\n"
+    "began = time.perf_counter()\n"
+    "import {module}\n"
+    "print('{marker}' + repr(time.perf_counter() - began))\n"
+)
+
+
+def probe_env() -> dict[str, str]:
+    """A Lambda-like environment that cannot reach AWS (fake credentials, no IMDS)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        {
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_SESSION_TOKEN": "testing",
+            "AWS_EC2_METADATA_DISABLED": "true",
+            "POWERTOOLS_SERVICE_NAME": "convo-memory",
+            "POWERTOOLS_METRICS_NAMESPACE": "ConvoMemoryBench",
+            "PYTHONHASHSEED": "0",
+        }
+    )
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def _result_line(stdout: str) -> str:
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(MARKER):
+            return line[len(MARKER) :]
+    raise RuntimeError(f"no result in the probe's output:\n{stdout[-2000:]}")
+
+
+def time_import(module: str, cwd: Path, env: dict[str, str]) -> float:
+    done = subprocess.run(
+        [sys.executable, "-c", TIMER.format(module=module, marker=MARKER)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"import {module} in {cwd} failed:\n{done.stderr[-2000:]}")
+    return float(_result_line(done.stdout))
+
+
+def handler_dirs() -> dict[str, Path]:
+    """Logical id -> code directory, for every function of template.yaml."""
+    from local_runtime.aws_resources import function_specs
+
+    return {logical_id: spec.code_uri for logical_id, spec in function_specs().items()}
+
+
+def import_times(runs: int, progress: Callable[[str], None]) -> dict[str, Any]:
+    env = probe_env()
+    dirs = handler_dirs()
+    present = {name: path for name, path in dirs.items() if (path / "app.py").is_file()}
+    targets: list[tuple[str, str, Path]] = [("boto3", "boto3", dirs["PredictFunction"])]
+    targets += [(name, "app", path) for name, path in present.items()]
+    samples: dict[str, list[float]] = {name: [] for name, _, _ in targets}
+    for name, module, cwd in targets:  # not counted: compiles .pyc, warms the page cache
+        time_import(module, cwd, env)
+    for run in range(runs):
+        progress(f"import times, round {run + 1}/{runs}")
+        shift = run % len(targets)  # interleaved, in a rotating order
+        for name, module, cwd in targets[shift:] + targets[:shift]:
+            samples[name].append(time_import(module, cwd, env))
+    boto3_s = median(samples["boto3"])
+    rows = []
+    for name, path in dirs.items():
+        row: dict[str, Any] = {"function": name, "dir": str(path.relative_to(ROOT))}
+        if name in present:
+            seconds = median(samples[name])
+            row |= {"seconds": seconds, "ratio": ratio(seconds, boto3_s), "samples": samples[name]}
+        else:
+            row |= {"seconds": None, "ratio": None, "missing": True}
+        if name == "PredictFunction":
+            row |= {"limit": PREDICT_LIMIT, "verdict": verdict(row["ratio"], PREDICT_LIMIT)}
+        rows.append(row)
+    return {"runs": runs, "boto3Seconds": boto3_s, "boto3Samples": samples["boto3"], "rows": rows}
+
+
+def _predict_seed() -> dict[str, Any]:
+    """Tables' items (a workspace, its capabilities, a session with a short history)
+    and two API Gateway events for the predict route, made on the in-process stack."""
+    from local_runtime.http_gateway import HttpRequest, build_http_event, match_route
+    from tests.support.inprocess_api import REGION, inprocess_stack, new_workspace
+
+    with inprocess_stack() as api:
+        workspace, token = new_workspace(api, "bench-cold")
+        body = {"capabilityId": "cap-generative", "externalRef": "bench-cold"}
+        session = api.call("POST", "/v1/sessions", token=token, json_body=body).body["id"]
+        path = "/v1/capabilities/cap-generative/predict"
+        for i in range(3):
+            api.call("POST", path, token=token, json_body={"input": f"hi {i}", "sessionId": session})
+        client = api.container.clients["dynamodb"]
+        items = client.scan(TableName=api.container.settings.table_name)["Items"]
+        match = match_route(api.routes, "POST", path)
+        assert match is not None
+        events = []
+        for text in ("the first request of a cold container", "and a warm one"):
+            request = HttpRequest(
+                method="POST",
+                raw_path=path,
+                raw_query="",
+                headers=[("content-type", "application/json")],
+                body=json.dumps({"input": text, "sessionId": session}).encode(),
+            )
+            events.append(
+                build_http_event(
+                    request, match.route.route_key, match.path_parameters, {"workspaceId": workspace}
+                )
+            )
+    return {"region": REGION, "items": items, "events": events}
+
+
+def first_invocation(runs: int, progress: Callable[[str], None]) -> dict[str, Any]:
+    predict_dir = handler_dirs()["PredictFunction"]
+    seed = _predict_seed()
+    samples: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-cold-") as tmp:
+        seed_path = Path(tmp) / "seed.json"
+        seed_path.write_text(json.dumps(seed), encoding="utf-8")
+        for run in range(runs):
+            progress(f"predict cold start, run {run + 1}/{runs}")
+            done = subprocess.run(
+                [sys.executable, str(PROBE), str(predict_dir), str(seed_path)],
+                cwd=tmp,
+                env=probe_env(),
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            if done.returncode != 0:
+                raise RuntimeError(f"cold-start probe failed:\n{done.stderr[-3000:]}")
+            samples.append(json.loads(_result_line(done.stdout)))
+    keys = ("importApp", "importBoto3", "buildContainer", "firstRequest", "warmRequest")
+    figures = {key: median([s[key] for s in samples]) for key in keys}
+    extra_boto3 = 0.0 if all(s["boto3ImportedByApp"] for s in samples) else figures["importBoto3"]
+    cold_total = (
+        figures["importApp"] + extra_boto3 + figures["buildContainer"] + figures["firstRequest"]
+    )
+    return {
+        "runs": runs,
+        "medianSeconds": figures,
+        "boto3ImportedByApp": all(s["boto3ImportedByApp"] for s in samples),
+        "coldTotalSeconds": cold_total,
+    }

@@ -1,0 +1,241 @@
+"""The benchmark's results (a JSON-able dict) as text. Pure: no I/O."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.stats import ms, num, ops_text, table, times
+
+MAIN_TABLE = "conversations"
+IDEMPOTENCY_TABLE = "idempotency"
+
+
+def _title(number: int, text: str) -> str:
+    heading = f"{number}. {text}"
+    return f"{heading}\n{'=' * len(heading)}"
+
+
+def _table_figures(tables: dict[str, Any], label: str) -> tuple[str, str, str]:
+    figures = tables.get(label)
+    if not figures:
+        return "0", "0", "none"
+    return num(figures["reads"], 2), num(figures["writes"], 2), ops_text(figures["ops"])
+
+
+def _others(tables: dict[str, Any]) -> str:
+    rest = {k: v for k, v in tables.items() if k not in (MAIN_TABLE, IDEMPOTENCY_TABLE)}
+    if not rest:
+        return "none"
+    return "; ".join(f"{label}: {ops_text(v['ops'])}" for label, v in sorted(rest.items()))
+
+
+def render_requests(figure: dict[str, Any]) -> str:
+    rows = []
+    details = []
+    inconsistent = []
+    for row in figure["rows"]:
+        tables = row["tables"]
+        conv_r, conv_w, conv_ops = _table_figures(tables, MAIN_TABLE)
+        idem_r, idem_w, idem_ops = _table_figures(tables, IDEMPOTENCY_TABLE)
+        rows.append([row["door"], row["key"], conv_r, conv_w, idem_r, idem_w, row["turns"]])
+        details.append(
+            [row["door"], row["key"], conv_ops, idem_ops if idem_ops != "none" else "-"]
+        )
+        if _others(tables) != "none":
+            details[-1][-1] += f" | {_others(tables)}"
+        if not row["consistent"]:
+            inconsistent.append(f"{row['door']}/{row['key']}")
+    doors = sorted({(r["door"], r["doorLabel"]) for r in figure["rows"]})
+    out = [
+        _title(1, "DynamoDB requests per turn on the serving path (warm container)"),
+        "doors: " + "; ".join(f"{door} = {label}" for door, label in doors),
+        "key: none = no Idempotency-Key; new = a fresh key per turn; replay = a retry"
+        " with a key that already completed",
+        "",
+        table(
+            ["door", "key", "conv reads", "conv writes", "idem reads", "idem writes", "turns"],
+            rows,
+        ),
+        "",
+        table(["door", "key", "conversations table ops", "idempotency table ops"], details),
+    ]
+    if inconsistent:
+        out.append(
+            "note: the measured turns differed (figures are averages): " + ", ".join(inconsistent)
+        )
+    else:
+        out.append("every measured turn of a row made exactly the same requests")
+    return "\n".join(out)
+
+
+def render_history(figure: dict[str, Any]) -> str:
+    rows = [
+        [num(r["history"]), r["items"], r["bytes"], ops_text(r["requests"])]
+        for r in figure["rows"]
+    ]
+    delta = figure["bytesDelta"]
+    expected = figure["expectedBytesDelta"]
+    if figure["explained"]:
+        note = (
+            f"100 vs 1,000: same items; bytes differ by {delta}, exactly the width of the "
+            f"head's messageCount number ('100' vs '1000': {expected} character)."
+        )
+    else:
+        note = (
+            f"100 vs 1,000: items equal: {figure['itemsEqual']}; bytes differ by {delta}"
+            f" (expected {expected}: the width of the head's messageCount number)."
+        )
+    return "\n".join(
+        [
+            _title(2, "Items and bytes read per turn against history length (warm, predict)"),
+            table(["history msgs", "items read", "bytes read", "requests"], rows),
+            note,
+            "At 10 messages the query finds fewer items than its Limit (maxMessages + 2).",
+        ]
+    )
+
+
+def render_cold(imports: dict[str, Any], first: dict[str, Any] | None) -> str:
+    rows = []
+    for row in imports["rows"]:
+        if row.get("missing"):
+            rows.append([row["function"], row["dir"], "-", "-", "app.py not available"])
+            continue
+        mark = ""
+        if "verdict" in row:
+            mark = f"{row['verdict']} (limit {row['limit']:.1f}x)"
+        rows.append([row["function"], row["dir"], ms(row["seconds"]), times(row["ratio"]), mark])
+    out = [
+        _title(3, "Cold import time of each handler, as a ratio to `import boto3`"),
+        f"median of {imports['runs']} fresh interpreters each, interleaved; "
+        f"import boto3 = {ms(imports['boto3Seconds'])} ms",
+        table(["function", "code", "import app ms", "vs boto3", ""], rows),
+    ]
+    if first is not None:
+        f = first["medianSeconds"]
+        boto3_note = (
+            "already imported by the handler"
+            if first["boto3ImportedByApp"]
+            else "paid by the first container build"
+        )
+        out += [
+            "",
+            f"PredictFunction cold first invocation (median of {first['runs']} fresh interpreters)",
+            table(
+                ["step", "ms"],
+                [
+                    ["import app", ms(f["importApp"])],
+                    [f"import boto3 ({boto3_note})", ms(f["importBoto3"])],
+                    ["build the container (clients, services)", ms(f["buildContainer"])],
+                    ["first request (cold caches, first client calls)", ms(f["firstRequest"])],
+                    ["cold total", ms(first["coldTotalSeconds"])],
+                    ["second request (warm), for comparison", ms(f["warmRequest"])],
+                ],
+            ),
+            "requests run against moto in the same process: their absolute time is moto's,"
+            " not DynamoDB's; the cold-vs-warm difference is the handler's own first-use cost.",
+        ]
+    return "\n".join(out)
+
+
+def render_stream(figure: dict[str, Any]) -> str:
+    rows = []
+    for row in figure["rows"]:
+        conv = row["tables"].get(MAIN_TABLE, {"reads": 0, "writes": 0})
+        rows.append(
+            [
+                row["door"],
+                ms(row["firstEventSeconds"]),
+                ms(row["totalSeconds"]),
+                times(row["ratio"]),
+                num(row["events"]),
+                num(conv["reads"], 2),
+                num(conv["writes"], 2),
+            ]
+        )
+    return "\n".join(
+        [
+            _title(4, "Stream: time to first event as a ratio of the full response"),
+            f"slow embedded provider: {figure['chunkDelaySeconds'] * 1000:.0f} ms before each"
+            f" chunk; median of {figure['rows'][0]['runs']} turns per door, interleaved",
+            table(
+                [
+                    "door",
+                    "first event ms",
+                    "full response ms",
+                    "first/full",
+                    "events",
+                    "reads/turn",
+                    "writes/turn",
+                ],
+                rows,
+            ),
+            "stream-buffered goes through API Gateway (HttpApi), which buffers: the first"
+            " event arrives with the last (ratio 1.0 by construction).",
+        ]
+    )
+
+
+def render_summarizer(figure: dict[str, Any]) -> str:
+    title = _title(5, "Predict latency with the summarizer working vs failing")
+    if not figure.get("available"):
+        return f"{title}\n{figure.get('reason', 'not measured')}"
+    rows = []
+    for mode in ("working", "failing"):
+        m = figure["modes"][mode]
+        rows.append(
+            [
+                mode,
+                m["turns"],
+                ms(m["medianSeconds"]),
+                ms(m["p95Seconds"]),
+                m["summarizeInvocations"],
+                m["jobsSucceeded"],
+                m["jobsFailed"],
+                f"{m['sessionsWithSummary']}/{m['sessions']}",
+            ]
+        )
+    out = [
+        title,
+        "SummarizeFunction consumes the summary queue in a background thread (as its SQS"
+        " event source would) while predict turns are timed; failing = CONVO_SUMMARIZER_FAIL=1",
+        table(
+            [
+                "summarizer",
+                "turns",
+                "median ms",
+                "p95 ms",
+                "invocations",
+                "jobs ok",
+                "jobs failed",
+                "summarized",
+            ],
+            rows,
+        ),
+        f"failing / working: median {times(figure['medianRatio'])},"
+        f" p95 {times(figure['p95Ratio'])}",
+    ]
+    if figure.get("workerErrors"):
+        out.append("worker errors: " + "; ".join(figure["workerErrors"]))
+    return "\n".join(out)
+
+
+def render(results: dict[str, Any]) -> str:
+    meta = results["meta"]
+    parts = [
+        f"convo-memory bench ({'quick' if meta['quick'] else 'full'} run,"
+        f" python {meta['python']}, {meta['cpus']} cpus, {meta['seconds']:.0f} s)",
+    ]
+    serving = results.get("serving")
+    if serving:
+        parts.append(render_requests(serving["requestsPerTurn"]))
+        parts.append(render_history(serving["readsByHistory"]))
+    if "importTimes" in results:
+        parts.append(render_cold(results["importTimes"], results.get("firstInvocation")))
+    if serving:
+        parts.append(render_stream(serving["streamFirstEvent"]))
+    if "summarizer" in results:
+        parts.append(render_summarizer(results["summarizer"]))
+    for name, error in (results.get("errors") or {}).items():
+        parts.append(f"[{name}] not measured: {error}")
+    return "\n\n".join(parts) + "\n"
