@@ -81,7 +81,7 @@ def import_times(runs: int, progress: Callable[[str], None]) -> dict[str, Any]:
     targets: list[tuple[str, str, Path]] = [("boto3", "boto3", dirs["PredictFunction"])]
     targets += [(name, "app", path) for name, path in present.items()]
     samples: dict[str, list[float]] = {name: [] for name, _, _ in targets}
-    for name, module, cwd in targets:  # not counted: compiles .pyc, warms the page cache
+    for _name, module, cwd in targets:  # not counted: compiles .pyc, warms the page cache
         time_import(module, cwd, env)
     for run in range(runs):
         progress(f"import times, round {run + 1}/{runs}")
@@ -115,7 +115,9 @@ def _predict_seed() -> dict[str, Any]:
         session = api.call("POST", "/v1/sessions", token=token, json_body=body).body["id"]
         path = "/v1/capabilities/cap-generative/predict"
         for i in range(3):
-            api.call("POST", path, token=token, json_body={"input": f"hi {i}", "sessionId": session})
+            api.call(
+                "POST", path, token=token, json_body={"input": f"hi {i}", "sessionId": session}
+            )
         client = api.container.clients["dynamodb"]
         items = client.scan(TableName=api.container.settings.table_name)["Items"]
         match = match_route(api.routes, "POST", path)
@@ -131,7 +133,10 @@ def _predict_seed() -> dict[str, Any]:
             )
             events.append(
                 build_http_event(
-                    request, match.route.route_key, match.path_parameters, {"workspaceId": workspace}
+                    request,
+                    match.route.route_key,
+                    match.path_parameters,
+                    {"workspaceId": workspace},
                 )
             )
     return {"region": REGION, "items": items, "events": events}

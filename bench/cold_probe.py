@@ -27,7 +27,7 @@ def main(function_dir: str, seed_path: str) -> dict[str, Any]:
     figures: dict[str, Any] = {}
 
     began = time.perf_counter()
-    import app  # type: ignore[import-not-found]
+    import app
 
     figures["importApp"] = time.perf_counter() - began
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.meter import TableMeter
-from bench.stats import median, percentile, per_turn, ratio, reads_writes
+from bench.stats import median, per_turn, percentile, ratio, reads_writes
 
 ROOT = Path(__file__).resolve().parent.parent
 CAP = "cap-generative"
@@ -220,7 +220,7 @@ def reads_by_history(api: Any, doors: Doors, meter: TableMeter) -> dict[str, Any
     dynamo = DynamoMeter().attach(api.container.clients["dynamodb"])
     warm = doors.open_session()
     doors.turn("predict", warm, "warm-up")
-    rows = []
+    rows: list[dict[str, Any]] = []
     for size in HISTORY_SIZES:
         session_id = doors.open_session()
         seed_history(api, session_id, size)
@@ -458,9 +458,7 @@ def summarizer_isolation(turns: int, blocks: int) -> dict[str, Any]:
                     after = worker.counts()
                 for slot in range(3):
                     jobs[mode][slot] += after[slot] - before[slot]
-                context = api.call(
-                    "GET", f"/v1/sessions/{session_id}/context", token=token
-                ).body
+                context = api.call("GET", f"/v1/sessions/{session_id}/context", token=token).body
                 summaries[mode] += 1 if context.get("summary") else 0
         finally:
             worker.stopping.set()

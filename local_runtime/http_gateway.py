@@ -565,20 +565,11 @@ class _GatewayRequestHandler(BaseHTTPRequestHandler):
         self._write(response)
 
     def _stream(self, response: Any) -> None:
-        """Write a streamed response chunk by chunk (chunked encoding), flushing each:
-        what a Function URL in RESPONSE_STREAM mode does."""
-        self.send_response(response.status)
-        for name, value in response.headers:
-            self.send_header(name, value)
-        self.send_header("Date", formatdate(usegmt=True))
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        for chunk in response.chunks:
-            if chunk:
-                self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
-                self.wfile.flush()
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
+        """What a Function URL in RESPONSE_STREAM mode does: each chunk as produced."""
+        from convo_memory.sse import write_chunked
+
+        headers = [*response.headers, ("Date", formatdate(usegmt=True))]
+        write_chunked(self, response.status, headers, response.chunks)
 
     def _write(self, response: GatewayResponse) -> None:
         self.send_response(response.status)

@@ -189,18 +189,9 @@ class ServiceErrorInternal(ServiceError):
 
 
 def write_response(handler: BaseHTTPRequestHandler, response: StreamResponse) -> None:
-    """Write a StreamResponse with chunked transfer encoding, flushing every chunk."""
-    handler.send_response(response.status)
-    for name, value in response.headers:
-        handler.send_header(name, value)
-    handler.send_header("transfer-encoding", "chunked")
-    handler.end_headers()
-    for chunk in response.chunks:
-        if chunk:
-            handler.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
-            handler.wfile.flush()
-    handler.wfile.write(b"0\r\n\r\n")
-    handler.wfile.flush()
+    from convo_memory.sse import write_chunked
+
+    write_chunked(handler, response.status, response.headers, response.chunks)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 logger = Logger(service="convo-memory-summarize")
 # Report every failed record, even when all failed, rather than failing the invocation:
 # SQS redelivers them either way, and the response says exactly which ones failed.
-processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=True)
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 def summary_job(body: str) -> tuple[str, str] | None:

@@ -218,14 +218,18 @@ def test_a_batch_reports_exactly_the_record_that_failed(
 
 
 def test_a_job_naming_another_workspaces_session_does_nothing(
-    api: InProcessApi, tenant: Tenant, other_tenant: Tenant, capability: str
+    api: InProcessApi, tenant: Tenant, other_tenant: Tenant
 ) -> None:
-    session_id = open_session(api, tenant, capability)
-    send_turns(api, tenant, session_id, 4)
+    # A seeded capability: the other workspace has one of the same id.
+    session_id = open_session(api, tenant, "cap-generative")
+    send_turns(api, tenant, session_id, 12)  # 24 messages, the newest 20 replayed
+    assert context(api, tenant, session_id)["omittedMessages"] == 4
 
     assert summarize(api, ("m-1", job(other_tenant, session_id))) == []
-
     assert context(api, tenant, session_id)["summary"] is None
+
+    assert summarize(api, ("m-2", job(tenant, session_id))) == []
+    assert context(api, tenant, session_id)["summary"]["throughSeq"] == 4
 
 
 def test_a_duplicate_delivery_leaves_the_summary_unchanged_without_summarizing(

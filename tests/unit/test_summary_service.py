@@ -383,6 +383,9 @@ def test_given_no_such_session_in_the_workspace_when_folding_then_it_is_skipped(
     world: World, workspace: str
 ) -> None:
     world.turns(5)
+    # The other workspace has a capability of the same id: only the session decides.
+    same_id = CapabilityCreate.model_validate({"name": "chat", "kind": "generative"})
+    world.catalog.create("ws_other", same_id, cap_id=CAP)
     session_id = world.session_id if workspace != WS else "ses_missing"
 
     outcome = world.service().fold(workspace, session_id)

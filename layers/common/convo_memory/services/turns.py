@@ -34,7 +34,7 @@ from convo_memory.domain.models import (
     iso,
     utc_now,
 )
-from convo_memory.domain.prompt import build_prompt
+from convo_memory.domain.prompt import Prompt, build_prompt
 from convo_memory.domain.replay_window import ReplayWindow, select_replay_window
 from convo_memory.domain.tool_digest import build_tool_digest
 from convo_memory.domain.turn_records import AppendResult, TurnRecord, TurnState
@@ -197,13 +197,9 @@ class TurnService:
             replayed=window.messages,
             user_input=user_input,
         )
-        started = iso(utc_now())
-        completion = self._generate(capability, prompt, sink)
-        output, withheld = self._filtered(capability, completion.text, sink)
-        run_id = self._record_run(
-            workspace_id, capability, session, user_input, completion, started, output
+        completion, output, withheld, run_id = self._answer(
+            workspace_id, capability, session, prompt, sink
         )
-
         digest_text = None
         if completion.tool_calls:
             digest_text = build_tool_digest(completion.tool_calls, self._policy.digest_max_chars)
@@ -248,12 +244,7 @@ class TurnService:
             replayed=(),
             user_input=user_input,
         )
-        started = iso(utc_now())
-        completion = self._generate(capability, prompt, sink)
-        output, withheld = self._filtered(capability, completion.text, sink)
-        run_id = self._record_run(
-            workspace_id, capability, None, user_input, completion, started, output
-        )
+        _, output, withheld, run_id = self._answer(workspace_id, capability, None, prompt, sink)
         return Prediction(
             output=output,
             withheld=withheld,
@@ -264,7 +255,27 @@ class TurnService:
             context=None,
         )
 
-    def _generate(self, capability: Capability, prompt: Any, sink: DeltaSink | None) -> Completion:
+    def _answer(
+        self,
+        workspace_id: str,
+        capability: Capability,
+        session: Session | None,
+        prompt: Prompt,
+        sink: DeltaSink | None,
+    ) -> tuple[Completion, str, bool, str | None]:
+        """Ask the model, run the content filter, keep the agent's run trace: the part of
+        a turn that is the same with or without a session."""
+        started = iso(utc_now())
+        completion = self._generate(capability, prompt, sink)
+        output, withheld = self._filtered(capability, completion.text, sink)
+        run_id = self._record_run(
+            workspace_id, capability, session, prompt.user_input, completion, started, output
+        )
+        return completion, output, withheld, run_id
+
+    def _generate(
+        self, capability: Capability, prompt: Prompt, sink: DeltaSink | None
+    ) -> Completion:
         provider = self._provider_for(capability)
         # With a content filter, nothing reaches the client before the filter has passed
         # the whole answer, so stream only when there is no filter (or no sink).

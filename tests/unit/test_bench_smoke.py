@@ -1,0 +1,221 @@
+"""The benchmark's pure parts: aggregation, table text, the report. No AWS, no timing."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from bench.meter import TableMeter
+from bench.render import render
+from bench.stats import (
+    median,
+    num,
+    ops_text,
+    per_turn,
+    percentile,
+    ratio,
+    reads_writes,
+    table,
+    tables_of,
+    verdict,
+)
+
+
+def test_median_and_nearest_rank_percentile() -> None:
+    assert median([3, 1, 2]) == 2
+    assert median([4, 1, 3, 2]) == 2.5
+    values = list(range(1, 101))
+    assert percentile(values, 95) == 95
+    assert percentile(values, 100) == 100
+    assert percentile([7.0], 95) == 7.0
+    with pytest.raises(ValueError):
+        median([])
+
+
+def test_ratio_and_verdict() -> None:
+    assert ratio(3, 2) == 1.5
+    assert ratio(1, 0) is None and ratio(None, 1) is None
+    assert verdict(1.3, 1.3) == "PASS"
+    assert verdict(1.31, 1.3) == "FAIL"
+    assert verdict(None, 1.3) == "n/a"
+
+
+def test_per_turn_averages_and_splits_reads_from_writes() -> None:
+    samples = [
+        {"Query": 1, "TransactWriteItems": 1},
+        {"Query": 1, "TransactWriteItems": 1, "GetItem": 1},
+    ]
+    ops = per_turn(samples)
+    assert ops == {"GetItem": 0.5, "Query": 1.0, "TransactWriteItems": 1.0}
+    assert reads_writes(ops) == (1.5, 1.0)
+    assert per_turn([]) == {}
+    assert num(1.0) == "1" and num(0.5, 2) == "0.50" and num(None) == "-"
+    assert ops_text({"Query": 1.0, "PutItem": 2.0}) == "PutItem 2, Query 1"
+    assert ops_text({}) == "none"
+
+
+def test_tables_of_each_request_shape() -> None:
+    assert tables_of("Query", {"TableName": "conv"}) == ("conv",)
+    assert tables_of("BatchWriteItem", {"RequestItems": {"b": [], "a": []}}) == ("a", "b")
+    transact = {
+        "TransactItems": [
+            {"Update": {"TableName": "conv"}},
+            {"Put": {"TableName": "conv"}},
+            {"ConditionCheck": {"TableName": "idem"}},
+        ]
+    }
+    assert tables_of("TransactWriteItems", transact) == ("conv", "idem")
+    assert tables_of("ListTables", {}) == ("?",)
+
+
+def test_table_meter_counts_by_table_label_and_operation() -> None:
+    meter = TableMeter({"t-conv": "conversations", "t-idem": "idempotency"})
+    query = SimpleNamespace(name="Query")
+    put = SimpleNamespace(name="PutItem")
+    meter._before(query, {"TableName": "t-conv"})
+    meter._before(put, {"TableName": "t-idem"})
+    meter._before(put, {"TableName": "t-idem"})
+    assert meter.snapshot() == {"conversations": {"Query": 1}, "idempotency": {"PutItem": 2}}
+    meter.reset()
+    assert meter.snapshot() == {}
+
+
+def test_table_aligns_columns_and_rejects_ragged_rows() -> None:
+    text = table(["door", "reads"], [["predict", 1], ["messages", "12"]])
+    lines = text.splitlines()
+    assert lines[0].startswith("door") and set(lines[1]) <= {"-", " "}
+    assert lines[2].endswith(" 1") and lines[3].endswith("12")
+    assert len({len(line) for line in lines[1:]}) == 1
+    with pytest.raises(ValueError):
+        table(["a", "b"], [["only one"]])
+
+
+def _tables(reads: float, writes: float, ops: dict[str, float]) -> dict[str, Any]:
+    return {"reads": reads, "writes": writes, "ops": ops}
+
+
+def sample_results(summarizer_available: bool = True, predict_ratio: float = 0.8) -> dict[str, Any]:
+    turn_ops = _tables(1, 1, {"Query": 1, "TransactWriteItems": 1})
+    row = {
+        "door": "predict",
+        "doorLabel": "POST /v1/capabilities/cap-generative/predict (HttpApi)",
+        "key": "new",
+        "keyLabel": "new Idempotency-Key",
+        "turns": 5,
+        "consistent": True,
+        "tables": {
+            "conversations": turn_ops,
+            "idempotency": _tables(0, 2, {"PutItem": 1, "UpdateItem": 1}),
+        },
+    }
+    history = [
+        {"history": n, "items": items, "bytes": b, "requests": {"Query": 1}}
+        for n, items, b in ((10, 11, 4000), (100, 22, 8000), (1000, 22, 8001))
+    ]
+    stream_row = {
+        "door": "stream-url",
+        "firstEventSeconds": 0.03,
+        "totalSeconds": 0.3,
+        "ratio": 0.1,
+        "events": 13,
+        "runs": 7,
+        "turns": 7,
+        "consistent": True,
+        "tables": {"conversations": turn_ops},
+    }
+    summarizer: dict[str, Any] = {"available": False, "reason": "summarize handler not available"}
+    if summarizer_available:
+        mode = {
+            "turns": 60,
+            "medianSeconds": 0.02,
+            "p95Seconds": 0.04,
+            "summarizeInvocations": 10,
+            "jobsSucceeded": 20,
+            "jobsFailed": 0,
+            "sessionsWithSummary": 4,
+            "sessions": 4,
+        }
+        summarizer = {
+            "available": True,
+            "modes": {"working": mode, "failing": {**mode, "jobsFailed": 20}},
+            "medianRatio": 1.0,
+            "p95Ratio": 1.0,
+            "workerErrors": [],
+        }
+    return {
+        "meta": {"quick": True, "python": "3.13.0", "cpus": 2, "seconds": 12.0, "plan": {}},
+        "serving": {
+            "requestsPerTurn": {"rows": [row]},
+            "readsByHistory": {
+                "rows": history,
+                "itemsEqual": True,
+                "bytesDelta": 1,
+                "expectedBytesDelta": 1,
+                "explained": True,
+            },
+            "streamFirstEvent": {"chunkDelaySeconds": 0.02, "rows": [stream_row]},
+        },
+        "importTimes": {
+            "runs": 7,
+            "boto3Seconds": 0.1,
+            "boto3Samples": [0.1],
+            "rows": [
+                {
+                    "function": "PredictFunction",
+                    "dir": "functions/predict",
+                    "seconds": 0.1 * predict_ratio,
+                    "ratio": predict_ratio,
+                    "limit": 1.3,
+                    "verdict": verdict(predict_ratio, 1.3),
+                },
+                {
+                    "function": "SummarizeFunction",
+                    "dir": "functions/summarize",
+                    "seconds": None,
+                    "ratio": None,
+                    "missing": True,
+                },
+            ],
+        },
+        "firstInvocation": {
+            "runs": 3,
+            "medianSeconds": {
+                "importApp": 0.08,
+                "importBoto3": 0.09,
+                "buildContainer": 0.2,
+                "firstRequest": 0.03,
+                "warmRequest": 0.02,
+            },
+            "boto3ImportedByApp": False,
+            "coldTotalSeconds": 0.4,
+        },
+        "summarizer": summarizer,
+    }
+
+
+def test_report_renders_every_figure() -> None:
+    results = sample_results()
+    text = render(results)
+    for heading in range(1, 6):
+        assert f"\n{heading}. " in text
+    assert "PASS (limit 1.3x)" in text
+    assert "app.py not available" in text
+    assert "PutItem 1, UpdateItem 1" in text
+    assert "exactly the width of the head's messageCount" in text
+    assert "0.10x" in text  # stream first/full
+    assert "failing / working: median 1.00x" in text
+    json.dumps(results)  # what --json prints
+
+
+def test_report_flags_a_slow_predict_import_and_a_missing_summarizer() -> None:
+    text = render(sample_results(summarizer_available=False, predict_ratio=1.5))
+    assert "FAIL (limit 1.3x)" in text
+    assert "summarize handler not available" in text
+
+
+def test_report_lists_figures_that_could_not_be_measured() -> None:
+    results = {"meta": sample_results()["meta"], "errors": {"serving": "RuntimeError: boom"}}
+    assert "[serving] not measured: RuntimeError: boom" in render(results)
