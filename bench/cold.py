@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROBE = Path(__file__).resolve().parent / "cold_probe.py"
 PREDICT_LIMIT = 1.3
 MARKER = "BENCH_RESULT "
+WARM_REQUESTS = 5
 TIMER = (
     "import time\n"
     "began = time.perf_counter()\n"
@@ -123,7 +124,9 @@ def _predict_seed() -> dict[str, Any]:
         match = match_route(api.routes, "POST", path)
         assert match is not None
         events = []
-        for text in ("the first request of a cold container", "and a warm one"):
+        texts = ["the first request of a cold container"]
+        texts += [f"and a warm one ({i})" for i in range(WARM_REQUESTS)]
+        for text in texts:
             request = HttpRequest(
                 method="POST",
                 raw_path=path,

@@ -132,7 +132,7 @@ def render_cold(imports: dict[str, Any], first: dict[str, Any] | None) -> str:
                     ["build the container (clients, services)", ms(f["buildContainer"])],
                     ["first request (cold caches, first client calls)", ms(f["firstRequest"])],
                     ["cold total", ms(first["coldTotalSeconds"])],
-                    ["second request (warm), for comparison", ms(f["warmRequest"])],
+                    ["a warm request (median of the next 5), for comparison", ms(f["warmRequest"])],
                 ],
             ),
             "requests run against moto in the same process: their absolute time is moto's,"
@@ -217,7 +217,17 @@ def render_summarizer(figure: dict[str, Any]) -> str:
         ),
         f"failing / working: median {times(figure['medianRatio'])},"
         f" p95 {times(figure['p95Ratio'])}",
+        "the worker shares this process with the timed turns (one GIL, moto's one lock),"
+        " so its work slows the foreground in both modes; in AWS it runs in containers of"
+        " its own. The deterministic check is the request count below: the same in both.",
     ]
+    for mode in ("working", "failing"):
+        own = figure["modes"][mode].get("predictRequests")
+        if own:
+            parts = "; ".join(
+                f"{k}: {ops_text(v['ops'])}" for k, v in sorted(own["tables"].items())
+            )
+            out.append(f"predict's own requests per turn, summarizer {mode}: {parts}")
     if figure.get("workerErrors"):
         out.append("worker errors: " + "; ".join(figure["workerErrors"]))
     return "\n".join(out)

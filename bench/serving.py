@@ -140,38 +140,6 @@ def table_labels(api: Any) -> dict[str, str]:
     }
 
 
-def seed_history(api: Any, session_id: str, messages: int) -> None:
-    """Write ``messages`` messages straight into the table, as turns would have
-    (the same shape as tests/integration/test_turns_api.py's ``_seed_history``)."""
-    client = api.container.clients["dynamodb"]
-    table = api.container.settings.table_name
-    pk = {"S": f"SESSION#{session_id}"}
-    requests = [
-        {
-            "PutRequest": {
-                "Item": {
-                    "pk": pk,
-                    "sk": {"S": f"MSG#{seq:010d}"},
-                    "role": {"S": "user" if seq % 2 else "assistant"},
-                    "content": {"S": f"message {seq:06d} " + "x" * 80},
-                    "createdAt": {"S": "2026-01-01T00:00:00.000Z"},
-                    "withheld": {"BOOL": False},
-                    "turnId": {"S": f"{(seq + 1) // 2:032x}"},
-                }
-            }
-        }
-        for seq in range(1, messages + 1)
-    ]
-    for start in range(0, len(requests), 25):
-        client.batch_write_item(RequestItems={table: requests[start : start + 25]})
-    client.update_item(
-        TableName=table,
-        Key={"pk": pk, "sk": {"S": "SESSION"}},
-        UpdateExpression="SET messageCount = :n",
-        ExpressionAttributeValues={":n": {"N": str(messages)}},
-    )
-
-
 def _summarize(samples: list[dict[str, dict[str, int]]]) -> dict[str, Any]:
     """Per-table average requests per turn, plus whether every turn did the same."""
     labels = sorted({label for sample in samples for label in sample})
@@ -216,6 +184,7 @@ def requests_per_turn(api: Any, doors: Doors, meter: TableMeter, turns: int) -> 
 
 def reads_by_history(api: Any, doors: Doors, meter: TableMeter) -> dict[str, Any]:
     from tests.support.dynamo_meter import DynamoMeter
+    from tests.support.inprocess_api import seed_history
 
     dynamo = DynamoMeter().attach(api.container.clients["dynamodb"])
     warm = doors.open_session()
@@ -409,10 +378,16 @@ def summarizer_isolation(turns: int, blocks: int) -> dict[str, Any]:
 
     import boto3
 
-    from tests.support.inprocess_api import REGION, inprocess_stack, new_workspace, serialized
+    from tests.support.inprocess_api import (
+        REGION,
+        inprocess_stack,
+        new_workspace,
+        serialized,
+    )
 
     env = {"SUMMARY_COALESCE_SECONDS": "0", "SUMMARY_DELAY_SECONDS": "0"}
     latencies: dict[str, list[float]] = {"working": [], "failing": []}
+    requests: dict[str, list[dict[str, dict[str, int]]]] = {"working": [], "failing": []}
     jobs: dict[str, list[int]] = {"working": [0, 0, 0], "failing": [0, 0, 0]}
     summaries: dict[str, int] = {"working": 0, "failing": 0}
     with inprocess_stack(env) as api:
@@ -431,6 +406,10 @@ def summarizer_isolation(turns: int, blocks: int) -> dict[str, Any]:
         if created.status != 201:
             raise RuntimeError(f"could not create the capability: {created.body}")
         cap = str(created.body["id"])
+        # The foreground's own requests (the summarizer shares the container's clients).
+        meter = TableMeter(table_labels(api), only_thread=threading.current_thread())
+        meter.attach(api.container.clients["dynamodb"])
+        meter.attach(api.container.clients["sqs"], "sqs")
         sqs = serialized(boto3.client("sqs", region_name=REGION))
         worker = SummaryWorker(api, sqs, deadline_s=150)
         worker.start()
@@ -450,10 +429,12 @@ def summarizer_isolation(turns: int, blocks: int) -> dict[str, Any]:
                     before = worker.counts()
                     session_id = doors.open_session(cap)
                     for i in range(turns):
+                        meter.reset()
                         timing = doors.turn(
                             "predict", session_id, f"{mode} turn {i}", capability=cap
                         )
                         latencies[mode].append(timing.total_s)
+                        requests[mode].append(meter.snapshot())
                     worker.wait_drained(10)
                     after = worker.counts()
                 for slot in range(3):
@@ -463,7 +444,7 @@ def summarizer_isolation(turns: int, blocks: int) -> dict[str, Any]:
         finally:
             worker.stopping.set()
             worker.join(timeout=10)
-    modes = {}
+    modes: dict[str, dict[str, Any]] = {}
     for mode, values in latencies.items():
         modes[mode] = {
             "turns": len(values),
@@ -474,6 +455,7 @@ def summarizer_isolation(turns: int, blocks: int) -> dict[str, Any]:
             "jobsFailed": jobs[mode][2],
             "sessionsWithSummary": summaries[mode],
             "sessions": blocks,
+            "predictRequests": _summarize(requests[mode]),
         }
     return {
         "available": True,

@@ -359,6 +359,9 @@ class InMemoryStore:
         """Compare-and-set: store only if the stored summary is still at
         ``previous_through`` (or absent, when that is 0) and the new one is ahead."""
         self._enter("advance_summary")
+        # The real store checks the head in the same transaction.
+        if session_id not in self.partitions:
+            return False
         stored = self.summaries.get(session_id)
         if stored is None:
             if previous_through != 0:

@@ -18,7 +18,7 @@ from convo_memory.adapters.summarizers import EmbeddedSummarizer
 from convo_memory.domain.models import Summary
 from convo_memory.services import summaries
 from tests.integration.conftest import Tenant
-from tests.support.inprocess_api import InProcessApi
+from tests.support.inprocess_api import InProcessApi, inprocess_stack, new_workspace
 
 SAMPLE_EVENT = Path(__file__).resolve().parents[2] / "events" / "summarize_sqs.json"
 # The newest 4 messages are replayed; the budget never binds.
@@ -386,3 +386,23 @@ def test_during_an_outage_turns_go_on_and_afterwards_one_job_catches_up(
     assert view["summary"]["throughSeq"] == view["omittedMessages"] == 12
     folded = transcript(api, tenant, session_id)[:12]
     assert view["summary"]["text"].splitlines() == expected_lines(folded)
+
+
+def test_a_summary_is_never_written_for_a_deleted_session() -> None:
+    with inprocess_stack() as api:
+        _, token = new_workspace(api, "gone")
+        created = api.call(
+            "POST",
+            "/v1/sessions",
+            token=token,
+            json_body={"capabilityId": "cap-generative", "externalRef": "x"},
+        )
+        session_id = created.body["id"]
+        assert api.call("DELETE", f"/v1/sessions/{session_id}", token=token).status == 204
+
+        written = api.container.store.advance_summary(
+            session_id, 0, Summary(text="late", through_seq=4)
+        )
+
+        assert written is False
+        assert api.container.store.get_summary(session_id) is None

@@ -286,6 +286,24 @@ def test_the_authorizer_can_only_read_the_conversations_table() -> None:
     assert policies == [{"DynamoDBReadPolicy": {"TableName": {"Ref": "ConversationsTable"}}}]
 
 
+@pytest.mark.parametrize(
+    ("function", "queues"),
+    [
+        ("PredictFunction", {"SummaryQueue", "RepairQueue"}),
+        ("StreamFunction", {"SummaryQueue", "RepairQueue"}),
+        ("SummarizeFunction", {"SummaryQueue"}),
+    ],
+)
+def test_functions_that_enqueue_may_send_to_their_queues(function: str, queues: set[str]) -> None:
+    policies = load_template(TEMPLATE)["Resources"][function]["Properties"]["Policies"]
+    allowed = {
+        p["SQSSendMessagePolicy"]["QueueName"]["Fn::GetAtt"][0]
+        for p in policies
+        if isinstance(p, dict) and "SQSSendMessagePolicy" in p
+    }
+    assert queues <= allowed
+
+
 # ---------------------------------------------------------------- sample events
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from tests.integration.conftest import Tenant
 from tests.support.dynamo_meter import DynamoMeter
-from tests.support.inprocess_api import InProcessApi
+from tests.support.inprocess_api import InProcessApi, seed_history
 
 
 def open_session(
@@ -247,37 +247,6 @@ def test_agent_turn_keeps_a_fenced_digest_and_a_trace_with_the_principal(
     assert api.call("GET", f"/v1/sessions/{session_id}", token=tenant.token).status == 404
 
 
-def _seed_history(api: InProcessApi, session_id: str, messages: int) -> None:
-    """Write a long history straight into the table (fast), as turns would have."""
-    client = api.container.clients["dynamodb"]
-    table = api.container.settings.table_name
-    pk = {"S": f"SESSION#{session_id}"}
-    requests = [
-        {
-            "PutRequest": {
-                "Item": {
-                    "pk": pk,
-                    "sk": {"S": f"MSG#{seq:010d}"},
-                    "role": {"S": "user" if seq % 2 else "assistant"},
-                    "content": {"S": f"message {seq:06d} " + "x" * 80},
-                    "createdAt": {"S": "2026-01-01T00:00:00.000Z"},
-                    "withheld": {"BOOL": False},
-                    "turnId": {"S": f"{(seq + 1) // 2:032x}"},
-                }
-            }
-        }
-        for seq in range(1, messages + 1)
-    ]
-    for start in range(0, len(requests), 25):
-        client.batch_write_item(RequestItems={table: requests[start : start + 25]})
-    client.update_item(
-        TableName=table,
-        Key={"pk": pk, "sk": {"S": "SESSION"}},
-        UpdateExpression="SET messageCount = :n",
-        ExpressionAttributeValues={":n": {"N": str(messages)}},
-    )
-
-
 def test_a_warm_turn_reads_once_writes_once_and_reads_do_not_grow_with_history(
     api: InProcessApi, tenant: Tenant
 ) -> None:
@@ -285,7 +254,7 @@ def test_a_warm_turn_reads_once_writes_once_and_reads_do_not_grow_with_history(
     figures = {}
     for history in (100, 1000):
         session_id = open_session(api, tenant)
-        _seed_history(api, session_id, history)
+        seed_history(api, session_id, history)
         predict(api, tenant, session_id, "warm-up")  # warms the capability cache
         meter.reset()
         response = predict(api, tenant, session_id, "and what about the other one?")

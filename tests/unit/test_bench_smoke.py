@@ -137,6 +137,11 @@ def sample_results(summarizer_available: bool = True, predict_ratio: float = 0.8
             "jobsFailed": 0,
             "sessionsWithSummary": 4,
             "sessions": 4,
+            "predictRequests": {
+                "turns": 60,
+                "consistent": False,
+                "tables": {"conversations": turn_ops, "sqs": _tables(0, 0, {"SendMessage": 0.8})},
+            },
         }
         summarizer = {
             "available": True,
@@ -207,6 +212,10 @@ def test_report_renders_every_figure() -> None:
     assert "exactly the width of the head's messageCount" in text
     assert "0.10x" in text  # stream first/full
     assert "failing / working: median 1.00x" in text
+    assert (
+        "summarizer failing: conversations: Query 1, TransactWriteItems 1; sqs: SendMessage 0.80"
+        in text
+    )
     json.dumps(results)  # what --json prints
 
 
@@ -219,3 +228,16 @@ def test_report_flags_a_slow_predict_import_and_a_missing_summarizer() -> None:
 def test_report_lists_figures_that_could_not_be_measured() -> None:
     results = {"meta": sample_results()["meta"], "errors": {"serving": "RuntimeError: boom"}}
     assert "[serving] not measured: RuntimeError: boom" in render(results)
+
+
+def test_summarizer_figure_reports_a_missing_handler_instead_of_failing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    import local_runtime.aws_resources as aws_resources
+    from bench.serving import summarizer_isolation
+
+    spec = SimpleNamespace(code_uri=tmp_path)  # a directory without app.py
+    monkeypatch.setattr(aws_resources, "function_specs", lambda: {"SummarizeFunction": spec})
+    figure = summarizer_isolation(turns=1, blocks=1)
+    assert figure == {"available": False, "reason": "summarize handler not available"}
+    assert "summarize handler not available" in render({**sample_results(), "summarizer": figure})

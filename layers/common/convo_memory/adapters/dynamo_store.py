@@ -610,31 +610,50 @@ class DynamoStore:
     def advance_summary(self, session_id: str, previous_through: int, summary: Summary) -> bool:
         """Store a newer summary only if the stored one is still at ``previous_through``
         (compare-and-set), so the summary only moves forward and no message is folded
-        twice. Returns False when another run moved it first."""
+        twice; and only while the session exists, so a deleted conversation gets no
+        leftover summary. Returns False when another run moved it first (or the session
+        is gone)."""
         if previous_through == 0:
             condition = "attribute_not_exists(sk) OR throughSeq = :prev"
         else:
             condition = "throughSeq = :prev"
+        pk = _s(session_pk(session_id))
         try:
-            self._client.put_item(
-                TableName=self.table,
-                Item={
-                    "pk": _s(session_pk(session_id)),
-                    "sk": _s(SUMMARY_SK),
-                    "text": _s(summary.text),
-                    "throughSeq": _n(summary.through_seq),
-                },
-                ConditionExpression=(
-                    f"({condition}) AND (attribute_not_exists(sk) OR throughSeq < :new)"
-                ),
-                ExpressionAttributeValues={
-                    ":prev": _n(previous_through),
-                    ":new": _n(summary.through_seq),
-                },
+            self._client.transact_write_items(
+                TransactItems=[
+                    {
+                        "ConditionCheck": {
+                            "TableName": self.table,
+                            "Key": {"pk": pk, "sk": _s(SESSION_SK)},
+                            "ConditionExpression": "attribute_exists(pk)",
+                        }
+                    },
+                    {
+                        "Put": {
+                            "TableName": self.table,
+                            "Item": {
+                                "pk": pk,
+                                "sk": _s(SUMMARY_SK),
+                                "text": _s(summary.text),
+                                "throughSeq": _n(summary.through_seq),
+                            },
+                            "ConditionExpression": (
+                                f"({condition}) AND (attribute_not_exists(sk) OR throughSeq < :new)"
+                            ),
+                            "ExpressionAttributeValues": {
+                                ":prev": _n(previous_through),
+                                ":new": _n(summary.through_seq),
+                            },
+                        }
+                    },
+                ]
             )
         except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return False
+            if exc.response["Error"]["Code"] == "TransactionCanceledException":
+                reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
+                if "ConditionalCheckFailed" in reasons:
+                    return False
+                raise StoreUnavailable(f"summary write cancelled: {reasons}") from exc
             raise _translate(exc) from exc
         except BotoCoreError as exc:
             raise _unavailable(exc) from exc
@@ -651,6 +670,8 @@ class DynamoStore:
                     ":lo": _s(message_sk(first_seq)),
                     ":hi": _s(message_sk(last_seq)),
                 },
+                # The fold's target came from a consistent read: so must its messages.
+                ConsistentRead=True,
             )
             if not item["sk"]["S"].endswith(DIGEST_SUFFIX)
         ]

@@ -190,7 +190,7 @@ class SummaryService:
             )
             calls += 1
             if len(new_text) > max_chars:
-                logger.warning("summarizer exceeded max_chars; cutting %d chars", len(new_text))
+                logger.warning("a summary of %d chars was cut to %d", len(new_text), max_chars)
                 new_text = new_text[:max_chars]
             newest = messages[-1].seq
             if self._store.advance_summary(

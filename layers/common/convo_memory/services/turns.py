@@ -203,7 +203,9 @@ class TurnService:
         digest_text = None
         if completion.tool_calls:
             digest_text = build_tool_digest(completion.tool_calls, self._policy.digest_max_chars)
-        summary_due = self._summary_due(state, window, policy, now, user_input, output)
+        # After the model call: a slow model must not make the coalescing window look older.
+        due_at = self._clock()
+        summary_due = self._summary_due(state, window, policy, due_at, user_input, output)
         turn = TurnRecord(
             turn_id=uuid.uuid4().hex,
             user_content=user_input,
@@ -213,7 +215,7 @@ class TurnService:
             digest_tools=tuple(c.name for c in completion.tool_calls),
             digest_text=digest_text,
             digest_expires_at=now + self._policy.digest_retention_seconds if digest_text else None,
-            mark_summary_requested_at=now if summary_due else None,
+            mark_summary_requested_at=due_at if summary_due else None,
             run_id=run_id,
         )
         seqs, recorded = self._record(workspace_id, session, turn)
