@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import json
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -234,6 +235,72 @@ class InMemoryStore:
             deleted += 1
         if partition is not None:
             deleted += len(partition.messages) + len(partition.digests) + len(partition.markers)
+        return deleted
+
+    # -- retention (byActivity) -------------------------------------------------
+    activity_shards = 16
+
+    def _activity_key(self, session_id: str, head: dict[str, Any]) -> tuple[str, str]:
+        """The head's byActivity keys, as DynamoStore maintains them: ``ACTIVE#NN`` /
+        lastActiveAt from creation (a turn moves gsi2sk with lastActiveAt), until
+        ``archive_session`` moves it to ``ARCHIVED#NN`` / archivedAt."""
+        if "gsi2pk" in head:
+            return head["gsi2pk"], head["gsi2sk"]
+        shard = zlib.crc32(session_id.encode()) % self.activity_shards  # as DynamoStore
+        return f"ACTIVE#{shard:02d}", head["lastActiveAt"]
+
+    def sessions_by_activity(
+        self, status: str, shard: int, before: str, page_size: int = 100
+    ) -> Iterator[tuple[str, str]]:
+        """``(sessionId, since)`` in one byActivity shard with since < ``before``,
+        oldest first (the index's sort order; ties by pk)."""
+        self._enter("sessions_by_activity")
+        prefix = {"active": "ACTIVE", "archived": "ARCHIVED"}[status]
+        wanted = f"{prefix}#{shard:02d}"
+        rows = []
+        for sid, partition in self.partitions.items():
+            gsi2pk, gsi2sk = self._activity_key(sid, partition.head)
+            if gsi2pk == wanted and gsi2sk < before:
+                rows.append((gsi2sk, f"SESSION#{sid}", sid))
+        for since, _, sid in sorted(rows):
+            yield sid, since
+
+    def archive_session(self, session_id: str, last_active_at: str, archived_at: str) -> bool:
+        """Conditional on status = active AND lastActiveAt = ``last_active_at``."""
+        self._enter("archive_session")
+        partition = self.partitions.get(session_id)
+        if (
+            partition is None
+            or partition.head["status"] != "active"
+            or partition.head["lastActiveAt"] != last_active_at
+        ):
+            return False
+        gsi2pk, _ = self._activity_key(session_id, partition.head)
+        partition.head.update(
+            status="archived",
+            archivedAt=archived_at,
+            gsi2pk=gsi2pk.replace("ACTIVE#", "ARCHIVED#"),
+            gsi2sk=archived_at,
+        )
+        return True
+
+    def purge_session(self, session_id: str, archived_at: str) -> int | None:
+        """Delete the partition and its summary if still archived at ``archived_at``
+        (None, nothing deleted, otherwise); never the run traces. Counts items as
+        ``DynamoStore.purge_session`` does (the head, the summary, messages, digests,
+        turn markers)."""
+        self._enter("purge_session")
+        partition = self.partitions.get(session_id)
+        if (
+            partition is None
+            or partition.head["status"] != "archived"
+            or partition.head.get("archivedAt") != archived_at
+        ):
+            return None
+        del self.partitions[session_id]
+        deleted = 1 + len(partition.messages) + len(partition.digests) + len(partition.markers)
+        if self.summaries.pop(session_id, None) is not None:
+            deleted += 1
         return deleted
 
     # -- messages ---------------------------------------------------------------

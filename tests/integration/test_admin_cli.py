@@ -20,6 +20,10 @@ def test_create_workspace_prints_a_token_once_that_then_authenticates(
     assert len(token) >= 32 and "shown once" in printed.err
     listing = api.call("GET", "/v1/capabilities", token=token)
     assert listing.status == 200
-    assert {c["id"] for c in listing.body["capabilities"]} == {"cap-generative", "cap-agent", "cap-classic"}
+    assert {c["id"] for c in listing.body["capabilities"]} == {
+        "cap-generative",
+        "cap-agent",
+        "cap-classic",
+    }
     stored = api.container.clients["dynamodb"].scan(TableName=table)["Items"]
     assert token not in str(stored)  # only its hash is stored

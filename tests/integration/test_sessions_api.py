@@ -173,3 +173,12 @@ def test_unknown_route_and_missing_or_unknown_token(api: InProcessApi, tenant: T
     assert unknown_token.status == 401
     assert unknown_token.body["error"]["code"] == "unauthorized"
     assert api.call("GET", "/v1/capabilities", token=None).status == 401
+
+
+def test_an_unknown_route_answers_the_contract_404_with_or_without_a_token(
+    api: InProcessApi, tenant: Tenant
+) -> None:
+    for token in (None, tenant.token):
+        response = api.call("GET", "/v1/nothing-here", token=token)
+        assert response.status == 404
+        assert response.body["error"]["code"] == "not_found"

@@ -40,6 +40,8 @@ EXPECTED_ROUTES = {
     ("POST", "/v1/capabilities/{capabilityId}/predict"): "PredictFunction",
     ("POST", "/v1/capabilities/{capabilityId}/predict/stream"): "PredictFunction",
     ("POST", "/v1/sessions/{sessionId}/messages"): "PredictFunction",
+    # Unknown routes: the contract's not_found body (served without a token).
+    ("ANY", "$default"): "CapabilitiesFunction",
 }
 
 DOCUMENTED_DEFAULTS = {
@@ -277,7 +279,10 @@ def test_every_route_sits_behind_the_token_authorizer_on_the_one_http_api() -> N
         for event in (resource.get("Properties") or {}).get("Events", {}).values():
             if event["Type"] == "HttpApi":
                 assert event["Properties"]["ApiId"] == {"Ref": "HttpApi"}, logical_id
-                assert "Auth" not in event["Properties"], logical_id
+                if event["Properties"]["Path"] == "$default":  # only the not-found catch-all
+                    assert event["Properties"]["Auth"] == {"Authorizer": "NONE"}
+                else:
+                    assert "Auth" not in event["Properties"], logical_id
 
 
 def test_the_authorizer_can_only_read_the_conversations_table() -> None:

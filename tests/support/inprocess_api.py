@@ -48,7 +48,8 @@ class InProcessApi:
             for s in specs.values()
         )
         self.routes = [
-            Route(method, path, s.logical_id, "TokenAuthorizer")
+            # The not-found catch-all is the one route without the authorizer.
+            Route(method, path, s.logical_id, None if path == "$default" else "TokenAuthorizer")
             for s in specs.values()
             for method, path in s.http_routes
         ]
@@ -83,18 +84,17 @@ class InProcessApi:
             body=body,
         )
         match = match_route(self.routes, method, path)
-        if match is None:
-            return ApiResponse(404, {}, {"error": {"code": "not_found"}})
-        if token is None:
-            return ApiResponse(401, {}, {"error": {"code": "unauthorized"}})
-        auth = self.invoke(
-            "AuthorizerFunction",
-            build_authorizer_event(request, match, [f"Bearer {token}"]),
-        )
-        assert auth["isAuthorized"] is True
-        event = build_http_event(
-            request, match.route.route_key, match.path_parameters, auth["context"]
-        )
+        assert match is not None  # the template's $default route catches the rest
+        context = None
+        if match.route.authorizer is not None:
+            if token is None:
+                return ApiResponse(401, {}, {"error": {"code": "unauthorized"}})
+            auth = self.invoke(
+                "AuthorizerFunction", build_authorizer_event(request, match, [f"Bearer {token}"])
+            )
+            assert auth["isAuthorized"] is True
+            context = auth["context"]
+        event = build_http_event(request, match.route.route_key, match.path_parameters, context)
         result = self.invoke(match.route.function, event)
         raw = result.get("body") or ""
         parsed = (

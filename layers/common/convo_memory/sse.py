@@ -8,7 +8,8 @@ from typing import Any
 
 def sse_event(name: str, data: Any) -> str:
     """One SSE event; data is JSON on a single line (so it cannot inject events)."""
-    return f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'), ensure_ascii=False)}\n\n"
+    payload = json.dumps(data, separators=(',', ':'), ensure_ascii=False, sort_keys=True)
+    return f"event: {name}\ndata: {payload}\n\n"
 
 
 def write_chunked(handler: Any, status: int, headers: Any, chunks: Any) -> None:

@@ -314,6 +314,141 @@ class DynamoStore:
                 raise StoreUnavailable("could not delete every item of the session")
         return len(keys) + 1
 
+    # -- retention (byActivity) -------------------------------------------------
+    @property
+    def activity_shards(self) -> int:
+        """How many ``ACTIVE#NN`` / ``ARCHIVED#NN`` partitions the byActivity index has."""
+        return ACTIVITY_SHARDS
+
+    def sessions_by_activity(
+        self, status: str, shard: int, before: str, page_size: int = 100
+    ) -> Iterator[tuple[str, str]]:
+        """``(sessionId, since)`` of the sessions in one byActivity shard whose
+        ``gsi2sk`` is earlier than ``before``, oldest first: ``status`` "active" reads
+        ``ACTIVE#NN`` (since = lastActiveAt), "archived" reads ``ARCHIVED#NN`` (since =
+        archivedAt). Pages are fetched lazily, so a caller that stops early stops reading.
+        The index is eventually consistent: callers re-check with a conditional write."""
+        prefix = {"active": "ACTIVE", "archived": "ARCHIVED"}[status]
+        start: dict[str, Any] | None = None
+        while True:
+            args: dict[str, Any] = {
+                "TableName": self.table,
+                "IndexName": "byActivity",
+                "KeyConditionExpression": "gsi2pk = :p AND gsi2sk < :before",
+                "ExpressionAttributeValues": {
+                    ":p": _s(f"{prefix}#{shard:02d}"),
+                    ":before": _s(before),
+                },
+                "Limit": page_size,
+            }
+            if start:
+                args["ExclusiveStartKey"] = start
+            out = self._call("query", **args)
+            for item in out.get("Items", []):
+                yield item["pk"]["S"].removeprefix("SESSION#"), item["gsi2sk"]["S"]
+            start = out.get("LastEvaluatedKey")
+            if not start:
+                return
+
+    def archive_session(self, session_id: str, last_active_at: str, archived_at: str) -> bool:
+        """Archive an active session that has not moved since ``last_active_at``: it
+        stays readable, refuses turns, and moves to ``ARCHIVED#NN`` in byActivity. False
+        when it is gone, already archived, or a turn landed meanwhile (it stays active)."""
+        try:
+            self._client.update_item(
+                TableName=self.table,
+                Key={"pk": _s(session_pk(session_id)), "sk": _s(SESSION_SK)},
+                UpdateExpression=(
+                    "SET #st = :archived, archivedAt = :at, gsi2pk = :gsi2pk, gsi2sk = :at"
+                ),
+                ConditionExpression="#st = :active AND lastActiveAt = :seen",
+                ExpressionAttributeNames={"#st": "status"},
+                ExpressionAttributeValues={
+                    ":archived": _s("archived"),
+                    ":active": _s("active"),
+                    ":at": _s(archived_at),
+                    ":seen": _s(last_active_at),
+                    ":gsi2pk": _s(f"ARCHIVED#{activity_shard(session_id):02d}"),
+                },
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise _translate(exc) from exc
+        except BotoCoreError as exc:
+            raise _unavailable(exc) from exc
+        return True
+
+    def purge_session(self, session_id: str, archived_at: str) -> int | None:
+        """Delete an archived session's whole partition (head, summary, messages,
+        digests, turn markers) if it is still archived at ``archived_at``; None (and
+        nothing deleted) otherwise. Run traces live in the runs table: never touched.
+
+        Unlike ``delete_session`` the head goes last, conditionally: a purge cut short
+        (timeout, throttling) leaves the head in byActivity, so the next run finishes it
+        rather than orphaning items no index can find. A final sweep after the head is
+        gone catches a write that landed meanwhile (nothing can write without a head)."""
+        pk = _s(session_pk(session_id))
+        items = list(
+            self._query_all(
+                KeyConditionExpression="pk = :pk",
+                ExpressionAttributeValues={":pk": pk},
+                ProjectionExpression="pk, sk, #st, archivedAt",
+                ExpressionAttributeNames={"#st": "status"},
+                ConsistentRead=True,
+            )
+        )
+        head = next((i for i in items if i["sk"]["S"] == SESSION_SK), None)
+        if (
+            head is None
+            or head.get("status", {}).get("S") != "archived"
+            or head.get("archivedAt", {}).get("S") != archived_at
+        ):
+            return None
+        deleted = self._delete_keys(
+            [{"pk": i["pk"], "sk": i["sk"]} for i in items if i["sk"]["S"] != SESSION_SK]
+        )
+        try:
+            self._client.delete_item(
+                TableName=self.table,
+                Key={"pk": pk, "sk": _s(SESSION_SK)},
+                ConditionExpression="#st = :archived AND archivedAt = :at",
+                ExpressionAttributeNames={"#st": "status"},
+                ExpressionAttributeValues={":archived": _s("archived"), ":at": _s(archived_at)},
+            )
+            deleted += 1
+        except ClientError as exc:
+            # Deleted meanwhile (DELETE /v1/sessions/{id}): its items are going anyway.
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise _translate(exc) from exc
+        except BotoCoreError as exc:
+            raise _unavailable(exc) from exc
+        leftovers = [
+            {"pk": i["pk"], "sk": i["sk"]}
+            for i in self._query_all(
+                KeyConditionExpression="pk = :pk",
+                ExpressionAttributeValues={":pk": pk},
+                ProjectionExpression="pk, sk",
+                ConsistentRead=True,
+            )
+            if i["sk"]["S"] != SESSION_SK  # a head that failed the condition is not ours
+        ]
+        return deleted + self._delete_keys(leftovers)
+
+    def _delete_keys(self, keys: list[Item]) -> int:
+        for start in range(0, len(keys), 25):
+            requests = [{"DeleteRequest": {"Key": k}} for k in keys[start : start + 25]]
+            pending: dict[str, Any] = {self.table: requests}
+            for attempt in range(8):
+                out = self._call("batch_write_item", RequestItems=pending)
+                pending = out.get("UnprocessedItems") or {}
+                if not pending:
+                    break
+                time.sleep(min(0.05 * 2**attempt, 1.0))
+            if pending:
+                raise StoreUnavailable("could not delete every item of the session")
+        return len(keys)
+
     # -- messages ---------------------------------------------------------------
     @staticmethod
     def _message_from(item: Item) -> Message:
