@@ -248,6 +248,7 @@ def test_functions_point_at_their_code_and_share_one_handler_name() -> None:
         "PredictFunction",
         "SummarizeFunction",
         "RepairFunction",
+        "RetentionFunction",
         "StreamFunction",
     }
     assert specs["SessionsFunction"].code_uri == ROOT / "functions" / "create_session"

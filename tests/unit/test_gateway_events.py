@@ -585,8 +585,13 @@ class TestTopology:
         assert topology.authorizers == {
             "TokenAuthorizer": AuthorizerConfig("AuthorizerFunction", ("Authorization",), 300, True)
         }
-        assert all(route.authorizer == "TokenAuthorizer" for route in topology.routes)
+        # Every route but the not-found catch-all ($default, Authorizer: NONE) is authorized.
+        assert all(
+            route.authorizer == ("TokenAuthorizer" if route.path != "$default" else None)
+            for route in topology.routes
+        )
         keys = {route.route_key: route.function for route in topology.routes}
+        assert keys["$default"] == "CapabilitiesFunction"
         assert keys["POST /v1/sessions/{sessionId}/messages"] == "PredictFunction"
         assert keys["GET /v1/sessions/{sessionId}/messages"] == "SessionsFunction"
         assert ("SummarizeFunction", "SummaryQueue", 10, True) in topology.queue_sources

@@ -8,7 +8,7 @@ from typing import Any
 
 def sse_event(name: str, data: Any) -> str:
     """One SSE event; data is JSON on a single line (so it cannot inject events)."""
-    payload = json.dumps(data, separators=(',', ':'), ensure_ascii=False, sort_keys=True)
+    payload = json.dumps(data, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
     return f"event: {name}\ndata: {payload}\n\n"
 
 

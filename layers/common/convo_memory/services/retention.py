@@ -130,14 +130,16 @@ class RetentionService:
             purge_before=iso(now - timedelta(days=policy.purge_after_days)),
         )
 
-        def out_of_time() -> bool:
-            return time_left is not None and time_left() < policy.min_seconds_left
+        def at_bound(attempts: int, cap: int) -> bool:
+            """True (and ``more`` set) when no further session may be started."""
+            stop = attempts >= cap or (
+                time_left is not None and time_left() < policy.min_seconds_left
+            )
+            report.more = report.more or stop
+            return stop
 
         for session_id, last_active_at in self._candidates("active", report.archive_before):
-            if report.archived + report.archive_skipped >= policy.max_archives_per_run or (
-                out_of_time()
-            ):
-                report.more = True
+            if at_bound(report.archived + report.archive_skipped, policy.max_archives_per_run):
                 break
             if self._store.archive_session(session_id, last_active_at, report.now):
                 report.archived += 1
@@ -145,10 +147,7 @@ class RetentionService:
                 report.archive_skipped += 1
 
         for session_id, archived_at in self._candidates("archived", report.purge_before):
-            if report.purged + report.purge_skipped >= policy.max_purges_per_run or (
-                out_of_time()
-            ):
-                report.more = True
+            if at_bound(report.purged + report.purge_skipped, policy.max_purges_per_run):
                 break
             deleted = self._store.purge_session(session_id, archived_at)
             if deleted is None:
