@@ -301,18 +301,7 @@ class DynamoStore:
                 ProjectionExpression="pk, sk",
             )
         ]
-        for start in range(0, len(keys), 25):
-            requests = [{"DeleteRequest": {"Key": k}} for k in keys[start : start + 25]]
-            pending: dict[str, Any] = {self.table: requests}
-            for attempt in range(8):
-                out = self._call("batch_write_item", RequestItems=pending)
-                pending = out.get("UnprocessedItems") or {}
-                if not pending:
-                    break
-                time.sleep(min(0.05 * 2**attempt, 1.0))
-            if pending:
-                raise StoreUnavailable("could not delete every item of the session")
-        return len(keys) + 1
+        return self._delete_keys(keys) + 1
 
     # -- retention (byActivity) -------------------------------------------------
     @property
