@@ -1,10 +1,9 @@
 """Rolling summaries through the local runtime: turns over HTTP, the SummaryQueue poller
 runs SummarizeFunction, and ``/context`` shows the result.
 
-Catch-up after a summarizer outage needs the same data under a runtime without the
-failure flag, which a fresh (in-memory) runtime cannot have: it is covered by
-tests/integration/test_summarize_handler.py. Here the outage is checked from the
-outside: every turn still succeeds and no summary appears.
+An outage is simulated with the embedded summarizer's switches: CONVO_SUMMARIZER_FAIL=1
+for the whole run, or CONVO_SUMMARIZER_FAIL_WHILE=<file> to end the outage mid-run (by
+deleting the file) and watch the summary catch up.
 """
 
 from __future__ import annotations
@@ -122,3 +121,35 @@ def test_with_the_summarizer_down_every_turn_still_succeeds_without_a_summary(
     assert view["summary"] is None and view["omittedMessages"] == 8
     (turn,) = send_turns(runtime, session_id, 1)
     assert turn["context"]["replayedMessages"] == 4
+
+
+def test_after_an_outage_ends_the_summary_catches_up(
+    start_runtime: StartRuntime, tmp_path: Any
+) -> None:
+    outage = tmp_path / "summarizer-down"
+    outage.write_text("down")
+    runtime = start_runtime({"CONVO_SUMMARIZER_FAIL_WHILE": str(outage)})
+    session_id = short_memory_session(runtime)
+
+    turns = send_turns(runtime, session_id, 6)  # 12 messages: 1..8 omitted
+    wait_for(
+        lambda: any(
+            "summary job failed" in line and session_id in line for line in runtime.stdout_lines
+        ),
+        WAIT_SECONDS,
+        "the summary job to fail",
+    )
+    assert all(t["recorded"] for t in turns)
+    assert context(runtime, session_id)["summary"] is None
+
+    outage.unlink()  # the summarizer recovers; the failed job is retried by the queue
+
+    def caught_up() -> dict[str, Any] | None:
+        view = context(runtime, session_id)
+        summary = view["summary"]
+        return view if summary and summary["throughSeq"] == view["omittedMessages"] else None
+
+    view = wait_for(caught_up, WAIT_SECONDS, "the summary to catch up after the outage")
+    assert view["omittedMessages"] == 8
+    assert "turn 1: my locker code is 4001" in view["summary"]["text"]
+    assert "turn 4: my locker code is 4004" in view["summary"]["text"]

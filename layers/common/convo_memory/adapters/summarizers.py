@@ -1,8 +1,9 @@
 """Rolling-summary summarizers: fold newly omitted messages into the previous summary.
 
-Test hook: ``EmbeddedSummarizer`` raises ``ProviderError`` while the environment variable
-``CONVO_SUMMARIZER_FAIL=1`` is set (read on every call), so the local runtime and the e2e
-tests can simulate a summarizer outage without a network.
+Outage switch: ``EmbeddedSummarizer`` raises ``ProviderError`` while the environment
+variable ``CONVO_SUMMARIZER_FAIL=1`` is set, or while the file named by
+``CONVO_SUMMARIZER_FAIL_WHILE`` exists (both read on every call), so the local runtime and
+the e2e tests can simulate a summarizer outage, and its end, without a network.
 """
 
 from __future__ import annotations
@@ -21,6 +22,19 @@ if TYPE_CHECKING:
     from convo_memory.ports import ModelProvider, Summarizer
 
 FAIL_ENV = "CONVO_SUMMARIZER_FAIL"
+FAIL_WHILE_ENV = "CONVO_SUMMARIZER_FAIL_WHILE"
+
+
+def _outage() -> str | None:
+    """Why the embedded summarizer should fail now (the outage switch), if it should."""
+    if os.environ.get(FAIL_ENV) == "1":
+        return f"{FAIL_ENV}=1"
+    path = os.environ.get(FAIL_WHILE_ENV)
+    if path and os.path.exists(path):
+        return f"{FAIL_WHILE_ENV}: {path} exists"
+    return None
+
+
 ELLIPSIS = "\u2026"
 
 
@@ -65,8 +79,9 @@ class EmbeddedSummarizer:
     def summarize(
         self, previous: str | None, messages: list[tuple[str, str]], max_chars: int
     ) -> str:
-        if os.environ.get(FAIL_ENV) == "1":
-            raise ProviderError(f"The summarizer is unavailable ({FAIL_ENV}=1).")
+        outage = _outage()
+        if outage:
+            raise ProviderError(f"The summarizer is unavailable ({outage}).")
         lines = [line for line in (previous or "").splitlines() if line.strip()]
         for role, content in messages:
             text = _one_line(content)
