@@ -111,6 +111,18 @@ class DynamoStore:
         except BotoCoreError as exc:  # connection errors, read timeouts
             raise _unavailable(exc) from exc
 
+    def _conditional(self, operation: str, **kwargs: Any) -> Any | None:
+        """A conditional write: its response, or None when the condition failed.
+        Other errors are translated like every other call."""
+        try:
+            return getattr(self._client, operation)(**kwargs)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return None
+            raise _translate(exc) from exc
+        except BotoCoreError as exc:
+            raise _unavailable(exc) from exc
+
     # -- workspaces and tokens --------------------------------------------------
     def put_workspace(self, workspace_id: str, name: str, created_at: str) -> None:
         self._call(
@@ -126,23 +138,19 @@ class DynamoStore:
 
     def put_token(self, token_hash: str, workspace_id: str, name: str, created_at: str) -> bool:
         """Store a token hash; False when that hash already exists."""
-        try:
-            self._client.put_item(
-                TableName=self.table,
-                Item={
-                    "pk": _s(f"TOKEN#{token_hash}"),
-                    "sk": _s("TOKEN"),
-                    "workspaceId": _s(workspace_id),
-                    "name": _s(name),
-                    "createdAt": _s(created_at),
-                },
-                ConditionExpression="attribute_not_exists(pk)",
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return False
-            raise _translate(exc) from exc
-        return True
+        stored = self._conditional(
+            "put_item",
+            TableName=self.table,
+            Item={
+                "pk": _s(f"TOKEN#{token_hash}"),
+                "sk": _s("TOKEN"),
+                "workspaceId": _s(workspace_id),
+                "name": _s(name),
+                "createdAt": _s(created_at),
+            },
+            ConditionExpression="attribute_not_exists(pk)",
+        )
+        return stored is not None
 
     def workspace_for_token(self, token_hash: str) -> str | None:
         out = self._call(
@@ -271,22 +279,16 @@ class DynamoStore:
         self, session_id: str, workspace_id: str, metadata: dict[str, Any]
     ) -> Session | None:
         """Replace metadata; None when the session is missing or another workspace's."""
-        try:
-            out = self._client.update_item(
-                TableName=self.table,
-                Key={"pk": _s(session_pk(session_id)), "sk": _s(SESSION_SK)},
-                UpdateExpression="SET metadata = :m",
-                ConditionExpression="attribute_exists(pk) AND workspaceId = :ws",
-                ExpressionAttributeValues={":m": _s(json.dumps(metadata)), ":ws": _s(workspace_id)},
-                ReturnValues="ALL_NEW",
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return None
-            raise _translate(exc) from exc
-        except BotoCoreError as exc:
-            raise _unavailable(exc) from exc
-        return self._session_from(out["Attributes"])
+        out = self._conditional(
+            "update_item",
+            TableName=self.table,
+            Key={"pk": _s(session_pk(session_id)), "sk": _s(SESSION_SK)},
+            UpdateExpression="SET metadata = :m",
+            ConditionExpression="attribute_exists(pk) AND workspaceId = :ws",
+            ExpressionAttributeValues={":m": _s(json.dumps(metadata)), ":ws": _s(workspace_id)},
+            ReturnValues="ALL_NEW",
+        )
+        return None if out is None else self._session_from(out["Attributes"])
 
     def delete_session(self, session_id: str) -> int:
         """Delete the whole session partition (head first, so it disappears at once).
@@ -343,30 +345,24 @@ class DynamoStore:
         """Archive an active session that has not moved since ``last_active_at``: it
         stays readable, refuses turns, and moves to ``ARCHIVED#NN`` in byActivity. False
         when it is gone, already archived, or a turn landed meanwhile (it stays active)."""
-        try:
-            self._client.update_item(
-                TableName=self.table,
-                Key={"pk": _s(session_pk(session_id)), "sk": _s(SESSION_SK)},
-                UpdateExpression=(
-                    "SET #st = :archived, archivedAt = :at, gsi2pk = :gsi2pk, gsi2sk = :at"
-                ),
-                ConditionExpression="#st = :active AND lastActiveAt = :seen",
-                ExpressionAttributeNames={"#st": "status"},
-                ExpressionAttributeValues={
-                    ":archived": _s("archived"),
-                    ":active": _s("active"),
-                    ":at": _s(archived_at),
-                    ":seen": _s(last_active_at),
-                    ":gsi2pk": _s(f"ARCHIVED#{activity_shard(session_id):02d}"),
-                },
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return False
-            raise _translate(exc) from exc
-        except BotoCoreError as exc:
-            raise _unavailable(exc) from exc
-        return True
+        archived = self._conditional(
+            "update_item",
+            TableName=self.table,
+            Key={"pk": _s(session_pk(session_id)), "sk": _s(SESSION_SK)},
+            UpdateExpression=(
+                "SET #st = :archived, archivedAt = :at, gsi2pk = :gsi2pk, gsi2sk = :at"
+            ),
+            ConditionExpression="#st = :active AND lastActiveAt = :seen",
+            ExpressionAttributeNames={"#st": "status"},
+            ExpressionAttributeValues={
+                ":archived": _s("archived"),
+                ":active": _s("active"),
+                ":at": _s(archived_at),
+                ":seen": _s(last_active_at),
+                ":gsi2pk": _s(f"ARCHIVED#{activity_shard(session_id):02d}"),
+            },
+        )
+        return archived is not None
 
     def purge_session(self, session_id: str, archived_at: str) -> int | None:
         """Delete an archived session's whole partition (head, summary, messages,
