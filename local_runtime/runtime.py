@@ -400,10 +400,10 @@ class LocalRuntime:
         from convo_memory.bootstrap import get_container
         from convo_memory.services.admin import create_workspace, seed_capabilities
 
-        store = get_container().store
+        stores = get_container().stores
         for name, token in ((DEV_WORKSPACE, self.config.dev_token), *self.config.workspaces):
-            credentials = create_workspace(store, name, token)
-            capabilities = seed_capabilities(store, credentials.workspace_id)
+            credentials = create_workspace(stores.tokens, name, token)
+            capabilities = seed_capabilities(stores.capabilities, credentials.workspace_id)
             if not self.capabilities:
                 self.capabilities = [_capability_label(cap) for cap in capabilities]
 

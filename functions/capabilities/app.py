@@ -41,7 +41,7 @@ def get_capability(capability_id: str) -> Response:
 
 @app.get("/v1/runs/<run_id>")
 def get_run(run_id: str) -> Response:
-    return json_response(200, container().catalog.get_run(workspace_id(app), run_id))
+    return json_response(200, container().runs.get(workspace_id(app), run_id))
 
 
 @logger.inject_lambda_context

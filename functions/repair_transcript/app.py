@@ -22,7 +22,7 @@ def repair_record(record: SQSRecord) -> None:
     from convo_memory.bootstrap import get_container
 
     body = json.loads(record.body)
-    outcome = get_container().turns.repair(body)
+    outcome = get_container().recorder.repair(body)
     logger.info("transcript repair", extra={"outcome": outcome, "messageId": record.message_id})
 
 

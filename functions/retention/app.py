@@ -40,7 +40,6 @@ def scheduled_time(event: Any) -> datetime:
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     from convo_memory.bootstrap import get_container
-    from convo_memory.services.retention import retention_service
 
     now = scheduled_time(event)
 
@@ -48,6 +47,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         return float(context.get_remaining_time_in_millis()) / 1000
 
     remaining = time_left if hasattr(context, "get_remaining_time_in_millis") else None
-    report = retention_service(get_container()).run(now, remaining).to_dict()
+    report = get_container().retention.run(now, remaining).to_dict()
     logger.info("retention run", extra=report)
     return report

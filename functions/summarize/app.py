@@ -46,7 +46,6 @@ def summary_job(body: str) -> tuple[str, str] | None:
 
 def fold_record(record: SQSRecord, lambda_context: Any = None) -> None:
     from convo_memory.bootstrap import get_container
-    from convo_memory.services.summaries import summary_service
 
     job = summary_job(record.body)
     container = get_container()
@@ -63,7 +62,7 @@ def fold_record(record: SQSRecord, lambda_context: Any = None) -> None:
         return float(lambda_context.get_remaining_time_in_millis()) / 1000
 
     try:
-        outcome = summary_service(container).fold(
+        outcome = container.summaries.fold(
             workspace, session, time_left if lambda_context is not None else None
         )
     except Exception:

@@ -80,7 +80,18 @@ def test_every_door_records_each_turn_exactly_once_in_the_same_shape(
             prediction["output"],
             False,
         )
-        assert set(user) == set(answer) == {"seq", "role", "content", "createdAt", "withheld"}
+        assert (
+            set(user)
+            == set(answer)
+            == {
+                "seq",
+                "role",
+                "content",
+                "createdAt",
+                "withheld",
+                "truncated",
+            }
+        )
 
 
 def test_stream_door_sends_deltas_then_done(api: InProcessApi, tenant: Tenant) -> None:
@@ -274,13 +285,20 @@ def test_a_withheld_answer_is_stored_as_withheld_and_never_leaks(
     assert not any("You said" in m["content"] for m in context["messages"])
 
 
+def is_turn_put(params: dict[str, Any]) -> bool:
+    """Whether a PutItem request (botocore's serialized request dict) writes a turn."""
+    body = json.loads(params.get("body") or b"{}")
+    sk = str(body.get("Item", {}).get("sk", {}).get("S", ""))
+    return sk.startswith("MSG#") and not sk.endswith("#DIGEST")
+
+
 def _fail_transcript_writes(client: Any, how: str, times: int = 100) -> dict[str, int]:
-    """Make the turn's TransactWriteItems fail before it reaches the table (botocore's
-    before-call hook short-circuits the request): throttling, a 5xx, or a read timeout."""
+    """Make the turn's PutItem fail before it reaches the table (botocore's before-call
+    hook short-circuits the request): throttling, a 5xx, or a read timeout."""
     state = {"left": times, "seen": 0}
 
-    def before_call(**_: Any) -> Any:
-        if state["left"] <= 0:
+    def before_call(params: dict[str, Any], **_: Any) -> Any:
+        if state["left"] <= 0 or not is_turn_put(params):
             return None
         state["left"] -= 1
         state["seen"] += 1
@@ -296,7 +314,7 @@ def _fail_transcript_writes(client: Any, how: str, times: int = 100) -> dict[str
         }
         return http, parsed
 
-    client.meta.events.register_first("before-call.dynamodb.TransactWriteItems", before_call)
+    client.meta.events.register_first("before-call.dynamodb.PutItem", before_call)
     return state
 
 
@@ -363,14 +381,19 @@ def test_a_write_that_landed_before_its_timeout_is_not_recorded_twice(
     client = api.container.clients["dynamodb"]
     fired = {"n": 0}
 
+    def before_call(params: dict[str, Any], **_: Any) -> None:
+        fired["turn"] = is_turn_put(params)
+
     def after_call(**_: Any) -> None:
-        if fired["n"] == 0:
+        if fired.pop("turn", False) and fired["n"] == 0:
             fired["n"] += 1
             raise ReadTimeoutError(endpoint_url="http://dynamodb")
 
-    client.meta.events.register("after-call.dynamodb.TransactWriteItems", after_call)
+    client.meta.events.register("before-call.dynamodb.PutItem", before_call)
+    client.meta.events.register("after-call.dynamodb.PutItem", after_call)
     response = predict(api, tenant, session_id, "did it land?")
-    client.meta.events.unregister("after-call.dynamodb.TransactWriteItems", after_call)
+    client.meta.events.unregister("after-call.dynamodb.PutItem", after_call)
+    client.meta.events.unregister("before-call.dynamodb.PutItem", before_call)
 
     assert response.status == 200 and response.body["recorded"] is False
     assert api.invoke("RepairFunction", {"Records": _drain_repairs(api)}) == {

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from tests.integration.conftest import Tenant
-from tests.integration.test_turns_api import open_session, predict, transcript
+from tests.integration.test_turns_api import open_session, predict
 from tests.support.inprocess_api import InProcessApi
 
 PRINCIPAL = {"tenant_id": "store-a", "user_id": "u_913"}
@@ -159,13 +161,26 @@ def test_delete_removes_the_conversation(api: InProcessApi, tenant: Tenant) -> N
     assert api.call("DELETE", f"/v1/sessions/{session_id}", token=tenant.token).status == 204
     assert api.call("GET", f"/v1/sessions/{session_id}", token=tenant.token).status == 404
     assert api.call("GET", f"/v1/sessions/{session_id}/messages", token=tenant.token).status == 404
-    leftovers = api.container.clients["dynamodb"].query(
+    leftovers = partition_items(api, session_id)
+    # Only the emptied head is left, marked deleted, until the retention run removes it
+    # (once no turn that was already in flight can land any more).
+    assert [(i["sk"]["S"], i["status"]["S"]) for i in leftovers] == [("SESSION", "deleting")]
+    assert not any("remember me" in json.dumps(item) for item in leftovers)
+    later = datetime.now(UTC) + timedelta(seconds=api.container.settings.deletion_grace_seconds + 1)
+    report = api.container.retention.run(later)
+    assert report.deletions_finished == 1
+    assert partition_items(api, session_id) == []
+
+
+def partition_items(api: InProcessApi, session_id: str) -> list[dict[str, Any]]:
+    out = api.container.clients["dynamodb"].query(
         TableName=api.container.settings.table_name,
         KeyConditionExpression="pk = :pk",
         ExpressionAttributeValues={":pk": {"S": f"SESSION#{session_id}"}},
+        ConsistentRead=True,
     )
-    assert leftovers["Items"] == []
-    assert transcript is not None
+    items: list[dict[str, Any]] = out["Items"]
+    return items
 
 
 def test_unknown_route_and_missing_or_unknown_token(api: InProcessApi, tenant: Tenant) -> None:

@@ -4,19 +4,19 @@ against moto tables built from template.yaml, with turns driven through the HTTP
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import socket
 import threading
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from convo_memory.adapters.dynamo_store import DynamoStore
 from convo_memory.adapters.summarizers import EmbeddedSummarizer
 from convo_memory.domain.models import Summary
-from convo_memory.services import summaries
 from tests.integration.conftest import Tenant
 from tests.support.inprocess_api import InProcessApi, inprocess_stack, new_workspace
 
@@ -253,37 +253,14 @@ def test_a_duplicate_delivery_leaves_the_summary_unchanged_without_summarizing(
 # --- racing jobs -------------------------------------------------------------------
 
 
-class SerializedClient:
-    """moto checks a condition and writes without a lock, where DynamoDB is atomic per
-    request: serialize requests so the race under test is between our requests."""
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-        self._lock = threading.Lock()
-
-    def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self._client, name)
-        if not callable(attribute):
-            return attribute
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            with self._lock:
-                return attribute(*args, **kwargs)
-
-        return call
-
-
 @pytest.fixture
 def racing_store(api: InProcessApi, monkeypatch: pytest.MonkeyPatch) -> Callable[[], int]:
-    """The summary worker's store, over a serialized client, with small chunks so that
-    racing jobs interleave; returns how many summary writes lost their condition."""
-    monkeypatch.setattr(summaries, "CHUNK_MESSAGES", 3)
-    settings = api.container.settings
-    store = DynamoStore(
-        SerializedClient(api.container.clients["dynamodb"]),
-        settings.table_name,
-        settings.runs_table_name,
-    )
+    """The summary worker with small chunks so that racing jobs interleave (the stack's
+    DynamoDB client is serialized, as DynamoDB is atomic per request); returns how many
+    summary writes lost their condition."""
+    worker = api.container.summaries
+    monkeypatch.setattr(worker, "_policy", dataclasses.replace(worker._policy, chunk_messages=3))
+    store = api.container.stores.summaries
     lost = Counter()
     advance = store.advance_summary
 
@@ -294,8 +271,6 @@ def racing_store(api: InProcessApi, monkeypatch: pytest.MonkeyPatch) -> Callable
         return stored
 
     monkeypatch.setattr(store, "advance_summary", counted)
-    # Before the worker's first job: summary_service builds from the container then.
-    monkeypatch.setattr(api.container, "store", store)
     return lambda: lost.n
 
 
@@ -388,7 +363,7 @@ def test_during_an_outage_turns_go_on_and_afterwards_one_job_catches_up(
     assert view["summary"]["text"].splitlines() == expected_lines(folded)
 
 
-def test_a_summary_is_never_written_for_a_deleted_session() -> None:
+def test_a_deleted_session_gets_no_summary_and_a_late_one_is_swept() -> None:
     with inprocess_stack() as api:
         _, token = new_workspace(api, "gone")
         created = api.call(
@@ -398,11 +373,18 @@ def test_a_summary_is_never_written_for_a_deleted_session() -> None:
             json_body={"capabilityId": "cap-generative", "externalRef": "x"},
         )
         session_id = created.body["id"]
+        workspace_id = api.container.stores.sessions.get_session(session_id).workspace_id  # type: ignore[union-attr]
         assert api.call("DELETE", f"/v1/sessions/{session_id}", token=token).status == 204
 
-        written = api.container.store.advance_summary(
+        # A job for the deleted session does nothing.
+        outcome = api.container.summaries.fold(workspace_id, session_id)
+        assert outcome.status == "skipped"
+        # A job already past that check when the deletion came lands its write (one
+        # conditional put, no transaction): the deletion's final sweep removes it.
+        late = api.container.stores.summaries.advance_summary(
             session_id, 0, Summary(text="late", through_seq=4)
         )
-
-        assert written is False
-        assert api.container.store.get_summary(session_id) is None
+        assert late is True
+        grace = api.container.settings.deletion_grace_seconds
+        api.container.retention.run(datetime.now(UTC) + timedelta(seconds=grace + 1))
+        assert api.container.stores.summaries.get_summary(session_id) is None

@@ -30,13 +30,13 @@ EXPECTED_ROUTES = {
     ("GET", "/v1/capabilities"): "CapabilitiesFunction",
     ("GET", "/v1/capabilities/{capabilityId}"): "CapabilitiesFunction",
     ("GET", "/v1/runs/{runId}"): "CapabilitiesFunction",
-    ("POST", "/v1/sessions"): "SessionsFunction",
-    ("GET", "/v1/sessions"): "SessionsFunction",
-    ("GET", "/v1/sessions/{sessionId}"): "SessionsFunction",
-    ("PATCH", "/v1/sessions/{sessionId}"): "SessionsFunction",
-    ("DELETE", "/v1/sessions/{sessionId}"): "SessionsFunction",
-    ("GET", "/v1/sessions/{sessionId}/messages"): "SessionsFunction",
-    ("GET", "/v1/sessions/{sessionId}/context"): "SessionsFunction",
+    ("POST", "/v1/sessions"): "CreateSessionFunction",
+    ("GET", "/v1/sessions"): "ReadSessionsFunction",
+    ("GET", "/v1/sessions/{sessionId}"): "ReadSessionsFunction",
+    ("PATCH", "/v1/sessions/{sessionId}"): "ModifySessionFunction",
+    ("DELETE", "/v1/sessions/{sessionId}"): "ModifySessionFunction",
+    ("GET", "/v1/sessions/{sessionId}/messages"): "ReadSessionsFunction",
+    ("GET", "/v1/sessions/{sessionId}/context"): "ReadSessionsFunction",
     ("POST", "/v1/capabilities/{capabilityId}/predict"): "PredictFunction",
     ("POST", "/v1/capabilities/{capabilityId}/predict/stream"): "PredictFunction",
     ("POST", "/v1/sessions/{sessionId}/messages"): "PredictFunction",
@@ -109,9 +109,17 @@ def test_conversations_table_has_the_documented_keys_indexes_and_ttl(
         for gsi in table["GlobalSecondaryIndexes"]
     }
     assert indexes == {
-        "byExternalRef": ([("gsi1pk", "HASH"), ("gsi1sk", "RANGE")], "ALL"),
+        "byExternalRef": ([("gsi1pk", "HASH"), ("gsi1sk", "RANGE")], "INCLUDE"),
         "byActivity": ([("gsi2pk", "HASH"), ("gsi2sk", "RANGE")], "KEYS_ONLY"),
     }
+    # A listing needs the session's fields, but not the coarse activity mark, so that
+    # moving the mark never rewrites this index.
+    included = {
+        gsi["IndexName"]: set(gsi["Projection"].get("NonKeyAttributes", []))
+        for gsi in table["GlobalSecondaryIndexes"]
+    }
+    assert "lastActiveAt" not in included["byExternalRef"]
+    assert {"principal", "metadata", "status", "createdAt"} <= included["byExternalRef"]
     assert _ttl(session, name) == {"TimeToLiveStatus": "ENABLED", "AttributeName": "ttl"}
 
 
@@ -244,14 +252,18 @@ def test_functions_point_at_their_code_and_share_one_handler_name() -> None:
     assert set(specs) == {
         "AuthorizerFunction",
         "CapabilitiesFunction",
-        "SessionsFunction",
+        "CreateSessionFunction",
+        "ReadSessionsFunction",
+        "ModifySessionFunction",
         "PredictFunction",
         "SummarizeFunction",
         "RepairFunction",
         "RetentionFunction",
         "StreamFunction",
     }
-    assert specs["SessionsFunction"].code_uri == ROOT / "functions" / "create_session"
+    assert specs["CreateSessionFunction"].code_uri == ROOT / "functions" / "create_session"
+    assert specs["ReadSessionsFunction"].code_uri == ROOT / "functions" / "read_sessions"
+    assert specs["ModifySessionFunction"].code_uri == ROOT / "functions" / "modify_session"
     assert specs["RepairFunction"].code_uri == ROOT / "functions" / "repair_transcript"
     # The streaming door runs behind the Lambda Web Adapter: run.sh starts app.py's server.
     stream = specs.pop("StreamFunction")

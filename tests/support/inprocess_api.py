@@ -157,7 +157,8 @@ def inprocess_stack(env: dict[str, str] | None = None, **clients: Any) -> Iterat
 
 def seed_history(api: InProcessApi, session_id: str, messages: int) -> None:
     """Write a long history straight into the table (fast), in the shape turns write:
-    fixed-width contents and turn ids, so sizes do not vary with the seq."""
+    one item per turn, fixed-width contents and turn ids, so sizes do not vary with
+    the seq."""
     client = api.container.clients["dynamodb"]
     table = api.container.settings.table_name
     pk = {"S": f"SESSION#{session_id}"}
@@ -167,28 +168,21 @@ def seed_history(api: InProcessApi, session_id: str, messages: int) -> None:
                 "Item": {
                     "pk": pk,
                     "sk": {"S": f"MSG#{seq:010d}"},
-                    "role": {"S": "user" if seq % 2 else "assistant"},
-                    "content": {"S": f"message {seq:06d} " + "x" * 80},
-                    "createdAt": {"S": "2026-01-01T00:00:00.000Z"},
-                    "withheld": {"BOOL": False},
-                    "turnId": {"S": f"{(seq + 1) // 2:032x}"},
+                    "id": {"S": f"{(seq + 1) // 2:016x}"},
+                    "at": {"S": "2026-01-01T00:00:00.000Z"},
+                    "u": {"S": f"message {seq:06d} " + "x" * 105},
+                    "a": {"S": f"message {seq + 1:06d} " + "x" * 105},
                 }
             }
         }
-        for seq in range(1, messages + 1)
+        for seq in range(1, messages + 1, 2)
     ]
     for start in range(0, len(requests), 25):
         client.batch_write_item(RequestItems={table: requests[start : start + 25]})
-    client.update_item(
-        TableName=table,
-        Key={"pk": pk, "sk": {"S": "SESSION"}},
-        UpdateExpression="SET messageCount = :n",
-        ExpressionAttributeValues={":n": {"N": str(messages)}},
-    )
 
 
 def new_workspace(api: InProcessApi, name: str) -> tuple[str, str]:
     """A seeded workspace: (workspace_id, token)."""
-    creds = create_workspace(api.container.store, name)
-    seed_capabilities(api.container.store, creds.workspace_id)
+    creds = create_workspace(api.container.stores.tokens, name)
+    seed_capabilities(api.container.stores.capabilities, creds.workspace_id)
     return creds.workspace_id, creds.token

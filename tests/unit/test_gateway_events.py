@@ -593,7 +593,7 @@ class TestTopology:
         keys = {route.route_key: route.function for route in topology.routes}
         assert keys["$default"] == "CapabilitiesFunction"
         assert keys["POST /v1/sessions/{sessionId}/messages"] == "PredictFunction"
-        assert keys["GET /v1/sessions/{sessionId}/messages"] == "SessionsFunction"
+        assert keys["GET /v1/sessions/{sessionId}/messages"] == "ReadSessionsFunction"
         assert ("SummarizeFunction", "SummaryQueue", 10, True) in topology.queue_sources
         names = {function.name for function in topology.functions}
         assert {"AuthorizerFunction", "PredictFunction", "SummarizeFunction"} <= names

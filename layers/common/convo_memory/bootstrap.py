@@ -1,29 +1,55 @@
 """The composition root: the one place adapters are built and wired into services.
 
-Everything is built lazily, once per container (cold start), so that importing a
-handler stays cheap and clients are reused across warm invocations.
+Production calls ``get_container()``: everything is built once per container (cold
+start), lazily, so that importing a handler stays cheap and clients are reused across
+warm invocations. Tests call ``build_container`` with fakes for any port (stores,
+queues, metrics, providers, clock): the services are wired the same way either way.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from convo_memory.config import Settings
+
+if TYPE_CHECKING:
+    from convo_memory.domain.models import Capability
+    from convo_memory.ports import (
+        ContentFilter,
+        MetricsPort,
+        ModelProvider,
+        QueuePort,
+        Stores,
+        Summarizer,
+    )
+    from convo_memory.services.admin import TokenResolver
+    from convo_memory.services.catalog import CapabilityCatalog, RunTraces
+    from convo_memory.services.recording import TurnRecorder
+    from convo_memory.services.retention import RetentionService
+    from convo_memory.services.sessions import SessionService
+    from convo_memory.services.summaries import SummaryService
+    from convo_memory.services.turns import TurnService
 
 
 @dataclass
 class Container:
     settings: Settings
-    store: Any
-    catalog: Any
-    sessions: Any
-    turns: Any
-    tokens: Any
-    summary_queue: Any
-    repair_queue: Any
-    metrics: Any
+    stores: Stores
+    catalog: CapabilityCatalog
+    runs: RunTraces
+    sessions: SessionService
+    turns: TurnService
+    recorder: TurnRecorder
+    summaries: SummaryService
+    retention: RetentionService
+    tokens: TokenResolver
+    metrics: MetricsPort
+    summary_queue: QueuePort | None = None
+    repair_queue: QueuePort | None = None
     idempotency: Any = None
     adapters: Any = None
     clients: dict[str, Any] = field(default_factory=dict)
@@ -31,9 +57,13 @@ class Container:
 
 _lock = threading.Lock()
 _container: Container | None = None
+# "Not given": build the production adapter. ``None`` means "none" (e.g. no queue).
+DEFAULT: Any = object()
 
 
-def _client(service: str, **config: Any) -> Any:
+def aws_client(service: str, **config: Any) -> Any:
+    """A boto3 client with short timeouts and standard retries (a session per client:
+    boto3's default session is not thread-safe)."""
     import boto3
     from botocore.config import Config
 
@@ -47,76 +77,147 @@ def _client(service: str, **config: Any) -> Any:
     return session.client(service, config=Config(**defaults))
 
 
-def build_container(settings: Settings | None = None, **clients: Any) -> Container:
-    """Wire the services. ``clients`` may override ``dynamodb``, ``sqs`` and
-    ``bedrock-runtime`` (tests inject moto-backed or stubbed clients)."""
-    from convo_memory.adapters.dynamo_store import DynamoStore
-    from convo_memory.adapters.idempotency import IdempotentRunner
-    from convo_memory.adapters.metrics import PowertoolsMetrics
+def build_container(
+    settings: Settings | None = None,
+    *,
+    stores: Stores | None = None,
+    summary_queue: Any = DEFAULT,
+    repair_queue: Any = DEFAULT,
+    metrics: MetricsPort | None = None,
+    provider_for: Callable[[Capability], ModelProvider] | None = None,
+    filter_for: Callable[[Capability], ContentFilter | None] | None = None,
+    summarizer_for: Callable[[Capability], Summarizer] | None = None,
+    clock: Callable[[], float] = time.time,
+    **clients: Any,
+) -> Container:
+    """Wire the services. Ports not given are built from ``settings``; ``clients`` may
+    override the boto3 clients (``dynamodb``, ``sqs``, ``bedrock-runtime``)."""
     from convo_memory.adapters.providers.factory import AdapterCache
-    from convo_memory.adapters.queues import SqsQueue
     from convo_memory.services.admin import TokenResolver
-    from convo_memory.services.catalog import CapabilityCatalog
+    from convo_memory.services.answering import Answerer
+    from convo_memory.services.catalog import CapabilityCatalog, RunTraces
+    from convo_memory.services.recording import TurnRecorder
+    from convo_memory.services.retention import RetentionPolicy, RetentionService
     from convo_memory.services.sessions import SessionService
+    from convo_memory.services.summaries import SummaryPolicy, SummaryService
+    from convo_memory.services.summary_trigger import SummaryTrigger
     from convo_memory.services.turns import TurnPolicy, TurnService
 
     settings = settings or Settings.from_env()
-    dynamodb = clients.get("dynamodb") or _client("dynamodb")
-    sqs = clients.get("sqs")
-    if sqs is None and (settings.summary_queue_url or settings.repair_queue_url):
-        sqs = _client("sqs")
+    dynamodb = clients.get("dynamodb")
+    if stores is None:
+        from convo_memory.adapters.dynamo import dynamo_stores
+
+        dynamodb = dynamodb or aws_client("dynamodb")
+        stores = dynamo_stores(dynamodb, settings.table_name, settings.runs_table_name)
+    if summary_queue is DEFAULT:
+        summary_queue = _sqs_queue(settings.summary_queue_url, clients)
+    if repair_queue is DEFAULT:
+        repair_queue = _sqs_queue(settings.repair_queue_url, clients)
+    if metrics is None:
+        from convo_memory.adapters.metrics import PowertoolsMetrics
+
+        metrics = PowertoolsMetrics()
+    adapters = AdapterCache(bedrock_client_factory=_bedrock_factory(clients))
+    provider_for = provider_for or (
+        lambda cap: adapters.provider(cap.provider, cap.kind, cap.tools)
+    )
+    filter_for = filter_for or (lambda cap: adapters.content_filter(cap.content_filter))
+    summarizer_for = summarizer_for or (lambda cap: adapters.summarizer(cap.summary_config))
+
+    catalog = CapabilityCatalog(stores.capabilities, settings.cache_ttl_seconds)
+    recorder = TurnRecorder(stores.turns, stores.sessions, repair_queue, metrics)
+    turns = TurnService(
+        catalog=catalog,
+        sessions=stores.sessions,
+        turns=stores.turns,
+        answerer=Answerer(provider_for, filter_for, stores.runs, metrics),
+        recorder=recorder,
+        trigger=SummaryTrigger(
+            summary_queue,
+            settings.summary_coalesce_seconds,
+            settings.summary_delay_seconds,
+            metrics,
+            clock,
+        ),
+        policy=TurnPolicy(
+            max_input_chars=settings.max_input_chars,
+            max_stored_answer_chars=settings.max_stored_answer_chars,
+            digest_max_chars=settings.digest_max_chars,
+            digest_retention_seconds=settings.digest_retention_hours * 3600,
+            activity_granularity_seconds=settings.activity_granularity_seconds,
+        ),
+        clock=clock,
+    )
+    summaries = SummaryService(
+        sessions=stores.sessions,
+        turns=stores.turns,
+        summaries=stores.summaries,
+        catalog=catalog,
+        summarizer_for=summarizer_for,
+        queue=summary_queue,
+        policy=SummaryPolicy(continue_delay_seconds=settings.summary_delay_seconds),
+        metrics=metrics,
+        clock=clock,
+    )
+    retention = RetentionService(
+        stores.retention,
+        RetentionPolicy(
+            idle_archive_days=settings.idle_archive_days,
+            purge_after_days=settings.purge_after_days,
+            deletion_grace_seconds=settings.deletion_grace_seconds,
+        ),
+        metrics,
+    )
+    idempotency = None
+    if settings.idempotency_table_name:
+        from convo_memory.adapters.idempotency import IdempotentRunner
+
+        idempotency = IdempotentRunner(
+            settings.idempotency_table_name, dynamodb or aws_client("dynamodb")
+        )
+    return Container(
+        settings=settings,
+        stores=stores,
+        catalog=catalog,
+        runs=RunTraces(stores.runs),
+        sessions=SessionService(stores.sessions, stores.turns, catalog, clock),
+        turns=turns,
+        recorder=recorder,
+        summaries=summaries,
+        retention=retention,
+        tokens=TokenResolver(stores.tokens, settings.cache_ttl_seconds),
+        metrics=metrics,
+        summary_queue=summary_queue,
+        repair_queue=repair_queue,
+        idempotency=idempotency,
+        adapters=adapters,
+        clients={"dynamodb": dynamodb, "sqs": clients.get("sqs")},
+    )
+
+
+def _sqs_queue(url: str, clients: dict[str, Any]) -> QueuePort | None:
+    if not url:
+        return None
+    from convo_memory.adapters.queues import SqsQueue
+
+    if clients.get("sqs") is None:
+        clients["sqs"] = aws_client("sqs")
+    return SqsQueue(clients["sqs"], url)
+
+
+def _bedrock_factory(clients: dict[str, Any]) -> Callable[..., Any]:
     bedrock_clients: dict[str | None, Any] = {}
 
     def bedrock_client(region: str | None = None) -> Any:
         # Only capabilities that use Bedrock pay for creating its client.
         if region not in bedrock_clients:
-            bedrock_clients[region] = clients.get("bedrock-runtime") or _client(
+            bedrock_clients[region] = clients.get("bedrock-runtime") or aws_client(
                 "bedrock-runtime", read_timeout=120, region_name=region
             )
         return bedrock_clients[region]
 
-    store = DynamoStore(dynamodb, settings.table_name, settings.runs_table_name)
-    catalog = CapabilityCatalog(store, settings.cache_ttl_seconds)
-    summary_queue = (
-        SqsQueue(sqs, settings.summary_queue_url) if settings.summary_queue_url else None
-    )
-    repair_queue = SqsQueue(sqs, settings.repair_queue_url) if settings.repair_queue_url else None
-    metrics = PowertoolsMetrics()
-    adapters = AdapterCache(bedrock_client_factory=bedrock_client)
-    turns = TurnService(
-        store=store,
-        catalog=catalog,
-        provider_for=lambda cap: adapters.provider(cap.provider, cap.kind, cap.tools),
-        filter_for=lambda cap: adapters.content_filter(cap.content_filter),
-        summary_queue=summary_queue,
-        repair_queue=repair_queue,
-        policy=TurnPolicy(
-            max_input_chars=settings.max_input_chars,
-            digest_max_chars=settings.digest_max_chars,
-            digest_retention_seconds=settings.digest_retention_hours * 3600,
-            summary_coalesce_seconds=settings.summary_coalesce_seconds,
-            summary_delay_seconds=settings.summary_delay_seconds,
-        ),
-        metrics=metrics,
-    )
-    return Container(
-        settings=settings,
-        store=store,
-        catalog=catalog,
-        sessions=SessionService(store, catalog),
-        turns=turns,
-        tokens=TokenResolver(store, settings.cache_ttl_seconds),
-        summary_queue=summary_queue,
-        repair_queue=repair_queue,
-        metrics=metrics,
-        adapters=adapters,
-        idempotency=(
-            IdempotentRunner(settings.idempotency_table_name, dynamodb)
-            if settings.idempotency_table_name
-            else None
-        ),
-        clients={"dynamodb": dynamodb, "sqs": sqs},
-    )
+    return bedrock_client
 
 
 def get_container() -> Container:

@@ -26,13 +26,13 @@ def main(argv: list[str] | None = None) -> int:
 
     import boto3
 
-    from convo_memory.adapters.dynamo_store import DynamoStore
+    from convo_memory.adapters.dynamo import dynamo_stores
     from convo_memory.services.admin import create_workspace, seed_capabilities
 
-    store = DynamoStore(boto3.client("dynamodb"), args.table, args.runs_table)
-    credentials = create_workspace(store, args.name)
+    stores = dynamo_stores(boto3.client("dynamodb"), args.table, args.runs_table)
+    credentials = create_workspace(stores.tokens, args.name)
     if args.seed:
-        seed_capabilities(store, credentials.workspace_id)
+        seed_capabilities(stores.capabilities, credentials.workspace_id)
     print(f"workspace {credentials.name} ({credentials.workspace_id})", file=sys.stderr)
     print("token (shown once; store it now):", file=sys.stderr)
     print(credentials.token)

@@ -20,15 +20,23 @@ class Settings(BaseModel):
     idempotency_table_name: str = ""
     summary_queue_url: str = ""
     repair_queue_url: str = ""
-    max_input_chars: int = Field(default=32_000, ge=1, le=300_000)
-    digest_max_chars: int = Field(default=2_000, ge=100, le=100_000)
+    max_input_chars: int = Field(default=32_000, ge=1, le=100_000)
+    # Longer answers are stored cut (``truncated: true``); the client receives all of it.
+    max_stored_answer_chars: int = Field(default=100_000, ge=1_000, le=100_000)
+    digest_max_chars: int = Field(default=2_000, ge=100, le=50_000)
     digest_retention_hours: float = Field(default=24, gt=0)
     idle_archive_days: float = Field(default=7, gt=0)
     purge_after_days: float = Field(default=30, gt=0)
     cache_ttl_seconds: float = Field(default=30, ge=0, le=3600)
-    # Coalescing window for summary triggers: at most one queued run per session per window.
-    summary_coalesce_seconds: float = Field(default=10, ge=0, le=900)
-    summary_delay_seconds: int = Field(default=1, ge=0, le=900)
+    # The session head's lastActiveAt (and the byActivity index) move at most this often.
+    activity_granularity_seconds: float = Field(default=3600, ge=60, le=86_400)
+    # A deleted session's emptied head is removed this long after the deletion: longer
+    # than any turn or summary job already in flight can take to land a write.
+    deletion_grace_seconds: float = Field(default=900, ge=360, le=86_400)
+    # Coalescing window for summary triggers (per container); a trigger's queue delay is
+    # at least as long, so the run it starts sees the turns it coalesced.
+    summary_coalesce_seconds: float = Field(default=2, ge=0, le=900)
+    summary_delay_seconds: int = Field(default=2, ge=0, le=900)
 
     @model_validator(mode="after")
     def _windows_narrowest_first(self) -> Settings:
@@ -37,6 +45,12 @@ class Settings(BaseModel):
             raise ValueError("DIGEST_RETENTION_HOURS must not exceed IDLE_ARCHIVE_DAYS")
         if self.idle_archive_days > self.purge_after_days:
             raise ValueError("IDLE_ARCHIVE_DAYS must not exceed PURGE_AFTER_DAYS")
+        if self.activity_granularity_seconds * 2 > self.idle_archive_days * 86_400:
+            raise ValueError(
+                "ACTIVITY_GRANULARITY_SECONDS must be at most half of IDLE_ARCHIVE_DAYS"
+            )
+        if self.summary_coalesce_seconds > self.summary_delay_seconds:
+            raise ValueError("SUMMARY_COALESCE_SECONDS must not exceed SUMMARY_DELAY_SECONDS")
         return self
 
     @classmethod
@@ -49,11 +63,14 @@ class Settings(BaseModel):
             "summary_queue_url": "SUMMARY_QUEUE_URL",
             "repair_queue_url": "REPAIR_QUEUE_URL",
             "max_input_chars": "MAX_INPUT_CHARS",
+            "max_stored_answer_chars": "MAX_STORED_ANSWER_CHARS",
             "digest_max_chars": "DIGEST_MAX_CHARS",
             "digest_retention_hours": "DIGEST_RETENTION_HOURS",
             "idle_archive_days": "IDLE_ARCHIVE_DAYS",
             "purge_after_days": "PURGE_AFTER_DAYS",
             "cache_ttl_seconds": "CACHE_TTL_SECONDS",
+            "activity_granularity_seconds": "ACTIVITY_GRANULARITY_SECONDS",
+            "deletion_grace_seconds": "DELETION_GRACE_SECONDS",
             "summary_coalesce_seconds": "SUMMARY_COALESCE_SECONDS",
             "summary_delay_seconds": "SUMMARY_DELAY_SECONDS",
         }

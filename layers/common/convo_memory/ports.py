@@ -1,5 +1,10 @@
-"""Ports: what the services need from the outside world. Adapters implement them;
-unit tests use in-memory fakes."""
+"""Ports: every interface the services need from the outside world, in one place.
+
+Adapters implement them (``convo_memory.adapters``); the unit tests use in-memory fakes
+(``tests/fakes``), and one store test suite runs against both so they cannot drift.
+Storage ports raise ``StoreUnavailable`` for capacity and availability errors and
+``StoreRejected`` when a request can never succeed; nothing else escapes them.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from convo_memory.domain.models import Capability, Message, Session, Summary
 from convo_memory.domain.prompt import Prompt
+from convo_memory.domain.turn_records import AppendResult, TurnRecord, TurnState
+
+# -- model providers, filters, summarizers --------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -53,3 +62,155 @@ class Summarizer(Protocol):
     def summarize(
         self, previous: str | None, messages: list[tuple[str, str]], max_chars: int
     ) -> str: ...
+
+
+# -- queues and metrics ----------------------------------------------------------------
+
+
+class QueuePort(Protocol):
+    """A durable queue (SQS): ``send`` returns only once the queue has the message."""
+
+    def send(self, body: dict[str, Any], delay_seconds: int = 0) -> None: ...
+
+
+class MetricsPort(Protocol):
+    def count(self, name: str, value: int = 1) -> None: ...
+
+
+class NullMetrics:
+    """Counts nothing: for services built without a metrics adapter."""
+
+    def count(self, name: str, value: int = 1) -> None:
+        return None
+
+
+# -- storage -----------------------------------------------------------------------------
+
+
+class TokenStore(Protocol):
+    """Workspaces and their API tokens (stored only as hashes)."""
+
+    def put_workspace(self, workspace_id: str, name: str, created_at: str) -> None: ...
+    def put_token(self, token_hash: str, workspace_id: str, name: str, created_at: str) -> bool: ...
+    def workspace_for_token(self, token_hash: str) -> str | None: ...
+
+
+class CapabilityStore(Protocol):
+    def put_capability(self, workspace_id: str, capability: Capability) -> None: ...
+    def get_capability(self, workspace_id: str, capability_id: str) -> Capability | None: ...
+    def list_capabilities(self, workspace_id: str) -> list[Capability]: ...
+
+
+class RunStore(Protocol):
+    """Agent run traces: their own table, never touched by deletion or retention."""
+
+    def put_run(self, run: dict[str, Any]) -> None: ...
+    def get_run(self, workspace_id: str, run_id: str) -> dict[str, Any] | None: ...
+
+
+class SessionStore(Protocol):
+    """Session heads. ``get_session`` reports the exact message count and last turn time
+    and treats a session being deleted as missing."""
+
+    def create_session(self, session: Session) -> None: ...
+    def get_session(self, session_id: str) -> Session | None: ...
+    def list_sessions(
+        self, workspace_id: str, external_ref: str, limit: int, after: str | None
+    ) -> tuple[list[Session], str | None]:
+        """A page of the end user's sessions, newest first, and the position after its
+        last one (None on the last page). Positions are opaque to callers."""
+        ...
+
+    def update_metadata(
+        self, session_id: str, workspace_id: str, metadata: dict[str, Any]
+    ) -> Session | None: ...
+    def touch(self, session_id: str, last_active_at: str) -> None:
+        """Move the head's coarse activity mark; only an active session moves. Raises
+        ``SessionArchived`` or ``SessionNotFound`` otherwise."""
+        ...
+
+    def begin_deletion(self, session_id: str, workspace_id: str, deleted_at: str) -> bool:
+        """Mark the session deleted (reads and turns answer 404 from now on); True also
+        when it already was (a retried deletion resumes). False: no such session."""
+        ...
+
+    def delete_contents(self, session_id: str) -> int:
+        """Delete every item of the session but its head; how many were deleted."""
+        ...
+
+
+class TurnStore(Protocol):
+    def load_turn_state(
+        self, session_id: str, max_messages: int, with_digests: bool
+    ) -> TurnState | None:
+        """The head, the summary and the newest ``max_messages`` messages (with their
+        digests when asked): one bounded read whatever the history's length."""
+        ...
+
+    def append_turn(self, session_id: str, after_seq: int, turn: TurnRecord) -> AppendResult:
+        """Store the turn at the first free position after ``after_seq`` (a lost race
+        moves on to the next one), then its digest if it has one."""
+        ...
+
+    def put_digest(self, session_id: str, user_seq: int, turn: TurnRecord) -> None:
+        """Store the tool digest of the turn at ``user_seq`` (idempotent)."""
+        ...
+
+    def find_turn(self, session_id: str, turn_id: str, from_seq: int) -> AppendResult | None:
+        """Where turn ``turn_id`` was stored, looking at positions from ``from_seq`` on."""
+        ...
+
+    def list_messages(
+        self, session_id: str, after_seq: int, limit: int
+    ) -> tuple[list[Message], bool]:
+        """Messages with seq > ``after_seq``, oldest first, and whether more exist."""
+        ...
+
+    def read_messages(self, session_id: str, first_seq: int, last_seq: int) -> list[Message]:
+        """Messages ``first_seq..last_seq`` (strongly consistent)."""
+        ...
+
+
+class SummaryStore(Protocol):
+    def get_summary(self, session_id: str) -> Summary | None: ...
+    def advance_summary(self, session_id: str, previous_through: int, summary: Summary) -> bool:
+        """Compare-and-set on ``throughSeq``: False when another run moved it first."""
+        ...
+
+
+class RetentionStore(Protocol):
+    """What the scheduled retention run reads and changes, through the byActivity index."""
+
+    @property
+    def activity_shards(self) -> int: ...
+    def sessions_by_activity(
+        self, status: str, shard: int, before: str, page_size: int = 100
+    ) -> Iterator[tuple[str, str]]:
+        """``(sessionId, since)`` of one shard's ``active`` / ``archived`` / ``deleting``
+        sessions whose mark is earlier than ``before``, oldest first."""
+        ...
+
+    def last_turn_at(self, session_id: str) -> tuple[int, str] | None:
+        """(message count, createdAt) of the session's newest turn, if it has one."""
+        ...
+
+    def refresh_activity(self, session_id: str, seen: str, last_active_at: str) -> bool: ...
+    def archive_session(self, session_id: str, last_active_at: str, archived_at: str) -> bool: ...
+    def begin_purge(self, session_id: str, archived_at: str, deleted_at: str) -> bool: ...
+    def delete_contents(self, session_id: str) -> int: ...
+    def remove_head(self, session_id: str) -> bool:
+        """Delete a head marked deleted (the last step of a deletion)."""
+        ...
+
+
+@dataclass
+class Stores:
+    """Every storage port, as the composition root wires them into the services."""
+
+    tokens: TokenStore
+    capabilities: CapabilityStore
+    sessions: SessionStore
+    turns: TurnStore
+    summaries: SummaryStore
+    retention: RetentionStore
+    runs: RunStore

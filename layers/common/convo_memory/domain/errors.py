@@ -94,5 +94,13 @@ class StoreUnavailable(Exception):
     absorbed (the transcript write, which is repaired durably)."""
 
 
+class StoreRejected(Exception):
+    """The store refused a request that can never succeed as sent (a validation error,
+    an item over the size limit, an unknown error code): retrying it is pointless.
+
+    Not a ServiceError: input is checked before it reaches the store, so this is a
+    defect; reads answer 500, the transcript write is absorbed and repaired."""
+
+
 class ProviderError(ServiceError):
     status, code = 502, "provider_error"

@@ -21,6 +21,14 @@ def iso(ts: datetime) -> str:
     return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"
 
 
+def parse_iso(text: str) -> float:
+    """Seconds since the epoch of an ISO-8601 timestamp written by ``iso``."""
+    parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()
+
+
 class ApiModel(BaseModel):
     """Base for wire models: camelCase aliases, unknown fields refused."""
 
@@ -225,6 +233,7 @@ class Message(ApiModel):
     content: str
     created_at: str
     withheld: bool = False
+    truncated: bool = False
 
 
 class Summary(ApiModel):

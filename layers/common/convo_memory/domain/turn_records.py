@@ -1,44 +1,124 @@
-"""Records a turn reads and writes, independent of how they are stored."""
+"""Records a turn reads and writes, independent of how they are stored.
+
+A turn is one stored record: the user message (seq ``n``, odd) and the answer (seq
+``n + 1``) written together, so an answer always directly follows its own user message.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
 from convo_memory.domain.models import Message, Session, Summary, ToolDigest
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+# DynamoDB's item limit, and what a turn item needs besides its two texts (keys, ids,
+# timestamps, flags and attribute names), with room to spare.
+MAX_ITEM_BYTES = 400 * 1024
+TURN_ITEM_OVERHEAD_BYTES = 2 * 1024
+# A turn's input is refused (413) above this many UTF-8 bytes, so an answer always has
+# room: a 32,000-character input is at most 128 KiB.
+MAX_INPUT_BYTES = 200 * 1024
 
 
 @dataclass(frozen=True)
 class TurnState:
-    """Everything a turn reads: the head, the summary, the newest messages (oldest
-    first) and the digests stored with them."""
+    """Everything a turn reads: the head (with the exact message count and last turn
+    time), the summary, the newest messages (oldest first) and the digests stored with
+    them, keyed by the seq of the answer they belong to."""
 
     session: Session
     summary: Summary | None
     recent: tuple[Message, ...]
-    digests: dict[int, ToolDigest]
-    digest_expiry: dict[int, float]
-    summary_requested_at: float
+    digests: dict[int, ToolDigest] = field(default_factory=dict)
+    digest_expiry: dict[int, float] = field(default_factory=dict)
+    # The head's coarse activity mark (lastActiveAt as last written to the head): it
+    # moves at most once per ACTIVITY_GRANULARITY_SECONDS, not on every turn.
+    activity_mark: str = ""
 
 
 @dataclass(frozen=True)
 class TurnRecord:
-    """One turn to append: a user message and the answer, identified by ``turn_id``."""
+    """One turn to append: a user message and the answer, identified by ``turn_id``.
+
+    ``answer`` is what is stored (cut to fit, with ``truncated``); the client of the turn
+    received the whole answer."""
 
     turn_id: str
     user_content: str
     answer: str
     withheld: bool
     created_at: str
+    truncated: bool = False
     digest_tools: tuple[str, ...] = ()
     digest_text: str | None = None
     digest_expires_at: float | None = None
-    mark_summary_requested_at: float | None = None
     run_id: str | None = None
+
+    @property
+    def has_digest(self) -> bool:
+        return bool(self.digest_text and self.digest_tools and self.digest_expires_at)
 
 
 @dataclass(frozen=True)
 class AppendResult:
     user_seq: int
     assistant_seq: int
-    message_count: int
     already_recorded: bool = False
+
+
+def user_seq_of(seq: int) -> int:
+    """The user seq of the turn that holds message ``seq`` (user seqs are odd)."""
+    return seq if seq % 2 else seq - 1
+
+
+def turn_messages(
+    user_seq: int,
+    user_content: str,
+    answer: str,
+    created_at: str,
+    withheld: bool,
+    truncated: bool,
+) -> tuple[Message, Message]:
+    """The two messages of a stored turn."""
+    return (
+        Message(seq=user_seq, role="user", content=user_content, created_at=created_at),
+        Message(
+            seq=user_seq + 1,
+            role="assistant",
+            content=answer,
+            created_at=created_at,
+            withheld=withheld,
+            truncated=truncated,
+        ),
+    )
+
+
+def utf8_len(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def cut_to_bytes(text: str, max_bytes: int) -> str:
+    """The longest prefix of ``text`` whose UTF-8 encoding fits in ``max_bytes``."""
+    encoded = text.encode("utf-8")
+    if len(encoded) <= max_bytes:
+        return text
+    return encoded[: max(0, max_bytes)].decode("utf-8", errors="ignore")
+
+
+def fit_answer(answer: str, user_content: str, max_chars: int) -> tuple[str, bool]:
+    """The answer as stored, and whether it was cut: at most ``max_chars`` characters,
+    and small enough that the turn (both texts) fits in one item."""
+    budget = MAX_ITEM_BYTES - TURN_ITEM_OVERHEAD_BYTES - utf8_len(user_content)
+    stored = cut_to_bytes(answer[:max_chars], budget)
+    return stored, stored != answer
+
+
+def scrub_text(text: str) -> str:
+    """``text`` with any unpaired surrogate replaced by U+FFFD.
+
+    Input passes the gate, but a model's answer or a tool's output is decoded from
+    JSON, which can carry a lone ``\\ud800``: such a string cannot be encoded as UTF-8,
+    so it could neither be stored nor sent back."""
+    return _SURROGATE.sub("\ufffd", text)

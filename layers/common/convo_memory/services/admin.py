@@ -6,17 +6,11 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
-from typing import Protocol
 
 from convo_memory.domain.errors import CapabilityNotFound
 from convo_memory.domain.models import CapabilityCreate, ToolSpec, iso, utc_now
-from convo_memory.services.catalog import CapabilityCatalog, CapabilityStore, new_id
-
-
-class WorkspaceStore(Protocol):
-    def put_workspace(self, workspace_id: str, name: str, created_at: str) -> None: ...
-    def put_token(self, token_hash: str, workspace_id: str, name: str, created_at: str) -> bool: ...
-    def workspace_for_token(self, token_hash: str) -> str | None: ...
+from convo_memory.ports import CapabilityStore, TokenStore
+from convo_memory.services.catalog import CapabilityCatalog, new_id
 
 
 @dataclass(frozen=True)
@@ -37,7 +31,7 @@ def tokens_match(token: str, stored_hash: str) -> bool:
 
 
 def create_workspace(
-    store: WorkspaceStore, name: str, token: str | None = None
+    store: TokenStore, name: str, token: str | None = None
 ) -> WorkspaceCredentials:
     """Create a workspace and its token. With a token that already exists, return
     that token's workspace instead (so seeding is idempotent)."""
@@ -87,7 +81,7 @@ class TokenResolver:
     """Bearer token -> workspace id, cached per warm container for a short time.
     Unknown tokens are cached too (briefly), so a flood of bad tokens costs no reads."""
 
-    def __init__(self, store: WorkspaceStore, ttl_seconds: float = 30) -> None:
+    def __init__(self, store: TokenStore, ttl_seconds: float = 30) -> None:
         import time
 
         self._store = store

@@ -1,21 +1,15 @@
-"""Capabilities and agent runs: create, read, list (workspace-scoped)."""
+"""Capabilities and agent run traces: create, read, list (workspace-scoped)."""
 
 from __future__ import annotations
 
 import secrets
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from convo_memory.domain.errors import CapabilityNotFound, RunNotFound
 from convo_memory.domain.models import Capability, CapabilityCreate, iso, utc_now
-
-
-class CapabilityStore(Protocol):
-    def put_capability(self, workspace_id: str, capability: Capability) -> None: ...
-    def get_capability(self, workspace_id: str, capability_id: str) -> Capability | None: ...
-    def list_capabilities(self, workspace_id: str) -> list[Capability]: ...
-    def get_run(self, workspace_id: str, run_id: str) -> dict[str, Any] | None: ...
+from convo_memory.ports import CapabilityStore, RunStore
 
 
 def new_id(prefix: str) -> str:
@@ -64,7 +58,14 @@ class CapabilityCatalog:
     def list_all(self, workspace_id: str) -> list[Capability]:
         return self._store.list_capabilities(workspace_id)
 
-    def get_run(self, workspace_id: str, run_id: str) -> dict[str, Any]:
+
+class RunTraces:
+    """Agent run traces, read back per workspace (``GET /v1/runs/{runId}``)."""
+
+    def __init__(self, store: RunStore) -> None:
+        self._store = store
+
+    def get(self, workspace_id: str, run_id: str) -> dict[str, Any]:
         run = self._store.get_run(workspace_id, run_id)
         if run is None:
             raise RunNotFound(f"run {run_id!r} not found")

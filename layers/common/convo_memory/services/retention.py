@@ -1,29 +1,33 @@
-"""Retention: the scheduled run that archives idle sessions and purges archived ones.
+"""Retention: the scheduled run that archives idle sessions, purges archived ones and
+finishes deletions.
 
 Three windows, narrowest first (``Settings`` validates the order at start-up):
 
 1. **Tool digests** expire ``DIGEST_RETENTION_HOURS`` after their turn. That window is
    enforced by DynamoDB TTL (each digest item's ``ttl`` = its ``expiresAt``) and, because
    TTL deletes lazily, by the read path (``services.sessions.live_digests``), which
-   ignores an expired digest that is still stored. This run does not look for digests
-   and counts nothing for them: finding them would mean reading every partition.
+   ignores an expired digest that is still stored. This run does not look for digests.
 2. **Idle sessions** are archived ``IDLE_ARCHIVE_DAYS`` after their last turn. The run
-   reads the ``ACTIVE#NN`` shards of the sparse, keys-only ``byActivity`` index (sort key
-   lastActiveAt) below the cutoff, and archives each one with a write conditional on it
-   still being active at the lastActiveAt it was found with: a turn that races in keeps
-   the session active, and a turn that comes after is refused (``session_archived``).
+   reads the ``ACTIVE#NN`` shards of the sparse, keys-only ``byActivity`` index (sort key:
+   the head's coarse activity mark) below the cutoff. The mark moves at most once per
+   granularity, so the run re-checks the session's real last turn first: a session with
+   a recent turn gets its mark refreshed instead. Archiving is conditional on the mark it
+   was found with; a turn on an idle session moves the mark before the model is called,
+   so it either wins (the session stays active) or is refused (``session_archived``).
    An archived session stays readable; it moves to ``ARCHIVED#NN`` (sort key archivedAt).
-3. **Archived sessions** are purged ``PURGE_AFTER_DAYS`` after archival: the whole
-   session partition (head, summary, messages, digests, turn markers) is deleted, again
-   only if the head is still archived at the archivedAt the index showed. Agent run
-   traces live in the runs table and are never touched.
+3. **Archived sessions** are purged ``PURGE_AFTER_DAYS`` after archival: marked deleted,
+   then the whole session partition (head last) is deleted. Agent run traces live in the
+   runs table and are never touched.
+
+It also **finishes deletions** (``DELETING#NN``): a deleted session's contents are swept
+again and its head removed once ``DELETION_GRACE_SECONDS`` have passed, longer than any
+turn or summary job that was already in flight could take to land a write.
 
 "Now" is the caller's (the schedule's event time), so a run is reproducible and a
-re-delivered event does the same thing. Every step is conditional, so a re-run, a
-concurrent run or a run cut short is harmless: the next one picks up where it stopped.
-Each run does bounded work (a cap on archives and on purges, and the invocation's
-remaining time); ``more`` in the report says it stopped with work left. Store errors
-(throttling, outages) propagate and fail the run; what it did so far stays done.
+re-delivered event does the same thing. Every step is conditional or idempotent, so a
+re-run, a concurrent run or a run cut short is harmless: the next one picks up where it
+stopped. Each run does bounded work; ``more`` in the report says it stopped with work
+left. Store errors (throttling, outages) propagate and fail the run.
 """
 
 from __future__ import annotations
@@ -31,12 +35,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from convo_memory.domain.models import iso
-
-if TYPE_CHECKING:
-    from convo_memory.bootstrap import Container
+from convo_memory.ports import MetricsPort, NullMetrics, RetentionStore
 
 # Per run; an hourly schedule drains a larger backlog over a few runs.
 MAX_ARCHIVES_PER_RUN = 1_000
@@ -45,24 +47,11 @@ MAX_PURGES_PER_RUN = 200
 MIN_SECONDS_LEFT = 20.0
 
 
-class RetentionStore(Protocol):
-    @property
-    def activity_shards(self) -> int: ...
-    def sessions_by_activity(
-        self, status: str, shard: int, before: str, page_size: int = 100
-    ) -> Iterator[tuple[str, str]]: ...
-    def archive_session(self, session_id: str, last_active_at: str, archived_at: str) -> bool: ...
-    def purge_session(self, session_id: str, archived_at: str) -> int | None: ...
-
-
-class MetricsPort(Protocol):
-    def count(self, name: str, value: int = 1) -> None: ...
-
-
 @dataclass(frozen=True)
 class RetentionPolicy:
     idle_archive_days: float = 7
     purge_after_days: float = 30
+    deletion_grace_seconds: float = 900
     max_archives_per_run: int = MAX_ARCHIVES_PER_RUN
     max_purges_per_run: int = MAX_PURGES_PER_RUN
     min_seconds_left: float = MIN_SECONDS_LEFT
@@ -85,6 +74,8 @@ class RetentionReport:
     purged: int = 0
     purged_items: int = 0
     purge_skipped: int = 0
+    activity_refreshed: int = 0
+    deletions_finished: int = 0
     more: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -97,13 +88,10 @@ class RetentionReport:
             "purged": self.purged,
             "purgedItems": self.purged_items,
             "purgeSkipped": self.purge_skipped,
+            "activityRefreshed": self.activity_refreshed,
+            "deletionsFinished": self.deletions_finished,
             "more": self.more,
         }
-
-
-class _NullMetrics:
-    def count(self, name: str, value: int = 1) -> None:
-        return None
 
 
 class RetentionService:
@@ -115,12 +103,13 @@ class RetentionService:
     ) -> None:
         self._store = store
         self._policy = policy or RetentionPolicy()
-        self._metrics = metrics or _NullMetrics()
+        self._metrics = metrics or NullMetrics()
 
     def run(self, now: datetime, time_left: Callable[[], float] | None = None) -> RetentionReport:
-        """Archive the sessions idle since before ``now - IDLE_ARCHIVE_DAYS``, then purge
-        those archived before ``now - PURGE_AFTER_DAYS``. ``now`` must be timezone-aware;
-        ``time_left`` (seconds) bounds the run by the invocation's remaining time."""
+        """Archive the sessions idle since before ``now - IDLE_ARCHIVE_DAYS``, purge those
+        archived before ``now - PURGE_AFTER_DAYS``, and finish the deletions older than the
+        grace period. ``now`` must be timezone-aware; ``time_left`` (seconds) bounds the
+        run by the invocation's remaining time."""
         if now.tzinfo is None or now.utcoffset() is None:
             raise ValueError("retention needs a timezone-aware 'now'")
         policy = self._policy
@@ -138,45 +127,60 @@ class RetentionService:
             report.more = report.more or stop
             return stop
 
-        for session_id, last_active_at in self._candidates("active", report.archive_before):
-            if at_bound(report.archived + report.archive_skipped, policy.max_archives_per_run):
+        for session_id, mark in self._candidates("active", report.archive_before):
+            if at_bound(
+                report.archived + report.archive_skipped + report.activity_refreshed,
+                policy.max_archives_per_run,
+            ):
                 break
-            if self._store.archive_session(session_id, last_active_at, report.now):
-                report.archived += 1
-            else:
-                report.archive_skipped += 1
+            self._archive_if_idle(session_id, mark, report)
 
         for session_id, archived_at in self._candidates("archived", report.purge_before):
             if at_bound(report.purged + report.purge_skipped, policy.max_purges_per_run):
                 break
-            deleted = self._store.purge_session(session_id, archived_at)
-            if deleted is None:
-                report.purge_skipped += 1
-            else:
+            if self._store.begin_purge(session_id, archived_at, report.now):
                 report.purged += 1
-                report.purged_items += deleted
+                report.purged_items += self._finish_deletion(session_id)
+            else:
+                report.purge_skipped += 1
+
+        deleted_before = iso(now - timedelta(seconds=policy.deletion_grace_seconds))
+        for session_id, _ in self._candidates("deleting", deleted_before):
+            if at_bound(report.deletions_finished, policy.max_purges_per_run):
+                break
+            self._finish_deletion(session_id)
+            report.deletions_finished += 1
 
         if report.archived:
             self._metrics.count("SessionsArchived", report.archived)
         if report.purged:
             self._metrics.count("SessionsPurged", report.purged)
+        if report.deletions_finished:
+            self._metrics.count("DeletionsFinished", report.deletions_finished)
         return report
+
+    def _archive_if_idle(self, session_id: str, mark: str, report: RetentionReport) -> None:
+        """Archive a session whose mark is old, unless its real last turn is recent (the
+        mark is coarse): then only refresh the mark."""
+        last = self._store.last_turn_at(session_id)
+        if last is not None and last[1] >= report.archive_before:
+            if self._store.refresh_activity(session_id, mark, last[1]):
+                report.activity_refreshed += 1
+            else:
+                report.archive_skipped += 1
+        elif self._store.archive_session(session_id, mark, report.now):
+            report.archived += 1
+        else:
+            report.archive_skipped += 1
+
+    def _finish_deletion(self, session_id: str) -> int:
+        """Sweep a session marked deleted and remove its head: the head goes last, so a
+        run cut short leaves it in the index and the next run finishes the job."""
+        deleted = self._store.delete_contents(session_id)
+        return deleted + (1 if self._store.remove_head(session_id) else 0)
 
     def _candidates(self, status: str, before: str) -> Iterator[tuple[str, str]]:
         """Every shard's candidates, oldest first within a shard; read lazily, so a run
         that stops at its bound reads no further."""
         for shard in range(self._store.activity_shards):
             yield from self._store.sessions_by_activity(status, shard, before)
-
-
-def retention_service(container: Container) -> RetentionService:
-    """A ``RetentionService`` over the container's store, with the deployment's windows."""
-    settings = container.settings
-    return RetentionService(
-        store=container.store,
-        policy=RetentionPolicy(
-            idle_archive_days=settings.idle_archive_days,
-            purge_after_days=settings.purge_after_days,
-        ),
-        metrics=container.metrics,
-    )

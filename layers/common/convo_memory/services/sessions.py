@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol
+from collections.abc import Callable
 
 from convo_memory.domain.errors import (
     CapabilityNotConversational,
@@ -23,26 +23,12 @@ from convo_memory.domain.models import (
     utc_now,
 )
 from convo_memory.domain.replay_window import select_replay_window
+from convo_memory.domain.turn_records import TurnState
+from convo_memory.ports import SessionStore, TurnStore
 from convo_memory.services.catalog import CapabilityCatalog, new_id
 
 
-class SessionStore(Protocol):
-    def create_session(self, session: Session) -> None: ...
-    def get_session(self, session_id: str) -> Session | None: ...
-    def list_sessions(
-        self, workspace_id: str, external_ref: str, limit: int, start_key: dict[str, Any] | None
-    ) -> tuple[list[Session], dict[str, Any] | None]: ...
-    def update_metadata(
-        self, session_id: str, workspace_id: str, metadata: dict[str, Any]
-    ) -> Session | None: ...
-    def delete_session(self, session_id: str) -> int: ...
-    def list_messages(
-        self, session_id: str, after_seq: int, limit: int
-    ) -> tuple[list[Message], bool]: ...
-    def load_turn_state(self, session_id: str, max_messages: int, with_digests: bool) -> Any: ...
-
-
-def live_digests(state: Any, replayed: tuple[Message, ...], now: float) -> list[ToolDigest]:
+def live_digests(state: TurnState, replayed: tuple[Message, ...], now: float) -> list[ToolDigest]:
     """Digests of replayed turns whose retention window has not passed. DynamoDB TTL
     deletes lazily, so expiry is enforced on read too."""
     seqs = {m.seq for m in replayed}
@@ -54,9 +40,17 @@ def live_digests(state: Any, replayed: tuple[Message, ...], now: float) -> list[
 
 
 class SessionService:
-    def __init__(self, store: SessionStore, catalog: CapabilityCatalog) -> None:
-        self._store = store
+    def __init__(
+        self,
+        sessions: SessionStore,
+        turns: TurnStore,
+        catalog: CapabilityCatalog,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._sessions = sessions
+        self._turns = turns
         self._catalog = catalog
+        self._clock = clock
 
     def create(self, workspace_id: str, body: SessionCreate) -> Session:
         capability = self._catalog.get(workspace_id, body.capability_id)
@@ -78,23 +72,20 @@ class SessionService:
             last_active_at=now,
             message_count=0,
         )
-        self._store.create_session(session)
+        self._sessions.create_session(session)
         return session
 
     def get(self, workspace_id: str, session_id: str) -> Session:
-        session = self._store.get_session(session_id)
+        session = self._sessions.get_session(session_id)
         if session is None or session.workspace_id != workspace_id:
             raise SessionNotFound(f"session {session_id!r} not found")
         return session
 
     def find(
-        self, workspace_id: str, external_ref: str, limit: int, start_key: dict[str, Any] | None
-    ) -> tuple[list[Session], dict[str, Any] | None]:
-        if start_key is not None and start_key.get("gsi1pk", {}).get("S") != (
-            f"WS#{workspace_id}#REF#{external_ref}"
-        ):
-            raise ValidationFailed("nextToken does not belong to this listing")
-        return self._store.list_sessions(workspace_id, external_ref, limit, start_key)
+        self, workspace_id: str, external_ref: str, limit: int, after: str | None
+    ) -> tuple[list[Session], str | None]:
+        """A page of the end user's sessions, newest first, and the next page's position."""
+        return self._sessions.list_sessions(workspace_id, external_ref, limit, after)
 
     def patch(self, workspace_id: str, session_id: str, body: SessionPatch) -> Session:
         current = self.get(workspace_id, session_id)
@@ -112,21 +103,26 @@ class SessionService:
             if "metadata" in fields:
                 raise ValidationFailed("metadata must be an object")
             return current
-        updated = self._store.update_metadata(session_id, workspace_id, body.metadata)
+        updated = self._sessions.update_metadata(session_id, workspace_id, body.metadata)
         if updated is None:
             raise SessionNotFound(f"session {session_id!r} not found")
         return updated
 
     def delete(self, workspace_id: str, session_id: str) -> None:
-        self.get(workspace_id, session_id)
-        self._store.delete_session(session_id)
+        """Mark the session deleted (it answers 404 from now on), then remove its
+        transcript, summary and digests. A retry resumes an interrupted deletion; the
+        emptied head is removed by the retention run once no turn that was already in
+        flight can still land (see ``RetentionService``). Run traces are never touched."""
+        if not self._sessions.begin_deletion(session_id, workspace_id, iso(utc_now())):
+            raise SessionNotFound(f"session {session_id!r} not found")
+        self._sessions.delete_contents(session_id)
 
     def messages(
         self, workspace_id: str, session_id: str, limit: int, after_seq: int
     ) -> tuple[list[Message], int | None]:
-        """A page of the transcript, oldest first; the next page's cursor or None."""
+        """A page of the transcript, oldest first; the next page's position or None."""
         self.get(workspace_id, session_id)
-        page, more = self._store.list_messages(session_id, after_seq, limit)
+        page, more = self._turns.list_messages(session_id, after_seq, limit)
         return page, (page[-1].seq if more and page else None)
 
     def context(self, workspace_id: str, session_id: str) -> ContextView:
@@ -134,7 +130,7 @@ class SessionService:
         session = self.get(workspace_id, session_id)
         capability = self._catalog.get(workspace_id, session.capability_id)
         policy = capability.replay_policy
-        state = self._store.load_turn_state(
+        state = self._turns.load_turn_state(
             session_id, policy.max_messages, with_digests=capability.kind == "agent"
         )
         if state is None:
@@ -143,7 +139,7 @@ class SessionService:
         return ContextView(
             summary=state.summary,
             messages=list(window.messages),
-            tool_digests=live_digests(state, window.messages, time.time()),
+            tool_digests=live_digests(state, window.messages, self._clock()),
             omitted_messages=window.omitted_messages,
             replayed_chars=window.replayed_chars,
         )

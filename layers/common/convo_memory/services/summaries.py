@@ -10,11 +10,11 @@ Watermark rules (the summary's ``throughSeq``):
   folded twice, none is skipped and the summary never moves backwards;
 - a run does bounded work (chunks, and the invocation's remaining time) and re-enqueues
   the session when it stops early;
-- the serving path coalesces its triggers (one per session per coalescing window), so a
-  run that folded something re-checks when it is done: more omitted meanwhile -> run
-  again shortly; a trigger still inside its coalescing window -> one trailing run when
-  that window has closed, which folds the turns whose trigger was coalesced away. A run
-  that found nothing to do ends its chain, so duplicate chains die out.
+- the serving path coalesces its triggers (``SummaryTrigger``) with a delay at least as
+  long as its coalescing window, so the turns whose trigger was coalesced away have
+  landed when the run reads; a run that folded something re-checks when it is done and
+  runs again shortly if more became omitted meanwhile. A run that found nothing to do
+  ends its chain, so duplicate chains die out.
 
 Summarizer failures (``ProviderError``) propagate: the queue retries the job, and any
 later run catches up on everything omitted meanwhile.
@@ -23,21 +23,25 @@ later run catches up on everything omitted meanwhile.
 from __future__ import annotations
 
 import logging
-import math
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Literal
 
 from convo_memory.domain.errors import CapabilityNotFound
-from convo_memory.domain.models import Capability, Message, Session, Summary
+from convo_memory.domain.models import Capability, Message, Summary
 from convo_memory.domain.replay_window import select_replay_window
 from convo_memory.domain.turn_records import TurnState
-from convo_memory.ports import Summarizer
-
-if TYPE_CHECKING:
-    from convo_memory.bootstrap import Container
+from convo_memory.ports import (
+    MetricsPort,
+    NullMetrics,
+    QueuePort,
+    SessionStore,
+    Summarizer,
+    SummaryStore,
+    TurnStore,
+)
+from convo_memory.services.catalog import CapabilityCatalog
 
 logger = logging.getLogger(__name__)
 
@@ -48,35 +52,6 @@ MAX_CHUNKS_PER_RUN = 10
 # A new chunk is started only while the invocation has at least this much time left.
 MIN_SECONDS_PER_CHUNK = 30.0
 SQS_MAX_DELAY_SECONDS = 900
-
-
-class SummaryStore(Protocol):
-    def get_session(self, session_id: str) -> Session | None: ...
-    def load_turn_state(
-        self, session_id: str, max_messages: int, with_digests: bool
-    ) -> TurnState | None: ...
-    def read_messages_range(
-        self, session_id: str, first_seq: int, last_seq: int
-    ) -> list[Message]: ...
-    def get_summary(self, session_id: str) -> Summary | None: ...
-    def advance_summary(self, session_id: str, previous_through: int, summary: Summary) -> bool: ...
-
-
-class CapabilitySource(Protocol):
-    def get(self, workspace_id: str, capability_id: str) -> Capability: ...
-
-
-class QueuePort(Protocol):
-    def send(self, body: dict[str, Any], delay_seconds: int = 0) -> None: ...
-
-
-class MetricsPort(Protocol):
-    def count(self, name: str, value: int = 1) -> None: ...
-
-
-class _NullMetrics:
-    def count(self, name: str, value: int = 1) -> None:
-        return None
 
 
 class TranscriptGap(RuntimeError):
@@ -91,8 +66,6 @@ class SummaryPolicy:
     min_seconds_per_chunk: float = MIN_SECONDS_PER_CHUNK
     # Delay of a follow-up job when more became omitted while this one ran.
     continue_delay_seconds: int = 1
-    # The serving path's coalescing window (SUMMARY_COALESCE_SECONDS).
-    coalesce_seconds: float = 10
 
 
 FoldStatus = Literal["skipped", "up_to_date", "caught_up", "partial"]
@@ -119,20 +92,25 @@ class FoldOutcome:
 class SummaryService:
     def __init__(
         self,
-        store: SummaryStore,
-        catalog: CapabilitySource,
+        *,
+        sessions: SessionStore,
+        turns: TurnStore,
+        summaries: SummaryStore,
+        catalog: CapabilityCatalog,
         summarizer_for: Callable[[Capability], Summarizer],
         queue: QueuePort | None,
         policy: SummaryPolicy | None = None,
         metrics: MetricsPort | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._store = store
+        self._sessions = sessions
+        self._turns = turns
+        self._summaries = summaries
         self._catalog = catalog
         self._summarizer_for = summarizer_for
         self._queue = queue
         self._policy = policy or SummaryPolicy()
-        self._metrics = metrics or _NullMetrics()
+        self._metrics = metrics or NullMetrics()
         self._clock = clock
 
     def fold(
@@ -147,7 +125,7 @@ class SummaryService:
         with less than ``min_seconds_per_chunk`` left. Raises the summarizer's
         ``ProviderError`` (and ``StoreUnavailable``) so that the job is retried.
         """
-        session = self._store.get_session(session_id)
+        session = self._sessions.get_session(session_id)
         if session is None or session.workspace_id != workspace_id:
             logger.info("summary job for a missing session %s: nothing to do", session_id)
             return FoldOutcome("skipped")
@@ -156,7 +134,7 @@ class SummaryService:
         except CapabilityNotFound:
             logger.warning("summary job for session %s: its capability is gone", session_id)
             return FoldOutcome("skipped")
-        if not capability.conversational:
+        if not capability.conversational or session.status != "active":
             return FoldOutcome("skipped")
         state = self._load(session_id, capability)
         if state is None:
@@ -193,7 +171,7 @@ class SummaryService:
                 logger.warning("a summary of %d chars was cut to %d", len(new_text), max_chars)
                 new_text = new_text[:max_chars]
             newest = messages[-1].seq
-            if self._store.advance_summary(
+            if self._summaries.advance_summary(
                 session_id, through, Summary(text=new_text, through_seq=newest)
             ):
                 folded += newest - through
@@ -202,9 +180,9 @@ class SummaryService:
             # Another job moved the summary first: continue from its watermark.
             lost += 1
             self._metrics.count("SummaryRaceLost")
-            current = self._store.get_summary(session_id)
+            current = self._summaries.get_summary(session_id)
             if current is None:
-                if self._store.get_session(session_id) is None:
+                if self._sessions.get_session(session_id) is None:
                     return FoldOutcome("skipped", through, target, folded, calls, lost)
                 through, text = 0, None  # the summary vanished with its text: start over
             else:
@@ -220,7 +198,7 @@ class SummaryService:
             self._metrics.count("SummaryMessagesFolded", folded)
 
     def _load(self, session_id: str, capability: Capability) -> TurnState | None:
-        return self._store.load_turn_state(
+        return self._turns.load_turn_state(
             session_id,
             capability.replay_policy.max_messages,
             # Agent messages may carry a digest item: read enough for maxMessages.
@@ -234,7 +212,7 @@ class SummaryService:
         expected = through + 1
         messages: list[Message] = []
         for message in sorted(
-            self._store.read_messages_range(session_id, through + 1, last), key=lambda m: m.seq
+            self._turns.read_messages(session_id, through + 1, last), key=lambda m: m.seq
         ):
             if message.seq != expected:
                 break
@@ -242,7 +220,7 @@ class SummaryService:
             expected += 1
         if messages:
             return messages
-        if self._store.get_session(session_id) is None:
+        if self._sessions.get_session(session_id) is None:
             return None
         raise TranscriptGap(f"message {through + 1} of session {session_id} is not readable")
 
@@ -257,12 +235,6 @@ class SummaryService:
         if _newest_omitted(state, capability) > covered:
             # Turns landed while this job ran and their triggers may have been coalesced.
             return self._enqueue(workspace_id, session_id, self._policy.continue_delay_seconds)
-        window_left = state.summary_requested_at + self._policy.coalesce_seconds - self._clock()
-        if state.summary_requested_at > 0 and window_left > 0:
-            # A turn inside the coalescing window sends no trigger: run once more when
-            # the window has closed, so that the end of a burst is folded too.
-            delay = math.ceil(window_left) + self._policy.continue_delay_seconds
-            return self._enqueue(workspace_id, session_id, delay)
         return None
 
     def _enqueue(self, workspace_id: str, session_id: str, delay_seconds: int) -> int | None:
@@ -282,36 +254,3 @@ def _newest_omitted(state: TurnState, capability: Capability) -> int:
         state.recent, capability.replay_policy, state.session.message_count
     )
     return window.newest_omitted_seq
-
-
-_cache_lock = threading.Lock()
-_cached: tuple[Container, SummaryService] | None = None
-
-
-def summary_service(container: Container) -> SummaryService:
-    """The ``SummaryService`` of this container, built on first use (per cold start)."""
-    global _cached
-    cached = _cached
-    if cached is not None and cached[0] is container:
-        return cached[1]
-    with _cache_lock:
-        if _cached is not None and _cached[0] is container:
-            return _cached[1]
-        settings = container.settings
-        adapters = container.adapters
-        service = SummaryService(
-            store=container.store,
-            catalog=container.catalog,
-            summarizer_for=lambda capability: adapters.summarizer(capability.summary_config),
-            queue=container.summary_queue,
-            policy=SummaryPolicy(
-                chunk_messages=CHUNK_MESSAGES,
-                max_chunks_per_run=MAX_CHUNKS_PER_RUN,
-                min_seconds_per_chunk=MIN_SECONDS_PER_CHUNK,
-                continue_delay_seconds=settings.summary_delay_seconds,
-                coalesce_seconds=settings.summary_coalesce_seconds,
-            ),
-            metrics=container.metrics,
-        )
-        _cached = (container, service)
-        return service

@@ -1,0 +1,38 @@
+"""The session routes that change one: replace its metadata, delete it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+
+from convo_memory.http import (
+    body_as,
+    container,
+    install_error_handlers,
+    json_response,
+    workspace_id,
+)
+
+logger = Logger(service="convo-memory")
+app = APIGatewayHttpResolver()
+install_error_handlers(app)
+
+
+@app.patch("/v1/sessions/<session_id>")
+def patch_session(session_id: str) -> Response:
+    workspace = workspace_id(app)
+    session = container().sessions.patch(workspace, session_id, body_as(app, "SessionPatch"))
+    return json_response(200, session.to_json_dict())
+
+
+@app.delete("/v1/sessions/<session_id>")
+def delete_session(session_id: str) -> Response:
+    container().sessions.delete(workspace_id(app), session_id)
+    return Response(status_code=204, body="")
+
+
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return app.resolve(event, context)

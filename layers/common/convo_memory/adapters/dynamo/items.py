@@ -1,0 +1,213 @@
+"""The conversations table's item layout: keys and the item <-> domain codecs.
+
+One partition per session (``pk = SESSION#<sid>``)::
+
+    MSG#<userSeq:010d>          a turn: the user message and its answer (seqs n, n+1)
+    MSG#<userSeq:010d>#DIGEST   the tool digest of that turn (only turns that used tools)
+    SESSION                     the head (its GSI keys put it in byExternalRef/byActivity)
+    SUMMARY                     the rolling summary
+
+"MSG#..." sorts before "SESSION" < "SUMMARY", so one descending Query reads the summary,
+the head and then the newest turns (with their digests): everything a turn needs.
+
+A turn item's attribute names are one or two letters (``id`` turn id, ``at`` createdAt,
+``u`` user message, ``a`` answer, ``w`` withheld, ``x`` truncated, ``r`` run id): DynamoDB
+bills attribute names as data, and the serving path reads ten turns per request, so the
+window of a default capability fits in one 4 KB read unit more often.
+
+The head carries no message count: it is the newest turn's position (read with it), so a
+turn writes nothing but its own item. Its ``lastActiveAt`` is a coarse activity mark for
+the byActivity index, moved at most once per granularity.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from typing import Any
+
+from convo_memory.adapters.dynamo.table import Item, n, s
+from convo_memory.domain.models import Message, Session, Summary, ToolDigest
+from convo_memory.domain.turn_records import AppendResult, TurnRecord, turn_messages
+
+SESSION_SK = "SESSION"
+SUMMARY_SK = "SUMMARY"
+MSG_PREFIX = "MSG#"
+DIGEST_SUFFIX = "#DIGEST"
+# Above every turn key ("MSG#" + ten digits [+ "#DIGEST"]).
+MSG_UPPER = "MSG#~"
+ACTIVITY_SHARDS = 16
+INDEX_PREFIX = {"active": "ACTIVE", "archived": "ARCHIVED", "deleting": "DELETING"}
+
+
+def session_pk(session_id: str) -> dict[str, str]:
+    return s(f"SESSION#{session_id}")
+
+
+def head_key(session_id: str) -> Item:
+    return {"pk": session_pk(session_id), "sk": s(SESSION_SK)}
+
+
+def summary_key(session_id: str) -> Item:
+    return {"pk": session_pk(session_id), "sk": s(SUMMARY_SK)}
+
+
+def turn_sk(user_seq: int) -> str:
+    return f"{MSG_PREFIX}{user_seq:010d}"
+
+
+def turn_key(session_id: str, user_seq: int) -> Item:
+    return {"pk": session_pk(session_id), "sk": s(turn_sk(user_seq))}
+
+
+def activity_shard(session_id: str) -> int:
+    return zlib.crc32(session_id.encode()) % ACTIVITY_SHARDS
+
+
+def activity_pk(status: str, session_id: str) -> str:
+    return f"{INDEX_PREFIX[status]}#{activity_shard(session_id):02d}"
+
+
+def external_ref_pk(workspace_id: str, external_ref: str) -> str:
+    return f"WS#{workspace_id}#REF#{external_ref}"
+
+
+def is_digest(item: Item) -> bool:
+    return str(item["sk"]["S"]).endswith(DIGEST_SUFFIX)
+
+
+def user_seq_of_item(item: Item) -> int:
+    """The user seq of a turn item or of a digest item."""
+    return int(item["sk"]["S"][len(MSG_PREFIX) : len(MSG_PREFIX) + 10])
+
+
+# -- heads --------------------------------------------------------------------------
+
+
+def head_item(session: Session) -> Item:
+    return {
+        **head_key(session.id),
+        "workspaceId": s(session.workspace_id),
+        "capabilityId": s(session.capability_id),
+        "externalRef": s(session.external_ref),
+        "principal": s(json.dumps(session.principal)),
+        "metadata": s(json.dumps(session.metadata)),
+        "status": s(session.status),
+        "createdAt": s(session.created_at),
+        "lastActiveAt": s(session.last_active_at),
+        "gsi1pk": s(external_ref_pk(session.workspace_id, session.external_ref)),
+        "gsi1sk": s(f"{session.created_at}#{session.id}"),
+        "gsi2pk": s(activity_pk("active", session.id)),
+        "gsi2sk": s(session.last_active_at),
+    }
+
+
+def session_from(head: Item, newest_turn: Item | None = None) -> Session:
+    """A session from its head; the newest turn (when given) gives its message count and
+    its exact last activity (the head's mark moves only once per granularity)."""
+    count = 0
+    # Listings read the byExternalRef index, which does not project the mark.
+    last_active_at = str((head.get("lastActiveAt") or head["createdAt"])["S"])
+    if newest_turn is not None:
+        count = user_seq_of_item(newest_turn) + 1
+        last_active_at = max(last_active_at, turn_created_at(newest_turn))
+    return Session(
+        id=head["pk"]["S"].removeprefix("SESSION#"),
+        workspace_id=head["workspaceId"]["S"],
+        capability_id=head["capabilityId"]["S"],
+        external_ref=head["externalRef"]["S"],
+        principal=json.loads(head["principal"]["S"]),
+        metadata=json.loads(head["metadata"]["S"]),
+        status="archived" if head["status"]["S"] == "archived" else "active",
+        created_at=head["createdAt"]["S"],
+        last_active_at=last_active_at,
+        message_count=count,
+    )
+
+
+def head_status(head: Item) -> str:
+    return str(head.get("status", {}).get("S", ""))
+
+
+# -- turns ---------------------------------------------------------------------------
+
+
+def turn_item(session_id: str, user_seq: int, turn: TurnRecord) -> Item:
+    item: Item = {
+        **turn_key(session_id, user_seq),
+        "id": s(turn.turn_id),
+        "at": s(turn.created_at),
+        "u": s(turn.user_content),
+        "a": s(turn.answer),
+    }
+    if turn.withheld:
+        item["w"] = {"BOOL": True}
+    if turn.truncated:
+        item["x"] = {"BOOL": True}
+    if turn.run_id:
+        item["r"] = s(turn.run_id)
+    return item
+
+
+def turn_id_of(item: Item) -> str:
+    return str(item.get("id", {}).get("S", ""))
+
+
+def turn_created_at(item: Item) -> str:
+    return str(item.get("at", {}).get("S", ""))
+
+
+def messages_from(item: Item) -> tuple[Message, Message]:
+    return turn_messages(
+        user_seq_of_item(item),
+        item["u"]["S"],
+        item["a"]["S"],
+        turn_created_at(item),
+        item.get("w", {}).get("BOOL", False),
+        item.get("x", {}).get("BOOL", False),
+    )
+
+
+def recorded_at(item: Item) -> AppendResult:
+    user_seq = user_seq_of_item(item)
+    return AppendResult(user_seq, user_seq + 1, already_recorded=True)
+
+
+def digest_item(session_id: str, user_seq: int, turn: TurnRecord) -> Item:
+    assert turn.digest_text is not None and turn.digest_expires_at is not None
+    expires = int(turn.digest_expires_at)
+    return {
+        "pk": session_pk(session_id),
+        "sk": s(turn_sk(user_seq) + DIGEST_SUFFIX),
+        "at": s(turn.created_at),
+        "tools": {"SS": sorted(set(turn.digest_tools))},
+        "text": s(turn.digest_text),
+        "expiresAt": n(expires),
+        "ttl": n(expires),
+    }
+
+
+def digest_from(item: Item) -> tuple[ToolDigest, float]:
+    """A digest (keyed, like the API shows it, by its answer's seq) and its expiry."""
+    seq = user_seq_of_item(item) + 1
+    digest = ToolDigest(seq=seq, tools=list(item["tools"]["SS"]), text=item["text"]["S"])
+    return digest, float(item["expiresAt"]["N"])
+
+
+# -- summary -------------------------------------------------------------------------
+
+
+def summary_from(item: Item) -> Summary:
+    return Summary(text=item["text"]["S"], through_seq=int(item["throughSeq"]["N"]))
+
+
+def summary_item(session_id: str, summary: Summary) -> Item:
+    return {
+        **summary_key(session_id),
+        "text": s(summary.text),
+        "throughSeq": n(summary.through_seq),
+    }
+
+
+def compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))

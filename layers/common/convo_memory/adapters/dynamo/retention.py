@@ -1,0 +1,122 @@
+"""What the scheduled retention run reads and changes on DynamoDB, through the sparse,
+keys-only byActivity index: ``ACTIVE#NN`` (sort key: the coarse lastActiveAt mark),
+``ARCHIVED#NN`` (archivedAt) and ``DELETING#NN`` (deletedAt). The index is eventually
+consistent, so every change re-checks the head with a conditional write."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from convo_memory.adapters.dynamo import items as it
+from convo_memory.adapters.dynamo.sessions import delete_contents
+from convo_memory.adapters.dynamo.table import DynamoTable, s
+
+
+class DynamoRetentionStore:
+    def __init__(self, table: DynamoTable) -> None:
+        self._table = table
+
+    @property
+    def activity_shards(self) -> int:
+        return it.ACTIVITY_SHARDS
+
+    def sessions_by_activity(
+        self, status: str, shard: int, before: str, page_size: int = 100
+    ) -> Iterator[tuple[str, str]]:
+        for item in self._table.query_all(
+            IndexName="byActivity",
+            KeyConditionExpression="gsi2pk = :p AND gsi2sk < :before",
+            ExpressionAttributeValues={
+                ":p": s(f"{it.INDEX_PREFIX[status]}#{shard:02d}"),
+                ":before": s(before),
+            },
+            Limit=page_size,
+        ):
+            yield item["pk"]["S"].removeprefix("SESSION#"), item["gsi2sk"]["S"]
+
+    def last_turn_at(self, session_id: str) -> tuple[int, str] | None:
+        out = self._table.query(
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
+            ExpressionAttributeValues={
+                ":pk": it.session_pk(session_id),
+                ":lo": s(it.MSG_PREFIX),
+                ":hi": s(it.MSG_UPPER),
+            },
+            ProjectionExpression="sk, #at",
+            ExpressionAttributeNames={"#at": "at"},
+            ScanIndexForward=False,
+            ConsistentRead=True,
+            Limit=1,
+        )
+        found = out.get("Items", [])
+        if not found:
+            return None
+        return it.user_seq_of_item(found[0]) + 1, it.turn_created_at(found[0])
+
+    def refresh_activity(self, session_id: str, seen: str, last_active_at: str) -> bool:
+        """Move an active head's mark forward to its real last turn (the mark is coarse)."""
+        moved, _ = self._table.conditional(
+            "update_item",
+            Key=it.head_key(session_id),
+            UpdateExpression="SET lastActiveAt = :at, gsi2sk = :at",
+            ConditionExpression="#st = :active AND lastActiveAt = :seen",
+            ExpressionAttributeNames={"#st": "status"},
+            ExpressionAttributeValues={
+                ":at": s(last_active_at),
+                ":active": s("active"),
+                ":seen": s(seen),
+            },
+        )
+        return moved
+
+    def archive_session(self, session_id: str, last_active_at: str, archived_at: str) -> bool:
+        """Archive an active session whose mark has not moved since ``last_active_at``
+        (a turn on an idle session moves the mark first, so it wins or is refused)."""
+        archived, _ = self._table.conditional(
+            "update_item",
+            Key=it.head_key(session_id),
+            UpdateExpression="SET #st = :archived, archivedAt = :at, gsi2pk = :p, gsi2sk = :at",
+            ConditionExpression="#st = :active AND lastActiveAt = :seen",
+            ExpressionAttributeNames={"#st": "status"},
+            ExpressionAttributeValues={
+                ":archived": s("archived"),
+                ":active": s("active"),
+                ":at": s(archived_at),
+                ":seen": s(last_active_at),
+                ":p": s(it.activity_pk("archived", session_id)),
+            },
+        )
+        return archived
+
+    def begin_purge(self, session_id: str, archived_at: str, deleted_at: str) -> bool:
+        """Mark an archived session (still archived at ``archived_at``) deleted."""
+        marked, _ = self._table.conditional(
+            "update_item",
+            Key=it.head_key(session_id),
+            UpdateExpression=(
+                "SET #st = :del, deletedAt = :at, gsi2pk = :p, gsi2sk = :at REMOVE gsi1pk, gsi1sk"
+            ),
+            ConditionExpression="#st = :archived AND archivedAt = :archived_at",
+            ExpressionAttributeNames={"#st": "status"},
+            ExpressionAttributeValues={
+                ":del": s("deleting"),
+                ":archived": s("archived"),
+                ":archived_at": s(archived_at),
+                ":at": s(deleted_at),
+                ":p": s(it.activity_pk("deleting", session_id)),
+            },
+        )
+        return marked
+
+    def delete_contents(self, session_id: str) -> int:
+        return delete_contents(self._table, session_id)
+
+    def remove_head(self, session_id: str) -> bool:
+        removed, _ = self._table.conditional(
+            "delete_item",
+            Key=it.head_key(session_id),
+            ConditionExpression="#st = :del",
+            ExpressionAttributeNames={"#st": "status"},
+            ExpressionAttributeValues={":del": s("deleting")},
+        )
+        return removed

@@ -1,0 +1,178 @@
+"""Session heads on DynamoDB: create, read (with the exact message count), list per end
+user (byExternalRef), metadata, the coarse activity mark, and the first steps of a
+deletion. See ``items`` for the layout."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from convo_memory.adapters.dynamo import items as it
+from convo_memory.adapters.dynamo.table import DynamoTable, Item, s
+from convo_memory.domain.errors import SessionArchived, SessionNotFound, StoreRejected
+from convo_memory.domain.models import Session
+
+# Newest-turn reads for a listing page run this many at a time.
+LIST_READ_CONCURRENCY = 8
+
+
+class DynamoSessionStore:
+    def __init__(self, table: DynamoTable) -> None:
+        self._table = table
+
+    def create_session(self, session: Session) -> None:
+        created, _ = self._table.conditional(
+            "put_item", Item=it.head_item(session), ConditionExpression="attribute_not_exists(pk)"
+        )
+        if not created:  # ids are random: a collision is a defect, not a conflict to report
+            raise StoreRejected(f"session id {session.id} already exists")
+
+    def get_session(self, session_id: str) -> Session | None:
+        """One Query (summary, head, newest turn): the head plus the exact count."""
+        head, newest = self._head_and_newest(session_id)
+        if head is None or it.head_status(head) == "deleting":
+            return None
+        return it.session_from(head, newest)
+
+    def _head_and_newest(self, session_id: str) -> tuple[Item | None, Item | None]:
+        out = self._table.query(
+            KeyConditionExpression="pk = :pk AND sk > :lo",
+            ExpressionAttributeValues={":pk": it.session_pk(session_id), ":lo": s(it.MSG_PREFIX)},
+            ScanIndexForward=False,
+            ConsistentRead=True,
+            Limit=3,
+        )
+        head = newest = None
+        for item in out.get("Items", []):
+            sk = item["sk"]["S"]
+            if sk == it.SESSION_SK:
+                head = item
+            elif sk.startswith(it.MSG_PREFIX):
+                newest = item
+                break
+        return head, newest
+
+    def _newest_turn(self, session_id: str) -> Item | None:
+        out = self._table.query(
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
+            ExpressionAttributeValues={
+                ":pk": it.session_pk(session_id),
+                ":lo": s(it.MSG_PREFIX),
+                ":hi": s(it.MSG_UPPER),
+            },
+            ProjectionExpression="sk, #at",
+            ExpressionAttributeNames={"#at": "at"},
+            ScanIndexForward=False,
+            Limit=1,
+        )
+        found = out.get("Items", [])
+        return found[0] if found else None
+
+    def list_sessions(
+        self, workspace_id: str, external_ref: str, limit: int, after: str | None
+    ) -> tuple[list[Session], str | None]:
+        partition = it.external_ref_pk(workspace_id, external_ref)
+        args: dict[str, Any] = {
+            "IndexName": "byExternalRef",
+            "KeyConditionExpression": "gsi1pk = :p",
+            "ExpressionAttributeValues": {":p": s(partition)},
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        if after:
+            # The position is the last session's gsi1sk ("<createdAt>#<sid>").
+            session_id = after.rpartition("#")[2]
+            args["ExclusiveStartKey"] = {
+                "gsi1pk": s(partition),
+                "gsi1sk": s(after),
+                **it.head_key(session_id),
+            }
+        out = self._table.query(**args)
+        heads = [h for h in out.get("Items", []) if it.head_status(h) != "deleting"]
+        # The heads' counts move once per granularity: read each newest turn for exact ones.
+        with ThreadPoolExecutor(max_workers=LIST_READ_CONCURRENCY) as pool:
+            newest = list(
+                pool.map(lambda h: self._newest_turn(h["pk"]["S"].removeprefix("SESSION#")), heads)
+            )
+        sessions = [it.session_from(h, t) for h, t in zip(heads, newest, strict=True)]
+        last = out.get("LastEvaluatedKey")
+        return sessions, (last["gsi1sk"]["S"] if last else None)
+
+    def update_metadata(
+        self, session_id: str, workspace_id: str, metadata: dict[str, Any]
+    ) -> Session | None:
+        """Replace metadata; None when the session is missing, deleted or another's."""
+        updated, attributes = self._table.conditional(
+            "update_item",
+            Key=it.head_key(session_id),
+            UpdateExpression="SET metadata = :m",
+            ConditionExpression="attribute_exists(pk) AND workspaceId = :ws AND #st <> :del",
+            ExpressionAttributeNames={"#st": "status"},
+            ExpressionAttributeValues={
+                ":m": s(it.compact(metadata)),
+                ":ws": s(workspace_id),
+                ":del": s("deleting"),
+            },
+            ReturnValues="ALL_NEW",
+        )
+        if not updated or attributes is None:
+            return None
+        return it.session_from(attributes, self._newest_turn(session_id))
+
+    def touch(self, session_id: str, last_active_at: str) -> None:
+        moved, current = self._table.conditional(
+            "update_item",
+            Key=it.head_key(session_id),
+            UpdateExpression="SET lastActiveAt = :at, gsi2sk = :at",
+            ConditionExpression="#st = :active",
+            ExpressionAttributeNames={"#st": "status"},
+            ExpressionAttributeValues={":at": s(last_active_at), ":active": s("active")},
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        if moved:
+            return
+        if current is None:
+            current = self._table.get(it.head_key(session_id))
+        if current is not None and it.head_status(current) == "archived":
+            raise SessionArchived("the session is archived and accepts no new turns")
+        raise SessionNotFound(f"session {session_id!r} not found")
+
+    def begin_deletion(self, session_id: str, workspace_id: str, deleted_at: str) -> bool:
+        marked, _ = self._table.conditional(
+            "update_item",
+            Key=it.head_key(session_id),
+            # Out of the listing at once; into DELETING#NN so retention finishes the job.
+            UpdateExpression=(
+                "SET #st = :del, deletedAt = if_not_exists(deletedAt, :at), "
+                "gsi2pk = :gsi2pk, gsi2sk = if_not_exists(deletedAt, :at) "
+                "REMOVE gsi1pk, gsi1sk"
+            ),
+            ConditionExpression="attribute_exists(pk) AND workspaceId = :ws",
+            ExpressionAttributeNames={"#st": "status"},
+            ExpressionAttributeValues={
+                ":del": s("deleting"),
+                ":at": s(deleted_at),
+                ":ws": s(workspace_id),
+                ":gsi2pk": s(it.activity_pk("deleting", session_id)),
+            },
+        )
+        return marked
+
+    def delete_contents(self, session_id: str) -> int:
+        return delete_contents(self._table, session_id)
+
+
+def delete_contents(table: DynamoTable, session_id: str) -> int:
+    """Delete every item of a session's partition except its head (strongly consistent
+    read of the keys, then batched deletes)."""
+    keys = [
+        {"pk": item["pk"], "sk": item["sk"]}
+        for item in table.query_all(
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": it.session_pk(session_id)},
+            ProjectionExpression="pk, sk",
+            ConsistentRead=True,
+        )
+        if item["sk"]["S"] != it.SESSION_SK
+    ]
+    return table.delete_keys(keys)

@@ -1,0 +1,134 @@
+"""One DynamoDB table behind a low-level client, with the one error translation every
+store shares: nothing above this module sees a ``ClientError`` or a ``BotoCoreError``.
+
+- capacity and availability errors (throttling, 5xx, timeouts, connection errors)
+  become ``StoreUnavailable``: the request may succeed later;
+- a failed condition is reported by ``conditional`` as ``None`` (callers decide);
+- everything else (validation errors, item size, unknown codes) becomes
+  ``StoreRejected``: the request can never succeed as sent.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from convo_memory.domain.errors import StoreRejected, StoreUnavailable
+
+Item = dict[str, Any]
+
+# Capacity and availability errors: the request may succeed later.
+UNAVAILABLE_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "InternalServerError",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "LimitExceededException",
+        "TransactionInProgressException",
+        "TransactionConflictException",
+        "RequestTimeout",
+        "RequestTimeoutException",
+    }
+)
+CONDITION_FAILED = "ConditionalCheckFailedException"
+BATCH_SIZE = 25
+BATCH_ATTEMPTS = 8
+
+
+def error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def translate(exc: Exception) -> Exception:
+    """The domain error for a botocore error (chosen by code, never by message text)."""
+    if isinstance(exc, ClientError):
+        code = error_code(exc)
+        if code in UNAVAILABLE_CODES:
+            return StoreUnavailable(f"DynamoDB unavailable ({code})")
+        return StoreRejected(f"DynamoDB refused the request ({code or 'unknown error'})")
+    return StoreUnavailable(f"DynamoDB unreachable ({type(exc).__name__})")
+
+
+def s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def n(value: int | float) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+class DynamoTable:
+    """Calls on one table; every store of the layer is built on one of these."""
+
+    def __init__(self, client: Any, name: str) -> None:
+        self.client = client
+        self.name = name
+
+    def call(self, operation: str, **kwargs: Any) -> Any:
+        """``client.<operation>(TableName=..., **kwargs)`` with errors translated."""
+        try:
+            return getattr(self.client, operation)(TableName=self.name, **kwargs)
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc) from exc
+
+    def conditional(self, operation: str, **kwargs: Any) -> tuple[bool, Item | None]:
+        """A conditional write: ``(True, attributes)`` when it was applied, ``(False,
+        current item or None)`` when its condition failed. Pass
+        ``ReturnValuesOnConditionCheckFailure="ALL_OLD"`` to get the current item."""
+        try:
+            out = getattr(self.client, operation)(TableName=self.name, **kwargs)
+        except ClientError as exc:
+            if error_code(exc) == CONDITION_FAILED:
+                item: Item | None = exc.response.get("Item")  # type: ignore[assignment]
+                return False, item
+            raise translate(exc) from exc
+        except BotoCoreError as exc:
+            raise translate(exc) from exc
+        return True, out.get("Attributes")
+
+    def get(self, key: Item, *, consistent: bool = True, **kwargs: Any) -> Item | None:
+        item: Item | None = self.call("get_item", Key=key, ConsistentRead=consistent, **kwargs).get(
+            "Item"
+        )
+        return item
+
+    def query(self, **kwargs: Any) -> Any:
+        return self.call("query", **kwargs)
+
+    def query_all(self, **kwargs: Any) -> Iterator[Item]:
+        """Every item of a query, page after page, fetched lazily."""
+        start: Mapping[str, Any] | None = None
+        while True:
+            args = dict(kwargs)
+            if start:
+                args["ExclusiveStartKey"] = start
+            out = self.query(**args)
+            yield from out.get("Items", [])
+            start = out.get("LastEvaluatedKey")
+            if not start:
+                return
+
+    def delete_keys(self, keys: list[Item]) -> int:
+        """Delete items by key in batches of 25, retrying unprocessed ones (bounded)."""
+        for begin in range(0, len(keys), BATCH_SIZE):
+            pending: dict[str, Any] = {
+                self.name: [{"DeleteRequest": {"Key": k}} for k in keys[begin : begin + BATCH_SIZE]]
+            }
+            for attempt in range(BATCH_ATTEMPTS):
+                try:
+                    out = self.client.batch_write_item(RequestItems=pending)
+                except (ClientError, BotoCoreError) as exc:
+                    raise translate(exc) from exc
+                pending = out.get("UnprocessedItems") or {}
+                if not pending:
+                    break
+                time.sleep(min(0.05 * 2**attempt, 1.0))
+            if pending:
+                raise StoreUnavailable("DynamoDB left items unprocessed in a batch deletion")
+        return len(keys)

@@ -1,0 +1,202 @@
+"""Turns on DynamoDB: the serving path's one read and one write, transcript pages, and
+the look-ups repair and the summarizer need. See ``items`` for the layout.
+
+A turn is one item at its position (the user seq), written with a conditional put and
+no transaction: the position is free or the put fails and the writer moves on to the
+next one, so racing turns never share seqs and an answer always directly follows its own
+user message. Which turn holds a position is in the item (``turnId``), so a writer can
+tell its own earlier write from another turn's.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from convo_memory.adapters.dynamo import items as it
+from convo_memory.adapters.dynamo.table import DynamoTable, Item, s
+from convo_memory.domain.errors import StoreUnavailable
+from convo_memory.domain.models import Message, Summary, ToolDigest
+from convo_memory.domain.turn_records import (
+    AppendResult,
+    TurnRecord,
+    TurnState,
+    user_seq_of,
+)
+
+MAX_POSITION_ATTEMPTS = 64
+# After this many taken positions in a row, read where the transcript ends and jump.
+JUMP_AFTER_CONFLICTS = 4
+
+
+class DynamoTurnStore:
+    def __init__(self, table: DynamoTable) -> None:
+        self._table = table
+
+    # -- the serving path's read ----------------------------------------------------
+    def load_turn_state(
+        self, session_id: str, max_messages: int, with_digests: bool
+    ) -> TurnState | None:
+        """One descending Query (a second page only past DynamoDB's 1 MB cap): the
+        summary, the head, then the newest turns. Never reads older history."""
+        # At least one turn is read: the newest one gives the exact message count.
+        turns_wanted = max(1, math.ceil(max_messages / 2))
+        head: Item | None = None
+        summary: Summary | None = None
+        turns: list[Item] = []
+        digest_items: list[Item] = []
+        start: dict[str, Any] | None = None
+        while len(turns) < turns_wanted:
+            limit = 2 + (turns_wanted - len(turns)) * (2 if with_digests else 1)
+            args: dict[str, Any] = {
+                "KeyConditionExpression": "pk = :pk AND sk > :lo",
+                "ExpressionAttributeValues": {
+                    ":pk": it.session_pk(session_id),
+                    ":lo": s(it.MSG_PREFIX),
+                },
+                "ScanIndexForward": False,
+                "ConsistentRead": True,
+                "Limit": limit,
+            }
+            if start:
+                args["ExclusiveStartKey"] = start
+            out = self._table.query(**args)
+            for item in out.get("Items", []):
+                sk = item["sk"]["S"]
+                if sk == it.SESSION_SK:
+                    head = item
+                elif sk == it.SUMMARY_SK:
+                    summary = it.summary_from(item)
+                elif it.is_digest(item):
+                    if with_digests:
+                        digest_items.append(item)
+                elif len(turns) < turns_wanted:
+                    turns.append(item)
+            start = out.get("LastEvaluatedKey")
+            if not start:
+                break
+        if head is None or it.head_status(head) == "deleting":
+            return None
+        turns.reverse()
+        messages = [m for item in turns for m in it.messages_from(item)]
+        recent = tuple(messages[-max_messages:]) if max_messages > 0 else ()
+        digests: dict[int, ToolDigest] = {}
+        expiry: dict[int, float] = {}
+        read_seqs = {it.user_seq_of_item(t) for t in turns}
+        for item in digest_items:
+            if it.user_seq_of_item(item) in read_seqs:
+                digest, expires = it.digest_from(item)
+                digests[digest.seq], expiry[digest.seq] = digest, expires
+        return TurnState(
+            session=it.session_from(head, turns[-1] if turns else None),
+            summary=summary,
+            recent=recent,
+            digests=digests,
+            digest_expiry=expiry,
+            activity_mark=head["lastActiveAt"]["S"],
+        )
+
+    # -- the serving path's write ---------------------------------------------------
+    def append_turn(self, session_id: str, after_seq: int, turn: TurnRecord) -> AppendResult:
+        position = user_seq_of(after_seq + 1)
+        for conflicts in range(1, MAX_POSITION_ATTEMPTS + 1):
+            stored, occupant = self._table.conditional(
+                "put_item",
+                Item=it.turn_item(session_id, position, turn),
+                ConditionExpression="attribute_not_exists(sk)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+            if stored:
+                return AppendResult(position, position + 1)
+            if occupant is None:
+                occupant = self._table.get(it.turn_key(session_id, position))
+            if occupant is not None and it.turn_id_of(occupant) == turn.turn_id:
+                return it.recorded_at(occupant)  # our own earlier write landed
+            position += 2
+            if conflicts % JUMP_AFTER_CONFLICTS == 0:
+                newest = self._newest_user_seq(session_id)
+                position = max(position, newest + 2)
+            time.sleep(0.001 * min(conflicts, 20))
+        raise StoreUnavailable("too many concurrent turns on this session")
+
+    def put_digest(self, session_id: str, user_seq: int, turn: TurnRecord) -> None:
+        """Store the tool digest of the turn at ``user_seq`` (idempotent)."""
+        self._table.call("put_item", Item=it.digest_item(session_id, user_seq, turn))
+
+    def _newest_user_seq(self, session_id: str) -> int:
+        out = self._table.query(
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
+            ExpressionAttributeValues={
+                ":pk": it.session_pk(session_id),
+                ":lo": s(it.MSG_PREFIX),
+                ":hi": s(it.MSG_UPPER),
+            },
+            ProjectionExpression="sk",
+            ScanIndexForward=False,
+            ConsistentRead=True,
+            Limit=1,
+        )
+        found = out.get("Items", [])
+        return it.user_seq_of_item(found[0]) if found else -1
+
+    def find_turn(self, session_id: str, turn_id: str, from_seq: int) -> AppendResult | None:
+        for item in self._table.query_all(
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
+            ExpressionAttributeValues={
+                ":pk": it.session_pk(session_id),
+                ":lo": s(it.turn_sk(user_seq_of(max(1, from_seq)))),
+                ":hi": s(it.MSG_UPPER),
+            },
+            ProjectionExpression="sk, id",
+            ConsistentRead=True,
+        ):
+            if not it.is_digest(item) and it.turn_id_of(item) == turn_id:
+                return it.recorded_at(item)
+        return None
+
+    # -- transcript reads -------------------------------------------------------------
+    def list_messages(
+        self, session_id: str, after_seq: int, limit: int
+    ) -> tuple[list[Message], bool]:
+        messages: list[Message] = []
+        start: dict[str, Any] | None = None
+        while len(messages) <= limit:
+            args: dict[str, Any] = {
+                "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
+                "ExpressionAttributeValues": {
+                    ":pk": it.session_pk(session_id),
+                    ":lo": s(it.turn_sk(user_seq_of(after_seq + 1))),
+                    ":hi": s(it.MSG_UPPER),
+                },
+                # Enough turns for limit + 1 messages (to know whether more exist).
+                "Limit": (limit - len(messages)) // 2 + 2,
+            }
+            if start:
+                args["ExclusiveStartKey"] = start
+            out = self._table.query(**args)
+            for item in out.get("Items", []):
+                if not it.is_digest(item):
+                    messages.extend(m for m in it.messages_from(item) if m.seq > after_seq)
+            start = out.get("LastEvaluatedKey")
+            if not start:
+                break
+        return messages[:limit], len(messages) > limit
+
+    def read_messages(self, session_id: str, first_seq: int, last_seq: int) -> list[Message]:
+        messages = [
+            message
+            for item in self._table.query_all(
+                KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
+                ExpressionAttributeValues={
+                    ":pk": it.session_pk(session_id),
+                    ":lo": s(it.turn_sk(user_seq_of(max(1, first_seq)))),
+                    ":hi": s(it.turn_sk(user_seq_of(max(1, last_seq)))),
+                },
+                # The fold's target came from a consistent read: so must its messages.
+                ConsistentRead=True,
+            )
+            if not it.is_digest(item)
+            for message in it.messages_from(item)
+        ]
+        return [m for m in messages if first_seq <= m.seq <= last_seq]

@@ -1,0 +1,84 @@
+"""Asking for a rolling-summary run after a turn, without writing anything to the session.
+
+A turn whose next replay window leaves out messages the summary does not cover sends one
+SQS message. Triggers are coalesced per session in this container: after a send, the
+session's turns inside the coalescing window send nothing, and the message's delay is at
+least that window, so the run they rely on starts after they have landed and folds them
+too. A trigger counts as sent only once SQS has taken it: after a queue outage, the next
+turn sends again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from convo_memory.domain.models import Message, ReplayPolicy
+from convo_memory.domain.replay_window import select_replay_window
+from convo_memory.domain.turn_records import TurnState
+from convo_memory.ports import MetricsPort, QueuePort
+
+logger = logging.getLogger(__name__)
+
+MAX_TRACKED_SESSIONS = 10_000
+
+
+def summary_due(state: TurnState, policy: ReplayPolicy, user_input: str, output: str) -> bool:
+    """Whether the history after this turn omits messages the summary does not cover."""
+    count = state.session.message_count
+    upcoming = [
+        *state.recent,
+        Message(seq=count + 1, role="user", content=user_input, created_at=""),
+        Message(seq=count + 2, role="assistant", content=output, created_at=""),
+    ]
+    next_window = select_replay_window(upcoming, policy, count + 2)
+    covered = state.summary.through_seq if state.summary else 0
+    return next_window.newest_omitted_seq > covered
+
+
+class SummaryTrigger:
+    def __init__(
+        self,
+        queue: QueuePort | None,
+        coalesce_seconds: float,
+        delay_seconds: int,
+        metrics: MetricsPort,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._queue = queue
+        self._coalesce = coalesce_seconds
+        self._delay = delay_seconds
+        self._metrics = metrics
+        self._clock = clock
+        self._sent_at: dict[str, float] = {}
+
+    def after_turn(
+        self,
+        workspace_id: str,
+        state: TurnState,
+        policy: ReplayPolicy,
+        user_input: str,
+        output: str,
+    ) -> bool:
+        """Send a summary job if one is due; True when a job was sent."""
+        if self._queue is None or not summary_due(state, policy, user_input, output):
+            return False
+        session_id = state.session.id
+        now = self._clock()
+        sent_at = self._sent_at.get(session_id)
+        if sent_at is not None and now - sent_at < self._coalesce:
+            return False
+        try:
+            self._queue.send(
+                {"workspaceId": workspace_id, "sessionId": session_id}, delay_seconds=self._delay
+            )
+        except Exception:
+            # Distant memory can wait; the conversation must not. The next turn retries.
+            logger.exception("could not enqueue summary for session %s", session_id)
+            self._metrics.count("SummaryEnqueueFailed")
+            return False
+        if len(self._sent_at) >= MAX_TRACKED_SESSIONS:
+            self._sent_at.clear()
+        self._sent_at[session_id] = now
+        return True

@@ -1,0 +1,307 @@
+"""One test suite for the storage ports, run against the in-memory fakes (unit tier) and
+the DynamoDB stores on moto tables built from template.yaml: the fakes cannot drift from
+what the real stores do."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from convo_memory.adapters.dynamo import dynamo_stores
+from convo_memory.domain.errors import SessionArchived, SessionNotFound
+from convo_memory.domain.models import Capability, Session, Summary
+from convo_memory.domain.turn_records import AppendResult, TurnRecord
+from convo_memory.ports import Stores
+from local_runtime.aws_resources import ensure_resources
+from tests.fakes.stores import FakeDatabase
+
+WS, OTHER_WS = "ws_a", "ws_b"
+T0 = "2026-01-01T00:00:00.000Z"
+
+
+@pytest.fixture(params=["fake", "dynamodb"])
+def stores(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stores]:
+    if request.param == "fake":
+        yield FakeDatabase().stores
+        return
+    for name, value in {
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        resources = ensure_resources(boto3.session.Session(region_name="us-east-1"))
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        yield dynamo_stores(
+            client, resources.tables["ConversationsTable"], resources.tables["RunsTable"]
+        )
+
+
+def session(sid: str, ws: str = WS, ref: str = "user-1", created: str = T0) -> Session:
+    return Session(
+        id=sid,
+        workspace_id=ws,
+        capability_id="cap-1",
+        external_ref=ref,
+        principal={"tenant_id": "t"},
+        metadata={"plan": "gold"},
+        status="active",
+        created_at=created,
+        last_active_at=created,
+        message_count=0,
+    )
+
+
+def turn(turn_id: str, user: str = "q", answer: str = "a", **extra: object) -> TurnRecord:
+    return TurnRecord(
+        turn_id=turn_id,
+        user_content=user,
+        answer=answer,
+        withheld=False,
+        created_at=str(extra.pop("created_at", "2026-01-01T00:00:01.000Z")),
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def with_turns(stores: Stores, sid: str, n: int) -> None:
+    stores.sessions.create_session(session(sid))
+    for i in range(n):
+        stores.turns.append_turn(sid, 2 * i, turn(f"t{i}", f"question {i}", f"answer {i}"))
+
+
+# -- tokens, capabilities, runs ---------------------------------------------------------
+
+
+def test_a_token_hash_is_stored_once_and_resolves_to_its_workspace(stores: Stores) -> None:
+    assert stores.tokens.put_token("h1", WS, "dev", T0) is True
+    assert stores.tokens.put_token("h1", OTHER_WS, "dev", T0) is False
+    assert stores.tokens.workspace_for_token("h1") == WS
+    assert stores.tokens.workspace_for_token("h2") is None
+
+
+def test_capabilities_are_per_workspace(stores: Stores) -> None:
+    for cap_id, created in (("cap-b", "2026-01-02"), ("cap-a", "2026-01-01")):
+        stores.capabilities.put_capability(
+            WS,
+            Capability(id=cap_id, name=cap_id, kind="generative", provider={}, created_at=created),
+        )
+    assert [c.id for c in stores.capabilities.list_capabilities(WS)] == ["cap-a", "cap-b"]
+    assert stores.capabilities.get_capability(OTHER_WS, "cap-a") is None
+    assert stores.capabilities.list_capabilities(OTHER_WS) == []
+
+
+def test_run_traces_are_read_back_only_by_their_workspace(stores: Stores) -> None:
+    run = {"runId": "run_1", "workspaceId": WS, "steps": [{"tool": "x", "output": "é"}]}
+    stores.runs.put_run(run)
+    assert stores.runs.get_run(WS, "run_1") == run
+    assert stores.runs.get_run(OTHER_WS, "run_1") is None
+    assert stores.runs.get_run(WS, "run_2") is None
+
+
+# -- sessions -----------------------------------------------------------------------------
+
+
+def test_a_session_reports_its_exact_count_while_the_head_mark_stays_coarse(
+    stores: Stores,
+) -> None:
+    with_turns(stores, "s1", 3)
+    got = stores.sessions.get_session("s1")
+    assert got is not None
+    assert (got.message_count, got.last_active_at) == (6, "2026-01-01T00:00:01.000Z")
+    assert (got.principal, got.metadata, got.status) == (
+        {"tenant_id": "t"},
+        {"plan": "gold"},
+        "active",
+    )
+    state = stores.turns.load_turn_state("s1", 0, with_digests=False)
+    assert state is not None and state.activity_mark == T0  # nothing moved the head
+    assert stores.sessions.get_session("nope") is None
+
+
+def test_touch_moves_the_mark_of_an_active_session_only(stores: Stores) -> None:
+    with_turns(stores, "s1", 1)
+    stores.sessions.touch("s1", "2026-01-02T00:00:00.000Z")
+    state = stores.turns.load_turn_state("s1", 2, with_digests=False)
+    assert state is not None and state.activity_mark == "2026-01-02T00:00:00.000Z"
+    with pytest.raises(SessionNotFound):
+        stores.sessions.touch("missing", T0)
+    assert stores.retention.archive_session("s1", "2026-01-02T00:00:00.000Z", "2026-02-01")
+    with pytest.raises(SessionArchived):
+        stores.sessions.touch("s1", "2026-02-02T00:00:00.000Z")
+
+
+def test_listing_pages_through_an_end_users_sessions_newest_first(stores: Stores) -> None:
+    for i in range(5):
+        stores.sessions.create_session(session(f"s{i}", created=f"2026-01-0{i + 1}T00:00:00.000Z"))
+    stores.sessions.create_session(session("other-ref", ref="user-2"))
+    stores.sessions.create_session(session("other-ws", ws=OTHER_WS))
+    seen: list[str] = []
+    after: str | None = None
+    for _ in range(10):
+        page, after = stores.sessions.list_sessions(WS, "user-1", 2, after)
+        seen += [s.id for s in page]
+        if after is None:
+            break
+    assert seen == ["s4", "s3", "s2", "s1", "s0"]
+
+
+def test_metadata_is_replaced_only_for_the_owner_of_a_live_session(stores: Stores) -> None:
+    stores.sessions.create_session(session("s1"))
+    updated = stores.sessions.update_metadata("s1", WS, {"plan": "free", "n": [1, 2]})
+    assert updated is not None and updated.metadata == {"plan": "free", "n": [1, 2]}
+    assert stores.sessions.update_metadata("s1", OTHER_WS, {}) is None
+    assert stores.sessions.update_metadata("missing", WS, {}) is None
+
+
+def test_a_deletion_hides_the_session_at_once_and_can_be_resumed(stores: Stores) -> None:
+    with_turns(stores, "s1", 3)
+    assert stores.summaries.advance_summary("s1", 0, Summary(text="sum", through_seq=2))
+    assert stores.sessions.begin_deletion("s1", OTHER_WS, T0) is False
+    assert stores.sessions.begin_deletion("s1", WS, T0) is True
+    assert stores.sessions.get_session("s1") is None
+    assert stores.turns.load_turn_state("s1", 10, with_digests=True) is None
+    assert stores.sessions.update_metadata("s1", WS, {}) is None
+    assert stores.sessions.list_sessions(WS, "user-1", 10, None)[0] == []
+    assert stores.sessions.begin_deletion("s1", WS, "2027-01-01") is True  # a retry resumes
+    assert stores.sessions.delete_contents("s1") == 3 + 1
+    assert stores.turns.list_messages("s1", 0, 10) == ([], False)
+    assert stores.summaries.get_summary("s1") is None
+    # The emptied head waits in the DELETING index, under its first deletion time.
+    assert list(stores.retention.sessions_by_activity("deleting", _shard(stores, "s1"), "9")) == [
+        ("s1", T0)
+    ]
+    assert stores.retention.remove_head("s1") is True
+    assert stores.sessions.begin_deletion("s1", WS, T0) is False
+
+
+# -- turns ----------------------------------------------------------------------------------
+
+
+def test_a_turn_is_one_record_at_the_next_free_position(stores: Stores) -> None:
+    stores.sessions.create_session(session("s1"))
+    assert stores.turns.append_turn("s1", 0, turn("t1")) == AppendResult(1, 2)
+    # A racing writer that read the old end moves on to the next free position.
+    assert stores.turns.append_turn("s1", 0, turn("t2")) == AppendResult(3, 4)
+    # Its own earlier write (a retry after a timeout) is recognised, not written twice.
+    assert stores.turns.append_turn("s1", 0, turn("t1")) == AppendResult(1, 2, True)
+    assert [m.seq for m in stores.turns.read_messages("s1", 1, 4)] == [1, 2, 3, 4]
+    assert stores.turns.find_turn("s1", "t2", 1) == AppendResult(3, 4, True)
+    assert stores.turns.find_turn("s1", "t2", 5) is None
+    assert stores.turns.find_turn("s1", "t9", 1) is None
+
+
+def test_the_turn_state_reads_only_the_newest_messages(stores: Stores) -> None:
+    with_turns(stores, "s1", 6)
+    assert stores.summaries.advance_summary("s1", 0, Summary(text="old", through_seq=4))
+    for wanted in (1, 2, 3, 5):
+        state = stores.turns.load_turn_state("s1", wanted, with_digests=False)
+        assert state is not None
+        assert [m.seq for m in state.recent] == list(range(13 - wanted, 13))
+        assert state.session.message_count == 12
+        assert state.summary == Summary(text="old", through_seq=4)
+    state = stores.turns.load_turn_state("s1", 2, with_digests=False)
+    assert state is not None
+    assert [(m.role, m.content) for m in state.recent] == [
+        ("user", "question 5"),
+        ("assistant", "answer 5"),
+    ]
+
+
+def test_stored_flags_and_digests_come_back_with_their_turn(stores: Stores) -> None:
+    stores.sessions.create_session(session("s1"))
+    record = turn(
+        "t1",
+        answer="cut",
+        truncated=True,
+        digest_tools=("lookup_order",),
+        digest_text="lookup_order -> ETA Friday",
+        digest_expires_at=2_000_000_000.0,
+        run_id="run_1",
+    )
+    seqs = stores.turns.append_turn("s1", 0, record)
+    stores.turns.put_digest("s1", seqs.user_seq, record)
+    stores.turns.append_turn("s1", 2, turn("t2", created_at="2026-01-01T00:00:02.000Z"))
+
+    with_digests = stores.turns.load_turn_state("s1", 4, with_digests=True)
+    assert with_digests is not None
+    assert with_digests.recent[1].truncated is True and with_digests.recent[3].truncated is False
+    assert with_digests.digests[2].tools == ["lookup_order"]
+    assert with_digests.digests[2].text == "lookup_order -> ETA Friday"
+    assert with_digests.digest_expiry[2] == 2_000_000_000
+    without = stores.turns.load_turn_state("s1", 4, with_digests=False)
+    assert without is not None and without.digests == {}
+    got = stores.sessions.get_session("s1")
+    assert got is not None and got.last_active_at == "2026-01-01T00:00:02.000Z"
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 5])
+def test_transcript_pages_cover_every_message_once_in_order(stores: Stores, limit: int) -> None:
+    with_turns(stores, "s1", 4)
+    seqs: list[int] = []
+    after, more = 0, True
+    while more:
+        page, more = stores.turns.list_messages("s1", after, limit)
+        assert 0 < len(page) <= limit
+        seqs += [m.seq for m in page]
+        after = page[-1].seq
+    assert seqs == list(range(1, 9))
+    assert [m.seq for m in stores.turns.read_messages("s1", 2, 5)] == [2, 3, 4, 5]
+
+
+# -- summaries --------------------------------------------------------------------------------
+
+
+def test_the_summary_only_moves_forward_by_compare_and_set(stores: Stores) -> None:
+    stores.sessions.create_session(session("s1"))
+    assert stores.summaries.get_summary("s1") is None
+    assert stores.summaries.advance_summary("s1", 0, Summary(text="a", through_seq=4))
+    assert not stores.summaries.advance_summary("s1", 0, Summary(text="b", through_seq=6))
+    assert not stores.summaries.advance_summary("s1", 4, Summary(text="c", through_seq=4))
+    assert stores.summaries.advance_summary("s1", 4, Summary(text="d", through_seq=8))
+    assert stores.summaries.get_summary("s1") == Summary(text="d", through_seq=8)
+
+
+# -- retention -----------------------------------------------------------------------------
+
+
+def _shard(stores: Stores, sid: str) -> int:
+    for shard in range(stores.retention.activity_shards):
+        for status in ("active", "archived", "deleting"):
+            if any(s == sid for s, _ in stores.retention.sessions_by_activity(status, shard, "9")):
+                return shard
+    raise AssertionError(f"{sid} is in no shard")
+
+
+def test_archiving_and_purging_are_conditional_on_what_the_index_showed(stores: Stores) -> None:
+    with_turns(stores, "s1", 1)
+    shard = _shard(stores, "s1")
+    assert list(stores.retention.sessions_by_activity("active", shard, "2026-02")) == [("s1", T0)]
+    assert list(stores.retention.sessions_by_activity("active", shard, T0)) == []
+    assert stores.retention.last_turn_at("s1") == (2, "2026-01-01T00:00:01.000Z")
+
+    # The mark moved meanwhile: neither a refresh nor an archive from the old one.
+    stores.sessions.touch("s1", "2026-01-05T00:00:00.000Z")
+    assert not stores.retention.refresh_activity("s1", T0, "2026-01-06")
+    assert not stores.retention.archive_session("s1", T0, "2026-02-01")
+    assert stores.retention.refresh_activity("s1", "2026-01-05T00:00:00.000Z", "2026-01-06")
+    assert stores.retention.archive_session("s1", "2026-01-06", "2026-02-01")
+    assert not stores.retention.archive_session("s1", "2026-01-06", "2026-02-01")
+    assert list(stores.retention.sessions_by_activity("archived", shard, "2026-03")) == [
+        ("s1", "2026-02-01")
+    ]
+    archived = stores.sessions.get_session("s1")
+    assert archived is not None and archived.status == "archived"
+
+    assert not stores.retention.remove_head("s1")  # only a head marked deleted goes
+    assert not stores.retention.begin_purge("s1", "2000-01-01", "2026-03-01")
+    assert stores.retention.begin_purge("s1", "2026-02-01", "2026-03-01")
+    assert stores.sessions.get_session("s1") is None
+    assert stores.retention.delete_contents("s1") == 1
+    assert stores.retention.remove_head("s1")
+    assert stores.retention.last_turn_at("s1") is None
+    assert list(stores.retention.sessions_by_activity("deleting", shard, "9")) == []

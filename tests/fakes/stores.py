@@ -1,0 +1,517 @@
+"""In-memory fakes of the storage ports (``convo_memory.ports``), split like the DynamoDB
+stores: one class per port over one shared ``FakeDatabase``.
+
+They keep the observable semantics of the DynamoDB stores (the store contract suite in
+``tests/contract`` runs the same tests against both), e.g.:
+
+- a turn is one record at its position; ``append_turn`` moves on past taken positions,
+  and recognises its own earlier write by the turn id;
+- ``get_session`` / ``load_turn_state`` report the exact message count and treat a session
+  being deleted as missing; the head's ``lastActiveAt`` / ``messageCount`` move only on
+  ``touch`` (the coarse activity mark);
+- values round-trip through JSON where DynamoDB stores JSON (capabilities, principal,
+  metadata, run traces), so a value the real store could not hold fails here too.
+
+Fault injection (``fail_next``, ``fail_always``, ``before_append``) and per-operation
+call counters (``calls``) let tests drive failure paths and count store requests.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from convo_memory.domain.errors import SessionArchived, SessionNotFound, StoreRejected
+from convo_memory.domain.models import Capability, Message, Session, Summary, ToolDigest
+from convo_memory.domain.turn_records import (
+    AppendResult,
+    TurnRecord,
+    TurnState,
+    turn_messages,
+    user_seq_of,
+)
+from convo_memory.ports import Stores
+
+_T = TypeVar("_T")
+ACTIVITY_SHARDS = 16
+WRITES = ("put_", "create_", "append_", "update_", "advance_", "touch", "begin_", "delete_")
+
+
+@dataclass
+class StoredTurn:
+    turn: TurnRecord
+
+
+@dataclass
+class StoredDigest:
+    digest: ToolDigest
+    expires_at: float
+
+
+@dataclass
+class FakeDatabase:
+    """What the tables hold, plus fault injection and request counters."""
+
+    workspaces: dict[str, dict[str, str]] = field(default_factory=dict)
+    tokens: dict[str, dict[str, str]] = field(default_factory=dict)
+    capabilities: dict[tuple[str, str], str] = field(default_factory=dict)  # JSON bodies
+    heads: dict[str, dict[str, Any]] = field(default_factory=dict)
+    turns: dict[str, dict[int, StoredTurn]] = field(default_factory=dict)  # by user seq
+    digests: dict[str, dict[int, StoredDigest]] = field(default_factory=dict)  # by user seq
+    summaries: dict[str, Summary] = field(default_factory=dict)
+    runs: dict[str, str] = field(default_factory=dict)  # runId -> JSON body
+    calls: Counter[str] = field(default_factory=Counter)
+    fail_next: dict[str, Exception] = field(default_factory=dict)
+    fail_always: dict[str, Exception] = field(default_factory=dict)
+    # Called once (then cleared) at the start of append_turn: lets a test land a
+    # competing write, as a racing Lambda would.
+    before_append: Callable[[FakeDatabase], object] | None = None
+    position_conflicts: int = 0
+    stores: Stores = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.stores = Stores(
+            tokens=FakeTokenStore(self),
+            capabilities=FakeCapabilityStore(self),
+            sessions=FakeSessionStore(self),
+            turns=FakeTurnStore(self),
+            summaries=FakeSummaryStore(self),
+            retention=FakeRetentionStore(self),
+            runs=FakeRunStore(self),
+        )
+
+    def enter(self, operation: str) -> None:
+        self.calls[operation] += 1
+        if operation in self.fail_always:
+            raise self.fail_always[operation]
+        if operation in self.fail_next:
+            raise self.fail_next.pop(operation)
+
+    # -- shared reads -------------------------------------------------------------
+    def newest_user_seq(self, session_id: str) -> int:
+        turns = self.turns.get(session_id) or {}
+        return max(turns) if turns else -1
+
+    def session(self, session_id: str) -> Session | None:
+        head = self.heads.get(session_id)
+        if head is None or head["status"] == "deleting":
+            return None
+        count, last_active_at = 0, str(head["lastActiveAt"])
+        newest = self.newest_user_seq(session_id)
+        if newest > 0:
+            count = newest + 1
+            last_active_at = max(last_active_at, self.turns[session_id][newest].turn.created_at)
+        return Session(
+            id=session_id,
+            workspace_id=head["workspaceId"],
+            capability_id=head["capabilityId"],
+            external_ref=head["externalRef"],
+            principal=json.loads(head["principal"]),
+            metadata=json.loads(head["metadata"]),
+            status="archived" if head["status"] == "archived" else "active",
+            created_at=head["createdAt"],
+            last_active_at=last_active_at,
+            message_count=count,
+        )
+
+    def messages(self, session_id: str) -> list[Message]:
+        out: list[Message] = []
+        for seq, stored in sorted((self.turns.get(session_id) or {}).items()):
+            t = stored.turn
+            out.extend(
+                turn_messages(seq, t.user_content, t.answer, t.created_at, t.withheld, t.truncated)
+            )
+        return out
+
+    def delete_contents(self, session_id: str) -> int:
+        deleted = len(self.turns.pop(session_id, {})) + len(self.digests.pop(session_id, {}))
+        return deleted + (1 if self.summaries.pop(session_id, None) is not None else 0)
+
+    # -- test helpers (not part of any port) ---------------------------------------
+    def add_turn(
+        self,
+        session_id: str,
+        user: str,
+        answer: str,
+        *,
+        turn_id: str | None = None,
+        created_at: str = "2025-01-01T00:00:00.000Z",
+    ) -> AppendResult:
+        """Record one turn directly (seeding a history); not counted in ``calls``."""
+        count = max(0, self.newest_user_seq(session_id) + 1)
+        record = TurnRecord(
+            turn_id=turn_id or f"seed-{count + 1}",
+            user_content=user,
+            answer=answer,
+            withheld=False,
+            created_at=created_at,
+        )
+        self.turns.setdefault(session_id, {})[count + 1] = StoredTurn(record)
+        return AppendResult(count + 1, count + 2)
+
+    def set_status(self, session_id: str, status: str) -> None:
+        self.heads[session_id]["status"] = status
+
+    def messages_of(self, session_id: str) -> list[Message]:
+        """The whole stored transcript, oldest first."""
+        return self.messages(session_id)
+
+    def digests_of(self, session_id: str) -> dict[int, tuple[ToolDigest, float]]:
+        """Stored digests by the seq of their answer."""
+        return {
+            d.digest.seq: (d.digest, d.expires_at)
+            for d in (self.digests.get(session_id) or {}).values()
+        }
+
+    def run_id_of(self, session_id: str, seq: int) -> str | None:
+        return self.turns[session_id][user_seq_of(seq)].turn.run_id
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        body: dict[str, Any] = json.loads(self.runs[run_id])
+        return body
+
+    def writes(self) -> int:
+        """How many calls changed (or tried to change) state."""
+        return sum(n for op, n in self.calls.items() if op.startswith(WRITES))
+
+    def holds_session(self, session_id: str) -> bool:
+        """Whether anything of the session is still stored."""
+        return any(
+            session_id in place
+            for place in (self.heads, self.turns, self.digests, self.summaries)
+            if place.get(session_id)
+        )
+
+    def dump(self) -> str:
+        """Every stored value as one text, for "appears nowhere in the store" checks."""
+        snapshot = {
+            "workspaces": self.workspaces,
+            "tokens": self.tokens,
+            "capabilities": {f"{ws}/{cap}": body for (ws, cap), body in self.capabilities.items()},
+            "heads": self.heads,
+            "turns": {
+                sid: {seq: t.turn.__dict__ for seq, t in turns.items()}
+                for sid, turns in self.turns.items()
+            },
+            "digests": {
+                sid: {seq: [d.digest.model_dump(), d.expires_at] for seq, d in digests.items()}
+                for sid, digests in self.digests.items()
+            },
+            "summaries": {sid: s.model_dump() for sid, s in self.summaries.items()},
+            "runs": self.runs,
+        }
+        return json.dumps(snapshot, ensure_ascii=False, default=str)
+
+
+def _copy(value: _T) -> _T:
+    return copy.deepcopy(value)
+
+
+def _json_safe(value: Any) -> str:
+    """JSON as DynamoDB would store it; a value it could not encode is refused."""
+    text = json.dumps(value)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise StoreRejected("not encodable as UTF-8") from exc
+    return text
+
+
+class _Port:
+    def __init__(self, db: FakeDatabase) -> None:
+        self.db = db
+
+
+class FakeTokenStore(_Port):
+    def put_workspace(self, workspace_id: str, name: str, created_at: str) -> None:
+        self.db.enter("put_workspace")
+        self.db.workspaces[workspace_id] = {"name": name, "createdAt": created_at}
+
+    def put_token(self, token_hash: str, workspace_id: str, name: str, created_at: str) -> bool:
+        self.db.enter("put_token")
+        if token_hash in self.db.tokens:
+            return False
+        self.db.tokens[token_hash] = {"workspaceId": workspace_id, "name": name}
+        return True
+
+    def workspace_for_token(self, token_hash: str) -> str | None:
+        self.db.enter("workspace_for_token")
+        token = self.db.tokens.get(token_hash)
+        return token["workspaceId"] if token else None
+
+
+class FakeCapabilityStore(_Port):
+    def put_capability(self, workspace_id: str, capability: Capability) -> None:
+        self.db.enter("put_capability")
+        self.db.capabilities[(workspace_id, capability.id)] = json.dumps(capability.to_json_dict())
+
+    def get_capability(self, workspace_id: str, capability_id: str) -> Capability | None:
+        self.db.enter("get_capability")
+        body = self.db.capabilities.get((workspace_id, capability_id))
+        return Capability.model_validate_json(body) if body else None
+
+    def list_capabilities(self, workspace_id: str) -> list[Capability]:
+        self.db.enter("list_capabilities")
+        found = [
+            Capability.model_validate_json(body)
+            for (ws, _), body in self.db.capabilities.items()
+            if ws == workspace_id
+        ]
+        return sorted(found, key=lambda c: (c.created_at, c.id))
+
+
+class FakeRunStore(_Port):
+    def put_run(self, run: dict[str, Any]) -> None:
+        self.db.enter("put_run")
+        self.db.runs[run["runId"]] = _json_safe(run)
+
+    def get_run(self, workspace_id: str, run_id: str) -> dict[str, Any] | None:
+        self.db.enter("get_run")
+        body = self.db.runs.get(run_id)
+        if body is None:
+            return None
+        run: dict[str, Any] = json.loads(body)
+        return run if run["workspaceId"] == workspace_id else None
+
+
+class FakeSessionStore(_Port):
+    def create_session(self, session: Session) -> None:
+        self.db.enter("create_session")
+        if session.id in self.db.heads:
+            raise StoreRejected(f"session id {session.id} already exists")
+        self.db.heads[session.id] = {
+            "workspaceId": session.workspace_id,
+            "capabilityId": session.capability_id,
+            "externalRef": session.external_ref,
+            "principal": _json_safe(session.principal),
+            "metadata": _json_safe(session.metadata),
+            "status": session.status,
+            "createdAt": session.created_at,
+            "lastActiveAt": session.last_active_at,
+        }
+
+    def get_session(self, session_id: str) -> Session | None:
+        self.db.enter("get_session")
+        return self.db.session(session_id)
+
+    def list_sessions(
+        self, workspace_id: str, external_ref: str, limit: int, after: str | None
+    ) -> tuple[list[Session], str | None]:
+        self.db.enter("list_sessions")
+        keyed = sorted(
+            (
+                (f"{head['createdAt']}#{sid}", sid)
+                for sid, head in self.db.heads.items()
+                if head["workspaceId"] == workspace_id
+                and head["externalRef"] == external_ref
+                and head["status"] != "deleting"
+            ),
+            reverse=True,
+        )
+        if after is not None:
+            keyed = [(key, sid) for key, sid in keyed if key < after]
+        page = keyed[:limit]
+        sessions = [s for _, sid in page if (s := self.db.session(sid)) is not None]
+        # Like DynamoDB: a full page reports a position even when nothing follows it.
+        return sessions, (page[-1][0] if len(page) == limit else None)
+
+    def update_metadata(
+        self, session_id: str, workspace_id: str, metadata: dict[str, Any]
+    ) -> Session | None:
+        self.db.enter("update_metadata")
+        head = self.db.heads.get(session_id)
+        if head is None or head["workspaceId"] != workspace_id or head["status"] == "deleting":
+            return None
+        head["metadata"] = _json_safe(metadata)
+        return self.db.session(session_id)
+
+    def touch(self, session_id: str, last_active_at: str) -> None:
+        self.db.enter("touch")
+        head = self.db.heads.get(session_id)
+        if head is not None and head["status"] == "active":
+            head["lastActiveAt"] = last_active_at
+            return
+        if head is not None and head["status"] == "archived":
+            raise SessionArchived("the session is archived and accepts no new turns")
+        raise SessionNotFound(f"session {session_id!r} not found")
+
+    def begin_deletion(self, session_id: str, workspace_id: str, deleted_at: str) -> bool:
+        self.db.enter("begin_deletion")
+        head = self.db.heads.get(session_id)
+        if head is None or head["workspaceId"] != workspace_id:
+            return False
+        head["status"] = "deleting"
+        head.setdefault("deletedAt", deleted_at)
+        return True
+
+    def delete_contents(self, session_id: str) -> int:
+        self.db.enter("delete_contents")
+        return self.db.delete_contents(session_id)
+
+
+class FakeTurnStore(_Port):
+    def load_turn_state(
+        self, session_id: str, max_messages: int, with_digests: bool
+    ) -> TurnState | None:
+        self.db.enter("load_turn_state")
+        session = self.db.session(session_id)
+        if session is None:
+            return None
+        turns = self.db.turns.get(session_id) or {}
+        wanted = max(1, -(-max_messages // 2))
+        read = sorted(turns)[-wanted:]
+        messages = [
+            m
+            for seq in read
+            for m in turn_messages(
+                seq,
+                turns[seq].turn.user_content,
+                turns[seq].turn.answer,
+                turns[seq].turn.created_at,
+                turns[seq].turn.withheld,
+                turns[seq].turn.truncated,
+            )
+        ]
+        digests: dict[int, ToolDigest] = {}
+        expiry: dict[int, float] = {}
+        stored = self.db.digests.get(session_id) or {}
+        for seq in read:
+            if with_digests and seq in stored:
+                digests[seq + 1] = _copy(stored[seq].digest)
+                expiry[seq + 1] = stored[seq].expires_at
+        return TurnState(
+            session=session,
+            summary=_copy(self.db.summaries.get(session_id)),
+            recent=tuple(messages[-max_messages:]) if max_messages > 0 else (),
+            digests=digests,
+            digest_expiry=expiry,
+            activity_mark=str(self.db.heads[session_id]["lastActiveAt"]),
+        )
+
+    def append_turn(self, session_id: str, after_seq: int, turn: TurnRecord) -> AppendResult:
+        self.db.enter("append_turn")
+        if self.db.before_append is not None:
+            hook, self.db.before_append = self.db.before_append, None
+            hook(self.db)
+        _json_safe([turn.user_content, turn.answer])
+        turns = self.db.turns.setdefault(session_id, {})
+        position = user_seq_of(after_seq + 1)
+        while position in turns:
+            if turns[position].turn.turn_id == turn.turn_id:
+                return AppendResult(position, position + 1, already_recorded=True)
+            self.db.position_conflicts += 1
+            position += 2
+        turns[position] = StoredTurn(_copy(turn))
+        return AppendResult(position, position + 1)
+
+    def put_digest(self, session_id: str, user_seq: int, turn: TurnRecord) -> None:
+        self.db.enter("put_digest")
+        assert turn.digest_text is not None and turn.digest_expires_at is not None
+        digest = ToolDigest(
+            seq=user_seq + 1, tools=sorted(set(turn.digest_tools)), text=turn.digest_text
+        )
+        self.db.digests.setdefault(session_id, {})[user_seq] = StoredDigest(
+            digest, float(int(turn.digest_expires_at))
+        )
+
+    def find_turn(self, session_id: str, turn_id: str, from_seq: int) -> AppendResult | None:
+        self.db.enter("find_turn")
+        for seq, stored in sorted((self.db.turns.get(session_id) or {}).items()):
+            if seq >= user_seq_of(max(1, from_seq)) and stored.turn.turn_id == turn_id:
+                return AppendResult(seq, seq + 1, already_recorded=True)
+        return None
+
+    def list_messages(
+        self, session_id: str, after_seq: int, limit: int
+    ) -> tuple[list[Message], bool]:
+        self.db.enter("list_messages")
+        later = [m for m in self.db.messages(session_id) if m.seq > after_seq]
+        return later[:limit], len(later) > limit
+
+    def read_messages(self, session_id: str, first_seq: int, last_seq: int) -> list[Message]:
+        self.db.enter("read_messages")
+        return [m for m in self.db.messages(session_id) if first_seq <= m.seq <= last_seq]
+
+
+class FakeSummaryStore(_Port):
+    def get_summary(self, session_id: str) -> Summary | None:
+        self.db.enter("get_summary")
+        return _copy(self.db.summaries.get(session_id))
+
+    def advance_summary(self, session_id: str, previous_through: int, summary: Summary) -> bool:
+        self.db.enter("advance_summary")
+        current = self.db.summaries.get(session_id)
+        through = current.through_seq if current else 0
+        if through != previous_through or (current and summary.through_seq <= through):
+            return False
+        self.db.summaries[session_id] = _copy(summary)
+        return True
+
+
+class FakeRetentionStore(_Port):
+    @property
+    def activity_shards(self) -> int:
+        return ACTIVITY_SHARDS
+
+    def sessions_by_activity(
+        self, status: str, shard: int, before: str, page_size: int = 100
+    ) -> Iterator[tuple[str, str]]:
+        self.db.enter("sessions_by_activity")
+        since_field = {"active": "lastActiveAt", "archived": "archivedAt", "deleting": "deletedAt"}
+        found = sorted(
+            (str(head[since_field[status]]), sid)
+            for sid, head in self.db.heads.items()
+            if head["status"] == status
+            and zlib.crc32(sid.encode()) % ACTIVITY_SHARDS == shard
+            and str(head[since_field[status]]) < before
+        )
+        for since, sid in found:
+            yield sid, since
+
+    def last_turn_at(self, session_id: str) -> tuple[int, str] | None:
+        self.db.enter("last_turn_at")
+        newest = self.db.newest_user_seq(session_id)
+        if newest < 0:
+            return None
+        return newest + 1, self.db.turns[session_id][newest].turn.created_at
+
+    def refresh_activity(self, session_id: str, seen: str, last_active_at: str) -> bool:
+        self.db.enter("refresh_activity")
+        head = self.db.heads.get(session_id)
+        if head is None or head["status"] != "active" or head["lastActiveAt"] != seen:
+            return False
+        head["lastActiveAt"] = last_active_at
+        return True
+
+    def archive_session(self, session_id: str, last_active_at: str, archived_at: str) -> bool:
+        self.db.enter("archive_session")
+        head = self.db.heads.get(session_id)
+        if head is None or head["status"] != "active" or head["lastActiveAt"] != last_active_at:
+            return False
+        head["status"], head["archivedAt"] = "archived", archived_at
+        return True
+
+    def begin_purge(self, session_id: str, archived_at: str, deleted_at: str) -> bool:
+        self.db.enter("begin_purge")
+        head = self.db.heads.get(session_id)
+        if head is None or head["status"] != "archived" or head.get("archivedAt") != archived_at:
+            return False
+        head["status"], head["deletedAt"] = "deleting", deleted_at
+        return True
+
+    def delete_contents(self, session_id: str) -> int:
+        self.db.enter("delete_contents")
+        return self.db.delete_contents(session_id)
+
+    def remove_head(self, session_id: str) -> bool:
+        self.db.enter("remove_head")
+        head = self.db.heads.get(session_id)
+        if head is None or head["status"] != "deleting":
+            return False
+        del self.db.heads[session_id]
+        return True
