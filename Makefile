@@ -12,11 +12,11 @@ SAM_VENV := .venv-sam
 SAM := $(SAM_VENV)/bin/sam
 STAMP := $(VENV)/.installed
 
-.PHONY: help venv run test test-unit test-integration test-e2e lint format typecheck bench build validate admin-token clean
+.PHONY: help venv browser run test test-unit test-integration test-e2e lint format typecheck bench build validate admin-token clean
 
 help:
 	@echo "make run        start the local runtime (http://127.0.0.1:3000, Lambda API on :3001)"
-	@echo "make test       run the whole test suite"
+	@echo "make test       run the whole test suite (installs chromium for the Studio test)"
 	@echo "make lint       ruff check, ruff format --check, mypy, cfn-lint"
 	@echo "make bench      print DynamoDB requests/reads per turn and cold-import figures"
 	@echo "make build      sam build (python3.13)"
@@ -31,10 +31,17 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# The Studio browser test drives Debian's chromium (never a downloaded browser).
+CHROMIUM := /usr/bin/chromium
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+browser:
+	@test -x $(CHROMIUM) || { $(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
 run: $(STAMP)
 	$(PY) -m local_runtime
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(PY) -m pytest
 
 test-unit: $(STAMP)
@@ -43,7 +50,7 @@ test-unit: $(STAMP)
 test-integration: $(STAMP)
 	$(PY) -m pytest tests/integration
 
-test-e2e: $(STAMP)
+test-e2e: $(STAMP) browser
 	$(PY) -m pytest tests/e2e
 
 lint: $(STAMP)

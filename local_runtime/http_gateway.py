@@ -21,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
+from convo_memory.cors import ALLOWED_METHODS, allowed_origins, is_preflight, preflight
 from local_runtime.handlers import ACCOUNT_ID, FunctionRegistry, TooManyRequestsError, region
 
 API_ID = "local"
@@ -556,6 +557,12 @@ class _GatewayRequestHandler(BaseHTTPRequestHandler):
             source_ip=self.client_address[0],
             protocol=self.request_version,
         )
+        if is_preflight(request.method, dict(self.headers)):
+            # What the HttpApi's CorsConfiguration and the Function URL's Cors answer.
+            methods = ("POST",) if STREAM_PATH.match(request.raw_path) else ALLOWED_METHODS
+            answer = preflight(dict(self.headers), allowed_origins(), methods)
+            self._write(GatewayResponse(answer.status, list(answer.headers)))
+            return
         door = self.server.stream_door
         if door is not None and STREAM_PATH.match(request.raw_path):
             self._stream(door.handle(request.method, request.raw_path, self.headers, body))

@@ -206,6 +206,16 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         write_response(self, self.door.handle("GET", self.path, dict(self.headers), b""))
 
+    def do_OPTIONS(self) -> None:
+        # CORS preflight from the Studio page; the Web Adapter forwards it to this server.
+        from convo_memory.cors import allowed_origins, preflight
+
+        answer = preflight(dict(self.headers), allowed_origins(), methods=("POST",))
+        self.send_response(answer.status)
+        for name, value in answer.headers:
+            self.send_header(name, value)
+        self.end_headers()
+
     def log_message(self, format: str, *args: Any) -> None:
         return None
 

@@ -42,7 +42,11 @@ EXPECTED_ROUTES = {
     ("POST", "/v1/sessions/{sessionId}/messages"): "PredictFunction",
     # Unknown routes: the contract's not_found body (served without a token).
     ("ANY", "$default"): "CapabilitiesFunction",
+    # The Studio Chat page (served without a token; its calls carry the operator's).
+    ("GET", "/studio"): "StudioFunction",
 }
+# The routes served without the authorizer.
+PUBLIC_PATHS = {"$default", "/studio"}
 
 DOCUMENTED_DEFAULTS = {
     "MAX_INPUT_CHARS": "32000",
@@ -260,6 +264,7 @@ def test_functions_point_at_their_code_and_share_one_handler_name() -> None:
         "RepairFunction",
         "RetentionFunction",
         "StreamFunction",
+        "StudioFunction",
     }
     assert specs["CreateSessionFunction"].code_uri == ROOT / "functions" / "create_session"
     assert specs["ReadSessionsFunction"].code_uri == ROOT / "functions" / "read_sessions"
@@ -292,7 +297,7 @@ def test_every_route_sits_behind_the_token_authorizer_on_the_one_http_api() -> N
         for event in (resource.get("Properties") or {}).get("Events", {}).values():
             if event["Type"] == "HttpApi":
                 assert event["Properties"]["ApiId"] == {"Ref": "HttpApi"}, logical_id
-                if event["Properties"]["Path"] == "$default":  # only the not-found catch-all
+                if event["Properties"]["Path"] in PUBLIC_PATHS:
                     assert event["Properties"]["Auth"] == {"Authorizer": "NONE"}
                 else:
                     assert "Auth" not in event["Properties"], logical_id
@@ -350,8 +355,11 @@ def test_http_sample_events_match_a_route_of_their_function() -> None:
         method, path = event["routeKey"].split(" ", 1)
         assert (method, path) in specs[function].http_routes, name
         assert event["requestContext"]["http"]["method"] == method, name
-        assert event["requestContext"]["authorizer"]["lambda"]["workspaceId"] == "ws-dev", name
-        assert event["headers"]["authorization"] == "Bearer dev-token", name
+        if path in PUBLIC_PATHS:
+            assert "authorizer" not in event["requestContext"], name
+        else:
+            assert event["requestContext"]["authorizer"]["lambda"]["workspaceId"] == "ws-dev"
+            assert event["headers"]["authorization"] == "Bearer dev-token", name
         raw_path = path
         for key, value in (event.get("pathParameters") or {}).items():
             raw_path = raw_path.replace("{" + key + "}", value)

@@ -18,7 +18,12 @@ from moto import mock_aws
 from convo_memory.bootstrap import Container, build_container, set_container
 from convo_memory.config import Settings
 from convo_memory.services.admin import create_workspace, seed_capabilities
-from local_runtime.aws_resources import LocalResources, ensure_resources, function_specs
+from local_runtime.aws_resources import (
+    DEFAULT_TEMPLATE,
+    LocalResources,
+    ensure_resources,
+    function_specs,
+)
 from local_runtime.handlers import FunctionRegistry, LambdaFunction
 from local_runtime.http_gateway import (
     HttpRequest,
@@ -27,6 +32,7 @@ from local_runtime.http_gateway import (
     build_http_event,
     match_route,
 )
+from local_runtime.runtime import read_topology
 
 REGION = "us-east-1"
 
@@ -47,12 +53,8 @@ class InProcessApi:
             LambdaFunction(s.logical_id, s.code_uri, s.handler, float(s.timeout), s.memory_size)
             for s in specs.values()
         )
-        self.routes = [
-            # The not-found catch-all is the one route without the authorizer.
-            Route(method, path, s.logical_id, None if path == "$default" else "TokenAuthorizer")
-            for s in specs.values()
-            for method, path in s.http_routes
-        ]
+        # The routes and their authorizers as the template declares them (Auth: NONE too).
+        self.routes: list[Route] = read_topology(DEFAULT_TEMPLATE, None).routes
 
     def invoke(self, function: str, event: dict[str, Any]) -> Any:
         return self.registry.invoke(function, event)

@@ -585,11 +585,14 @@ class TestTopology:
         assert topology.authorizers == {
             "TokenAuthorizer": AuthorizerConfig("AuthorizerFunction", ("Authorization",), 300, True)
         }
-        # Every route but the not-found catch-all ($default, Authorizer: NONE) is authorized.
+        # Every route but the not-found catch-all and the Studio page (Authorizer: NONE)
+        # is authorized.
+        public = {"$default", "/studio"}
         assert all(
-            route.authorizer == ("TokenAuthorizer" if route.path != "$default" else None)
+            route.authorizer == (None if route.path in public else "TokenAuthorizer")
             for route in topology.routes
         )
+        assert {route.path for route in topology.routes if route.authorizer is None} == public
         keys = {route.route_key: route.function for route in topology.routes}
         assert keys["$default"] == "CapabilitiesFunction"
         assert keys["POST /v1/sessions/{sessionId}/messages"] == "PredictFunction"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import time
 from collections import Counter
@@ -26,6 +27,17 @@ _FENCE_OPEN = re.compile(r'<data-([0-9A-Za-z]+) kind="([a-z-]+)"')
 # Whitespace-delimited pieces: each chunk is a word plus the whitespace that follows it.
 _CHUNK_BOUNDARY = re.compile(r"(?<=\s)(?=\S)")
 _ORDER_NUMBER = re.compile(r"(?<!\d)(\d{3,12})(?!\d)")
+# Milliseconds before each streamed chunk, for demos and browser tests that watch an
+# answer arrive (``make run`` answers instantly otherwise).
+CHUNK_DELAY_ENV = "CONVO_EMBEDDED_CHUNK_DELAY_MS"
+
+
+def chunk_delay_from_env() -> float:
+    """``CONVO_EMBEDDED_CHUNK_DELAY_MS`` in seconds; 0 when unset or not a positive number."""
+    try:
+        return max(0.0, float(os.environ.get(CHUNK_DELAY_ENV) or 0) / 1000)
+    except ValueError:
+        return 0.0
 
 
 def latest_input(prompt: Prompt) -> str:
@@ -70,11 +82,12 @@ class _EmbeddedBase:
     def __init__(
         self,
         *,
-        chunk_delay: float = 0.0,
+        chunk_delay: float | None = None,
         fail: bool = False,
         fail_after_chunks: int | None = None,
     ) -> None:
-        """``chunk_delay`` (seconds, before each streamed chunk) simulates a slow model;
+        """``chunk_delay`` (seconds, before each streamed chunk) simulates a slow model
+        (None: ``CONVO_EMBEDDED_CHUNK_DELAY_MS``, read on each stream);
         ``fail`` makes every call raise ProviderError; ``fail_after_chunks`` makes
         ``stream`` raise after yielding that many chunks (a mid-stream outage)."""
         self.chunk_delay = chunk_delay
@@ -95,8 +108,9 @@ class _EmbeddedBase:
         for index, piece in enumerate(split_chunks(text)):
             if self.fail_after_chunks is not None and index >= self.fail_after_chunks:
                 raise ProviderError("The embedded model provider failed mid-stream.")
-            if self.chunk_delay > 0:
-                time.sleep(self.chunk_delay)
+            delay = chunk_delay_from_env() if self.chunk_delay is None else self.chunk_delay
+            if delay > 0:
+                time.sleep(delay)
             yield piece
 
 
@@ -174,7 +188,7 @@ class EmbeddedAgentProvider(_EmbeddedBase):
         self,
         tools: Sequence[str] | None = None,
         *,
-        chunk_delay: float = 0.0,
+        chunk_delay: float | None = None,
         fail: bool = False,
         fail_after_chunks: int | None = None,
     ) -> None:
