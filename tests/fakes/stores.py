@@ -7,8 +7,8 @@ They keep the observable semantics of the DynamoDB stores (the store contract su
 - a turn is one record at its position; ``append_turn`` moves on past taken positions,
   and recognises its own earlier write by the turn id;
 - ``get_session`` / ``load_turn_state`` report the exact message count and treat a session
-  being deleted as missing; the head's ``lastActiveAt`` / ``messageCount`` move only on
-  ``touch`` (the coarse activity mark);
+  being deleted as missing; the head's ``lastActiveAt`` (the coarse activity mark) moves
+  only on ``touch`` and ``refresh_activity``;
 - values round-trip through JSON where DynamoDB stores JSON (capabilities, principal,
   metadata, run traces), so a value the real store could not hold fails here too.
 

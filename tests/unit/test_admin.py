@@ -12,79 +12,79 @@ from convo_memory.services.admin import (
     seed_capabilities,
     tokens_match,
 )
-from tests.fakes.in_memory_store import InMemoryStore
+from tests.fakes.stores import FakeDatabase, FakeTokenStore
 
 TOKEN = "cm_test-token-0123456789abcdefghij"
 
 
 def test_given_a_token_when_creating_a_workspace_then_only_its_hash_is_stored() -> None:
-    store = InMemoryStore()
+    db = FakeDatabase()
 
-    credentials = create_workspace(store, "Acme", token=TOKEN)
+    credentials = create_workspace(db.stores.tokens, "Acme", token=TOKEN)
 
     assert credentials.token == TOKEN
     assert credentials.name == "Acme"
-    assert TOKEN not in store.dump()
-    assert list(store.tokens) == [hash_token(TOKEN)]
-    assert store.tokens[hash_token(TOKEN)]["workspaceId"] == credentials.workspace_id
-    assert store.workspaces[credentials.workspace_id]["name"] == "Acme"
+    assert TOKEN not in db.dump()
+    assert list(db.tokens) == [hash_token(TOKEN)]
+    assert db.tokens[hash_token(TOKEN)]["workspaceId"] == credentials.workspace_id
+    assert db.workspaces[credentials.workspace_id]["name"] == "Acme"
 
 
 def test_given_no_token_when_creating_a_workspace_then_a_fresh_one_is_returned_once_and_hashed():
-    store = InMemoryStore()
+    db = FakeDatabase()
 
-    first = create_workspace(store, "One")
-    second = create_workspace(store, "Two")
+    first = create_workspace(db.stores.tokens, "One")
+    second = create_workspace(db.stores.tokens, "Two")
 
     assert first.token != second.token
     assert len(first.token) >= 32
     assert first.workspace_id != second.workspace_id
     for credentials in (first, second):
-        assert credentials.token not in store.dump()
-        assert store.workspace_for_token(hash_token(credentials.token)) == (
+        assert credentials.token not in db.dump()
+        assert db.stores.tokens.workspace_for_token(hash_token(credentials.token)) == (
             credentials.workspace_id
         )
 
 
 def test_given_an_existing_token_when_creating_again_then_the_same_workspace_is_returned():
-    store = InMemoryStore()
-    first = create_workspace(store, "Acme", token=TOKEN)
-    store.calls.clear()
+    db = FakeDatabase()
+    first = create_workspace(db.stores.tokens, "Acme", token=TOKEN)
+    db.calls.clear()
 
-    again = create_workspace(store, "Acme", token=TOKEN)
+    again = create_workspace(db.stores.tokens, "Acme", token=TOKEN)
 
     assert again.workspace_id == first.workspace_id
     assert again.token == TOKEN
-    assert len(store.workspaces) == 1
-    assert len(store.tokens) == 1
-    assert store.writes() == 0
+    assert len(db.workspaces) == 1
+    assert len(db.tokens) == 1
+    assert db.writes() == 0
 
 
 def test_given_a_concurrent_creator_wins_when_creating_then_its_workspace_is_returned() -> None:
-    class RacingStore(InMemoryStore):
+    class RacingStore(FakeTokenStore):
         def put_workspace(self, workspace_id: str, name: str, created_at: str) -> None:
             super().put_workspace(workspace_id, name, created_at)
             # Another seeder stores the same token between our look-up and our put.
-            self.tokens.setdefault(
+            self.db.tokens.setdefault(
                 hash_token(TOKEN), {"workspaceId": "ws_winner", "name": name, "createdAt": ""}
             )
 
-    store = RacingStore()
+    db = FakeDatabase()
 
-    credentials = create_workspace(store, "Acme", token=TOKEN)
+    credentials = create_workspace(RacingStore(db), "Acme", token=TOKEN)
 
     assert credentials.workspace_id == "ws_winner"
-    assert store.tokens[hash_token(TOKEN)]["workspaceId"] == "ws_winner"
+    assert db.tokens[hash_token(TOKEN)]["workspaceId"] == "ws_winner"
 
 
 def test_given_a_short_token_when_creating_a_workspace_then_it_is_refused() -> None:
-    store = InMemoryStore()
+    db = FakeDatabase()
 
     with pytest.raises(ValueError):
-        create_workspace(store, "Acme", token="too-short")
+        create_workspace(db.stores.tokens, "Acme", token="too-short")
 
-    assert store.writes() == 0
-    assert store.tokens == {} and store.workspaces == {}
+    assert db.writes() == 0
+    assert db.tokens == {} and db.workspaces == {}
 
 
 def test_given_a_token_and_its_hash_when_comparing_then_only_the_right_token_matches() -> None:
@@ -96,50 +96,50 @@ def test_given_a_token_and_its_hash_when_comparing_then_only_the_right_token_mat
 
 
 def test_given_a_known_token_when_resolving_twice_then_the_second_lookup_reads_nothing() -> None:
-    store = InMemoryStore()
-    workspace_id = create_workspace(store, "Acme", token=TOKEN).workspace_id
-    store.calls.clear()
-    resolver = TokenResolver(store, ttl_seconds=30)
+    db = FakeDatabase()
+    workspace_id = create_workspace(db.stores.tokens, "Acme", token=TOKEN).workspace_id
+    db.calls.clear()
+    resolver = TokenResolver(db.stores.tokens, ttl_seconds=30)
 
     first = resolver.workspace_for(TOKEN)
     second = resolver.workspace_for(TOKEN)
 
     assert first == second == workspace_id
-    assert store.calls["workspace_for_token"] == 1
+    assert db.calls["workspace_for_token"] == 1
 
 
 def test_given_an_unknown_token_when_resolving_then_none_and_the_miss_is_cached_too() -> None:
-    store = InMemoryStore()
-    create_workspace(store, "Acme", token=TOKEN)
-    store.calls.clear()
-    resolver = TokenResolver(store, ttl_seconds=30)
+    db = FakeDatabase()
+    create_workspace(db.stores.tokens, "Acme", token=TOKEN)
+    db.calls.clear()
+    resolver = TokenResolver(db.stores.tokens, ttl_seconds=30)
 
     assert resolver.workspace_for("cm_not-a-real-token-at-all-000") is None
     assert resolver.workspace_for("cm_not-a-real-token-at-all-000") is None
     assert resolver.workspace_for("") is None
 
-    assert store.calls["workspace_for_token"] == 1
+    assert db.calls["workspace_for_token"] == 1
 
 
 def test_given_a_zero_ttl_when_resolving_twice_then_each_lookup_reads_the_store() -> None:
-    store = InMemoryStore()
-    workspace_id = create_workspace(store, "Acme", token=TOKEN).workspace_id
-    store.calls.clear()
-    resolver = TokenResolver(store, ttl_seconds=0)
+    db = FakeDatabase()
+    workspace_id = create_workspace(db.stores.tokens, "Acme", token=TOKEN).workspace_id
+    db.calls.clear()
+    resolver = TokenResolver(db.stores.tokens, ttl_seconds=0)
 
     assert resolver.workspace_for(TOKEN) == workspace_id
     assert resolver.workspace_for(TOKEN) == workspace_id
 
-    assert store.calls["workspace_for_token"] == 2
+    assert db.calls["workspace_for_token"] == 2
 
 
 def test_given_a_workspace_when_seeding_twice_then_one_capability_of_each_kind_exists() -> None:
-    store = InMemoryStore()
+    db = FakeDatabase()
 
-    first = seed_capabilities(store, "ws_demo")
-    second = seed_capabilities(store, "ws_demo")
+    first = seed_capabilities(db.stores.capabilities, "ws_demo")
+    second = seed_capabilities(db.stores.capabilities, "ws_demo")
 
     assert first == second == list(DEMO_CAPABILITIES)
-    caps = {cap.id: cap.kind for cap in store.list_capabilities("ws_demo")}
+    caps = {cap.id: cap.kind for cap in db.stores.capabilities.list_capabilities("ws_demo")}
     assert caps == {"cap-generative": "generative", "cap-agent": "agent", "cap-classic": "classic"}
-    assert store.calls["put_capability"] == 3
+    assert db.calls["put_capability"] == 3

@@ -47,8 +47,11 @@ def test_given_every_variable_when_loading_then_each_lands_in_its_field():
         "IDLE_ARCHIVE_DAYS": "3",
         "PURGE_AFTER_DAYS": "10",
         "CACHE_TTL_SECONDS": "0",
-        "SUMMARY_COALESCE_SECONDS": "20",
-        "SUMMARY_DELAY_SECONDS": "2",
+        "SUMMARY_COALESCE_SECONDS": "2",
+        "SUMMARY_DELAY_SECONDS": "20",
+        "MAX_STORED_ANSWER_CHARS": "50000",
+        "ACTIVITY_GRANULARITY_SECONDS": "600",
+        "DELETION_GRACE_SECONDS": "1200",
     }
 
     settings = Settings.from_env(env)
@@ -60,13 +63,16 @@ def test_given_every_variable_when_loading_then_each_lands_in_its_field():
         "summary_queue_url": "https://sqs.local/summary",
         "repair_queue_url": "https://sqs.local/repair",
         "max_input_chars": 5_000,
+        "max_stored_answer_chars": 50_000,
         "digest_max_chars": 800,
         "digest_retention_hours": 12,
         "idle_archive_days": 3,
         "purge_after_days": 10,
         "cache_ttl_seconds": 0,
-        "summary_coalesce_seconds": 20,
-        "summary_delay_seconds": 2,
+        "activity_granularity_seconds": 600,
+        "deletion_grace_seconds": 1200,
+        "summary_coalesce_seconds": 2,
+        "summary_delay_seconds": 20,
     }
 
 
@@ -98,6 +104,10 @@ def test_given_no_mapping_when_loading_then_the_process_environment_is_read(
         ("CACHE_TTL_SECONDS", "3601"),
         ("SUMMARY_COALESCE_SECONDS", "901"),
         ("SUMMARY_DELAY_SECONDS", "1.5"),
+        ("MAX_STORED_ANSWER_CHARS", "999"),
+        ("MAX_STORED_ANSWER_CHARS", "100001"),
+        ("ACTIVITY_GRANULARITY_SECONDS", "59"),
+        ("DELETION_GRACE_SECONDS", "300"),
     ],
 )
 def test_given_a_bad_value_when_loading_then_settings_error_names_the_variable(
@@ -143,3 +153,23 @@ def test_given_an_idle_window_longer_than_the_purge_window_when_loading_then_it_
         Settings.from_env(env)
 
     assert "IDLE_ARCHIVE_DAYS" in str(raised.value)
+
+
+def test_given_an_activity_mark_as_coarse_as_half_the_idle_window_then_it_is_refused() -> None:
+    env = {**REQUIRED, "IDLE_ARCHIVE_DAYS": "1", "ACTIVITY_GRANULARITY_SECONDS": "43201"}
+
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env(env)
+
+    assert "ACTIVITY_GRANULARITY_SECONDS" in str(raised.value)
+    assert Settings.from_env({**env, "ACTIVITY_GRANULARITY_SECONDS": "43200"})
+
+
+def test_given_a_coalescing_window_longer_than_the_delay_then_it_is_refused() -> None:
+    # The delayed job must start after the turns whose triggers it coalesced have landed.
+    env = {**REQUIRED, "SUMMARY_COALESCE_SECONDS": "5", "SUMMARY_DELAY_SECONDS": "4"}
+
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env(env)
+
+    assert "SUMMARY_COALESCE_SECONDS" in str(raised.value)

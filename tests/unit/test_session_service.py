@@ -1,10 +1,11 @@
-"""Session use cases (SessionService) over the in-memory store."""
+"""Session use cases (SessionService) wired by the composition root over fakes: create,
+read, patch, delete (marked first, emptied, the head removed by retention after the
+grace period), transcript pages and the context view."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections import Counter
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -15,79 +16,72 @@ from convo_memory.domain.errors import (
     ExternalRefImmutable,
     PrincipalImmutable,
     SessionNotFound,
+    StoreUnavailable,
 )
 from convo_memory.domain.models import (
-    CapabilityCreate,
     ReplayPolicy,
     Session,
     SessionCreate,
     SessionPatch,
     Summary,
     ToolSpec,
+    parse_iso,
 )
 from convo_memory.domain.prompt import ChatMessage
 from convo_memory.domain.replay_window import select_replay_window
 from convo_memory.ports import ToolCall
-from convo_memory.services.catalog import CapabilityCatalog
-from convo_memory.services.sessions import SessionService
-from convo_memory.services.turns import TurnPolicy, TurnService
-from tests.fakes.in_memory_store import FakeClock, FakeProvider, InMemoryStore
+from tests.fakes.app import WS, FakeApp, fake_app
 
-WS = "ws_alpha"
 OTHER_WS = "ws_beta"
 PRINCIPAL = {"tenant_id": "t-1", "user_id": "u-7"}
-
-
-@dataclass
-class World:
-    store: InMemoryStore
-    catalog: CapabilityCatalog
-    sessions: SessionService
-    clock: FakeClock
-
-    def capability(self, cap_id: str, kind: str = "generative", ws: str = WS, **extra: Any) -> str:
-        body = CapabilityCreate.model_validate({"name": cap_id, "kind": kind, **extra})
-        self.catalog.create(ws, body, cap_id=cap_id)
-        return cap_id
-
-    def session(
-        self,
-        cap_id: str = "cap-gen",
-        ws: str = WS,
-        principal: dict[str, str] | None = PRINCIPAL,
-        metadata: dict[str, Any] | None = None,
-    ) -> Session:
-        body = SessionCreate(
-            capability_id=cap_id,
-            external_ref="end-user-1",
-            principal=principal,
-            metadata=metadata or {},
-        )
-        return self.sessions.create(ws, body)
-
-    def turns(
-        self, provider: FakeProvider, clock: Callable[[], float] | None = None
-    ) -> TurnService:
-        return TurnService(
-            store=self.store,
-            catalog=self.catalog,
-            provider_for=lambda capability: provider,
-            filter_for=lambda capability: None,
-            summary_queue=None,
-            repair_queue=None,
-            policy=TurnPolicy(digest_retention_seconds=3_600),
-            clock=clock or self.clock,
-        )
+LOOKUP = ToolCall("lookup", {"q": "1"}, "found it")
 
 
 @pytest.fixture
-def world() -> World:
-    store = InMemoryStore()
-    clock = FakeClock()
-    catalog = CapabilityCatalog(store, cache_ttl_seconds=30, clock=clock)
-    w = World(store=store, catalog=catalog, sessions=SessionService(store, catalog), clock=clock)
-    w.capability("cap-gen")
-    return w
+def app() -> FakeApp:
+    """The application with one generative capability, ``cap-gen``; digests kept 1 h."""
+    app = fake_app(digest_retention_hours=1)
+    app.capability("cap-gen")
+    return app
+
+
+def open_session(
+    app: FakeApp,
+    cap_id: str = "cap-gen",
+    ws: str = WS,
+    principal: dict[str, str] | None = PRINCIPAL,
+    metadata: dict[str, Any] | None = None,
+) -> Session:
+    body = SessionCreate(
+        capability_id=cap_id,
+        external_ref="end-user-1",
+        principal=principal,
+        metadata=metadata or {},
+    )
+    return app.container.sessions.create(ws, body)
+
+
+def agent_conversation(app: FakeApp) -> tuple[Session, str]:
+    """An agent session with one turn that called a tool (a digest and a run trace) and
+    a summary; returns the session and the run id."""
+    app.capability("cap-agent", kind="agent", tools=[ToolSpec(name="lookup").model_dump()])
+    session = open_session(app, "cap-agent")
+    app.provider.text, app.provider.tool_calls = "done", (LOOKUP,)
+    prediction = app.container.turns.predict(WS, "cap-agent", "look it up", session.id)
+    assert prediction.recorded and prediction.run_id is not None
+    summary = Summary(text="earlier", through_seq=2)
+    assert app.db.stores.summaries.advance_summary(session.id, 0, summary)
+    assert app.db.digests_of(session.id)
+    return session, prediction.run_id
+
+
+def deleted_at(app: FakeApp, session_id: str) -> datetime:
+    """When the session's deletion began, as its head records it."""
+    return datetime.fromtimestamp(parse_iso(app.db.heads[session_id]["deletedAt"]), UTC)
+
+
+def grace(app: FakeApp) -> timedelta:
+    return timedelta(seconds=app.container.settings.deletion_grace_seconds)
 
 
 def patch(body: dict[str, Any]) -> SessionPatch:
@@ -99,11 +93,11 @@ def patch(body: dict[str, Any]) -> SessionPatch:
 
 
 def test_given_a_capability_of_the_workspace_when_creating_then_a_fresh_active_session_exists(
-    world: World,
+    app: FakeApp,
 ) -> None:
-    session = world.session(metadata={"channel": "web"})
+    session = open_session(app, metadata={"channel": "web"})
 
-    stored = world.sessions.get(WS, session.id)
+    stored = app.container.sessions.get(WS, session.id)
     assert stored == session
     assert (stored.status, stored.message_count) == ("active", 0)
     assert stored.capability_id == "cap-gen"
@@ -113,46 +107,50 @@ def test_given_a_capability_of_the_workspace_when_creating_then_a_fresh_active_s
 
 
 def test_given_a_capability_of_another_workspace_when_creating_then_capability_not_found(
-    world: World,
+    app: FakeApp,
 ) -> None:
-    world.capability("cap-theirs", ws=OTHER_WS)
+    app.capability("cap-theirs", ws=OTHER_WS)
 
     with pytest.raises(CapabilityNotFound):
-        world.session("cap-theirs", ws=WS)
+        open_session(app, "cap-theirs", ws=WS)
     with pytest.raises(CapabilityNotFound):
-        world.session("cap-nowhere", ws=WS)
+        open_session(app, "cap-nowhere", ws=WS)
 
-    assert world.store.partitions == {}
+    assert app.db.heads == {}
+    assert app.db.calls["create_session"] == 0
 
 
 def test_given_a_classic_capability_when_creating_a_session_then_it_is_refused(
-    world: World,
+    app: FakeApp,
 ) -> None:
-    world.capability("cap-classic", kind="classic")
+    app.capability("cap-classic", kind="classic")
 
     with pytest.raises(CapabilityNotConversational):
-        world.session("cap-classic")
+        open_session(app, "cap-classic")
 
-    assert world.store.partitions == {}
+    assert app.db.heads == {}
+    assert app.db.calls["create_session"] == 0
 
 
-def test_given_another_workspaces_session_when_reading_then_it_is_not_found(world: World) -> None:
-    session = world.session()
+def test_given_another_workspaces_session_when_reading_then_it_is_not_found(app: FakeApp) -> None:
+    session = open_session(app)
+    sessions = app.container.sessions
 
     with pytest.raises(SessionNotFound):
-        world.sessions.get(OTHER_WS, session.id)
+        sessions.get(OTHER_WS, session.id)
     with pytest.raises(SessionNotFound):
-        world.sessions.get(WS, "ses_missing")
+        sessions.get(WS, "ses_missing")
     with pytest.raises(SessionNotFound):
-        world.sessions.context(OTHER_WS, session.id)
+        sessions.context(OTHER_WS, session.id)
     with pytest.raises(SessionNotFound):
-        world.sessions.messages(OTHER_WS, session.id, limit=10, after_seq=0)
+        sessions.messages(OTHER_WS, session.id, limit=10, after_seq=0)
     with pytest.raises(SessionNotFound):
-        world.sessions.patch(OTHER_WS, session.id, patch({"metadata": {"x": 1}}))
+        sessions.patch(OTHER_WS, session.id, patch({"metadata": {"x": 1}}))
     with pytest.raises(SessionNotFound):
-        world.sessions.delete(OTHER_WS, session.id)
+        sessions.delete(OTHER_WS, session.id)
 
-    assert world.sessions.get(WS, session.id) == session
+    assert sessions.get(WS, session.id) == session
+    assert app.db.heads[session.id]["status"] == "active"
 
 
 # -- patch -------------------------------------------------------------------------
@@ -163,60 +161,62 @@ def test_given_another_workspaces_session_when_reading_then_it_is_not_found(worl
     [{"tenant_id": "t-1", "user_id": "someone-else"}, None, {}, {"tenant_id": "t-1"}],
 )
 def test_given_a_different_principal_when_patching_then_it_is_refused_and_nothing_changes(
-    world: World, principal: dict[str, str] | None
+    app: FakeApp, principal: dict[str, str] | None
 ) -> None:
-    session = world.session(metadata={"keep": True})
+    session = open_session(app, metadata={"keep": True})
 
     with pytest.raises(PrincipalImmutable):
-        world.sessions.patch(WS, session.id, patch({"principal": principal, "metadata": {"x": 1}}))
+        app.container.sessions.patch(
+            WS, session.id, patch({"principal": principal, "metadata": {"x": 1}})
+        )
 
-    assert world.sessions.get(WS, session.id) == session
-    assert world.store.calls["update_metadata"] == 0
+    assert app.container.sessions.get(WS, session.id) == session
+    assert app.db.calls["update_metadata"] == 0
 
 
 def test_given_a_session_without_principal_when_patching_one_in_then_it_is_refused(
-    world: World,
+    app: FakeApp,
 ) -> None:
-    session = world.session(principal=None)
+    session = open_session(app, principal=None)
 
     with pytest.raises(PrincipalImmutable):
-        world.sessions.patch(WS, session.id, patch({"principal": {"user_id": "u-1"}}))
+        app.container.sessions.patch(WS, session.id, patch({"principal": {"user_id": "u-1"}}))
 
-    assert world.sessions.get(WS, session.id).principal is None
+    assert app.container.sessions.get(WS, session.id).principal is None
 
 
 def test_given_the_same_principal_when_patching_then_the_metadata_change_is_allowed(
-    world: World,
+    app: FakeApp,
 ) -> None:
-    session = world.session(metadata={"a": 1})
+    session = open_session(app, metadata={"a": 1})
 
-    updated = world.sessions.patch(
+    updated = app.container.sessions.patch(
         WS, session.id, patch({"principal": dict(PRINCIPAL), "metadata": {"b": 2}})
     )
 
     assert updated.principal == PRINCIPAL
     assert updated.metadata == {"b": 2}
-    assert world.sessions.get(WS, session.id).metadata == {"b": 2}
+    assert app.container.sessions.get(WS, session.id).metadata == {"b": 2}
 
 
 def test_given_a_different_external_ref_when_patching_then_it_is_refused_and_nothing_changes(
-    world: World,
+    app: FakeApp,
 ) -> None:
-    session = world.session(metadata={"keep": True})
+    session = open_session(app, metadata={"keep": True})
 
     with pytest.raises(ExternalRefImmutable):
-        world.sessions.patch(
+        app.container.sessions.patch(
             WS, session.id, patch({"externalRef": "someone-else", "metadata": {"x": 1}})
         )
 
-    assert world.sessions.get(WS, session.id) == session
-    assert world.store.calls["update_metadata"] == 0
+    assert app.container.sessions.get(WS, session.id) == session
+    assert app.db.calls["update_metadata"] == 0
 
 
-def test_given_the_same_external_ref_when_patching_then_it_is_allowed(world: World) -> None:
-    session = world.session()
+def test_given_the_same_external_ref_when_patching_then_it_is_allowed(app: FakeApp) -> None:
+    session = open_session(app)
 
-    updated = world.sessions.patch(
+    updated = app.container.sessions.patch(
         WS, session.id, patch({"externalRef": "end-user-1", "metadata": {"n": 1}})
     )
 
@@ -225,14 +225,16 @@ def test_given_the_same_external_ref_when_patching_then_it_is_allowed(world: Wor
 
 
 def test_given_new_metadata_when_patching_then_it_replaces_the_old_as_a_whole(
-    world: World,
+    app: FakeApp,
 ) -> None:
-    session = world.session(metadata={"a": 1, "nested": {"x": 1, "y": 2}})
+    session = open_session(app, metadata={"a": 1, "nested": {"x": 1, "y": 2}})
 
-    updated = world.sessions.patch(WS, session.id, patch({"metadata": {"nested": {"x": 9}}}))
+    updated = app.container.sessions.patch(
+        WS, session.id, patch({"metadata": {"nested": {"x": 9}}})
+    )
 
     assert updated.metadata == {"nested": {"x": 9}}
-    stored = world.sessions.get(WS, session.id)
+    stored = app.container.sessions.get(WS, session.id)
     assert stored.metadata == {"nested": {"x": 9}}
     assert stored.model_dump(exclude={"metadata"}) == session.model_dump(exclude={"metadata"})
 
@@ -241,78 +243,144 @@ def test_given_new_metadata_when_patching_then_it_replaces_the_old_as_a_whole(
 
 
 def test_given_a_conversation_when_deleting_then_the_transcript_goes_and_run_traces_stay(
-    world: World,
+    app: FakeApp,
 ) -> None:
-    world.capability("cap-agent", kind="agent", tools=[ToolSpec(name="lookup").model_dump()])
-    session = world.session("cap-agent")
-    provider = FakeProvider("done", tool_calls=[ToolCall("lookup", {"q": "1"}, "found it")])
-    prediction = world.turns(provider).predict(WS, "cap-agent", "look it up", session.id)
-    world.store.advance_summary(session.id, 0, Summary(text="earlier", through_seq=2))
-    assert prediction.run_id is not None
-    assert world.store.digests_of(session.id)
+    session, run_id = agent_conversation(app)
 
-    world.sessions.delete(WS, session.id)
+    app.container.sessions.delete(WS, session.id)
 
     with pytest.raises(SessionNotFound):
-        world.sessions.get(WS, session.id)
-    assert world.store.messages_of(session.id) == []
-    assert world.store.digests_of(session.id) == {}
-    assert world.store.get_summary(session.id) is None
-    assert world.store.list_messages(session.id, 0, 10) == ([], False)
-    assert session.id not in world.store.partitions
-    assert session.id not in world.store.summaries
+        app.container.sessions.get(WS, session.id)
+    with pytest.raises(SessionNotFound):
+        app.container.sessions.messages(WS, session.id, limit=10, after_seq=0)
+    assert app.db.messages_of(session.id) == []
+    assert app.db.digests_of(session.id) == {}
+    assert app.db.stores.summaries.get_summary(session.id) is None
+    assert app.db.stores.turns.list_messages(session.id, 0, 10) == ([], False)
+    assert session.id not in app.db.summaries
+    # What is left is the emptied head, marked deleted, for the retention run to remove.
+    assert app.db.heads[session.id]["status"] == "deleting"
     # The agent run trace outlives the conversation.
-    run = world.store.get_run(WS, prediction.run_id)
+    run = app.db.stores.runs.get_run(WS, run_id)
     assert run is not None and run["sessionId"] == session.id
+
+
+def test_given_a_deleted_session_when_the_grace_period_passes_then_retention_removes_the_head(
+    app: FakeApp,
+) -> None:
+    session, run_id = agent_conversation(app)
+    app.container.sessions.delete(WS, session.id)
+    began = deleted_at(app, session.id)
+
+    # Within the grace period a turn that was already in flight may still land: the
+    # head stays, so such a write is swept with it.
+    early = app.container.retention.run(began + grace(app))
+    assert early.deletions_finished == 0
+    assert app.db.holds_session(session.id)
+
+    report = app.container.retention.run(began + grace(app) + timedelta(milliseconds=1))
+
+    assert report.deletions_finished == 1
+    assert not app.db.holds_session(session.id)
+    assert app.metrics.counts["DeletionsFinished"] == 1
+    with pytest.raises(SessionNotFound):
+        app.container.sessions.delete(WS, session.id)
+    assert app.db.stores.runs.get_run(WS, run_id) is not None
+
+
+def test_given_a_deletion_interrupted_after_marking_when_retried_then_it_resumes_and_finishes(
+    app: FakeApp,
+) -> None:
+    session, _ = agent_conversation(app)
+    app.db.fail_next["delete_contents"] = StoreUnavailable("throttled")
+
+    with pytest.raises(StoreUnavailable):
+        app.container.sessions.delete(WS, session.id)
+
+    # Marked first: the session answers 404 at once, to reads and to turns alike,
+    # though its transcript is still stored.
+    with pytest.raises(SessionNotFound):
+        app.container.sessions.get(WS, session.id)
+    with pytest.raises(SessionNotFound):
+        app.container.turns.session_message(WS, session.id, "still there?")
+    assert len(app.db.messages_of(session.id)) == 2
+
+    app.container.sessions.delete(WS, session.id)  # the client's retry resumes
+
+    assert app.db.messages_of(session.id) == []
+    assert app.db.digests_of(session.id) == {}
+    assert session.id not in app.db.summaries
+    assert app.db.calls["begin_deletion"] == 2
+
+
+def test_given_a_deletion_interrupted_and_never_retried_then_retention_finishes_it(
+    app: FakeApp,
+) -> None:
+    session, run_id = agent_conversation(app)
+    app.db.fail_next["delete_contents"] = StoreUnavailable("throttled")
+    with pytest.raises(StoreUnavailable):
+        app.container.sessions.delete(WS, session.id)
+    assert len(app.db.messages_of(session.id)) == 2
+
+    report = app.container.retention.run(
+        deleted_at(app, session.id) + grace(app) + timedelta(seconds=1)
+    )
+
+    assert report.deletions_finished == 1
+    assert not app.db.holds_session(session.id)
+    assert app.db.stores.runs.get_run(WS, run_id) is not None
 
 
 # -- transcript pages ----------------------------------------------------------------
 
 
 def test_given_five_messages_when_paging_by_two_then_the_cursor_walks_oldest_first(
-    world: World,
+    app: FakeApp,
 ) -> None:
-    session = world.session()
-    world.store.add_turn(session.id, "q1", "a1")
-    world.store.add_turn(session.id, "q2", "a2")
-    world.store.add_turn(session.id, "q3", "a3")  # seqs 1..6
+    session = open_session(app)
+    app.db.add_turn(session.id, "q1", "a1")
+    app.db.add_turn(session.id, "q2", "a2")
+    app.db.add_turn(session.id, "q3", "a3")  # seqs 1..6
+    sessions = app.container.sessions
 
     pages: list[list[int]] = []
     cursor: int | None = 0
     while cursor is not None:
-        page, cursor = world.sessions.messages(WS, session.id, limit=4, after_seq=cursor)
+        page, cursor = sessions.messages(WS, session.id, limit=4, after_seq=cursor)
         pages.append([m.seq for m in page])
 
     assert pages == [[1, 2, 3, 4], [5, 6]]
 
-    first, cursor = world.sessions.messages(WS, session.id, limit=2, after_seq=0)
+    first, cursor = sessions.messages(WS, session.id, limit=2, after_seq=0)
     assert ([m.content for m in first], cursor) == (["q1", "a1"], 2)
-    second, cursor = world.sessions.messages(WS, session.id, limit=2, after_seq=2)
+    second, cursor = sessions.messages(WS, session.id, limit=2, after_seq=2)
     assert ([m.content for m in second], cursor) == (["q2", "a2"], 4)
-    last, cursor = world.sessions.messages(WS, session.id, limit=2, after_seq=4)
+    last, cursor = sessions.messages(WS, session.id, limit=2, after_seq=4)
     assert ([m.content for m in last], cursor) == (["q3", "a3"], None)
 
 
-def test_given_no_messages_when_paging_then_an_empty_last_page(world: World) -> None:
-    session = world.session()
+def test_given_no_messages_when_paging_then_an_empty_last_page(app: FakeApp) -> None:
+    session = open_session(app)
 
-    assert world.sessions.messages(WS, session.id, limit=50, after_seq=0) == ([], None)
+    assert app.container.sessions.messages(WS, session.id, limit=50, after_seq=0) == ([], None)
 
 
 # -- context -----------------------------------------------------------------------
 
 
 def test_given_a_history_and_a_summary_when_reading_context_then_it_is_the_replay_window(
-    world: World,
+    app: FakeApp,
 ) -> None:
-    world.capability("cap-small", replay={"maxMessages": 4, "maxChars": 30, "minMessages": 1})
-    session = world.session("cap-small")
+    app.capability("cap-small", replay={"maxMessages": 4, "maxChars": 30, "minMessages": 1})
+    session = open_session(app, "cap-small")
     for i in range(1, 5):
-        world.store.add_turn(session.id, f"question {i}", f"answer {i}")
-    world.store.advance_summary(session.id, 0, Summary(text="so far: 1-4", through_seq=4))
-    history = world.store.messages_of(session.id)
+        app.db.add_turn(session.id, f"question {i}", f"answer {i}")
+    summary = Summary(text="so far: 1-4", through_seq=4)
+    assert app.db.stores.summaries.advance_summary(session.id, 0, summary)
+    history = app.db.messages_of(session.id)
+    app.settle()
 
-    context = world.sessions.context(WS, session.id)
+    context = app.container.sessions.context(WS, session.id)
 
     window = select_replay_window(
         history, ReplayPolicy(max_messages=4, max_chars=30, min_messages=1)
@@ -323,43 +391,59 @@ def test_given_a_history_and_a_summary_when_reading_context_then_it_is_the_repla
     assert context.replayed_chars == window.replayed_chars
     assert context.summary == Summary(text="so far: 1-4", through_seq=4)
     assert context.tool_digests == []
+    assert app.db.writes() == 0
 
 
 def test_given_a_context_when_the_next_turn_runs_then_the_model_sees_exactly_those_messages(
-    world: World,
+    app: FakeApp,
 ) -> None:
-    world.capability("cap-small", replay={"maxMessages": 3, "maxChars": 1_000, "minMessages": 1})
-    session = world.session("cap-small")
+    app.capability("cap-small", replay={"maxMessages": 3, "maxChars": 1_000, "minMessages": 1})
+    session = open_session(app, "cap-small")
     for i in range(1, 4):
-        world.store.add_turn(session.id, f"question {i}", f"answer {i}")
-    provider = FakeProvider("ok")
+        app.db.add_turn(session.id, f"question {i}", f"answer {i}")
 
-    context = world.sessions.context(WS, session.id)
-    world.turns(provider).predict(WS, "cap-small", "next", session.id)
+    context = app.container.sessions.context(WS, session.id)
+    app.container.turns.predict(WS, "cap-small", "next", session.id)
 
-    assert provider.last_prompt.messages[:-1] == tuple(
+    assert app.provider.last_prompt.messages[:-1] == tuple(
         ChatMessage(m.role, m.content) for m in context.messages
     )
 
 
 def test_given_an_agent_session_when_reading_context_then_only_live_replayed_digests_show(
-    world: World,
+    app: FakeApp,
 ) -> None:
-    # SessionService.context reads the real clock (it takes no clock), so the turns are
-    # stamped relative to it: one an hour and a bit ago (digest expired), one just now.
-    world.capability("cap-agent", kind="agent", tools=[ToolSpec(name="lookup").model_dump()])
-    session = world.session("cap-agent")
-    old = FakeProvider("first", tool_calls=[ToolCall("lookup", {"q": "old"}, "stale result")])
-    world.turns(old, clock=lambda: time.time() - 3_600 - 600).predict(
-        WS, "cap-agent", "look it up", session.id
-    )
-    new = FakeProvider("second", tool_calls=[ToolCall("lookup", {"q": "new"}, "fresh result")])
-    world.turns(new, clock=time.time).predict(WS, "cap-agent", "again", session.id)
+    # Digests are kept one hour: the first turn's has expired by the time of the second.
+    app.capability("cap-agent", kind="agent", tools=[ToolSpec(name="lookup").model_dump()])
+    session = open_session(app, "cap-agent")
+    app.provider.text = "first"
+    app.provider.tool_calls = (ToolCall("lookup", {"q": "old"}, "stale result"),)
+    app.container.turns.predict(WS, "cap-agent", "look it up", session.id)
+    app.clock.advance(3_600 + 600)
+    app.provider.text = "second"
+    app.provider.tool_calls = (ToolCall("lookup", {"q": "new"}, "fresh result"),)
+    app.container.turns.predict(WS, "cap-agent", "again", session.id)
 
-    context = world.sessions.context(WS, session.id)
+    context = app.container.sessions.context(WS, session.id)
 
-    assert sorted(world.store.digests_of(session.id)) == [2, 4]  # both still stored
+    assert sorted(app.db.digests_of(session.id)) == [2, 4]  # both still stored
     assert [d.seq for d in context.tool_digests] == [4]
-    assert context.tool_digests[0] == world.store.digests_of(session.id)[4][0]
+    assert context.tool_digests[0] == app.db.digests_of(session.id)[4][0]
     assert "fresh result" in context.tool_digests[0].text
     assert [m.seq for m in context.messages] == [1, 2, 3, 4]
+
+
+def test_given_a_session_when_reading_it_then_the_count_and_last_turn_are_exact(
+    app: FakeApp,
+) -> None:
+    # The head's own lastActiveAt is a coarse mark; reads report the real last turn.
+    session = open_session(app)
+    app.db.add_turn(session.id, "q1", "a1", created_at="2099-01-01T00:00:00.000Z")
+    app.db.add_turn(session.id, "q2", "a2", created_at="2099-01-02T00:00:00.000Z")
+    app.settle()
+
+    stored = app.container.sessions.get(WS, session.id)
+
+    assert (stored.message_count, stored.last_active_at) == (4, "2099-01-02T00:00:00.000Z")
+    assert app.db.heads[session.id]["lastActiveAt"] == session.last_active_at
+    assert app.db.calls == Counter({"get_session": 1})

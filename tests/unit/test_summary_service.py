@@ -1,28 +1,27 @@
-"""The rolling-summary fold (SummaryService) with in-memory fakes: what it folds, the
-watermark rules (never twice, never skipped, never backwards), the work bound, and when
-it re-enqueues itself."""
+"""The rolling-summary fold (SummaryService) over fakes, wired by the composition root
+(or by hand with the same stores where a test needs another work bound): what it folds,
+the watermark rules (never twice, never skipped, never backwards), the work bound, which
+sessions it skips, and when it re-enqueues itself."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from convo_memory.domain.errors import ProviderError
-from convo_memory.domain.models import CapabilityCreate, SessionCreate, Summary
-from convo_memory.domain.turn_records import TurnRecord
-from convo_memory.services.catalog import CapabilityCatalog
-from convo_memory.services.sessions import SessionService
+from convo_memory.domain.errors import ProviderError, StoreUnavailable
+from convo_memory.domain.models import Summary
 from convo_memory.services.summaries import (
     SummaryPolicy,
     SummaryService,
     TranscriptGap,
 )
-from tests.fakes.in_memory_store import FakeClock, FakeMetrics, FakeQueue, InMemoryStore
+from tests.fakes.adapters import FakeProvider
+from tests.fakes.app import FakeApp, fake_app
 
 WS = "ws_alpha"
 CAP = "cap_chat"
@@ -75,33 +74,40 @@ class FakeSummarizer:
 
 @dataclass
 class World:
-    store: InMemoryStore
-    catalog: CapabilityCatalog
+    app: FakeApp
     summarizer: FakeSummarizer
-    queue: FakeQueue
-    metrics: FakeMetrics
-    clock: FakeClock
     session_id: str = ""
 
     def service(self, **policy: float) -> SummaryService:
+        """The container's SummaryService; with ``policy`` overrides (work bounds the
+        deployment settings do not expose), one wired the same way with that policy."""
+        if not policy:
+            return self.app.container.summaries
+        return self.rival(self.summarizer, **policy)
+
+    def rival(self, summarizer: FakeSummarizer, **policy: float) -> SummaryService:
+        """Another job's service (another container) over the same stores and queue."""
+        stores = self.app.db.stores
         return SummaryService(
-            store=self.store,
-            catalog=self.catalog,
-            summarizer_for=lambda _cap: self.summarizer,
-            queue=self.queue,
+            sessions=stores.sessions,
+            turns=stores.turns,
+            summaries=stores.summaries,
+            catalog=self.app.container.catalog,
+            summarizer_for=lambda _cap: summarizer,
+            queue=self.app.summary_queue,
             policy=SummaryPolicy(**policy),  # type: ignore[arg-type]
-            metrics=self.metrics,
-            clock=self.clock,
+            metrics=self.app.metrics,
+            clock=self.app.clock,
         )
 
     def turns(self, n: int, session_id: str | None = None) -> None:
         sid = session_id or self.session_id
-        start = self.store.get_session(sid).message_count // 2  # type: ignore[union-attr]
+        start = len(self.app.db.messages_of(sid)) // 2
         for i in range(start + 1, start + n + 1):
-            self.store.add_turn(sid, f"question {i}", f"answer {i}")
+            self.app.db.add_turn(sid, f"question {i}", f"answer {i}")
 
     def summary(self, session_id: str | None = None) -> Summary | None:
-        return self.store.summaries.get(session_id or self.session_id)
+        return self.app.db.summaries.get(session_id or self.session_id)
 
     def summary_lines(self) -> list[str]:
         summary = self.summary()
@@ -109,28 +115,22 @@ class World:
 
     def set_summary(self, through: int) -> Summary:
         summary = Summary(text="\n".join(lines(1, through)), through_seq=through)
-        assert self.store.advance_summary(self.session_id, 0, summary)
+        assert self.app.db.stores.summaries.advance_summary(self.session_id, 0, summary)
         return summary
 
 
-def make_world(summary_max_chars: int = 50_000) -> World:
-    store = InMemoryStore()
-    catalog = CapabilityCatalog(store)
-    body = CapabilityCreate.model_validate(
-        {
-            "name": "chat",
-            "kind": "generative",
-            "replay": REPLAY,
-            "summary": {"maxChars": summary_max_chars},
-        }
+def make_world(summary_max_chars: int = 50_000, **overrides: Any) -> World:
+    """One conversation (``world.session_id``) on a chat capability whose window replays
+    the newest 4 messages; ``overrides`` are deployment settings."""
+    summarizer = FakeSummarizer()
+    app = fake_app(
+        # Answers as the seeded history's: "question n" -> "answer n".
+        provider=FakeProvider(lambda p: p.user_input.replace("question", "answer")),
+        summarizer=summarizer,
+        **overrides,
     )
-    catalog.create(WS, body, cap_id=CAP)
-    world = World(store, catalog, FakeSummarizer(), FakeQueue(), FakeMetrics(), FakeClock())
-    sessions = SessionService(store, catalog)
-    world.session_id = sessions.create(
-        WS, SessionCreate(capability_id=CAP, external_ref="end-user-1")
-    ).id
-    return world
+    app.capability(CAP, replay=REPLAY, summary={"maxChars": summary_max_chars})
+    return World(app, summarizer, app.session(CAP))
 
 
 @pytest.fixture
@@ -148,21 +148,21 @@ def test_given_nothing_omitted_when_folding_then_nothing_is_summarized(world: Wo
 
     assert outcome.status == "up_to_date" and outcome.target_seq == 0
     assert world.summarizer.calls == [] and world.summary() is None
-    assert world.queue.sent == []
+    assert world.app.summary_queue.sent == []
 
 
 def test_given_a_caught_up_summary_when_folding_again_then_it_is_a_no_op(world: World) -> None:
     world.turns(5)  # 10 messages: 1..6 omitted
     before = world.set_summary(6)
-    world.store.calls.clear()
+    world.app.settle()
 
     outcome = world.service().fold(WS, world.session_id)
 
     assert outcome.status == "up_to_date" and outcome.through_seq == 6
     assert world.summarizer.calls == []
     assert world.summary() == before
-    assert world.store.calls["advance_summary"] == 0
-    assert world.queue.sent == []  # a job with nothing to do ends its chain
+    assert world.app.db.calls["advance_summary"] == 0
+    assert world.app.summary_queue.sent == []  # a job with nothing to do ends its chain
 
 
 def test_given_no_summary_when_folding_then_exactly_the_omitted_messages_are_folded(
@@ -179,7 +179,7 @@ def test_given_no_summary_when_folding_then_exactly_the_omitted_messages_are_fol
     summary = world.summary()
     assert summary is not None and summary.through_seq == 6
     assert world.summary_lines() == lines(1, 6)
-    assert world.metrics.counts["SummaryMessagesFolded"] == 6
+    assert world.app.metrics.counts["SummaryMessagesFolded"] == 6
 
 
 def test_given_a_summary_when_more_is_omitted_then_only_the_new_messages_are_folded_into_it(
@@ -198,20 +198,14 @@ def test_given_a_summary_when_more_is_omitted_then_only_the_new_messages_are_fol
     assert world.summary_lines() == lines(1, 6)
 
 
-def test_the_summary_covers_what_the_context_omits_under_a_char_budget() -> None:
-    world = make_world()
-    store = world.store
-    body = CapabilityCreate.model_validate(
-        {"name": "tight", "kind": "generative", "replay": {"maxMessages": 10, "maxChars": 25}}
-    )
-    world.catalog.create(WS, body, cap_id="cap_tight")
-    sessions = SessionService(store, world.catalog)
-    sid = sessions.create(WS, SessionCreate(capability_id="cap_tight", external_ref="u")).id
+def test_the_summary_covers_what_the_context_omits_under_a_char_budget(world: World) -> None:
+    world.app.capability("cap_tight", replay={"maxMessages": 10, "maxChars": 25})
+    sid = world.app.session("cap_tight")
     world.turns(3, sid)  # "question n" / "answer n": the budget replays the newest 2
 
     outcome = world.service().fold(WS, sid)
 
-    context = sessions.context(WS, sid)
+    context = world.app.container.sessions.context(WS, sid)
     assert context.omitted_messages == 4
     assert outcome.through_seq == context.omitted_messages
     summary = world.summary(sid)
@@ -233,7 +227,7 @@ def test_given_a_large_backlog_when_folding_then_chunks_are_bounded_and_the_job_
     assert len(world.summarizer.calls) == 10
     assert all(len(c.messages) <= 40 for c in world.summarizer.calls)
     assert first.through_seq == 400 and world.summary().through_seq == 400  # type: ignore[union-attr]
-    assert world.queue.sent == [({"workspaceId": WS, "sessionId": world.session_id}, 0)]
+    assert world.app.summary_queue.sent == [({"workspaceId": WS, "sessionId": world.session_id}, 0)]
 
     second = service.fold(WS, world.session_id)
 
@@ -253,7 +247,7 @@ def test_given_little_time_left_when_folding_then_no_chunk_starts_and_the_job_co
 
     assert outcome.status == "partial" and outcome.summarizer_calls == 0
     assert world.summary() is None
-    assert world.queue.sent == [({"workspaceId": WS, "sessionId": world.session_id}, 0)]
+    assert world.app.summary_queue.sent == [({"workspaceId": WS, "sessionId": world.session_id}, 0)]
 
 
 # --- races -------------------------------------------------------------------------
@@ -268,7 +262,7 @@ def test_given_a_racing_job_moved_the_summary_when_storing_then_the_fold_continu
         if call == 1:
             # Another job stores 1..3 while this one is still summarizing 1..6.
             other = Summary(text="\n".join(lines(1, 3)), through_seq=3)
-            assert world.store.advance_summary(world.session_id, 0, other)
+            assert world.app.db.stores.summaries.advance_summary(world.session_id, 0, other)
 
     world.summarizer.during_call = rival_folds_first_three
 
@@ -279,7 +273,7 @@ def test_given_a_racing_job_moved_the_summary_when_storing_then_the_fold_continu
     assert second.previous == "\n".join(lines(1, 3))
     assert second.messages == [tuple(x.split(": ")) for x in lines(4, 6)]
     assert world.summary_lines() == lines(1, 6)  # each message once, in order
-    assert world.metrics.counts["SummaryRaceLost"] == 1
+    assert world.app.metrics.counts["SummaryRaceLost"] == 1
 
 
 def test_given_a_racing_job_caught_up_first_when_storing_then_this_job_stops(
@@ -298,7 +292,7 @@ def test_given_a_racing_job_caught_up_first_when_storing_then_this_job_stops(
     assert (outcome.status, outcome.through_seq, outcome.lost_races) == ("caught_up", 6, 1)
     assert len(world.summarizer.calls) == 1
     assert world.summary_lines() == lines(1, 6)
-    assert world.queue.sent == []  # the job that folded owns the follow-up
+    assert world.app.summary_queue.sent == []  # the job that folded owns the follow-up
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -317,15 +311,7 @@ def test_interleaved_jobs_fold_every_omitted_message_exactly_once_in_order(
     target = 2 * turns - 4
     if seeded and seeded <= target:
         world.set_summary(seeded)
-    rival_summarizer = FakeSummarizer()
-    rival = SummaryService(
-        store=world.store,
-        catalog=world.catalog,
-        summarizer_for=lambda _cap: rival_summarizer,
-        queue=world.queue,
-        policy=SummaryPolicy(chunk_messages=rival_chunk, max_chunks_per_run=2),
-        clock=world.clock,
-    )
+    rival = world.rival(FakeSummarizer(), chunk_messages=rival_chunk, max_chunks_per_run=2)
     watermarks: list[int] = []
 
     def interleave(call: int) -> None:
@@ -359,7 +345,7 @@ def test_given_the_summarizer_fails_when_folding_then_it_raises_and_the_summary_
         world.service().fold(WS, world.session_id)
 
     assert world.summary() == before
-    assert world.queue.sent == []  # the queue retries the failed job itself
+    assert world.app.summary_queue.sent == []  # the queue retries the failed job itself
 
 
 def test_given_the_outage_ends_when_folding_again_then_everything_omitted_is_caught_up(
@@ -384,8 +370,7 @@ def test_given_no_such_session_in_the_workspace_when_folding_then_it_is_skipped(
 ) -> None:
     world.turns(5)
     # The other workspace has a capability of the same id: only the session decides.
-    same_id = CapabilityCreate.model_validate({"name": "chat", "kind": "generative"})
-    world.catalog.create("ws_other", same_id, cap_id=CAP)
+    world.app.capability(CAP, ws="ws_other")
     session_id = world.session_id if workspace != WS else "ses_missing"
 
     outcome = world.service().fold(workspace, session_id)
@@ -394,21 +379,43 @@ def test_given_no_such_session_in_the_workspace_when_folding_then_it_is_skipped(
     assert world.summarizer.calls == [] and world.summary() is None
 
 
-def test_given_a_deleted_session_when_folding_then_it_is_skipped(world: World) -> None:
+@pytest.mark.parametrize("contents_deleted", [True, False], ids=["deleted", "deletion-begun"])
+def test_given_a_deleted_session_when_folding_then_it_is_skipped(
+    world: World, contents_deleted: bool
+) -> None:
     world.turns(5)
-    world.store.delete_session(world.session_id)
+    if contents_deleted:
+        world.app.container.sessions.delete(WS, world.session_id)
+    else:
+        # Only marked deleted so far (the deletion was interrupted): already gone.
+        world.app.db.fail_next["delete_contents"] = StoreUnavailable("throttled")
+        with pytest.raises(StoreUnavailable):
+            world.app.container.sessions.delete(WS, world.session_id)
+    assert len(world.app.db.messages_of(world.session_id)) == (0 if contents_deleted else 10)
 
     outcome = world.service().fold(WS, world.session_id)
 
     assert outcome.status == "skipped"
-    assert world.summarizer.calls == [] and world.store.summaries == {}
+    assert world.summarizer.calls == [] and world.app.db.summaries == {}
+    assert world.app.summary_queue.sent == []
+
+
+def test_given_an_archived_session_when_folding_then_it_is_skipped(world: World) -> None:
+    world.turns(5)
+    world.app.db.set_status(world.session_id, "archived")
+
+    outcome = world.service().fold(WS, world.session_id)
+
+    assert outcome.status == "skipped"
+    assert world.summarizer.calls == [] and world.summary() is None
+    assert world.app.summary_queue.sent == []
 
 
 def test_given_a_message_missing_from_the_transcript_then_the_job_fails_rather_than_skip_it(
     world: World,
 ) -> None:
     world.turns(5)
-    del world.store.partitions[world.session_id].messages[1]
+    del world.app.db.turns[world.session_id][1]  # the turn holding messages 1 and 2
 
     with pytest.raises(TranscriptGap):
         world.service().fold(WS, world.session_id)
@@ -439,65 +446,51 @@ def test_given_turns_land_while_folding_then_a_follow_up_job_is_enqueued(world: 
 
     assert outcome.through_seq == 6  # the target seen at the start
     assert outcome.requeue_delay == 1
-    assert world.queue.sent == [({"workspaceId": WS, "sessionId": world.session_id}, 1)]
+    assert world.app.summary_queue.sent == [({"workspaceId": WS, "sessionId": world.session_id}, 1)]
 
     follow_up = world.service().fold(WS, world.session_id)
 
     assert follow_up.through_seq == 10 and world.summary_lines() == lines(1, 10)
 
 
-def test_given_a_trigger_inside_its_coalescing_window_then_a_trailing_job_runs_after_it(
-    world: World,
-) -> None:
-    world.turns(4)
-    # The newest turn was the one that triggered this job, 3 seconds ago.
-    count = world.store.get_session(world.session_id).message_count  # type: ignore[union-attr]
-    world.store.append_turn(
-        world.session_id,
-        count,
-        TurnRecord(
-            turn_id="t-trigger",
-            user_content="question 5",
-            answer="answer 5",
-            withheld=False,
-            created_at="2025-01-01T00:00:00.000Z",
-            mark_summary_requested_at=world.clock.now - 3,
-        ),
-    )
+def test_given_triggers_coalesced_by_the_serving_path_when_the_job_runs_then_it_folds_them_too():
+    world = make_world(summary_coalesce_seconds=10, summary_delay_seconds=10)
+    turns = world.app.container.turns
+    for i in range(1, 4):
+        turns.predict(WS, CAP, f"question {i}", world.session_id)  # turn 3 omits 1..2
+    world.app.clock.advance(3)
+    turns.predict(WS, CAP, "question 4", world.session_id)  # omits 3..4: coalesced away
+    (job, delay), *others = world.app.summary_queue.sent
+    assert others == [] and job == {"workspaceId": WS, "sessionId": world.session_id}
+    # The job is delayed at least as long as the coalescing window ...
+    assert delay >= world.app.container.settings.summary_coalesce_seconds
 
-    outcome = world.service(coalesce_seconds=10, continue_delay_seconds=1).fold(
-        WS, world.session_id
-    )
+    world.app.clock.advance(delay - 3)
+    outcome = world.service().fold(job["workspaceId"], job["sessionId"])
 
-    expected_delay = math.ceil(10 - 3) + 1
-    assert outcome.through_seq == 6 and outcome.requeue_delay == expected_delay
-    assert world.queue.sent == [
-        ({"workspaceId": WS, "sessionId": world.session_id}, expected_delay)
-    ]
-
-    # The trailing job, after the window: nothing new, no further job.
-    world.clock.advance(expected_delay)
-    trailing = world.service(coalesce_seconds=10).fold(WS, world.session_id)
-
-    assert trailing.status == "up_to_date" and len(world.queue.sent) == 1
+    # ... so the run it starts folds the coalesced turn's omitted messages as well, and
+    # with nothing landing meanwhile, no trailing job follows.
+    assert (outcome.status, outcome.through_seq, outcome.requeue_delay) == ("caught_up", 4, None)
+    assert world.summary_lines() == lines(1, 4)
+    assert len(world.app.summary_queue.sent) == 1
 
 
-def test_given_a_trigger_whose_window_closed_when_caught_up_then_no_follow_up(
+def test_given_nothing_landed_while_folding_when_caught_up_then_no_follow_up(
     world: World,
 ) -> None:
     world.turns(5)
 
-    outcome = world.service(coalesce_seconds=10).fold(WS, world.session_id)
+    outcome = world.service().fold(WS, world.session_id)
 
     assert outcome.status == "caught_up" and outcome.requeue_delay is None
-    assert world.queue.sent == []
+    assert world.app.summary_queue.sent == []
 
 
 def test_given_an_enqueue_failure_when_continuing_then_the_job_fails_for_a_retry(
     world: World,
 ) -> None:
     world.turns(30)
-    world.queue.fail_with = RuntimeError("SQS unavailable")
+    world.app.summary_queue.fail_with = RuntimeError("SQS unavailable")
 
     with pytest.raises(RuntimeError, match="SQS unavailable"):
         world.service(chunk_messages=10, max_chunks_per_run=2).fold(WS, world.session_id)
@@ -509,8 +502,7 @@ def test_given_the_sessions_capability_is_gone_when_folding_then_it_is_skipped(
     world: World,
 ) -> None:
     world.turns(5)
-    head = world.store.partitions[world.session_id].head
-    head["capabilityId"] = "cap_gone"
+    world.app.db.heads[world.session_id]["capabilityId"] = "cap_gone"
 
     assert world.service().fold(WS, world.session_id).status == "skipped"
     assert world.summarizer.calls == []

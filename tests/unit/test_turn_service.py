@@ -1,10 +1,13 @@
-"""The serving path (TurnService) with in-memory fakes: every door, every refusal, and
-the failure paths that must not fail the turn."""
+"""The serving path (TurnService, with its Answerer, TurnRecorder and SummaryTrigger)
+wired by the composition root over fakes: every door, every refusal, the one write a
+turn makes (and the coarse activity mark), and the failure paths that must not fail the
+turn, including the repair of a turn whose write failed."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections import Counter
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -15,119 +18,41 @@ from convo_memory.domain.errors import (
     SessionArchived,
     SessionCapabilityMismatch,
     SessionNotFound,
+    StoreRejected,
     StoreUnavailable,
     ValidationFailed,
 )
-from convo_memory.domain.models import (
-    Capability,
-    CapabilityCreate,
-    ReplayPolicy,
-    SessionCreate,
-    Summary,
-    ToolSpec,
-)
+from convo_memory.domain.models import ReplayPolicy, Summary, ToolSpec, iso, parse_iso
 from convo_memory.domain.prompt import ChatMessage, Prompt
 from convo_memory.domain.replay_window import select_replay_window
 from convo_memory.domain.tool_digest import build_tool_digest
-from convo_memory.domain.turn_records import TurnRecord
-from convo_memory.ports import ContentFilter, ToolCall
-from convo_memory.services.catalog import CapabilityCatalog
-from convo_memory.services.sessions import SessionService
-from convo_memory.services.turns import TurnPolicy, TurnService
-from tests.fakes.in_memory_store import (
-    FakeClock,
-    FakeContentFilter,
-    FakeMetrics,
-    FakeProvider,
-    FakeQueue,
-    InMemoryStore,
-)
+from convo_memory.domain.turn_records import AppendResult, TurnRecord
+from convo_memory.ports import ToolCall
+from convo_memory.services.recording import open_repair_body, turn_from_dict
+from tests.fakes.adapters import FakeProvider
+from tests.fakes.app import WS, FakeApp, fake_app
 
-WS = "ws_alpha"
 OTHER_WS = "ws_beta"
 WITHHELD = "[withheld by policy]"
 FLAGGED_ANSWER = "here is the forbidden recipe"
 PRINCIPAL = {"tenant_id": "t-1", "user_id": "u-7"}
-
-
-@dataclass
-class Harness:
-    """TurnService wired like ``bootstrap.build_container`` does, but with fakes."""
-
-    store: InMemoryStore
-    catalog: CapabilityCatalog
-    sessions: SessionService
-    turns: TurnService
-    provider: FakeProvider
-    content_filter: FakeContentFilter
-    summary_queue: FakeQueue
-    repair_queue: FakeQueue
-    metrics: FakeMetrics
-    clock: FakeClock
-    sinks: dict[str, list[str]] = field(default_factory=dict)
-
-    def capability(self, cap_id: str, kind: str = "generative", ws: str = WS, **extra: Any) -> str:
-        body = CapabilityCreate.model_validate({"name": cap_id, "kind": kind, **extra})
-        self.catalog.create(ws, body, cap_id=cap_id)
-        return cap_id
-
-    def session(self, cap_id: str, ws: str = WS, principal: dict[str, str] | None = None) -> str:
-        body = SessionCreate(capability_id=cap_id, external_ref="end-user-1", principal=principal)
-        return self.sessions.create(ws, body).id
-
-    def settle(self) -> None:
-        """Forget the set-up's store calls so a test counts only its own."""
-        self.store.calls.clear()
+GRANULARITY = 3_600  # the default ACTIVITY_GRANULARITY_SECONDS
+COALESCE = 10  # SUMMARY_COALESCE_SECONDS (and the trigger's queue delay) in this harness
 
 
 def build(
-    *,
-    provider: FakeProvider | None = None,
-    blocked: tuple[str, ...] = ("forbidden",),
-    policy: TurnPolicy | None = None,
-    with_repair_queue: bool = True,
-) -> Harness:
-    store = InMemoryStore()
-    clock = FakeClock()
-    catalog = CapabilityCatalog(store, cache_ttl_seconds=30, clock=clock)
-    provider = provider or FakeProvider("the answer")
-    content_filter = FakeContentFilter(blocked)
-    summary_queue, repair_queue, metrics = FakeQueue(), FakeQueue(), FakeMetrics()
-
-    def filter_for(capability: Capability) -> ContentFilter | None:
-        # As bootstrap's provider cache: a filter only for capabilities that configure one.
-        return content_filter if capability.content_filter is not None else None
-
-    turns = TurnService(
-        store=store,
-        catalog=catalog,
-        provider_for=lambda capability: provider,
-        filter_for=filter_for,
-        summary_queue=summary_queue,
-        repair_queue=repair_queue if with_repair_queue else None,
-        policy=policy
-        or TurnPolicy(
-            max_input_chars=200,
-            digest_max_chars=2_000,
-            digest_retention_seconds=3_600,
-            summary_coalesce_seconds=10,
-            summary_delay_seconds=1,
-        ),
-        metrics=metrics,
-        clock=clock,
-    )
-    return Harness(
-        store=store,
-        catalog=catalog,
-        sessions=SessionService(store, catalog),
-        turns=turns,
-        provider=provider,
-        content_filter=content_filter,
-        summary_queue=summary_queue,
-        repair_queue=repair_queue,
-        metrics=metrics,
-        clock=clock,
-    )
+    *, provider: FakeProvider | None = None, with_repair_queue: bool = True, **settings: Any
+) -> FakeApp:
+    """The application over fakes: inputs up to 200 characters, digests kept one hour,
+    summary triggers coalesced for 10 seconds (and delayed as long)."""
+    values: dict[str, Any] = {
+        "max_input_chars": 200,
+        "digest_retention_hours": 1,
+        "summary_coalesce_seconds": COALESCE,
+        "summary_delay_seconds": COALESCE,
+    }
+    values.update(settings)
+    return fake_app(provider=provider, with_repair_queue=with_repair_queue, **values)
 
 
 def small_replay(max_messages: int = 4, max_chars: int = 10_000, min_messages: int = 1) -> dict:
@@ -150,8 +75,8 @@ def filtered() -> dict:
     }
 
 
-def chat(h: Harness, session_id: str) -> list[ChatMessage]:
-    return [ChatMessage(m.role, m.content) for m in h.store.messages_of(session_id)]
+def chat(h: FakeApp, session_id: str) -> list[ChatMessage]:
+    return [ChatMessage(m.role, m.content) for m in h.db.messages_of(session_id)]
 
 
 def fenced(prompt: Prompt, kind: str) -> list[str]:
@@ -159,6 +84,13 @@ def fenced(prompt: Prompt, kind: str) -> list[str]:
     nonce = re.escape(prompt.fence_nonce)
     pattern = re.compile(rf'<data-{nonce} kind="{kind}"[^>\n]*>\n(.*?)\n</data-{nonce}>', re.DOTALL)
     return pattern.findall(prompt.system)
+
+
+def set_activity_mark(h: FakeApp, session_id: str, seconds_before_now: float) -> str:
+    """Place the head's coarse activity mark ``seconds_before_now`` before the app's clock."""
+    mark = iso(datetime.fromtimestamp(h.clock.now - seconds_before_now, UTC))
+    h.db.heads[session_id]["lastActiveAt"] = mark
+    return mark
 
 
 # -- stateless and recorded turns ---------------------------------------------------
@@ -169,7 +101,7 @@ def test_given_no_session_when_predicting_then_the_answer_is_stateless_and_nothi
     h.capability("cap-gen")
     h.settle()
 
-    prediction = h.turns.predict(WS, "cap-gen", "hello there", None)
+    prediction = h.container.turns.predict(WS, "cap-gen", "hello there", None)
 
     assert prediction.output == "the answer"
     assert prediction.to_json_dict() == {
@@ -181,8 +113,8 @@ def test_given_no_session_when_predicting_then_the_answer_is_stateless_and_nothi
         "runId": None,
         "context": None,
     }
-    assert h.store.writes() == 0
-    assert h.store.partitions == {}
+    assert h.db.writes() == 0
+    assert h.db.heads == {} and h.db.turns == {}
     assert h.provider.last_prompt.messages == (ChatMessage("user", "hello there"),)
     assert h.summary_queue.sent == [] and h.repair_queue.sent == []
 
@@ -192,21 +124,23 @@ def test_given_a_session_when_predicting_then_the_user_message_and_answer_are_re
     h.capability("cap-gen")
     sid = h.session("cap-gen")
 
-    first = h.turns.predict(WS, "cap-gen", "first question", sid)
-    second = h.turns.predict(WS, "cap-gen", "second question", sid)
+    first = h.container.turns.predict(WS, "cap-gen", "first question", sid)
+    second = h.container.turns.predict(WS, "cap-gen", "second question", sid)
 
     assert first.recorded and second.recorded
     assert first.session_id == sid
     assert first.turn is not None and second.turn is not None
     assert (first.turn.user_seq, first.turn.assistant_seq) == (1, 2)
     assert (second.turn.user_seq, second.turn.assistant_seq) == (3, 4)
-    assert [(m.seq, m.role, m.content) for m in h.store.messages_of(sid)] == [
+    assert [(m.seq, m.role, m.content) for m in h.db.messages_of(sid)] == [
         (1, "user", "first question"),
         (2, "assistant", "answer to first question"),
         (3, "user", "second question"),
         (4, "assistant", "answer to second question"),
     ]
-    assert h.sessions.get(WS, sid).message_count == 4
+    # Each turn is one stored record, at the position of its user message.
+    assert sorted(h.db.turns[sid]) == [1, 3]
+    assert h.container.sessions.get(WS, sid).message_count == 4
     # The second turn replayed the whole first turn.
     assert second.context is not None
     assert second.context.model_dump() == {
@@ -222,10 +156,10 @@ def test_given_a_long_history_when_predicting_then_the_context_counts_match_the_
     h.capability("cap-gen", **small_replay(max_messages=4))
     sid = h.session("cap-gen")
     for i in range(5):
-        h.store.add_turn(sid, f"question {i}", f"answer {i}" * (i + 1))
-    history = h.store.messages_of(sid)
+        h.db.add_turn(sid, f"question {i}", f"answer {i}" * (i + 1))
+    history = h.db.messages_of(sid)
 
-    prediction = h.turns.predict(WS, "cap-gen", "one more", sid)
+    prediction = h.container.turns.predict(WS, "cap-gen", "one more", sid)
 
     window = select_replay_window(history, ReplayPolicy(max_messages=4, max_chars=10_000))
     assert prediction.context is not None
@@ -251,10 +185,10 @@ def test_given_a_small_replay_policy_when_predicting_then_the_model_sees_exactly
     h.capability("cap-gen", instructions="Be brief.", **replay)
     sid = h.session("cap-gen")
     for i in range(1, 6):
-        h.store.add_turn(sid, f"q{i} " + "u" * 8, f"a{i} " + "a" * 8)  # 11 chars each
-    by_seq = {m.seq: m for m in h.store.messages_of(sid)}
+        h.db.add_turn(sid, f"q{i} " + "u" * 8, f"a{i} " + "a" * 8)  # 11 chars each
+    by_seq = {m.seq: m for m in h.db.messages_of(sid)}
 
-    h.turns.predict(WS, "cap-gen", "the new input", sid)
+    h.container.turns.predict(WS, "cap-gen", "the new input", sid)
 
     prompt = h.provider.last_prompt
     assert prompt.messages == (
@@ -263,6 +197,89 @@ def test_given_a_small_replay_policy_when_predicting_then_the_model_sees_exactly
     )
     assert prompt.system.startswith("Be brief.")
     assert all(by_seq[s].content not in prompt.system for s in by_seq)
+
+
+# -- one write per turn: the coarse activity mark ------------------------------------
+
+
+def test_given_a_recent_activity_mark_when_a_turn_lands_then_it_reads_once_and_writes_one_record():
+    h = build()
+    h.capability("cap-gen")
+    sid = h.session("cap-gen")
+    mark = set_activity_mark(h, sid, seconds_before_now=60)
+    h.settle()
+
+    prediction = h.container.turns.predict(WS, "cap-gen", "hello", sid)
+
+    assert prediction.recorded is True
+    # One bounded read and one conditional put: no head write, no digest, no marker.
+    assert h.db.calls == Counter({"load_turn_state": 1, "append_turn": 1})
+    assert h.db.writes() == 1
+    assert h.db.heads[sid]["lastActiveAt"] == mark
+    # The session still reports its exact count and last turn.
+    assert h.container.sessions.get(WS, sid).message_count == 2
+
+
+def test_given_an_activity_mark_older_than_the_granularity_when_a_turn_arrives_then_it_moves_first():
+    h = build()
+    h.capability("cap-gen")
+    sid = h.session("cap-gen")
+    h.db.add_turn(sid, "old question", "old answer")
+    old_mark = set_activity_mark(h, sid, seconds_before_now=GRANULARITY)
+    touches_seen_by_the_model: list[int] = []
+
+    def answer(prompt: Prompt) -> str:
+        touches_seen_by_the_model.append(h.db.calls["touch"])
+        return "the answer"
+
+    h.provider.text = answer
+    h.settle()
+
+    h.container.turns.predict(WS, "cap-gen", "hello again", sid)
+
+    # The mark moved once, before the model was asked.
+    assert touches_seen_by_the_model == [1]
+    assert h.db.calls["touch"] == 1 and h.db.calls["append_turn"] == 1
+    new_mark = h.db.heads[sid]["lastActiveAt"]
+    assert new_mark != old_mark
+    assert len(h.db.messages_of(sid)) == 4
+
+    # Within the granularity of the new mark, a turn moves nothing.
+    h.clock.now = parse_iso(new_mark) + GRANULARITY - 1
+    h.container.turns.predict(WS, "cap-gen", "and again", sid)
+    assert h.db.calls["touch"] == 1 and h.db.calls["append_turn"] == 2
+
+    # Once the granularity has passed, the next turn moves it again.
+    h.clock.now = parse_iso(new_mark) + GRANULARITY
+    h.container.turns.predict(WS, "cap-gen", "much later", sid)
+    assert h.db.calls["touch"] == 2 and h.db.calls["append_turn"] == 3
+
+
+@pytest.mark.parametrize(
+    ("moved_to", "refusal"), [("archived", SessionArchived), ("deleting", SessionNotFound)]
+)
+def test_given_the_session_is_archived_or_deleted_after_the_read_when_marking_then_no_model_call(
+    monkeypatch: pytest.MonkeyPatch, moved_to: str, refusal: type[Exception]
+) -> None:
+    h = build()
+    h.capability("cap-gen")
+    sid = h.session("cap-gen")
+    set_activity_mark(h, sid, seconds_before_now=2 * GRANULARITY)
+    sessions = h.db.stores.sessions
+    touch = sessions.touch
+
+    def retention_gets_there_first(session_id: str, last_active_at: str) -> None:
+        # The retention run (or a DELETE) lands between the turn's read and its mark.
+        h.db.set_status(session_id, moved_to)
+        touch(session_id, last_active_at)
+
+    monkeypatch.setattr(sessions, "touch", retention_gets_there_first)
+
+    with pytest.raises(refusal):
+        h.container.turns.predict(WS, "cap-gen", "hello", sid)
+
+    assert h.provider.prompts == []
+    assert h.db.calls["append_turn"] == 0 and h.db.messages_of(sid) == []
 
 
 # -- refusals ----------------------------------------------------------------------
@@ -278,10 +295,10 @@ def test_given_a_classic_capability_when_predicting_with_a_session_then_it_is_re
     # Classic is checked before any mismatch, and before the session is even looked up.
     for session_id in (other_capabilitys_session, "ses_does_not_exist"):
         with pytest.raises(CapabilityNotConversational):
-            h.turns.predict(WS, "cap-classic", "hello", session_id)
+            h.container.turns.predict(WS, "cap-classic", "hello", session_id)
 
-    assert h.store.writes() == 0
-    assert h.store.messages_of(other_capabilitys_session) == []
+    assert h.db.calls == Counter()
+    assert h.db.messages_of(other_capabilitys_session) == []
     assert h.provider.prompts == []
 
 
@@ -293,9 +310,9 @@ def test_given_a_session_of_capability_b_when_predicting_on_capability_a_then_it
     h.settle()
 
     with pytest.raises(SessionCapabilityMismatch):
-        h.turns.predict(WS, "cap-a", "hello", sid)
+        h.container.turns.predict(WS, "cap-a", "hello", sid)
 
-    assert h.store.writes() == 0
+    assert h.db.writes() == 0
     assert h.provider.prompts == []
 
 
@@ -303,17 +320,17 @@ def test_given_an_archived_session_when_a_turn_arrives_at_either_door_then_it_is
     h = build()
     h.capability("cap-gen")
     sid = h.session("cap-gen")
-    h.store.add_turn(sid, "old question", "old answer")
-    h.store.set_status(sid, "archived")
+    h.db.add_turn(sid, "old question", "old answer")
+    h.db.set_status(sid, "archived")
     h.settle()
 
     with pytest.raises(SessionArchived):
-        h.turns.predict(WS, "cap-gen", "hello", sid)
+        h.container.turns.predict(WS, "cap-gen", "hello", sid)
     with pytest.raises(SessionArchived):
-        h.turns.session_message(WS, sid, "hello")
+        h.container.turns.session_message(WS, sid, "hello")
 
-    assert h.store.writes() == 0
-    assert len(h.store.messages_of(sid)) == 2
+    assert h.db.writes() == 0
+    assert len(h.db.messages_of(sid)) == 2
     assert h.provider.prompts == []
 
 
@@ -325,13 +342,13 @@ def test_given_another_workspaces_session_when_predicting_then_it_is_not_found()
     h.settle()
 
     with pytest.raises(SessionNotFound):
-        h.turns.predict(OTHER_WS, "cap-gen", "hello", sid)
+        h.container.turns.predict(OTHER_WS, "cap-gen", "hello", sid)
     with pytest.raises(SessionNotFound):
-        h.turns.session_message(OTHER_WS, sid, "hello")
+        h.container.turns.session_message(OTHER_WS, sid, "hello")
     with pytest.raises(SessionNotFound):
-        h.turns.predict(WS, "cap-gen", "hello", "ses_missing")
+        h.container.turns.predict(WS, "cap-gen", "hello", "ses_missing")
 
-    assert h.store.writes() == 0
+    assert h.db.writes() == 0
     assert h.provider.prompts == []
 
 
@@ -342,13 +359,13 @@ def test_given_a_session_used_by_its_owner_when_another_workspace_posts_to_it_th
     h = build()
     h.capability("cap_owner_only", ws=WS)
     sid = h.session("cap_owner_only", ws=WS)
-    h.turns.session_message(WS, sid, "warm the container")
+    h.container.turns.session_message(WS, sid, "warm the container")
     h.settle()
 
     with pytest.raises(Exception) as foreign:
-        h.turns.session_message(OTHER_WS, sid, "probe")
+        h.container.turns.session_message(OTHER_WS, sid, "probe")
     with pytest.raises(Exception) as missing:
-        h.turns.session_message(OTHER_WS, "ses_missing", "probe")
+        h.container.turns.session_message(OTHER_WS, "ses_missing", "probe")
 
     assert isinstance(missing.value, SessionNotFound)
     assert isinstance(foreign.value, SessionNotFound), (
@@ -356,7 +373,7 @@ def test_given_a_session_used_by_its_owner_when_another_workspace_posts_to_it_th
         f"{foreign.value} (distinguishable from a missing session, and names the "
         "owner's capability)"
     )
-    assert h.store.writes() == 0
+    assert h.db.writes() == 0
 
 
 @pytest.mark.parametrize("door", ["stateless", "predict", "messages"])
@@ -369,16 +386,16 @@ def test_given_an_input_over_the_limit_when_a_turn_arrives_then_payload_too_larg
 
     with pytest.raises(PayloadTooLarge):
         if door == "stateless":
-            h.turns.predict(WS, "cap-gen", too_long, None)
+            h.container.turns.predict(WS, "cap-gen", too_long, None)
         elif door == "predict":
-            h.turns.predict(WS, "cap-gen", too_long, sid)
+            h.container.turns.predict(WS, "cap-gen", too_long, sid)
         else:
-            h.turns.session_message(WS, sid, too_long)
+            h.container.turns.session_message(WS, sid, too_long)
 
-    assert h.store.writes() == 0
+    assert h.db.writes() == 0
     assert h.provider.prompts == []
     # The limit itself is allowed.
-    assert h.turns.predict(WS, "cap-gen", "x" * 200, sid).recorded
+    assert h.container.turns.predict(WS, "cap-gen", "x" * 200, sid).recorded
 
 
 @pytest.mark.parametrize("empty", ["", "   ", "\n\t"])
@@ -389,37 +406,49 @@ def test_given_an_empty_input_when_a_turn_arrives_then_it_is_a_validation_error(
     h.settle()
 
     with pytest.raises(ValidationFailed):
-        h.turns.predict(WS, "cap-gen", empty, sid)
+        h.container.turns.predict(WS, "cap-gen", empty, sid)
     with pytest.raises(ValidationFailed):
-        h.turns.session_message(WS, sid, empty)
+        h.container.turns.session_message(WS, sid, empty)
     with pytest.raises(ValidationFailed):
-        h.turns.predict(WS, "cap-gen", empty, None)
+        h.container.turns.predict(WS, "cap-gen", empty, None)
 
-    assert h.store.writes() == 0
+    assert h.db.writes() == 0
     assert h.provider.prompts == []
 
 
-# -- the transcript write failing --------------------------------------------------
+# -- the transcript write failing, and its repair ------------------------------------
 
 
-def test_given_the_store_fails_on_append_when_predicting_then_answer_is_served_and_repair_queued():
+@pytest.mark.parametrize(
+    "failure",
+    [
+        StoreUnavailable("throttled"),
+        StoreRejected("item size has exceeded the maximum allowed size"),
+        RuntimeError("an error nobody listed"),
+    ],
+    ids=["unavailable", "refused", "unexpected"],
+)
+def test_given_the_store_fails_on_append_when_predicting_then_answer_is_served_and_repair_queued(
+    failure: Exception,
+) -> None:
     h = build()
     h.capability("cap-gen")
     sid = h.session("cap-gen")
-    h.store.fail_next_append = StoreUnavailable("throttled")
+    h.db.fail_next["append_turn"] = failure
 
-    prediction = h.turns.predict(WS, "cap-gen", "remember this", sid)
+    prediction = h.container.turns.predict(WS, "cap-gen", "remember this", sid)
 
     assert prediction.output == "the answer"
     assert prediction.recorded is False
     assert prediction.turn is None
     assert prediction.session_id == sid
     assert prediction.context is not None
-    assert h.store.messages_of(sid) == []
+    assert h.db.messages_of(sid) == []
     assert len(h.repair_queue.bodies) == 1
-    body = h.repair_queue.bodies[0]
+    body = open_repair_body(h.repair_queue.bodies[0])
     assert body["workspaceId"] == WS
     assert body["sessionId"] == sid
+    assert body["position"] == 1
     assert body["turn"]["turnId"]
     assert body["turn"]["userContent"] == "remember this"
     assert body["turn"]["answer"] == "the answer"
@@ -433,19 +462,12 @@ def test_given_a_queued_repair_when_it_is_applied_twice_then_the_turn_is_recorde
     h = build()
     h.capability("cap-gen")
     sid = h.session("cap-gen")
-    h.store.fail_next_append = StoreUnavailable("throttled")
-    h.turns.predict(WS, "cap-gen", "remember this", sid)
-    queued = h.repair_queue.bodies[0]["turn"]
-    record = TurnRecord(
-        turn_id=queued["turnId"],
-        user_content=queued["userContent"],
-        answer=queued["answer"],
-        withheld=queued["withheld"],
-        created_at=queued["createdAt"],
-    )
+    h.db.fail_next["append_turn"] = StoreUnavailable("throttled")
+    h.container.turns.predict(WS, "cap-gen", "remember this", sid)
+    record = turn_from_dict(open_repair_body(h.repair_queue.bodies[0])["turn"])
 
-    first = h.store.append_turn(sid, 0, record)
-    again = h.store.append_turn(sid, 0, record)
+    first = h.db.stores.turns.append_turn(sid, 0, record)
+    again = h.db.stores.turns.append_turn(sid, 0, record)
 
     assert (first.user_seq, first.assistant_seq, first.already_recorded) == (1, 2, False)
     assert (again.user_seq, again.assistant_seq, again.already_recorded) == (1, 2, True)
@@ -459,31 +481,93 @@ def test_given_a_queued_repair_when_the_consumer_delivers_it_twice_then_it_lands
     h = build()
     h.capability("cap-gen")
     sid = h.session("cap-gen")
-    h.store.fail_next_append = StoreUnavailable("throttled")
-    h.turns.predict(WS, "cap-gen", "remember this", sid)
-    h.store.add_turn(sid, "a later question", "a later answer")  # landed meanwhile
+    h.db.fail_next["append_turn"] = StoreUnavailable("throttled")
+    h.container.turns.predict(WS, "cap-gen", "remember this", sid)
+    h.db.add_turn(sid, "a later question", "a later answer")  # landed meanwhile
     body = h.repair_queue.bodies[0]
 
-    first = h.turns.repair(body)
-    again = h.turns.repair(body)
+    first = h.container.recorder.repair(body)
+    again = h.container.recorder.repair(body)
 
     assert (first, again) == ("recorded", "already_recorded")
-    assert [(m.seq, m.content) for m in h.store.messages_of(sid)] == [
+    assert [(m.seq, m.content) for m in h.db.messages_of(sid)] == [
         (1, "a later question"),
         (2, "a later answer"),
         (3, "remember this"),
         (4, "the answer"),
     ]
+    assert h.metrics.counts["TranscriptRepaired"] == 1
+
+
+def test_given_the_write_landed_before_its_timeout_when_the_repair_runs_then_it_is_a_no_op(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    h = build()
+    h.capability("cap-gen")
+    sid = h.session("cap-gen")
+    turns = h.db.stores.turns
+    append_turn = turns.append_turn
+
+    def lands_then_times_out(session_id: str, after_seq: int, turn: TurnRecord) -> AppendResult:
+        append_turn(session_id, after_seq, turn)
+        raise StoreUnavailable("read timeout: the put landed, its answer did not")
+
+    monkeypatch.setattr(turns, "append_turn", lands_then_times_out)
+    prediction = h.container.turns.predict(WS, "cap-gen", "did it land?", sid)
+    assert prediction.recorded is False and len(h.repair_queue.bodies) == 1
+    h.settle()
+
+    outcome = h.container.recorder.repair(h.repair_queue.bodies[0])
+
+    assert outcome == "already_recorded"
+    assert h.db.writes() == 0
+    assert chat(h, sid) == [
+        ChatMessage("user", "did it land?"),
+        ChatMessage("assistant", "the answer"),
+    ]
+    assert h.metrics.counts["TranscriptRepaired"] == 0
+
+
+def test_given_a_turn_the_store_refuses_for_good_when_repairing_then_it_is_counted_and_dropped():
+    h = build()
+    h.capability("cap-gen")
+    sid = h.session("cap-gen")
+    h.db.fail_next["append_turn"] = StoreUnavailable("throttled")
+    h.container.turns.predict(WS, "cap-gen", "remember this", sid)
+    h.db.fail_next["append_turn"] = StoreRejected("item size has exceeded the maximum")
+
+    outcome = h.container.recorder.repair(h.repair_queue.bodies[0])
+
+    # Dropped rather than raised: it would only cycle through the queue into its DLQ.
+    assert outcome == "unlandable"
+    assert h.metrics.counts["TranscriptRepairFailed"] == 1
+    assert h.db.messages_of(sid) == []
+
+
+def test_given_a_repair_that_is_throttled_when_repairing_then_it_raises_for_the_queue_to_retry():
+    h = build()
+    h.capability("cap-gen")
+    sid = h.session("cap-gen")
+    h.db.fail_next["append_turn"] = StoreUnavailable("throttled")
+    h.container.turns.predict(WS, "cap-gen", "remember this", sid)
+    body = h.repair_queue.bodies[0]
+    h.db.fail_next["append_turn"] = StoreUnavailable("still throttled")
+
+    with pytest.raises(StoreUnavailable):
+        h.container.recorder.repair(body)
+
+    assert h.container.recorder.repair(body) == "recorded"
+    assert chat(h, sid)[0] == ChatMessage("user", "remember this")
 
 
 def test_given_the_repair_queue_also_fails_when_predicting_then_the_answer_is_still_returned():
     h = build()
     h.capability("cap-gen")
     sid = h.session("cap-gen")
-    h.store.fail_next_append = StoreUnavailable("throttled")
+    h.db.fail_next["append_turn"] = StoreUnavailable("throttled")
     h.repair_queue.fail_with = StoreUnavailable("SQS down")
 
-    prediction = h.turns.predict(WS, "cap-gen", "remember this", sid)
+    prediction = h.container.turns.predict(WS, "cap-gen", "remember this", sid)
 
     assert prediction.output == "the answer"
     assert prediction.recorded is False
@@ -497,9 +581,9 @@ def test_given_no_repair_queue_when_the_append_fails_then_the_answer_is_still_re
     h = build(with_repair_queue=False)
     h.capability("cap-gen")
     sid = h.session("cap-gen")
-    h.store.fail_next_append = StoreUnavailable("throttled")
+    h.db.fail_next["append_turn"] = StoreUnavailable("throttled")
 
-    prediction = h.turns.predict(WS, "cap-gen", "remember this", sid)
+    prediction = h.container.turns.predict(WS, "cap-gen", "remember this", sid)
 
     assert (prediction.output, prediction.recorded) == ("the answer", False)
     assert h.metrics.counts["TranscriptRepairEnqueueFailed"] == 1
@@ -509,13 +593,13 @@ def test_given_a_racing_turn_lands_first_when_recording_then_the_answer_follows_
     h = build()
     h.capability("cap-gen")
     sid = h.session("cap-gen")
-    h.store.before_append = lambda store: store.add_turn(sid, "racing question", "racing answer")
+    h.db.before_append = lambda db: db.add_turn(sid, "racing question", "racing answer")
 
-    prediction = h.turns.predict(WS, "cap-gen", "my question", sid)
+    prediction = h.container.turns.predict(WS, "cap-gen", "my question", sid)
 
     assert prediction.turn is not None
     assert (prediction.turn.user_seq, prediction.turn.assistant_seq) == (3, 4)
-    assert h.store.race_retries == 1
+    assert h.db.position_conflicts == 1
     assert chat(h, sid) == [
         ChatMessage("user", "racing question"),
         ChatMessage("assistant", "racing answer"),
@@ -532,15 +616,15 @@ def test_given_a_filter_that_blocks_when_predicting_then_withheld_message_is_ser
     h.capability("cap-gen", **filtered())
     sid = h.session("cap-gen")
 
-    prediction = h.turns.predict(WS, "cap-gen", "tell me a recipe", sid)
+    prediction = h.container.turns.predict(WS, "cap-gen", "tell me a recipe", sid)
 
     assert prediction.output == WITHHELD
     assert prediction.withheld is True
     assert prediction.recorded is True
-    answer = h.store.messages_of(sid)[-1]
+    answer = h.db.messages_of(sid)[-1]
     assert (answer.role, answer.content, answer.withheld) == ("assistant", WITHHELD, True)
-    assert h.store.messages_of(sid)[0].withheld is False
-    assert FLAGGED_ANSWER not in h.store.dump()
+    assert h.db.messages_of(sid)[0].withheld is False
+    assert FLAGGED_ANSWER not in h.db.dump()
     assert h.content_filter.checked == [FLAGGED_ANSWER]
     assert h.metrics.counts["AnswersWithheld"] == 1
 
@@ -550,10 +634,10 @@ def test_given_a_filter_that_allows_when_predicting_then_the_answer_is_served_un
     h.capability("cap-gen", **filtered())
     sid = h.session("cap-gen")
 
-    prediction = h.turns.predict(WS, "cap-gen", "hello", sid)
+    prediction = h.container.turns.predict(WS, "cap-gen", "hello", sid)
 
     assert (prediction.output, prediction.withheld) == ("a harmless answer", False)
-    assert h.store.messages_of(sid)[-1].withheld is False
+    assert h.db.messages_of(sid)[-1].withheld is False
     assert h.content_filter.checked == ["a harmless answer"]
 
 
@@ -566,13 +650,13 @@ def test_given_no_filter_when_streaming_then_the_sink_receives_the_model_deltas(
     sid = h.session("cap-gen") if with_session else None
     deltas: list[str] = []
 
-    prediction = h.turns.predict(WS, "cap-gen", "hi", sid, sink=deltas.append)
+    prediction = h.container.turns.predict(WS, "cap-gen", "hi", sid, sink=deltas.append)
 
     assert deltas == ["Hel", "lo ", "there"]
     assert prediction.output == "Hello there"
     assert h.provider.stream_calls == 1 and h.provider.complete_calls == 0
     if sid is not None:
-        assert h.store.messages_of(sid)[-1].content == "Hello there"
+        assert h.db.messages_of(sid)[-1].content == "Hello there"
 
 
 @pytest.mark.parametrize("with_session", [True, False])
@@ -584,13 +668,13 @@ def test_given_a_filter_when_streaming_a_flagged_answer_then_only_withheld_text_
     sid = h.session("cap-gen") if with_session else None
     deltas: list[str] = []
 
-    prediction = h.turns.predict(WS, "cap-gen", "hi", sid, sink=deltas.append)
+    prediction = h.container.turns.predict(WS, "cap-gen", "hi", sid, sink=deltas.append)
 
     assert deltas == [WITHHELD]
     assert (prediction.output, prediction.withheld) == (WITHHELD, True)
     assert all("forbidden" not in delta for delta in deltas)
     assert h.provider.stream_calls == 0
-    assert FLAGGED_ANSWER not in h.store.dump()
+    assert FLAGGED_ANSWER not in h.db.dump()
 
 
 def test_given_a_filter_when_streaming_an_allowed_answer_then_the_sink_gets_the_final_text_once():
@@ -599,7 +683,7 @@ def test_given_a_filter_when_streaming_an_allowed_answer_then_the_sink_gets_the_
     sid = h.session("cap-gen")
     deltas: list[str] = []
 
-    prediction = h.turns.session_message(WS, sid, "hi", sink=deltas.append)
+    prediction = h.container.turns.session_message(WS, sid, "hi", sink=deltas.append)
 
     assert deltas == ["all good here"]
     assert prediction.output == "all good here"
@@ -611,34 +695,41 @@ def test_given_a_filter_when_streaming_an_allowed_answer_then_the_sink_gets_the_
 LOOKUP = ToolCall("lookup_order", {"order": "42"}, "order 42 shipped; ETA Tuesday")
 
 
-def agent_harness(**replay: Any) -> Harness:
-    h = build(provider=FakeProvider("Your order ships Tuesday", tool_calls=[LOOKUP]))
+def agent_app(provider: FakeProvider | None = None, **capability: Any) -> FakeApp:
+    h = build(provider=provider or FakeProvider("Your order ships Tuesday", tool_calls=[LOOKUP]))
     h.capability(
         "cap-agent",
         kind="agent",
         tools=[ToolSpec(name="lookup_order").model_dump()],
-        **replay,
+        **capability,
     )
     return h
 
 
 def test_given_an_agent_turn_with_tool_calls_when_recorded_then_digest_and_run_trace_are_kept():
-    h = agent_harness()
+    h = agent_app()
     sid = h.session("cap-agent", principal=PRINCIPAL)
+    h.settle()
 
-    prediction = h.turns.predict(WS, "cap-agent", "where is order 42?", sid)
+    prediction = h.container.turns.predict(WS, "cap-agent", "where is order 42?", sid)
 
     assert prediction.turn is not None
     assistant_seq = prediction.turn.assistant_seq
-    digests = h.store.digests_of(sid)
+    digests = h.db.digests_of(sid)
     assert list(digests) == [assistant_seq]
     digest, expires_at = digests[assistant_seq]
     assert digest.tools == ["lookup_order"]
     assert digest.text == build_tool_digest([LOOKUP], 2_000)
     assert expires_at == int(h.clock.now + 3_600)
+    # The turn's record, its digest (its own item: the turn called tools) and the trace.
+    assert (h.db.calls["append_turn"], h.db.calls["put_digest"], h.db.calls["put_run"]) == (
+        1,
+        1,
+        1,
+    )
     # The run trace: who the tools acted for, and what they did.
     assert prediction.run_id is not None
-    run = h.store.get_run(WS, prediction.run_id)
+    run = h.db.stores.runs.get_run(WS, prediction.run_id)
     assert run is not None
     assert run["sessionId"] == sid
     assert run["capabilityId"] == "cap-agent"
@@ -647,18 +738,49 @@ def test_given_an_agent_turn_with_tool_calls_when_recorded_then_digest_and_run_t
     assert [(s["tool"], s["input"], s["output"], s["principal"]) for s in run["steps"]] == [
         ("lookup_order", {"order": "42"}, "order 42 shipped; ETA Tuesday", PRINCIPAL)
     ]
-    assert h.store.run_id_of(sid, assistant_seq) == prediction.run_id
-    assert h.store.get_run(OTHER_WS, prediction.run_id) is None
+    assert h.db.run_id_of(sid, assistant_seq) == prediction.run_id
+    assert h.db.stores.runs.get_run(OTHER_WS, prediction.run_id) is None
+
+
+def test_given_a_withheld_agent_answer_when_recorded_then_no_digest_is_stored():
+    h = agent_app(FakeProvider(FLAGGED_ANSWER, tool_calls=[LOOKUP]), **filtered())
+    sid = h.session("cap-agent")
+
+    prediction = h.container.turns.predict(WS, "cap-agent", "where is order 42?", sid)
+
+    assert (prediction.output, prediction.withheld, prediction.recorded) == (WITHHELD, True, True)
+    # The digest could hold what the filter caught: none is stored, none is replayed.
+    assert h.db.digests_of(sid) == {}
+    assert h.db.calls["put_digest"] == 0
+    assert h.container.sessions.context(WS, sid).tool_digests == []
+    h.provider.text, h.provider.tool_calls = "fine", ()
+    h.container.turns.predict(WS, "cap-agent", "and when does it arrive?", sid)
+    assert fenced(h.provider.last_prompt, "tool-results") == []
+    assert LOOKUP.output not in h.provider.last_prompt.system
+
+
+def test_given_the_digest_write_fails_when_recording_then_the_turn_is_still_recorded():
+    h = agent_app()
+    sid = h.session("cap-agent")
+    h.db.fail_next["put_digest"] = StoreUnavailable("throttled")
+
+    prediction = h.container.turns.predict(WS, "cap-agent", "where is order 42?", sid)
+
+    assert prediction.recorded is True and prediction.turn is not None
+    assert len(h.db.messages_of(sid)) == 2
+    assert h.db.digests_of(sid) == {}
+    assert h.metrics.counts["DigestWriteFailed"] == 1
+    assert h.repair_queue.sent == []
 
 
 def test_given_a_digest_when_the_next_turn_replays_its_answer_then_the_digest_is_fenced_data():
-    h = agent_harness()
+    h = agent_app()
     sid = h.session("cap-agent", principal=PRINCIPAL)
-    h.turns.predict(WS, "cap-agent", "where is order 42?", sid)
+    h.container.turns.predict(WS, "cap-agent", "where is order 42?", sid)
     h.provider.tool_calls = ()
 
     h.clock.advance(60)
-    h.turns.predict(WS, "cap-agent", "and when does it arrive?", sid)
+    h.container.turns.predict(WS, "cap-agent", "and when does it arrive?", sid)
 
     prompt = h.provider.last_prompt
     assert fenced(prompt, "tool-results") == [build_tool_digest([LOOKUP], 2_000)]
@@ -667,31 +789,31 @@ def test_given_a_digest_when_the_next_turn_replays_its_answer_then_the_digest_is
 
 
 def test_given_a_digest_past_its_retention_when_the_next_turn_runs_then_it_is_not_replayed():
-    h = agent_harness()
+    h = agent_app()
     sid = h.session("cap-agent")
-    h.turns.predict(WS, "cap-agent", "where is order 42?", sid)
+    h.container.turns.predict(WS, "cap-agent", "where is order 42?", sid)
     h.provider.tool_calls = ()
 
     h.clock.advance(3_600 + 1)
-    h.turns.predict(WS, "cap-agent", "and when does it arrive?", sid)
+    h.container.turns.predict(WS, "cap-agent", "and when does it arrive?", sid)
 
     prompt = h.provider.last_prompt
     # The answer is still replayed, the expired digest (still stored: TTL is lazy) is not.
     assert ChatMessage("assistant", "Your order ships Tuesday") in prompt.messages
-    assert 2 in h.store.digests_of(sid)
+    assert 2 in h.db.digests_of(sid)
     assert fenced(prompt, "tool-results") == []
     assert LOOKUP.output not in prompt.system
 
 
 def test_given_a_digest_whose_answer_left_the_window_when_the_next_turn_runs_then_not_replayed():
-    h = agent_harness(**small_replay(max_messages=2))
+    h = agent_app(**small_replay(max_messages=2))
     sid = h.session("cap-agent")
-    h.turns.predict(WS, "cap-agent", "where is order 42?", sid)
+    h.container.turns.predict(WS, "cap-agent", "where is order 42?", sid)
     h.provider.tool_calls = ()
-    h.turns.predict(WS, "cap-agent", "thanks", sid)
+    h.container.turns.predict(WS, "cap-agent", "thanks", sid)
     assert len(fenced(h.provider.last_prompt, "tool-results")) == 1
 
-    h.turns.predict(WS, "cap-agent", "anything else?", sid)
+    h.container.turns.predict(WS, "cap-agent", "anything else?", sid)
 
     assert fenced(h.provider.last_prompt, "tool-results") == []
 
@@ -703,37 +825,44 @@ def test_given_the_window_starts_omitting_when_turns_arrive_then_one_summary_run
     h = build()
     h.capability("cap-gen", **small_replay(max_messages=2))
     sid = h.session("cap-gen")
+    set_activity_mark(h, sid, seconds_before_now=0)
+    h.settle()
 
-    h.turns.predict(WS, "cap-gen", "turn one", sid)
+    h.container.turns.predict(WS, "cap-gen", "turn one", sid)
     assert h.summary_queue.sent == []  # after this turn nothing is omitted yet
 
     h.clock.advance(1)
-    h.turns.predict(WS, "cap-gen", "turn two", sid)  # messages 1-2 now fall out
-    assert h.summary_queue.sent == [({"workspaceId": WS, "sessionId": sid}, 1)]
+    h.container.turns.predict(WS, "cap-gen", "turn two", sid)  # messages 1-2 now fall out
+    # Delayed at least as long as the coalescing window: the run sees the coalesced turns.
+    assert h.summary_queue.sent == [({"workspaceId": WS, "sessionId": sid}, COALESCE)]
 
     h.clock.advance(5)
-    h.turns.predict(WS, "cap-gen", "turn three", sid)  # within the coalescing window
+    h.container.turns.predict(WS, "cap-gen", "turn three", sid)  # within the coalescing window
     assert len(h.summary_queue.sent) == 1
 
-    h.clock.advance(10)
-    h.turns.predict(WS, "cap-gen", "turn four", sid)  # the window has passed
+    h.clock.advance(COALESCE)
+    h.container.turns.predict(WS, "cap-gen", "turn four", sid)  # the window has passed
     assert len(h.summary_queue.sent) == 2
+
+    # A trigger writes nothing: every write of these four turns was the turn itself.
+    assert h.db.writes() == h.db.calls["append_turn"] == 4
 
 
 def test_given_a_summary_covering_the_omitted_messages_when_a_turn_arrives_then_none_is_requested():
     h = build()
     h.capability("cap-gen", **small_replay(max_messages=2))
     sid = h.session("cap-gen")
-    h.store.add_turn(sid, "q1", "a1")
-    h.store.add_turn(sid, "q2", "a2")
-    assert h.store.advance_summary(sid, 0, Summary(text="q1 and q2 were asked", through_seq=4))
+    h.db.add_turn(sid, "q1", "a1")
+    h.db.add_turn(sid, "q2", "a2")
+    summaries = h.db.stores.summaries
+    assert summaries.advance_summary(sid, 0, Summary(text="q1 and q2 were asked", through_seq=4))
 
-    covered = h.turns.predict(WS, "cap-gen", "q3", sid)  # afterwards 1-4 are omitted
+    covered = h.container.turns.predict(WS, "cap-gen", "q3", sid)  # afterwards 1-4 are omitted
     assert h.summary_queue.sent == []
     assert covered.context is not None and covered.context.summary_included is True
     assert fenced(h.provider.last_prompt, "summary") == ["q1 and q2 were asked"]
 
-    h.turns.predict(WS, "cap-gen", "q4", sid)  # afterwards 1-6 are omitted, 5-6 uncovered
+    h.container.turns.predict(WS, "cap-gen", "q4", sid)  # afterwards 1-6 omitted, 5-6 uncovered
     assert h.summary_queue.bodies == [{"workspaceId": WS, "sessionId": sid}]
 
 
@@ -741,30 +870,39 @@ def test_given_a_summary_is_due_when_the_transcript_write_fails_then_no_summary_
     h = build()
     h.capability("cap-gen", **small_replay(max_messages=2))
     sid = h.session("cap-gen")
-    h.store.add_turn(sid, "q1", "a1")
-    h.store.fail_next_append = StoreUnavailable("throttled")
+    h.db.add_turn(sid, "q1", "a1")
+    h.db.fail_next["append_turn"] = StoreUnavailable("throttled")
 
-    prediction = h.turns.predict(WS, "cap-gen", "q2", sid)  # would omit 1-2 once recorded
+    prediction = h.container.turns.predict(WS, "cap-gen", "q2", sid)  # would omit 1-2
 
     assert prediction.recorded is False
     assert h.summary_queue.sent == []
     assert len(h.repair_queue.sent) == 1
 
 
-def test_given_the_summary_queue_fails_when_a_summary_is_due_then_the_turn_still_succeeds():
+def test_given_the_summary_queue_fails_when_a_summary_is_due_then_the_next_turn_sends_it():
     h = build()
     h.capability("cap-gen", **small_replay(max_messages=2))
     sid = h.session("cap-gen")
-    h.store.add_turn(sid, "q1", "a1")
+    h.db.add_turn(sid, "q1", "a1")
     h.summary_queue.fail_with = StoreUnavailable("SQS down")
 
-    prediction = h.turns.predict(WS, "cap-gen", "q2", sid)
+    prediction = h.container.turns.predict(WS, "cap-gen", "q2", sid)
 
     assert prediction.recorded is True
     assert prediction.output == "the answer"
-    assert h.summary_queue.attempts == 1
+    assert h.summary_queue.attempts == 1 and h.summary_queue.sent == []
     assert h.metrics.counts["SummaryEnqueueFailed"] == 1
-    assert len(h.store.messages_of(sid)) == 4
+    assert len(h.db.messages_of(sid)) == 4
+
+    # Nothing was marked as sent, so the next turn (even inside the coalescing window)
+    # sends the trigger the queue did not take.
+    h.summary_queue.fail_with = None
+    h.clock.advance(1)
+    h.container.turns.predict(WS, "cap-gen", "q3", sid)
+
+    assert h.summary_queue.attempts == 2
+    assert h.summary_queue.bodies == [{"workspaceId": WS, "sessionId": sid}]
 
 
 # -- the messages door -------------------------------------------------------------
@@ -777,10 +915,10 @@ def test_given_the_session_messages_door_when_conversing_then_it_records_exactly
     via_messages = h.session("cap-gen")
     inputs = ["one", "two", "three"]
 
-    predicted = [h.turns.predict(WS, "cap-gen", text, via_predict) for text in inputs]
+    predicted = [h.container.turns.predict(WS, "cap-gen", text, via_predict) for text in inputs]
     prompts_predict = h.provider.prompts[:]
     h.provider.prompts.clear()
-    messaged = [h.turns.session_message(WS, via_messages, text) for text in inputs]
+    messaged = [h.container.turns.session_message(WS, via_messages, text) for text in inputs]
 
     assert chat(h, via_predict) == chat(h, via_messages)
     assert len(chat(h, via_messages)) == 6
@@ -795,5 +933,5 @@ def test_given_an_unknown_session_when_posting_a_message_then_it_is_not_found():
     h.capability("cap-gen")
 
     with pytest.raises(SessionNotFound):
-        h.turns.session_message(WS, "ses_missing", "hello")
+        h.container.turns.session_message(WS, "ses_missing", "hello")
     assert h.provider.prompts == []

@@ -149,7 +149,7 @@ class TurnStore(Protocol):
 
     def append_turn(self, session_id: str, after_seq: int, turn: TurnRecord) -> AppendResult:
         """Store the turn at the first free position after ``after_seq`` (a lost race
-        moves on to the next one), then its digest if it has one."""
+        moves on to the next one). Its digest is stored apart, with ``put_digest``."""
         ...
 
     def put_digest(self, session_id: str, user_seq: int, turn: TurnRecord) -> None:

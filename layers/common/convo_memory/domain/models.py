@@ -21,6 +21,11 @@ def iso(ts: datetime) -> str:
     return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"
 
 
+def iso_at(epoch_seconds: float) -> str:
+    """``iso`` of a moment given in seconds since the epoch (an injectable clock's)."""
+    return iso(datetime.fromtimestamp(epoch_seconds, UTC))
+
+
 def parse_iso(text: str) -> float:
     """Seconds since the epoch of an ISO-8601 timestamp written by ``iso``."""
     parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))

@@ -19,8 +19,7 @@ from convo_memory.domain.models import (
     SessionCreate,
     SessionPatch,
     ToolDigest,
-    iso,
-    utc_now,
+    iso_at,
 )
 from convo_memory.domain.replay_window import select_replay_window
 from convo_memory.domain.turn_records import TurnState
@@ -59,7 +58,7 @@ class SessionService:
                 f"capability {capability.id!r} is a classic ML capability; it has no notion "
                 "of a previous turn, so it cannot hold a session"
             )
-        now = iso(utc_now())
+        now = iso_at(self._clock())
         session = Session(
             id=new_id("ses"),
             workspace_id=workspace_id,
@@ -113,7 +112,7 @@ class SessionService:
         transcript, summary and digests. A retry resumes an interrupted deletion; the
         emptied head is removed by the retention run once no turn that was already in
         flight can still land (see ``RetentionService``). Run traces are never touched."""
-        if not self._sessions.begin_deletion(session_id, workspace_id, iso(utc_now())):
+        if not self._sessions.begin_deletion(session_id, workspace_id, iso_at(self._clock())):
             raise SessionNotFound(f"session {session_id!r} not found")
         self._sessions.delete_contents(session_id)
 

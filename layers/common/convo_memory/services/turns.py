@@ -28,9 +28,8 @@ from convo_memory.domain.models import (
     Prediction,
     Session,
     TurnContext,
-    iso,
+    iso_at,
     parse_iso,
-    utc_now,
 )
 from convo_memory.domain.prompt import build_prompt
 from convo_memory.domain.replay_window import select_replay_window
@@ -157,7 +156,7 @@ class TurnService:
             raise SessionArchived("the session is archived and accepts no new turns")
         mark = parse_iso(state.activity_mark) if state.activity_mark else 0.0
         if now - mark >= self._policy.activity_granularity_seconds:
-            self._sessions.touch(session.id, iso(utc_now()))
+            self._sessions.touch(session.id, iso_at(now))
 
     def _converse(
         self,
@@ -180,7 +179,7 @@ class TurnService:
             user_input=user_input,
         )
         answer = self._answerer.answer(workspace_id, capability, session, prompt, sink)
-        turn = self._turn_record(user_input, answer, now)
+        turn = self._turn_record(user_input, answer, self._clock())
         recorded = self._recorder.record(workspace_id, session, turn)
         if recorded.recorded:
             self._trigger.after_turn(workspace_id, state, policy, user_input, turn.answer)
@@ -214,7 +213,7 @@ class TurnService:
             answer=stored,
             withheld=answer.withheld,
             truncated=truncated,
-            created_at=iso(utc_now()),
+            created_at=iso_at(now),
             digest_tools=tuple(c.name for c in calls) if digest_text else (),
             digest_text=digest_text,
             digest_expires_at=now + self._policy.digest_retention_seconds if digest_text else None,
