@@ -48,13 +48,16 @@ def _client(service: str, **config: Any) -> Any:
 
 
 def build_container(settings: Settings | None = None, **clients: Any) -> Container:
-    """Wire the services. ``clients`` may override ``dynamodb``, ``sqs`` and
-    ``bedrock-runtime`` (tests inject moto-backed or stubbed clients)."""
+    """Wire the services. ``clients`` may override ``dynamodb``, ``sqs``,
+    ``bedrock-runtime``, ``secretsmanager`` and ``ssm`` (tests inject moto-backed or
+    stubbed clients)."""
+    from convo_memory.adapters.bedrock_clients import BedrockClients
     from convo_memory.adapters.dynamo_store import DynamoStore
     from convo_memory.adapters.idempotency import IdempotentRunner
     from convo_memory.adapters.metrics import PowertoolsMetrics
-    from convo_memory.adapters.providers.factory import AdapterCache
     from convo_memory.adapters.queues import SqsQueue
+    from convo_memory.adapters.registry import AdapterRegistry
+    from convo_memory.adapters.secrets import SecretResolver, build_secrets_client
     from convo_memory.services.admin import TokenResolver
     from convo_memory.services.catalog import CapabilityCatalog
     from convo_memory.services.sessions import SessionService
@@ -65,24 +68,29 @@ def build_container(settings: Settings | None = None, **clients: Any) -> Contain
     sqs = clients.get("sqs")
     if sqs is None and (settings.summary_queue_url or settings.repair_queue_url):
         sqs = _client("sqs")
-    bedrock_clients: dict[str | None, Any] = {}
 
-    def bedrock_client(region: str | None = None) -> Any:
-        # Only capabilities that use Bedrock pay for creating its client.
-        if region not in bedrock_clients:
-            bedrock_clients[region] = clients.get("bedrock-runtime") or _client(
-                "bedrock-runtime", read_timeout=120, region_name=region
-            )
-        return bedrock_clients[region]
+    def secrets_client(service: str, region: str | None) -> Any:
+        return clients.get(service) or build_secrets_client(service, region)
+
+    bedrock_override = clients.get("bedrock-runtime")
 
     store = DynamoStore(dynamodb, settings.table_name, settings.runs_table_name)
-    catalog = CapabilityCatalog(store, settings.cache_ttl_seconds)
+    catalog = CapabilityCatalog(
+        store, settings.cache_ttl_seconds, connections=settings.provider_connections
+    )
     summary_queue = (
         SqsQueue(sqs, settings.summary_queue_url) if settings.summary_queue_url else None
     )
     repair_queue = SqsQueue(sqs, settings.repair_queue_url) if settings.repair_queue_url else None
     metrics = PowertoolsMetrics()
-    adapters = AdapterCache(bedrock_client_factory=bedrock_client)
+    adapters = AdapterRegistry(
+        settings.provider_connections,
+        timeout_cap_seconds=settings.provider_timeout_cap_seconds,
+        secrets=SecretResolver(secrets_client),
+        bedrock_clients=BedrockClients(
+            None if bedrock_override is None else lambda region, timeout: bedrock_override
+        ),
+    )
     turns = TurnService(
         store=store,
         catalog=catalog,
