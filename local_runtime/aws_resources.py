@@ -231,6 +231,14 @@ class LocalResources:
     def _resolve(self, name: str, value: Any) -> str:
         if not isinstance(value, dict):
             return _scalar(value)
+        join = value.get("Fn::Join")
+        if isinstance(join, list) and len(join) == 2 and isinstance(join[0], str):
+            # ``!Join [",", !Ref SomeList]``: a CommaDelimitedList's default is already
+            # comma-separated text.
+            delimiter, parts = join
+            if isinstance(parts, dict):
+                return delimiter.join(self._resolve(name, parts).split(","))
+            return delimiter.join(self._resolve(name, part) for part in parts)
         target = value.get("Ref")
         if isinstance(target, str):
             for known in (self.tables, self.queue_urls, self.parameters):

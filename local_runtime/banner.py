@@ -20,6 +20,7 @@ class BannerInfo:
     workspaces: Sequence[str] = ("dev",)
     capabilities: Sequence[str] = ()
     skipped: Sequence[str] = field(default_factory=list)
+    connections: Sequence[str] = ("embedded",)
 
 
 def render_banner(info: BannerInfo) -> str:
@@ -44,6 +45,7 @@ def render_banner(info: BannerInfo) -> str:
     ]
     if info.capabilities:
         lines.append(f"  Capabilities {', '.join(info.capabilities)} (in each workspace)")
+    lines.append(f"  Providers    {', '.join(info.connections)} (CONVO_PROVIDER_CONNECTIONS)")
     for name in info.skipped:
         lines.append(f"  Not running  {name}")
     lines.extend(["", "Try it (bash/zsh):", *_walkthrough(info), ""])

@@ -72,10 +72,14 @@ class RuntimeConfig:
     authorizer_cache_seconds: float | None = None
     access_log: bool = False
     template_path: Path = TEMPLATE
+    # CONVO_PROVIDER_CONNECTIONS, exported to the functions as PROVIDER_CONNECTIONS.
+    provider_connections: str = ""
+    connection_names: tuple[str, ...] = ("embedded",)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RuntimeConfig:
-        """Read ``PORT``, ``LAMBDA_PORT``, ``CONVO_DEV_TOKEN(S)`` and the LOCAL_* knobs."""
+        """Read ``PORT``, ``LAMBDA_PORT``, ``CONVO_DEV_TOKEN(S)``,
+        ``CONVO_PROVIDER_CONNECTIONS`` and the LOCAL_* knobs."""
         dev_token = env.get("CONVO_DEV_TOKEN", "").strip()
         generated = not dev_token
         if generated:
@@ -85,6 +89,8 @@ class RuntimeConfig:
                 "CONVO_DEV_TOKEN must be 16-512 printable ASCII characters without spaces"
             )
         workspaces = parse_dev_tokens(env.get("CONVO_DEV_TOKENS", ""), dev_token)
+        connections = env.get("CONVO_PROVIDER_CONNECTIONS", "").strip()
+        connection_names = parse_provider_connections(connections)
         cache = env.get("LOCAL_AUTHORIZER_CACHE_SECONDS", "").strip()
         return cls(
             port=_port(env, "PORT", DEFAULT_PORT),
@@ -101,7 +107,20 @@ class RuntimeConfig:
             ),
             access_log=env.get("LOCAL_ACCESS_LOG", "").lower() in ("1", "true", "yes"),
             template_path=Path(env.get("LOCAL_TEMPLATE", "") or TEMPLATE),
+            provider_connections=connections,
+            connection_names=tuple(connection_names),
         )
+
+
+def parse_provider_connections(raw: str) -> list[str]:
+    """The connection names of ``CONVO_PROVIDER_CONNECTIONS`` (validated like the
+    template parameter ``ProviderConnections``), ``embedded`` first."""
+    from convo_memory.domain.connections import parse_connections
+
+    try:
+        return parse_connections(raw).names()
+    except ValueError as exc:
+        raise ConfigError(f"CONVO_PROVIDER_CONNECTIONS: {exc}") from None
 
 
 def parse_dev_tokens(raw: str, dev_token: str = "") -> list[tuple[str, str]]:
@@ -329,6 +348,7 @@ class LocalRuntime:
             dev_token_generated=self.config.dev_token_generated,
             workspaces=[DEV_WORKSPACE, *(name for name, _ in self.config.workspaces)],
             capabilities=self.capabilities,
+            connections=self.config.connection_names,
             skipped=self.skipped,
         )
 
@@ -393,14 +413,23 @@ class LocalRuntime:
                 f"cannot create the tables and queues at {self.endpoint_url}: {exc}"
             ) from exc
         os.environ.update(resources.env())
+        if self.config.provider_connections:
+            os.environ["PROVIDER_CONNECTIONS"] = self.config.provider_connections
+        # The template's allow-lists mirror IAM grants; locally there is no IAM to mirror.
+        for name in ("PROVIDER_SECRET_ARNS", "PROVIDER_PARAMETER_NAMES"):
+            os.environ.pop(name, None)
         return resources
 
     def _seed(self) -> None:
         # Imported only now: the container reads the environment exported above.
         from convo_memory.bootstrap import get_container
+        from convo_memory.config import SettingsError
         from convo_memory.services.admin import create_workspace, seed_capabilities
 
-        stores = get_container().stores
+        try:
+            stores = get_container().stores
+        except SettingsError as exc:
+            raise StartupError(str(exc)) from None
         for name, token in ((DEV_WORKSPACE, self.config.dev_token), *self.config.workspaces):
             credentials = create_workspace(stores.tokens, name, token)
             capabilities = seed_capabilities(stores.capabilities, credentials.workspace_id)

@@ -1,4 +1,4 @@
-"""Capability routes and agent run traces."""
+"""Capability routes, the provider connections they may name, and agent run traces."""
 
 from __future__ import annotations
 
@@ -37,6 +37,12 @@ def list_capabilities() -> Response:
 def get_capability(capability_id: str) -> Response:
     capability = container().catalog.get(workspace_id(app), capability_id)
     return json_response(200, capability.to_json_dict())
+
+
+@app.get("/v1/providers")
+def list_providers() -> Response:
+    workspace_id(app)  # a workspace's token is required, as on every /v1 route
+    return json_response(200, {"providers": container().catalog.providers()})
 
 
 @app.get("/v1/runs/<run_id>")

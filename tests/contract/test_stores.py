@@ -10,7 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from convo_memory.adapters.dynamo import dynamo_stores
+from convo_memory.adapters.dynamo.stores import dynamo_stores
 from convo_memory.domain.errors import SessionArchived, SessionNotFound
 from convo_memory.domain.models import Capability, Session, Summary
 from convo_memory.domain.turn_records import AppendResult, TurnRecord

@@ -21,6 +21,7 @@ from botocore.stub import Stubber
 from hypothesis import given
 from hypothesis import strategies as st
 
+from convo_memory.adapters.bedrock_clients import BedrockClients
 from convo_memory.adapters.providers.bedrock import (
     EMPTY_CONTENT_PLACEHOLDER,
     LEADING_USER_PLACEHOLDER,
@@ -204,8 +205,31 @@ def test_connection_failures_become_provider_errors(client: Any) -> None:
 
     client.meta.events.register("before-send.bedrock-runtime.Converse", refuse)
     provider = BedrockConverseProvider(client, MODEL_ID)
-    with pytest.raises(ProviderError, match="could not reach Bedrock"):
+    with pytest.raises(ProviderError) as raised:
         provider.complete(prompt(("user", "hi")))
+    # Not which failure it was: an error must not tell how the network failed.
+    assert raised.value.message == "Model provider error: could not reach the provider."
+
+
+def test_clients_take_the_connection_timeout_and_two_attempts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-2")  # the function's own region
+    clients = BedrockClients()
+
+    fast = clients("eu-west-1", 7)
+    default_region = clients(None, 20)
+
+    assert clients("eu-west-1", 7) is fast  # one client per (region, timeout)
+    assert clients("eu-west-1", 8) is not fast
+    assert fast.meta.region_name == "eu-west-1"
+    assert fast.meta.config.read_timeout == 7
+    assert fast.meta.config.connect_timeout == 5
+    assert fast.meta.config.retries["total_max_attempts"] == 2  # one retry
+    assert default_region.meta.config.read_timeout == 20
+    assert default_region.meta.region_name == "us-east-2"
 
 
 def test_stream_errors_before_the_first_event_are_mapped(client: Any) -> None:

@@ -1,4 +1,6 @@
-"""OpenAI-compatible provider against a fake chat-completions server on 127.0.0.1."""
+"""OpenAI-compatible provider against a fake chat-completions server on 127.0.0.1: the
+request it sends, how it reads answers and streams, and what it refuses (redirects,
+oversize bodies, slow servers) without telling how the network failed."""
 
 from __future__ import annotations
 
@@ -9,8 +11,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from convo_memory.adapters.providers.factory import build_provider
-from convo_memory.adapters.providers.openai_compat import OpenAICompatibleProvider
+from convo_memory.adapters.providers.openai_compat import UNREACHABLE, OpenAICompatibleProvider
+from convo_memory.adapters.registry import AdapterRegistry
+from convo_memory.adapters.secrets import SecretResolver
+from convo_memory.domain.connections import parse_connections
 from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.models import ProviderConfig
 from convo_memory.domain.prompt import ChatMessage, Prompt
@@ -78,18 +82,39 @@ def test_no_key_means_no_authorization_header(server: FakeOpenAIServer) -> None:
     assert set(request.body) == {"model", "messages", "stream"}
 
 
-def test_the_factory_reads_the_key_from_the_named_environment_variable(
+def test_a_connection_sends_the_key_from_the_variable_the_operator_chose(
     server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FAKE_LLM_KEY", "sk-from-env")
-    config = ProviderConfig(
-        type="openai", base_url=server.base_url, model_id="m1", api_key_env="FAKE_LLM_KEY"
+    connections = parse_connections(
+        {
+            "local": {
+                "type": "openai",
+                "baseUrl": server.base_url,
+                "models": ["m*"],
+                "apiKey": {"env": "FAKE_LLM_KEY"},
+                "maxTokens": 99,
+            }
+        }
     )
-    provider = build_provider(config, "generative", [])
+    registry = AdapterRegistry(connections, secrets=SecretResolver(lambda *_: None))
+    provider = registry.provider(ProviderConfig(connection="local", model_id="m1"), "generative")
     assert "sk-from-env" not in repr(provider)
     provider.complete(prompt(("user", "hi")))
     assert server.requests[0].headers["Authorization"] == "Bearer sk-from-env"
     assert server.requests[0].body["model"] == "m1"
+    assert server.requests[0].body["max_tokens"] == 99
+
+
+def test_a_key_source_is_read_on_every_call_so_rotation_applies(server: FakeOpenAIServer) -> None:
+    keys = iter(["sk-old", "sk-new"])
+    provider = OpenAICompatibleProvider(server.base_url, "m", api_key=lambda: next(keys))
+    provider.complete(prompt(("user", "hi")))
+    provider.complete(prompt(("user", "hi")))
+    assert [r.headers["Authorization"] for r in server.requests] == [
+        "Bearer sk-old",
+        "Bearer sk-new",
+    ]
 
 
 def test_stream_yields_deltas_until_done(server: FakeOpenAIServer) -> None:
@@ -205,14 +230,111 @@ def test_a_malformed_body_is_an_error(server: FakeOpenAIServer) -> None:
 def test_timeouts_are_provider_errors(server: FakeOpenAIServer) -> None:
     server.delay = 1.0
     provider = OpenAICompatibleProvider(server.base_url, "m", timeout=0.2)
-    with pytest.raises(ProviderError, match=r"timed out after 0\.2s"):
+    with pytest.raises(ProviderError) as raised:
+        provider.complete(prompt(("user", "hi")))
+    assert raised.value.message == UNREACHABLE
+
+
+def test_a_server_that_trickles_its_body_is_cut_off_by_the_timeout() -> None:
+    # Each byte arrives well within the read timeout; the whole body never would.
+    with TricklingServer(byte_interval=0.05) as trickle:
+        provider = OpenAICompatibleProvider(trickle.base_url, "m", timeout=0.5)
+        with pytest.raises(ProviderError) as raised:
+            provider.complete(prompt(("user", "hi")))
+    assert raised.value.message == UNREACHABLE
+    assert trickle.bytes_sent < trickle.body_size
+
+
+def test_an_oversize_completion_body_is_refused(server: FakeOpenAIServer) -> None:
+    server.error_status = 200
+    server.error_body = b'{"choices": [{"message": {"content": "' + b"x" * 2048 + b'"}}]}'
+    provider = OpenAICompatibleProvider(server.base_url, "m", max_completion_bytes=1024)
+    with pytest.raises(ProviderError, match="larger than 1024 bytes"):
+        provider.complete(prompt(("user", "hi")))
+    # The same answer within the cap is read.
+    roomy = OpenAICompatibleProvider(server.base_url, "m", max_completion_bytes=4096)
+    assert roomy.complete(prompt(("user", "hi"))).text == "x" * 2048
+
+
+def test_the_default_completion_cap_is_four_mebibytes(server: FakeOpenAIServer) -> None:
+    server.error_status = 200
+    server.error_body = b" " * (4 * 1024 * 1024 + 1)
+    provider = OpenAICompatibleProvider(server.base_url, "m")
+    with pytest.raises(ProviderError, match="larger than 4194304 bytes"):
         provider.complete(prompt(("user", "hi")))
 
 
-def test_connection_refused_is_a_provider_error() -> None:
+def test_an_oversize_stream_is_refused(server: FakeOpenAIServer) -> None:
+    server.stream_chunks = ["y" * 600] * 5
+    provider = OpenAICompatibleProvider(server.base_url, "m", max_stream_bytes=2000)
+    stream = provider.stream(prompt(("user", "hi")))
+    with pytest.raises(ProviderError, match="size limit"):
+        list(stream)
+
+
+def test_refused_and_timed_out_connections_read_the_same(server: FakeOpenAIServer) -> None:
+    # An error must not tell an open (but silent) port from a closed one.
+    server.delay = 2.0
+    silent = OpenAICompatibleProvider(server.base_url, "m", timeout=0.2)
+    closed = OpenAICompatibleProvider(f"http://127.0.0.1:{free_port()}/v1", "m", timeout=0.2)
+    messages = []
+    for provider in (silent, closed):
+        with pytest.raises(ProviderError) as raised:
+            provider.complete(prompt(("user", "hi")))
+        messages.append(raised.value.message)
+    assert messages == [UNREACHABLE, UNREACHABLE]
+
+
+def free_port() -> int:
     with socket.socket() as sock:  # a free port, closed again: nothing listens on it
         sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+        return int(sock.getsockname()[1])
+
+
+class TricklingServer:
+    """Answers 200 with a declared body that it then sends one byte at a time."""
+
+    def __init__(self, byte_interval: float, body_size: int = 10_000) -> None:
+        self.byte_interval = byte_interval
+        self.body_size = body_size
+        self.bytes_sent = 0
+        self._stop = threading.Event()
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._listener.getsockname()[1]}/v1"
+
+    def _serve(self) -> None:
+        connection, _ = self._listener.accept()
+        with connection:
+            connection.recv(65536)
+            connection.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {self.body_size}\r\n\r\n".encode()
+            )
+            try:
+                while not self._stop.wait(self.byte_interval) and self.bytes_sent < self.body_size:
+                    connection.sendall(b" ")
+                    self.bytes_sent += 1
+            except OSError:
+                return  # the client gave up, as it should
+
+    def __enter__(self) -> TricklingServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._listener.close()
+
+
+def test_connection_refused_is_a_provider_error() -> None:
+    port = free_port()
     provider = OpenAICompatibleProvider(f"http://127.0.0.1:{port}/v1", "m", timeout=2)
     with pytest.raises(ProviderError, match="could not reach"):
         provider.complete(prompt(("user", "hi")))

@@ -181,22 +181,30 @@ def test_after_turns_one_job_folds_through_exactly_the_newest_omitted_message(
     assert turn["context"]["omittedMessages"] == 8
 
 
-def test_a_batch_reports_exactly_the_record_that_failed(
-    api: InProcessApi, tenant: Tenant, capability: str
-) -> None:
+@pytest.fixture
+def unreachable_api() -> Iterator[InProcessApi]:
+    """A deployment with a connection whose endpoint nothing listens on."""
+    connections = {
+        "unreachable": {
+            "type": "openai",
+            "baseUrl": f"http://127.0.0.1:{closed_port()}/v1",
+            "models": ["summarizer"],
+            "timeoutSeconds": 5,
+        }
+    }
+    with inprocess_stack({"PROVIDER_CONNECTIONS": json.dumps(connections)}) as stack:
+        yield stack
+
+
+def test_a_batch_reports_exactly_the_record_that_failed(unreachable_api: InProcessApi) -> None:
+    api = unreachable_api
+    tenant = Tenant(*new_workspace(api, "alpha"))
+    capability = create_capability(api, tenant)
     # A capability whose summarizer model is unreachable: its jobs fail.
     unreachable = create_capability(
         api,
         tenant,
-        {
-            "provider": {
-                "type": "openai",
-                "baseUrl": f"http://127.0.0.1:{closed_port()}/v1",
-                "modelId": "summarizer",
-                "timeoutSeconds": 5,
-            },
-            "maxChars": 2000,
-        },
+        {"provider": {"connection": "unreachable", "modelId": "summarizer"}, "maxChars": 2000},
     )
     good = open_session(api, tenant, capability)
     bad = open_session(api, tenant, unreachable)

@@ -30,6 +30,7 @@ EXPECTED_ROUTES = {
     ("GET", "/v1/capabilities"): "CapabilitiesFunction",
     ("GET", "/v1/capabilities/{capabilityId}"): "CapabilitiesFunction",
     ("GET", "/v1/runs/{runId}"): "CapabilitiesFunction",
+    ("GET", "/v1/providers"): "CapabilitiesFunction",
     ("POST", "/v1/sessions"): "CreateSessionFunction",
     ("GET", "/v1/sessions"): "ReadSessionsFunction",
     ("GET", "/v1/sessions/{sessionId}"): "ReadSessionsFunction",
@@ -55,6 +56,10 @@ DOCUMENTED_DEFAULTS = {
     "IDLE_ARCHIVE_DAYS": "7",
     "PURGE_AFTER_DAYS": "30",
     "CACHE_TTL_SECONDS": "30",
+    "PROVIDER_CONNECTIONS": "{}",
+    "PROVIDER_SECRET_ARNS": "",
+    "PROVIDER_PARAMETER_NAMES": "",
+    "PROVIDER_TIMEOUT_CAP_SECONDS": "25",
     "POWERTOOLS_SERVICE_NAME": "convo-memory",
     "POWERTOOLS_METRICS_NAMESPACE": "ConvoMemory",
 }
@@ -318,13 +323,91 @@ def test_the_authorizer_can_only_read_the_conversations_table() -> None:
     ],
 )
 def test_functions_that_enqueue_may_send_to_their_queues(function: str, queues: set[str]) -> None:
-    policies = load_template(TEMPLATE)["Resources"][function]["Properties"]["Policies"]
+    policies = load_template(TEMPLATE)["Resources"][function]["Properties"].get("Policies", [])
     allowed = {
         p["SQSSendMessagePolicy"]["QueueName"]["Fn::GetAtt"][0]
         for p in policies
         if isinstance(p, dict) and "SQSSendMessagePolicy" in p
     }
     assert queues <= allowed
+
+
+MODEL_CALLERS = ("PredictFunction", "StreamFunction", "SummarizeFunction")
+
+
+def _evaluate(value: Any, parameters: dict[str, Any]) -> Any:
+    """Fn::Join, Fn::Split and Ref of list parameters, as CloudFormation evaluates them."""
+    if isinstance(value, dict) and "Ref" in value:
+        return parameters[value["Ref"]]
+    if isinstance(value, dict) and "Fn::Join" in value:
+        delimiter, parts = value["Fn::Join"]
+        items = _evaluate(parts, parameters)
+        return delimiter.join(str(_evaluate(item, parameters)) for item in items)
+    if isinstance(value, dict) and "Fn::Split" in value:
+        delimiter, text = value["Fn::Split"]
+        return str(_evaluate(text, parameters)).split(delimiter)
+    if isinstance(value, list):
+        return [_evaluate(item, parameters) for item in value]
+    return value
+
+
+def _key_statements(function: str) -> dict[str, Any]:
+    """Sid -> (condition, statement) of the provider-key grants of ``function``."""
+    found: dict[str, Any] = {}
+    policies = load_template(TEMPLATE)["Resources"][function]["Properties"].get("Policies", [])
+    for policy in policies:
+        if isinstance(policy, dict) and "Fn::If" in policy:
+            condition, then, otherwise = policy["Fn::If"]
+            assert otherwise == {"Ref": "AWS::NoValue"}  # an empty list grants nothing
+            for statement in then["Statement"]:
+                found[statement["Sid"]] = (condition, statement)
+    return found
+
+
+@pytest.mark.parametrize("function", MODEL_CALLERS)
+def test_model_callers_may_read_exactly_the_operators_provider_keys(function: str) -> None:
+    statements = _key_statements(function)
+
+    secrets_condition, secrets = statements["ReadProviderSecrets"]
+    assert secrets_condition == "HasProviderSecrets"
+    assert secrets["Action"] == ["secretsmanager:GetSecretValue"]
+    assert secrets["Resource"] == {"Ref": "ProviderSecretArns"}
+    parameters_condition, parameters = statements["ReadProviderParameters"]
+    assert parameters_condition == "HasProviderParameters"
+    assert parameters["Action"] == ["ssm:GetParameter"]
+    names = ["/convo/llm-key", "/team/other"]
+    assert _evaluate(parameters["Resource"], {"ProviderParameterNames": names}) == [
+        "arn:*:ssm:*:*:parameter/convo/llm-key",
+        "arn:*:ssm:*:*:parameter/team/other",
+    ]
+    assert parameters["Condition"] == {
+        "StringEquals": {"aws:RequestedRegion": {"Ref": "AWS::Region"}}
+    }
+    for sid, service in [
+        ("DecryptProviderParametersViaSsm", "ssm"),
+        ("DecryptProviderSecretsViaSecretsManager", "secretsmanager"),
+    ]:
+        _, decrypt = statements[sid]
+        assert decrypt["Action"] == ["kms:Decrypt"]
+        via = decrypt["Condition"]["StringEquals"]["kms:ViaService"]
+        assert via == {"Fn::Sub": f"{service}.${{AWS::Region}}.amazonaws.com"}
+
+
+def test_functions_that_call_no_model_read_no_provider_key() -> None:
+    specs = function_specs(TEMPLATE)
+    for function in set(specs) - set(MODEL_CALLERS):
+        assert _key_statements(function) == {}, function
+
+
+def test_an_empty_key_list_makes_no_statement() -> None:
+    conditions = load_template(TEMPLATE)["Conditions"]
+    for condition, parameter in [
+        ("HasProviderSecrets", "ProviderSecretArns"),
+        ("HasProviderParameters", "ProviderParameterNames"),
+    ]:
+        assert conditions[condition] == {
+            "Fn::Not": [{"Fn::Equals": [{"Fn::Join": ["", {"Ref": parameter}]}, ""]}]
+        }
 
 
 # ---------------------------------------------------------------- sample events

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 
 from convo_memory.config import Settings, SettingsError
@@ -73,6 +76,10 @@ def test_given_every_variable_when_loading_then_each_lands_in_its_field():
         "deletion_grace_seconds": 1200,
         "summary_coalesce_seconds": 2,
         "summary_delay_seconds": 20,
+        "provider_connections": {},
+        "provider_timeout_cap_seconds": 25,
+        "provider_secret_arns": None,
+        "provider_parameter_names": None,
     }
 
 
@@ -173,3 +180,138 @@ def test_given_a_coalescing_window_longer_than_the_delay_then_it_is_refused() ->
         Settings.from_env(env)
 
     assert "SUMMARY_COALESCE_SECONDS" in str(raised.value)
+
+
+# ---------------------------------------------------------------- provider connections
+
+SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:llm-key-AbCdEf"
+OLLAMA = {
+    "type": "openai",
+    "baseUrl": "http://10.0.3.7:11434/v1",
+    "models": ["llama3.*"],
+    "apiKey": {"secretArn": SECRET},
+    "timeoutSeconds": 20,
+}
+
+
+def test_given_the_contract_example_when_loading_then_connections_are_typed():
+    raw = json.dumps(
+        {
+            "bedrock": {
+                "type": "bedrock",
+                "region": "us-east-1",
+                "models": ["anthropic.*", "amazon.nova-*"],
+            },
+            "ollama": OLLAMA,
+        }
+    )
+
+    settings = Settings.from_env(
+        {**REQUIRED, "PROVIDER_CONNECTIONS": raw, "PROVIDER_SECRET_ARNS": f" {SECRET} ,"}
+    )
+
+    connections = settings.provider_connections
+    assert connections.names() == ["embedded", "bedrock", "ollama"]
+    ollama = connections.get("ollama")
+    assert ollama is not None and ollama.api_key is not None
+    assert (ollama.type, ollama.base_url, ollama.api_key.secret_arn) == (
+        "openai",
+        "http://10.0.3.7:11434/v1",
+        SECRET,
+    )
+    assert ollama.timeout_within(settings.provider_timeout_cap_seconds) == 20
+    assert settings.provider_secret_arns == (SECRET,)
+    assert settings.provider_parameter_names is None  # absent: not checked
+
+
+def test_given_no_connections_when_loading_then_only_embedded_exists():
+    settings = Settings.from_env({**REQUIRED, "PROVIDER_CONNECTIONS": "{}"})
+
+    assert settings.provider_connections.listing() == [
+        {"connection": "embedded", "type": "embedded", "models": []}
+    ]
+
+
+def test_given_a_timeout_above_the_cap_when_serving_then_the_cap_wins():
+    raw = json.dumps({"slow": {**OLLAMA, "apiKey": {"env": "LLM_KEY"}, "timeoutSeconds": 300}})
+
+    settings = Settings.from_env(
+        {**REQUIRED, "PROVIDER_CONNECTIONS": raw, "PROVIDER_TIMEOUT_CAP_SECONDS": "10"}
+    )
+
+    slow = settings.provider_connections.get("slow")
+    assert slow is not None and slow.timeout_within(settings.provider_timeout_cap_seconds) == 10
+
+
+@pytest.mark.parametrize(
+    ("connections", "fragment"),
+    [
+        ("not json", "not valid JSON"),
+        ("[1, 2]", "JSON object"),
+        ({"x": {"type": "azure", "models": ["*"]}}, "type"),
+        ({"x": {"type": "openai", "models": ["*"]}}, "baseUrl"),
+        ({"x": {**OLLAMA, "baseUrl": "ftp://10.0.3.7/v1"}}, "http"),
+        ({"x": {**OLLAMA, "baseUrl": "http://user:pw@10.0.3.7/v1"}}, "userinfo"),
+        ({"x": {**OLLAMA, "baseUrl": "http://10.0.3.7/v1?x=1"}}, "query"),
+        ({"x": {**OLLAMA, "baseUrl": "http://10.0.3.7/v1#top"}}, "fragment"),
+        ({"x": {**OLLAMA, "baseUrl": "http://10.0.3.7/v1?"}}, "query"),
+        ({"x": {**OLLAMA, "models": []}}, "models"),
+        ({"x": {**OLLAMA, "headers": {"X-Api-Key": "k"}}}, "headers"),
+        ({"x": {**OLLAMA, "apiKey": {"env": "AWS_SECRET_ACCESS_KEY"}}}, "AWS_"),
+        ({"x": {**OLLAMA, "apiKey": {"env": "K", "secretArn": SECRET}}}, "exactly one"),
+        ({"x": {**OLLAMA, "apiKey": {"parameterName": "no-slash"}}}, "parameterName"),
+        ({"x": {**OLLAMA, "apiKey": {"secretArn": "arn:aws:s3:::bucket"}}}, "secretArn"),
+        ({"x": {"type": "bedrock", "models": ["*"], "baseUrl": "http://10.0.0.1/v1"}}, "baseUrl"),
+        ({"x": {"type": "bedrock", "models": ["*"], "region": "moon-1"}}, "region"),
+        ({"embedded": {"type": "openai", "baseUrl": "http://h/v1", "models": ["*"]}}, "embedded"),
+        ({"bad name!": {"type": "bedrock", "models": ["*"]}}, "connection name"),
+        ({"x": {**OLLAMA, "timeoutSeconds": 0}}, "timeoutSeconds"),
+    ],
+)
+def test_given_a_bad_connection_when_loading_then_settings_error_names_the_variable(
+    connections: Any, fragment: str
+) -> None:
+    raw = connections if isinstance(connections, str) else json.dumps(connections)
+
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env({**REQUIRED, "PROVIDER_CONNECTIONS": raw})
+
+    assert "PROVIDER_CONNECTIONS" in str(raised.value)
+    assert fragment in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("api_key", "variable", "allowed"),
+    [
+        ({"secretArn": SECRET}, "PROVIDER_SECRET_ARNS", ""),
+        ({"secretArn": SECRET}, "PROVIDER_SECRET_ARNS", SECRET.replace("llm-key", "other")),
+        ({"parameterName": "/llm/key"}, "PROVIDER_PARAMETER_NAMES", "/llm/other,/x"),
+    ],
+)
+def test_given_a_key_outside_the_allowed_list_when_loading_then_it_is_refused(
+    api_key: dict[str, str], variable: str, allowed: str
+) -> None:
+    raw = json.dumps({"ollama": {**OLLAMA, "apiKey": api_key}})
+
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env({**REQUIRED, "PROVIDER_CONNECTIONS": raw, variable: allowed})
+
+    assert variable in str(raised.value) and "PROVIDER_CONNECTIONS" in str(raised.value)
+
+
+def test_given_a_key_in_the_allowed_list_when_loading_then_it_is_accepted():
+    raw = json.dumps({"ollama": {**OLLAMA, "apiKey": {"parameterName": "/llm/key"}}})
+
+    settings = Settings.from_env(
+        {**REQUIRED, "PROVIDER_CONNECTIONS": raw, "PROVIDER_PARAMETER_NAMES": "/x,/llm/key"}
+    )
+
+    assert settings.provider_parameter_names == ("/x", "/llm/key")
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "901", "soon"])
+def test_given_a_bad_timeout_cap_when_loading_then_settings_error_names_it(value: str) -> None:
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env({**REQUIRED, "PROVIDER_TIMEOUT_CAP_SECONDS": value})
+
+    assert "PROVIDER_TIMEOUT_CAP_SECONDS" in str(raised.value)

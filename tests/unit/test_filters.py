@@ -156,7 +156,7 @@ def test_build_content_filter_makes_a_lazy_guardrail_filter(client: Any) -> None
     config = ContentFilterConfig(
         type="bedrock-guardrail", guardrail_id="gr-123", guardrail_version="2"
     )
-    content_filter = build_content_filter(config, bedrock_client_factory=factory)
+    content_filter = build_content_filter(config, bedrock_clients=factory, timeout_seconds=7)
     assert isinstance(content_filter, BedrockGuardrailFilter)
     assert calls == []
     with Stubber(client) as stubber:
@@ -164,4 +164,4 @@ def test_build_content_filter_makes_a_lazy_guardrail_filter(client: Any) -> None
             "apply_guardrail", guardrail_response("GUARDRAIL_INTERVENED"), expected_call("x")
         )
         assert not content_filter.check("x").allowed
-    assert calls == [()]
+    assert calls == [(None, 7)]  # the function's region, the deployment's timeout

@@ -19,7 +19,9 @@ from convo_memory.adapters.providers.embedded import (
     EmbeddedChatProvider,
     split_chunks,
 )
-from convo_memory.adapters.providers.factory import AdapterCache, build_provider
+from convo_memory.adapters.providers.factory import build_provider
+from convo_memory.adapters.registry import AdapterRegistry
+from convo_memory.domain.connections import EMBEDDED_CONNECTION, Connection, parse_connections
 from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.models import Message, ProviderConfig, Summary, ToolDigest, ToolSpec
 from convo_memory.domain.prompt import Prompt, build_prompt
@@ -215,54 +217,68 @@ def test_classic_is_deterministic_and_streams_one_chunk() -> None:
 
 
 def test_factory_builds_the_embedded_provider_for_each_kind() -> None:
-    embedded = ProviderConfig()
-    assert isinstance(build_provider(embedded, "generative", []), EmbeddedChatProvider)
-    assert isinstance(build_provider(embedded, "classic", []), ClassicModelProvider)
-    agent = build_provider(embedded, "agent", [ToolSpec(name="search_kb")])
+    def build(kind: str, tools: list[ToolSpec]) -> Any:
+        return build_provider(EMBEDDED_CONNECTION, None, kind, tools, timeout_seconds=25)
+
+    assert isinstance(build("generative", []), EmbeddedChatProvider)
+    assert isinstance(build("classic", []), ClassicModelProvider)
+    agent = build("agent", [ToolSpec(name="search_kb")])
     assert isinstance(agent, EmbeddedAgentProvider)
     assert agent.tools == ("search_kb",)
     with pytest.raises(ValueError):
-        build_provider(embedded, "oracle", [])
+        build("oracle", [])
 
 
-def test_factory_builds_bedrock_clients_lazily_with_the_region() -> None:
+def test_factory_builds_bedrock_clients_lazily_with_the_region_and_timeout() -> None:
     calls: list[tuple[Any, ...]] = []
 
-    def factory(*args: Any) -> object:
+    def clients(*args: Any) -> object:
         calls.append(args)
         return object()
 
-    config = ProviderConfig(type="bedrock", model_id="m", region="eu-west-1")
-    provider = build_provider(config, "generative", [], bedrock_client_factory=factory)
+    connection = Connection(type="bedrock", region="eu-west-1", models=("m*",), max_tokens=64)
+    provider = build_provider(
+        connection, "m1", "generative", [], timeout_seconds=12, bedrock_clients=clients
+    )
     assert calls == []
     provider.client  # type: ignore[attr-defined]  # noqa: B018
-    assert calls == [("eu-west-1",)]
+    assert calls == [("eu-west-1", 12)]
+    assert provider.max_tokens == 64  # type: ignore[attr-defined]
     default_region = build_provider(
-        ProviderConfig(type="bedrock", model_id="m"),
+        Connection(type="bedrock", models=("*",)),
+        "m",
         "generative",
         [],
-        bedrock_client_factory=factory,
+        timeout_seconds=25,
+        bedrock_clients=clients,
     )
     default_region.client  # type: ignore[attr-defined]  # noqa: B018
-    assert calls[-1] == ()
+    assert calls[-1] == (None, 25)
 
 
 def test_importing_the_adapters_does_not_import_boto3_or_urllib() -> None:
     code = (
         "import sys\n"
-        "import convo_memory.adapters.providers.factory\n"
+        "import convo_memory.adapters.providers.factory, convo_memory.adapters.registry\n"
         "import convo_memory.adapters.filters, convo_memory.adapters.summarizers\n"
+        "import convo_memory.adapters.secrets, convo_memory.adapters.bedrock_clients\n"
         "heavy = {'boto3', 'botocore', 'urllib.request'} & set(sys.modules)\n"
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_adapter_cache_reuses_adapters_per_config() -> None:
-    cache = AdapterCache(max_entries=2)
-    first = cache.provider(ProviderConfig(), "generative")
-    assert cache.provider(ProviderConfig(), "generative") is first
-    assert cache.provider(ProviderConfig(temperature=0.5), "generative") is not first
-    assert cache.provider(ProviderConfig(), "classic") is not first
+def test_adapter_registry_reuses_adapters_per_config() -> None:
+    connections = parse_connections(
+        {"local": {"type": "openai", "baseUrl": "http://127.0.0.1:1/v1", "models": ["*"]}}
+    )
+    registry = AdapterRegistry(connections, max_entries=2)
+    first = registry.provider(ProviderConfig(), "generative")
+    assert registry.provider(ProviderConfig(), "generative") is first
+    assert (
+        registry.provider(ProviderConfig(connection="local", model_id="a"), "generative")
+        is not first
+    )
+    assert registry.provider(ProviderConfig(), "classic") is not first
     # Bounded: the least recently used entry was evicted.
-    assert cache.provider(ProviderConfig(), "generative") is not first
+    assert registry.provider(ProviderConfig(), "generative") is not first

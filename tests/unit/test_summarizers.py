@@ -9,13 +9,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from convo_memory.adapters.providers.bedrock import BedrockConverseProvider
 from convo_memory.adapters.providers.openai_compat import OpenAICompatibleProvider
+from convo_memory.adapters.registry import AdapterRegistry
 from convo_memory.adapters.summarizers import (
     EmbeddedSummarizer,
     ModelSummarizer,
     build_summarizer,
     fit_lines,
 )
+from convo_memory.domain.connections import parse_connections
 from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.models import ProviderConfig, SummaryConfig
 from convo_memory.domain.prompt import Prompt
@@ -162,19 +165,42 @@ def test_an_empty_model_summary_is_an_error() -> None:
 
 
 def test_build_summarizer_by_provider_type() -> None:
-    assert isinstance(build_summarizer(SummaryConfig()), EmbeddedSummarizer)
-    remote = build_summarizer(
-        SummaryConfig(
-            provider=ProviderConfig(type="openai", base_url="http://127.0.0.1:1/v1", model_id="m")
-        )
+    assert isinstance(build_summarizer(None), EmbeddedSummarizer)
+    model = RecordingProvider("a summary")
+    built = build_summarizer(model)
+    assert isinstance(built, ModelSummarizer) and built.provider is model
+
+
+def test_the_registry_builds_summarizers_on_the_named_connection() -> None:
+    connections = parse_connections(
+        {
+            "local": {"type": "openai", "baseUrl": "http://127.0.0.1:1/v1", "models": ["m"]},
+            "bedrock": {"type": "bedrock", "models": ["anthropic.*"], "timeoutSeconds": 9},
+        }
+    )
+    calls: list[object] = []
+    registry = AdapterRegistry(
+        connections, bedrock_clients=lambda *args: calls.append(args), timeout_cap_seconds=20
+    )
+    assert isinstance(registry.summarizer(SummaryConfig()), EmbeddedSummarizer)
+    remote = registry.summarizer(
+        SummaryConfig(provider=ProviderConfig(connection="local", model_id="m"))
     )
     assert isinstance(remote, ModelSummarizer)
     assert isinstance(remote.provider, OpenAICompatibleProvider)
+    assert remote.provider.timeout == 20  # no timeoutSeconds: the deployment's cap
 
-    calls: list[object] = []
-    bedrock = build_summarizer(
-        SummaryConfig(provider=ProviderConfig(type="bedrock", model_id="m")),
-        bedrock_client_factory=lambda *args: calls.append(args),
+    bedrock = registry.summarizer(
+        SummaryConfig(provider=ProviderConfig(connection="bedrock", model_id="anthropic.x"))
     )
     assert isinstance(bedrock, ModelSummarizer)
+    assert isinstance(bedrock.provider, BedrockConverseProvider)
     assert calls == []  # the Bedrock client is built on first use only
+    bedrock.provider.client  # noqa: B018
+    assert calls == [(None, 9)]
+
+
+def test_a_summary_model_the_connection_no_longer_allows_is_a_provider_error() -> None:
+    registry = AdapterRegistry(parse_connections({}))
+    with pytest.raises(ProviderError, match="unknown connection 'gone'"):
+        registry.summarizer(SummaryConfig(provider=ProviderConfig(connection="gone", model_id="m")))

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from convo_memory.config import Settings
 
 if TYPE_CHECKING:
+    from convo_memory.adapters.registry import AdapterRegistry
     from convo_memory.domain.models import Capability
     from convo_memory.ports import (
         ContentFilter,
@@ -91,8 +92,8 @@ def build_container(
     **clients: Any,
 ) -> Container:
     """Wire the services. Ports not given are built from ``settings``; ``clients`` may
-    override the boto3 clients (``dynamodb``, ``sqs``, ``bedrock-runtime``)."""
-    from convo_memory.adapters.providers.factory import AdapterCache
+    override the boto3 clients (``dynamodb``, ``sqs``, ``bedrock-runtime``,
+    ``secretsmanager``, ``ssm``)."""
     from convo_memory.services.admin import TokenResolver
     from convo_memory.services.answering import Answerer
     from convo_memory.services.catalog import CapabilityCatalog, RunTraces
@@ -106,7 +107,7 @@ def build_container(
     settings = settings or Settings.from_env()
     dynamodb = clients.get("dynamodb")
     if stores is None:
-        from convo_memory.adapters.dynamo import dynamo_stores
+        from convo_memory.adapters.dynamo.stores import dynamo_stores
 
         dynamodb = dynamodb or aws_client("dynamodb")
         stores = dynamo_stores(dynamodb, settings.table_name, settings.runs_table_name)
@@ -118,14 +119,16 @@ def build_container(
         from convo_memory.adapters.metrics import PowertoolsMetrics
 
         metrics = PowertoolsMetrics()
-    adapters = AdapterCache(bedrock_client_factory=_bedrock_factory(clients))
+    adapters = _adapter_registry(settings, clients)
     provider_for = provider_for or (
         lambda cap: adapters.provider(cap.provider, cap.kind, cap.tools)
     )
     filter_for = filter_for or (lambda cap: adapters.content_filter(cap.content_filter))
     summarizer_for = summarizer_for or (lambda cap: adapters.summarizer(cap.summary_config))
 
-    catalog = CapabilityCatalog(stores.capabilities, settings.cache_ttl_seconds)
+    catalog = CapabilityCatalog(
+        stores.capabilities, settings.cache_ttl_seconds, connections=settings.provider_connections
+    )
     recorder = TurnRecorder(stores.turns, stores.sessions, repair_queue, metrics)
     turns = TurnService(
         catalog=catalog,
@@ -206,18 +209,25 @@ def _sqs_queue(url: str, clients: dict[str, Any]) -> QueuePort | None:
     return SqsQueue(clients["sqs"], url)
 
 
-def _bedrock_factory(clients: dict[str, Any]) -> Callable[..., Any]:
-    bedrock_clients: dict[str | None, Any] = {}
+def _adapter_registry(settings: Settings, clients: dict[str, Any]) -> AdapterRegistry:
+    """Providers, filters and summarizers over the operator's connections; secrets are
+    resolved server-side, Bedrock clients built per region and timeout on first use."""
+    from convo_memory.adapters.bedrock_clients import BedrockClients
+    from convo_memory.adapters.registry import AdapterRegistry
+    from convo_memory.adapters.secrets import SecretResolver, build_secrets_client
 
-    def bedrock_client(region: str | None = None) -> Any:
-        # Only capabilities that use Bedrock pay for creating its client.
-        if region not in bedrock_clients:
-            bedrock_clients[region] = clients.get("bedrock-runtime") or aws_client(
-                "bedrock-runtime", read_timeout=120, region_name=region
-            )
-        return bedrock_clients[region]
+    def secrets_client(service: str, region: str | None) -> Any:
+        return clients.get(service) or build_secrets_client(service, region)
 
-    return bedrock_client
+    bedrock_override = clients.get("bedrock-runtime")
+    return AdapterRegistry(
+        settings.provider_connections,
+        timeout_cap_seconds=settings.provider_timeout_cap_seconds,
+        secrets=SecretResolver(secrets_client),
+        bedrock_clients=BedrockClients(
+            None if bedrock_override is None else lambda region, timeout: bedrock_override
+        ),
+    )
 
 
 def get_container() -> Container:

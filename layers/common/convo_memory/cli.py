@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import boto3
 
-    from convo_memory.adapters.dynamo import dynamo_stores
+    from convo_memory.adapters.dynamo.stores import dynamo_stores
     from convo_memory.services.admin import create_workspace, seed_capabilities
 
     stores = dynamo_stores(boto3.client("dynamodb"), args.table, args.runs_table)

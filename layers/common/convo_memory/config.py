@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from convo_memory.domain.connections import ProviderConnections, decode_connections
 
 
 class SettingsError(RuntimeError):
@@ -37,6 +47,43 @@ class Settings(BaseModel):
     # at least as long, so the run it starts sees the turns it coalesced.
     summary_coalesce_seconds: float = Field(default=2, ge=0, le=900)
     summary_delay_seconds: int = Field(default=2, ge=0, le=900)
+    # The operator's model connections (JSON); ``embedded`` always exists.
+    provider_connections: ProviderConnections = Field(
+        default_factory=ProviderConnections.embedded_only
+    )
+    # No provider call waits longer than this, whatever a connection asks for.
+    provider_timeout_cap_seconds: float = Field(default=25, gt=0, le=900)
+    # What IAM lets the functions read. None (variable absent): not checked, e.g. locally.
+    provider_secret_arns: tuple[str, ...] | None = None
+    provider_parameter_names: tuple[str, ...] | None = None
+
+    @field_validator("provider_connections", mode="before")
+    @classmethod
+    def _decode_connections(cls, value: Any) -> Any:
+        return decode_connections(value) if isinstance(value, str) else value
+
+    @field_validator("provider_secret_arns", "provider_parameter_names", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(item.strip() for item in value.split(",") if item.strip())
+        return value
+
+    @model_validator(mode="after")
+    def _keys_readable(self) -> Settings:
+        # Refuse at start-up what IAM would refuse on the first call.
+        for name, key in self.provider_connections.api_keys():
+            allowed, variable, value = (
+                (self.provider_secret_arns, "PROVIDER_SECRET_ARNS", key.secret_arn)
+                if key.secret_arn is not None
+                else (self.provider_parameter_names, "PROVIDER_PARAMETER_NAMES", key.parameter_name)
+            )
+            if value is not None and allowed is not None and value not in allowed:
+                raise ValueError(
+                    f"PROVIDER_CONNECTIONS: connection {name!r} reads its apiKey from "
+                    f"{key.source} {value!r}, which {variable} does not list"
+                )
+        return self
 
     @model_validator(mode="after")
     def _windows_narrowest_first(self) -> Settings:
@@ -73,13 +120,30 @@ class Settings(BaseModel):
             "deletion_grace_seconds": "DELETION_GRACE_SECONDS",
             "summary_coalesce_seconds": "SUMMARY_COALESCE_SECONDS",
             "summary_delay_seconds": "SUMMARY_DELAY_SECONDS",
+            "provider_connections": "PROVIDER_CONNECTIONS",
+            "provider_timeout_cap_seconds": "PROVIDER_TIMEOUT_CAP_SECONDS",
         }
-        values = {field: env[var] for field, var in names.items() if env.get(var, "") != ""}
+        # Allow-lists count as set even when empty (the template always sets them).
+        lists = {
+            "provider_secret_arns": "PROVIDER_SECRET_ARNS",
+            "provider_parameter_names": "PROVIDER_PARAMETER_NAMES",
+        }
+        values: dict[str, Any] = {
+            field: env[var] for field, var in names.items() if env.get(var, "") != ""
+        }
+        values.update({field: env[var] for field, var in lists.items() if var in env})
+        names.update(lists)
         try:
             return cls.model_validate(values)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{names.get(str(e['loc'][0]), 'settings') if e['loc'] else 'settings'}: {e['msg']}"
-                for e in exc.errors()
-            )
+            problems = "; ".join(_problem(e["loc"], e["msg"], names) for e in exc.errors())
             raise SettingsError(f"invalid configuration: {problems}") from exc
+
+
+def _problem(loc: tuple[Any, ...], message: str, names: Mapping[str, str]) -> str:
+    """``VARIABLE: where.inside: message`` for one validation error."""
+    if not loc:
+        return f"settings: {message}"
+    where = ".".join(str(part) for part in loc[1:])
+    variable = names.get(str(loc[0]), "settings")
+    return f"{variable}: {where}: {message}" if where else f"{variable}: {message}"

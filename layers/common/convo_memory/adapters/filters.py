@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from convo_memory.ports import ContentFilter, FilterVerdict
 
 if TYPE_CHECKING:
-    from convo_memory.adapters.providers.factory import BedrockClientFactory
+    from convo_memory.adapters.bedrock_clients import BedrockClientFactory
     from convo_memory.domain.models import ContentFilterConfig
 
 logger = logging.getLogger(__name__)
@@ -101,19 +101,21 @@ class BedrockGuardrailFilter:
 def build_content_filter(
     config: ContentFilterConfig | None,
     *,
-    bedrock_client_factory: BedrockClientFactory | None = None,
+    bedrock_clients: BedrockClientFactory | None = None,
+    timeout_seconds: float | None = None,
 ) -> ContentFilter | None:
-    """The capability's content filter, or ``None`` when it has none."""
+    """The capability's content filter, or ``None`` when it has none. A guardrail runs
+    in the function's region with the deployment's provider timeout."""
     if config is None:
         return None
     if config.type == "embedded":
         return EmbeddedContentFilter(config.blocked_terms, config.blocked_patterns)
     if config.type == "bedrock-guardrail":
-        from convo_memory.adapters.providers.factory import client_factory_for
+        from convo_memory.adapters.bedrock_clients import client_factory_for
 
         return BedrockGuardrailFilter(
             guardrail_id=config.guardrail_id or "",
             version=config.guardrail_version or "",
-            client_factory=client_factory_for(bedrock_client_factory, None),
+            client_factory=client_factory_for(bedrock_clients, None, timeout_seconds),
         )
     raise ValueError(f"unknown content filter type {config.type!r}")

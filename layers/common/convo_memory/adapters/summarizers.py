@@ -17,8 +17,6 @@ from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.prompt import ChatMessage, Prompt, fence
 
 if TYPE_CHECKING:
-    from convo_memory.adapters.providers.factory import BedrockClientFactory
-    from convo_memory.domain.models import SummaryConfig
     from convo_memory.ports import ModelProvider, Summarizer
 
 FAIL_ENV = "CONVO_SUMMARIZER_FAIL"
@@ -142,18 +140,9 @@ class ModelSummarizer:
         return text[: max(max_chars, 0)]
 
 
-def build_summarizer(
-    config: SummaryConfig,
-    *,
-    bedrock_client_factory: BedrockClientFactory | None = None,
-) -> Summarizer:
-    """``EmbeddedSummarizer`` for the embedded provider, else a ``ModelSummarizer`` over
-    the configured Bedrock or OpenAI-compatible model."""
-    if config.provider.type == "embedded":
+def build_summarizer(model: ModelProvider | None) -> Summarizer:
+    """``EmbeddedSummarizer`` without a model (the embedded connection), else a
+    ``ModelSummarizer`` over that model (built by the adapter registry)."""
+    if model is None:
         return EmbeddedSummarizer()
-    from convo_memory.adapters.providers.factory import build_provider
-
-    provider = build_provider(
-        config.provider, "generative", [], bedrock_client_factory=bedrock_client_factory
-    )
-    return ModelSummarizer(provider)
+    return ModelSummarizer(model)

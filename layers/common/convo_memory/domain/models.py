@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 CapabilityKind = Literal["generative", "agent", "classic"]
@@ -56,28 +56,46 @@ class ReplayPolicy(ApiModel):
 
 
 class ProviderConfig(ApiModel):
-    """Which model answers. ``embedded`` needs no network; ``bedrock`` uses Converse;
-    ``openai`` is any OpenAI-compatible chat-completions endpoint."""
+    """Which model answers: a connection the operator declared, and a model it allows.
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    ``{type: "embedded"}`` is accepted as shorthand for ``{connection: "embedded"}``.
+    Endpoints, regions, credentials and model knobs are connection settings, never a
+    workspace's: any other field is refused. Whether the connection exists and allows
+    ``modelId`` depends on the deployment and is checked by the capability catalog."""
 
-    type: Literal["embedded", "bedrock", "openai"] = "embedded"
-    model_id: str | None = Field(default=None, max_length=256)
-    base_url: str | None = Field(default=None, max_length=2048)
-    # Name of an environment variable holding the API key; the key itself is never stored.
-    api_key_env: str | None = Field(default=None, max_length=128)
-    region: str | None = Field(default=None, max_length=32)
-    max_tokens: int | None = Field(default=None, ge=1, le=200_000)
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    timeout_seconds: float = Field(default=60, gt=0, le=900)
+    connection: str = Field(
+        default="embedded", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+    )
+    model_id: str | None = Field(default=None, min_length=1, max_length=256)
 
-    @model_validator(mode="after")
-    def _required_fields(self) -> ProviderConfig:
-        if self.type == "bedrock" and not self.model_id:
-            raise ValueError("provider.modelId is required for bedrock")
-        if self.type == "openai" and not (self.base_url and self.model_id):
-            raise ValueError("provider.baseUrl and provider.modelId are required for openai")
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _embedded_shorthand(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "type" not in data:
+            return data
+        data = dict(data)
+        kind = data.pop("type")
+        if kind != "embedded":
+            raise ValueError(
+                "provider.type is only a shorthand for the embedded connection; name one of "
+                "the deployment's connections with provider.connection (GET /v1/providers)"
+            )
+        if data.setdefault("connection", "embedded") != "embedded":
+            raise ValueError("provider.type 'embedded' contradicts provider.connection")
+        return data
+
+
+def upgrade_stored_provider(value: Any) -> Any:
+    """A provider stored before connections existed (``{type, modelId, baseUrl, ...}``)
+    as ``{connection: <type>, modelId}``: an embedded one keeps working; a bedrock or
+    openai one is served only if the operator declares a connection of that name that
+    allows its model. Its stored endpoint and key variable are never used again."""
+    if not isinstance(value, dict) or "connection" in value or "type" not in value:
+        return value
+    kind = value.get("type") or "embedded"
+    if kind == "embedded":
+        return {"connection": "embedded"}
+    return {"connection": str(kind), "modelId": value.get("modelId")}
 
 
 class SummaryConfig(ApiModel):
@@ -149,6 +167,18 @@ class Capability(ApiModel):
     tools: list[ToolSpec] = Field(default_factory=list)
     content_filter: ContentFilterConfig | None = None
     created_at: str
+
+    @field_validator("provider", mode="before")
+    @classmethod
+    def _upgrade_provider(cls, value: Any) -> Any:
+        return upgrade_stored_provider(value)
+
+    @field_validator("summary", mode="before")
+    @classmethod
+    def _upgrade_summary_provider(cls, value: Any) -> Any:
+        if isinstance(value, dict) and "provider" in value:
+            return {**value, "provider": upgrade_stored_provider(value["provider"])}
+        return value
 
     @property
     def conversational(self) -> bool:

@@ -7,8 +7,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from convo_memory.domain.errors import CapabilityNotFound, RunNotFound
-from convo_memory.domain.models import Capability, CapabilityCreate, iso, utc_now
+from convo_memory.domain.connections import ProviderConnections, provider_problem
+from convo_memory.domain.errors import CapabilityNotFound, RunNotFound, ValidationFailed
+from convo_memory.domain.models import (
+    Capability,
+    CapabilityCreate,
+    ProviderConfig,
+    iso,
+    utc_now,
+)
 from convo_memory.ports import CapabilityStore, RunStore
 
 
@@ -18,15 +25,19 @@ def new_id(prefix: str) -> str:
 
 class CapabilityCatalog:
     """Capability definitions, cached per warm container for a short time: they change
-    rarely and every turn needs one."""
+    rarely and every turn needs one. A capability's providers must fit the deployment's
+    ``connections`` (embedded only unless given)."""
 
     def __init__(
         self,
         store: CapabilityStore,
         cache_ttl_seconds: float = 30,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        connections: ProviderConnections | None = None,
     ) -> None:
         self._store = store
+        self.connections = connections or ProviderConnections.embedded_only()
         self._ttl = cache_ttl_seconds
         self._clock = clock
         self._cache: dict[tuple[str, str], tuple[float, Capability]] = {}
@@ -34,6 +45,12 @@ class CapabilityCatalog:
     def create(
         self, workspace_id: str, body: CapabilityCreate, cap_id: str | None = None
     ) -> Capability:
+        """Store a new capability. ``ValidationFailed`` (422) when its provider or its
+        summary's provider names a connection this deployment lacks, or a model the
+        connection does not allow."""
+        self._check_provider(body.provider, "provider")
+        if body.summary is not None:
+            self._check_provider(body.summary.provider, "summary.provider")
         capability = Capability(
             id=cap_id or new_id("cap"),
             created_at=iso(utc_now()),
@@ -42,6 +59,21 @@ class CapabilityCatalog:
         self._store.put_capability(workspace_id, capability)
         self._cache[(workspace_id, capability.id)] = (self._clock(), capability)
         return capability
+
+    def _check_provider(self, provider: ProviderConfig, where: str) -> None:
+        problem = provider_problem(self.connections, provider.connection, provider.model_id)
+        if problem is not None:
+            field, message = problem
+            loc = [*where.split("."), field]
+            raise ValidationFailed(
+                f"{where}.{field}: {message}",
+                details=[{"loc": loc, "msg": message, "type": "value_error"}],
+            )
+
+    def providers(self) -> list[dict[str, Any]]:
+        """The connections a capability may name: ``{connection, type, models}`` each,
+        never a URL, a region or a credential."""
+        return self.connections.listing()
 
     def get(self, workspace_id: str, capability_id: str) -> Capability:
         key = (workspace_id, capability_id)

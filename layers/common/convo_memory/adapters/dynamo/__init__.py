@@ -1,30 +1,4 @@
 """DynamoDB stores, one per port (``convo_memory.ports``), over shared tables.
 
-``dynamo_stores`` builds them all for the conversations and runs tables."""
-
-from __future__ import annotations
-
-from typing import Any
-
-from convo_memory.adapters.dynamo.catalog import DynamoCapabilityStore, DynamoTokenStore
-from convo_memory.adapters.dynamo.retention import DynamoRetentionStore
-from convo_memory.adapters.dynamo.runs import DynamoRunStore
-from convo_memory.adapters.dynamo.sessions import DynamoSessionStore
-from convo_memory.adapters.dynamo.summaries import DynamoSummaryStore
-from convo_memory.adapters.dynamo.table import DynamoTable
-from convo_memory.adapters.dynamo.turns import DynamoTurnStore
-from convo_memory.ports import Stores
-
-
-def dynamo_stores(client: Any, table_name: str, runs_table_name: str) -> Stores:
-    """Every store over one DynamoDB client and the stack's two tables."""
-    table = DynamoTable(client, table_name)
-    return Stores(
-        tokens=DynamoTokenStore(table),
-        capabilities=DynamoCapabilityStore(table),
-        sessions=DynamoSessionStore(table),
-        turns=DynamoTurnStore(table),
-        summaries=DynamoSummaryStore(table),
-        retention=DynamoRetentionStore(table),
-        runs=DynamoRunStore(DynamoTable(client, runs_table_name)),
-    )
+``stores.dynamo_stores`` builds them all for the conversations and runs tables; ``table``
+holds the one error translation, ``items`` the item layout."""

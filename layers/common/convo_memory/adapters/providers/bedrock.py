@@ -1,7 +1,8 @@
 """Amazon Bedrock through the Converse / ConverseStream API.
 
-The bedrock-runtime client is injected (or built lazily by a factory on first use), so
-importing this module never imports boto3. botocore errors become ``ProviderError``
+The bedrock-runtime client is injected (or built lazily on first use, with the
+connection's timeout: see ``convo_memory.adapters.bedrock_clients``), so importing this
+module never imports boto3. botocore errors become ``ProviderError``
 chosen by error code, never by message text.
 """
 
@@ -65,9 +66,10 @@ def map_client_error(exc: Exception, *, service: str = "Bedrock") -> ProviderErr
         message = _ERROR_MESSAGES.get(code, f"{service} call failed")
         label = code or "UnknownError"
         return ProviderError(f"Model provider error: {message} ({label}).")
-    # botocore's own errors (connection refused, read timeout, ...) have no code.
+    # botocore's own errors (connection refused, read timeout, ...) have no code. One
+    # text for all of them: an error must not tell how the network failed.
     logger.warning("%s call failed: %s", service, type(exc).__name__)
-    return ProviderError(f"Model provider error: could not reach {service} ({type(exc).__name__}).")
+    return ProviderError("Model provider error: could not reach the provider.")
 
 
 def _botocore_errors() -> tuple[type[Exception], ...]:

@@ -3,6 +3,12 @@
 Standard library only (urllib): no SDK to import at cold start and no new dependency.
 Streaming reads the server-sent events line by line, so deltas reach the caller as the
 server produces them.
+
+The endpoint and the key come from an operator's connection, never from a workspace.
+Still, the provider treats the endpoint as untrusted: no redirects are followed, bodies
+are read up to a size cap, every read is bounded by the connection's timeout (a whole
+completion by it too), the key never appears in an error text, and a failure to connect
+says only that the provider could not be reached (not why: refused, filtered, timed out).
 """
 
 from __future__ import annotations
@@ -10,10 +16,11 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 from convo_memory.domain.errors import ProviderError
@@ -23,6 +30,13 @@ from convo_memory.ports import Completion
 logger = logging.getLogger(__name__)
 
 _ERROR_DETAIL_CHARS = 200
+# A completion body above this is refused (no model answer needs more).
+MAX_COMPLETION_BYTES = 4 * 1024 * 1024
+# A stream carries each delta in a JSON event, several times the text it delivers.
+MAX_STREAM_BYTES = 16 * 1024 * 1024
+MAX_SSE_LINE_BYTES = 1024 * 1024
+_READ_CHUNK_BYTES = 64 * 1024
+UNREACHABLE = "Model provider error: could not reach the provider."
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -52,21 +66,33 @@ class OpenAICompatibleProvider:
         self,
         base_url: str,
         model: str,
-        api_key: str | None = None,
-        timeout: float = 60.0,
+        api_key: str | Callable[[], str | None] | None = None,
+        timeout: float = 25.0,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        *,
+        max_completion_bytes: int = MAX_COMPLETION_BYTES,
+        max_stream_bytes: int = MAX_STREAM_BYTES,
     ) -> None:
+        """``api_key`` is the key, or a function that returns it on each call (so that a
+        rotated secret is picked up); ``timeout`` (seconds) bounds connecting, each read,
+        and a whole non-streaming completion."""
         parsed = urllib.parse.urlsplit(base_url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             # A ProviderError (502 with a clear message), not a crash of the turn.
-            raise ProviderError("Model provider error: provider.baseUrl must be an http(s) URL.")
+            raise ProviderError("Model provider error: the connection's baseUrl is not http(s).")
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
-        self._api_key = api_key or None
+        self._api_key: Callable[[], str | None] = (
+            api_key if callable(api_key) else (lambda: api_key or None)
+        )
+        # Every key this provider has sent: error texts never repeat any of them.
+        self._sent_keys: set[str] = set()
         self.timeout = timeout
         self.max_tokens = max_tokens
         self.temperature = temperature
+        self.max_completion_bytes = max_completion_bytes
+        self.max_stream_bytes = max_stream_bytes
         self._opener = urllib.request.build_opener(_NoRedirect)
 
     def __repr__(self) -> str:  # never show the key
@@ -87,11 +113,9 @@ class OpenAICompatibleProvider:
 
     def complete(self, prompt: Prompt) -> Completion:
         """Non-streaming call: the answer is ``choices[0].message.content``."""
+        deadline = time.monotonic() + self.timeout
         with self._open(self.payload(prompt, stream=False)) as response:
-            try:
-                raw = response.read()
-            except (OSError, http.client.HTTPException) as exc:
-                self._fail_io(exc)
+            raw = self._read_body(response, deadline)
         try:
             data = json.loads(raw)
             content = data["choices"][0]["message"].get("content")
@@ -102,16 +126,45 @@ class OpenAICompatibleProvider:
             ) from exc
         return Completion(text=content if isinstance(content, str) else "")
 
+    def _read_body(self, response: Any, deadline: float) -> bytes:
+        """The whole body, refused above ``max_completion_bytes`` or past ``deadline``
+        (a server trickling bytes would otherwise reset the per-read timeout forever)."""
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            try:
+                chunk = response.read1(_READ_CHUNK_BYTES)
+            except (OSError, http.client.HTTPException) as exc:
+                self._fail_io(exc)
+            if not chunk:
+                return b"".join(chunks)
+            size += len(chunk)
+            if size > self.max_completion_bytes:
+                raise ProviderError(
+                    "Model provider error: the OpenAI-compatible endpoint sent a response "
+                    f"larger than {self.max_completion_bytes} bytes."
+                )
+            chunks.append(chunk)
+            if time.monotonic() > deadline:
+                self._fail_io(TimeoutError("the completion took longer than the timeout"))
+
     def stream(self, prompt: Prompt) -> Iterator[str]:
         """``stream: true``: yield each ``choices[0].delta.content`` until ``[DONE]``."""
         with self._open(self.payload(prompt, stream=True)) as response:
             finished = False
             data_lines: list[str] = []
+            received = 0
             while True:
                 try:
-                    raw_line = response.readline()
+                    raw_line = response.readline(MAX_SSE_LINE_BYTES + 1)
                 except (OSError, http.client.HTTPException) as exc:
                     self._fail_io(exc)
+                received += len(raw_line)
+                if len(raw_line) > MAX_SSE_LINE_BYTES or received > self.max_stream_bytes:
+                    raise ProviderError(
+                        "Model provider error: the OpenAI-compatible stream exceeded its "
+                        "size limit."
+                    )
                 line = raw_line.decode("utf-8", errors="replace").rstrip("\r\n")
                 if line:
                     # SSE fields: only "data" matters; comments (":...") and
@@ -166,8 +219,10 @@ class OpenAICompatibleProvider:
             "Content-Type": "application/json",
             "Accept": "text/event-stream" if body["stream"] else "application/json",
         }
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
+        api_key = self._api_key()
+        if api_key:
+            self._sent_keys.add(api_key)
+            headers["Authorization"] = f"Bearer {api_key}"
         request = urllib.request.Request(
             self.url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST"
         )
@@ -191,22 +246,19 @@ class OpenAICompatibleProvider:
             self._fail_io(exc)
 
     def _fail_io(self, exc: BaseException) -> NoReturn:
+        # The same text for refused, unresolvable, filtered and timed out: an error must
+        # not map the network behind the endpoint. The log keeps the kind of failure.
         reason = getattr(exc, "reason", exc)
-        if isinstance(reason, TimeoutError):
-            logger.warning("OpenAI-compatible endpoint timed out")
-            raise ProviderError(
-                f"Model provider error: the OpenAI-compatible endpoint timed out after "
-                f"{self.timeout:g}s."
-            ) from exc
-        logger.warning("OpenAI-compatible endpoint unreachable: %s", type(reason).__name__)
-        raise ProviderError(
-            "Model provider error: could not reach the OpenAI-compatible endpoint "
-            f"({type(reason).__name__})."
-        ) from exc
+        logger.warning(
+            "OpenAI-compatible endpoint unreachable: %s after at most %gs",
+            type(reason).__name__,
+            self.timeout,
+        )
+        raise ProviderError(UNREACHABLE) from None
 
     def _redact(self, text: str) -> str:
-        if self._api_key:
-            text = text.replace(self._api_key, "***")
+        for key in self._sent_keys:
+            text = text.replace(key, "***")
         return text
 
 
