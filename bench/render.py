@@ -72,28 +72,50 @@ def render_requests(figure: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def render_history(figure: dict[str, Any]) -> str:
+def render_storage_cost(figure: dict[str, Any]) -> str:
     rows = [
-        [num(r["history"]), r["items"], r["bytes"], ops_text(r["requests"])] for r in figure["rows"]
+        [
+            num(r["history"]),
+            num(r["summaryChars"]),
+            ops_text(r["requests"]),
+            num(r["readUnits"], 1),
+            num(r["tableWriteUnits"], 1),
+            num(r["indexWriteUnits"], 1),
+            num(r["totalUnits"], 1),
+            f"${r['dollarsPerMillion']:.2f}",
+        ]
+        for r in figure["rows"]
     ]
-    delta = figure["bytesDelta"]
-    expected = figure["expectedBytesDelta"]
-    if figure["explained"]:
-        note = (
-            f"100 vs 1,000: same items; bytes differ by {delta}, exactly the width of the "
-            f"head's messageCount number ('100' vs '1000': {expected} character)."
-        )
-    else:
-        note = (
-            f"100 vs 1,000: items equal: {figure['itemsEqual']}; bytes differ by {delta}"
-            f" (expected {expected}: the width of the head's messageCount number)."
-        )
+    move = figure["markMove"]
+    paces = [
+        [p["pace"], num(p["unitsPerTurn"], 2), f"${p['dollarsPerMillion']:.2f}"]
+        for p in figure["paces"]
+    ]
     return "\n".join(
         [
-            _title(2, "Items and bytes read per turn against history length (warm, predict)"),
-            table(["history msgs", "items read", "bytes read", "requests of the turn"], rows),
-            note,
-            "At 10 messages the query finds fewer items than its Limit (maxMessages + 2).",
+            _title(2, "DynamoDB requests, capacity units and cost per turn against history"),
+            "warm predict turn, 120-character messages; units as DynamoDB bills them (reads per"
+            " 4 KB, writes per 1 KB of the larger item, index writes from template.yaml's"
+            " projections); on-demand us-east-1: $0.125 / M read units, $0.625 / M write units",
+            table(
+                [
+                    "history msgs",
+                    "summary chars",
+                    "requests",
+                    "RRU",
+                    "table WRU",
+                    "index WRU",
+                    "units",
+                    "per M turns",
+                ],
+                rows,
+            ),
+            "",
+            f"the turn that moves the head's activity mark (at most once per"
+            f" {num(figure['granularityHours'], 2)} h per session): {ops_text(move['requests'])},"
+            f" {num(move['totalUnits'], 1)} units ({num(figure['markExtraUnits'], 1)} more)."
+            " Amortized over a day of turns (worst history length):",
+            table(["pace", "units per turn", "per M turns"], paces),
         ]
     )
 
@@ -242,7 +264,7 @@ def render(results: dict[str, Any]) -> str:
     serving = results.get("serving")
     if serving:
         parts.append(render_requests(serving["requestsPerTurn"]))
-        parts.append(render_history(serving["readsByHistory"]))
+        parts.append(render_storage_cost(serving["storageCost"]))
     if "importTimes" in results:
         parts.append(render_cold(results["importTimes"], results.get("firstInvocation")))
     if serving:

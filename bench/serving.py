@@ -182,39 +182,76 @@ def requests_per_turn(api: Any, doors: Doors, meter: TableMeter, turns: int) -> 
 # --------------------------------------------------------------------- figure 2
 
 
-def reads_by_history(api: Any, doors: Doors, meter: TableMeter) -> dict[str, Any]:
-    from tests.support.dynamo_meter import DynamoMeter
+def storage_cost_by_history(api: Any, doors: Doors) -> dict[str, Any]:
+    """Requests and capacity units of a warm turn at 10, 100 and 1,000 messages of
+    history (120-character messages; past the replay window a summary of the default
+    2,000 characters is stored, as once the summarizer has caught up), and of the turn
+    that moves the head's coarse activity mark, amortized at a few paces."""
+    import boto3
+
+    from bench.capacity import CapacityMeter, Units, table_specs
+    from convo_memory.domain.models import Summary
     from tests.support.inprocess_api import seed_history
 
-    dynamo = DynamoMeter().attach(api.container.clients["dynamodb"])
+    tables = api.resources.tables
+    specs = table_specs(ROOT / "template.yaml", tables)
+    side = boto3.client("dynamodb", region_name="us-east-1")
+    meter = CapacityMeter(api.container.clients["dynamodb"], side, specs)
     warm = doors.open_session()
     doors.turn("predict", warm, "warm-up")
+    question = "And what about the other one? Can you check it as well, please?".ljust(120, ".")
     rows: list[dict[str, Any]] = []
     for size in HISTORY_SIZES:
         session_id = doors.open_session()
         seed_history(api, session_id, size)
+        summary_chars = 0
+        if size > 20:
+            summary_chars = 2_000
+            summary = Summary(text="s" * summary_chars, through_seq=size - 20)
+            assert api.container.stores.summaries.advance_summary(session_id, 0, summary)
         doors.turn("predict", warm, "keep the container warm")
-        dynamo.reset()
         meter.reset()
-        doors.turn("predict", session_id, "and what about the other one?")
-        rows.append(
+        doors.turn("predict", session_id, question)
+        rows.append({"history": size, "summaryChars": summary_chars} | meter.reset().to_dict())
+
+    # The first turn after an hour: the head's activity mark moves before the model runs.
+    session_id = doors.open_session()
+    seed_history(api, session_id, 100)
+    side.update_item(
+        TableName=tables["ConversationsTable"],
+        Key={"pk": {"S": f"SESSION#{session_id}"}, "sk": {"S": "SESSION"}},
+        UpdateExpression="SET lastActiveAt = :at, gsi2sk = :at",
+        ExpressionAttributeValues={":at": {"S": "2020-01-01T00:00:00.000Z"}},
+    )
+    doors.turn("predict", warm, "keep the container warm")
+    meter.reset()
+    doors.turn("predict", session_id, question)
+    moving: Units = meter.reset()
+    steady = next(r for r in rows if r["history"] == 100)
+    extra_units = moving.total - steady["totalUnits"]
+    extra_dollars = moving.dollars_per_million - steady["dollarsPerMillion"]
+    granularity_h = api.container.settings.activity_granularity_seconds / 3600
+    paces = []
+    for label, turns_per_hour in (
+        ("a turn every 30 s", 120),
+        ("a turn every 5 min", 12),
+        ("one turn per granularity (worst)", 1 / granularity_h),
+    ):
+        share = min(1.0, 1 / (turns_per_hour * granularity_h))  # touches per turn
+        paces.append(
             {
-                "history": size,
-                "items": dynamo.items_read,
-                "bytes": dynamo.bytes_read,
-                "requests": dict(dynamo.requests),
+                "pace": label,
+                "unitsPerTurn": max(r["totalUnits"] for r in rows) + extra_units * share,
+                "dollarsPerMillion": max(r["dollarsPerMillion"] for r in rows)
+                + extra_dollars * share,
             }
         )
-    by_size = {row["history"]: row for row in rows}
-    small, large = by_size[100], by_size[1000]
-    expected = len(str(1000)) - len(str(100))
     return {
         "rows": rows,
-        "itemsEqual": small["items"] == large["items"],
-        "bytesDelta": large["bytes"] - small["bytes"],
-        "expectedBytesDelta": expected,
-        "explained": small["items"] == large["items"]
-        and large["bytes"] - small["bytes"] == expected,
+        "markMove": moving.to_dict(),
+        "markExtraUnits": extra_units,
+        "granularityHours": granularity_h,
+        "paces": paces,
     }
 
 
@@ -226,9 +263,9 @@ def stream_first_event(
 ) -> dict[str, Any]:
     from convo_memory.adapters.providers.embedded import EmbeddedChatProvider
 
-    turns = api.container.turns
-    original: Callable[[Any], Any] = turns._provider_for
-    turns._provider_for = lambda cap: EmbeddedChatProvider(chunk_delay=chunk_delay)
+    answerer = api.container.turns._answerer
+    original: Callable[[Any], Any] = answerer._provider_for
+    answerer._provider_for = lambda cap: EmbeddedChatProvider(chunk_delay=chunk_delay)
     try:
         sessions = {door: doors.open_session() for door in ("stream-buffered", "stream-url")}
         timings: dict[str, list[TurnTiming]] = {door: [] for door in sessions}
@@ -241,7 +278,7 @@ def stream_first_event(
                 timings[door].append(doors.turn(door, session_id, f"tell me more, part {i}"))
                 samples[door].append(meter.snapshot())
     finally:
-        turns._provider_for = original
+        answerer._provider_for = original
     rows = []
     for door, measured in timings.items():
         first = median([t.first_event_s for t in measured])
@@ -481,8 +518,8 @@ def serving_figures(
         meter = TableMeter(table_labels(api)).attach(api.container.clients["dynamodb"])
         progress("requests per turn by door")
         per_door = requests_per_turn(api, doors, meter, turns)
-        progress("reads against history length")
-        history = reads_by_history(api, doors, meter)
+        progress("storage cost against history length")
+        history = storage_cost_by_history(api, doors)
         progress("stream time to first event")
         stream = stream_first_event(api, doors, meter, stream_runs)
-    return {"requestsPerTurn": per_door, "readsByHistory": history, "streamFirstEvent": stream}
+    return {"requestsPerTurn": per_door, "storageCost": history, "streamFirstEvent": stream}

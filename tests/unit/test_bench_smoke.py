@@ -111,10 +111,15 @@ def sample_results(summarizer_available: bool = True, predict_ratio: float = 0.8
             "idempotency": _tables(0, 2, {"PutItem": 1, "UpdateItem": 1}),
         },
     }
-    history = [
-        {"history": n, "items": items, "bytes": b, "requests": {"Query": 1}}
-        for n, items, b in ((10, 11, 4000), (100, 22, 8000), (1000, 22, 8001))
-    ]
+    units = {
+        "requests": {"PutItem": 1, "Query": 1},
+        "readUnits": 2.0,
+        "tableWriteUnits": 1.0,
+        "indexWriteUnits": 0.0,
+        "totalUnits": 3.0,
+        "dollarsPerMillion": 0.875,
+    }
+    history = [{"history": n, "summaryChars": 0, **units} for n in (10, 100, 1000)]
     stream_row = {
         "door": "stream-url",
         "firstEventSeconds": 0.03,
@@ -154,12 +159,14 @@ def sample_results(summarizer_available: bool = True, predict_ratio: float = 0.8
         "meta": {"quick": True, "python": "3.13.0", "cpus": 2, "seconds": 12.0, "plan": {}},
         "serving": {
             "requestsPerTurn": {"rows": [row]},
-            "readsByHistory": {
+            "storageCost": {
                 "rows": history,
-                "itemsEqual": True,
-                "bytesDelta": 1,
-                "expectedBytesDelta": 1,
-                "explained": True,
+                "markMove": {**units, "requests": {"PutItem": 1, "Query": 1, "UpdateItem": 1}},
+                "markExtraUnits": 3.0,
+                "granularityHours": 1.0,
+                "paces": [
+                    {"pace": "a turn every 5 min", "unitsPerTurn": 3.25, "dollarsPerMillion": 1.03}
+                ],
             },
             "streamFirstEvent": {"chunkDelaySeconds": 0.02, "rows": [stream_row]},
         },
@@ -209,7 +216,8 @@ def test_report_renders_every_figure() -> None:
     assert "PASS (limit 1.3x)" in text
     assert "app.py not available" in text
     assert "PutItem 1, UpdateItem 1" in text
-    assert "exactly the width of the head's messageCount" in text
+    assert "| $0.88 " in text or "$0.88" in text  # cost per million turns
+    assert "a turn every 5 min" in text and "3.25" in text
     assert "0.10x" in text  # stream first/full
     assert "failing / working: median 1.00x" in text
     assert (
