@@ -76,6 +76,7 @@ class InMemoryStore:
     def __init__(self) -> None:
         self.workspaces: dict[str, dict[str, str]] = {}
         self.tokens: dict[str, dict[str, str]] = {}
+        self.token_ids: dict[str, str] = {}
         self.capabilities: dict[tuple[str, str], str] = {}  # JSON bodies, as stored
         self.partitions: dict[str, _Partition] = {}
         self.summaries: dict[str, Summary] = {}
@@ -117,6 +118,22 @@ class InMemoryStore:
     def workspace_for_token(self, token_hash: str) -> str | None:
         self._enter("workspace_for_token")
         item = self.tokens.get(token_hash)
+        return item["workspaceId"] if item else None
+
+    def put_token_id(
+        self, token_id: str, token_hash: str, workspace_id: str, created_at: str
+    ) -> None:
+        self._enter("put_token_id")
+        self.token_ids[token_id] = token_hash
+
+    def token_hash_for_id(self, token_id: str) -> str | None:
+        self._enter("token_hash_for_id")
+        return self.token_ids.get(token_id)
+
+    def delete_token(self, token_hash: str, token_id: str) -> str | None:
+        self._enter("delete_token")
+        self.token_ids.pop(token_id, None)
+        item = self.tokens.pop(token_hash, None)
         return item["workspaceId"] if item else None
 
     # -- capabilities -----------------------------------------------------------
@@ -183,12 +200,11 @@ class InMemoryStore:
         return self._session_from(session_id, partition.head) if partition else None
 
     def list_sessions(
-        self, workspace_id: str, external_ref: str, limit: int, start_key: dict[str, Any] | None
-    ) -> tuple[list[Session], dict[str, Any] | None]:
+        self, workspace_id: str, external_ref: str, limit: int, after: tuple[str, str] | None
+    ) -> tuple[list[Session], bool]:
         """Newest first by ``createdAt#id`` (the byExternalRef GSI's sort key). Like a
-        DynamoDB Query with ``Limit``, a full page carries a LastEvaluatedKey."""
+        DynamoDB Query with ``Limit``, a full page says there may be more."""
         self._enter("list_sessions")
-        gsi1pk = f"WS#{workspace_id}#REF#{external_ref}"
         rows = sorted(
             (
                 (f"{p.head['createdAt']}#{sid}", sid)
@@ -197,21 +213,12 @@ class InMemoryStore:
             ),
             reverse=True,
         )
-        if start_key:
-            after = start_key["gsi1sk"]["S"]
-            rows = [row for row in rows if row[0] < after]
+        if after is not None:
+            start = f"{after[0]}#{after[1]}"
+            rows = [row for row in rows if row[0] < start]
         page = rows[:limit]
         sessions = [self._session_from(sid, self.partitions[sid].head) for _, sid in page]
-        last: dict[str, Any] | None = None
-        if page and len(page) == limit:
-            gsi1sk, sid = page[-1]
-            last = {
-                "pk": {"S": f"SESSION#{sid}"},
-                "sk": {"S": "SESSION"},
-                "gsi1pk": {"S": gsi1pk},
-                "gsi1sk": {"S": gsi1sk},
-            }
-        return sessions, last
+        return sessions, bool(page) and len(page) == limit
 
     def update_metadata(
         self, session_id: str, workspace_id: str, metadata: dict[str, Any]

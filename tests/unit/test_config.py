@@ -49,11 +49,16 @@ def test_given_every_variable_when_loading_then_each_lands_in_its_field():
         "CACHE_TTL_SECONDS": "0",
         "SUMMARY_COALESCE_SECONDS": "20",
         "SUMMARY_DELAY_SECONDS": "2",
+        "CURSOR_SIGNING_KEY": "k" * 32,
+        "CURSOR_KEY_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:cursor",
     }
 
     settings = Settings.from_env(env)
 
-    assert settings.model_dump() == {
+    assert settings.cursor_signing_key is not None
+    assert settings.cursor_signing_key.get_secret_value() == "k" * 32
+    assert "k" * 32 not in repr(settings)  # a secret never lands in a log line
+    assert settings.model_dump(exclude={"cursor_signing_key"}) == {
         "table_name": "conversations",
         "runs_table_name": "runs",
         "idempotency_table_name": "idem",
@@ -67,6 +72,7 @@ def test_given_every_variable_when_loading_then_each_lands_in_its_field():
         "cache_ttl_seconds": 0,
         "summary_coalesce_seconds": 20,
         "summary_delay_seconds": 2,
+        "cursor_key_secret_arn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:cursor",
     }
 
 

@@ -15,6 +15,7 @@ from convo_memory.domain.errors import (
     ExternalRefImmutable,
     PrincipalImmutable,
     SessionNotFound,
+    ValidationFailed,
 )
 from convo_memory.domain.models import (
     CapabilityCreate,
@@ -146,7 +147,7 @@ def test_given_another_workspaces_session_when_reading_then_it_is_not_found(worl
     with pytest.raises(SessionNotFound):
         world.sessions.context(OTHER_WS, session.id)
     with pytest.raises(SessionNotFound):
-        world.sessions.messages(OTHER_WS, session.id, limit=10, after_seq=0)
+        world.sessions.messages(OTHER_WS, session.id, limit=10)
     with pytest.raises(SessionNotFound):
         world.sessions.patch(OTHER_WS, session.id, patch({"metadata": {"x": 1}}))
     with pytest.raises(SessionNotFound):
@@ -278,25 +279,57 @@ def test_given_five_messages_when_paging_by_two_then_the_cursor_walks_oldest_fir
     world.store.add_turn(session.id, "q3", "a3")  # seqs 1..6
 
     pages: list[list[int]] = []
-    cursor: int | None = 0
-    while cursor is not None:
-        page, cursor = world.sessions.messages(WS, session.id, limit=4, after_seq=cursor)
+    position = None
+    while True:
+        page, position = world.sessions.messages(WS, session.id, limit=4, after=position)
         pages.append([m.seq for m in page])
+        if position is None:
+            break
 
     assert pages == [[1, 2, 3, 4], [5, 6]]
 
-    first, cursor = world.sessions.messages(WS, session.id, limit=2, after_seq=0)
-    assert ([m.content for m in first], cursor) == (["q1", "a1"], 2)
-    second, cursor = world.sessions.messages(WS, session.id, limit=2, after_seq=2)
-    assert ([m.content for m in second], cursor) == (["q2", "a2"], 4)
-    last, cursor = world.sessions.messages(WS, session.id, limit=2, after_seq=4)
-    assert ([m.content for m in last], cursor) == (["q3", "a3"], None)
+    first, position = world.sessions.messages(WS, session.id, limit=2)
+    assert ([m.content for m in first], position) == (["q1", "a1"], {"after": 2})
+    second, position = world.sessions.messages(WS, session.id, limit=2, after=position)
+    assert ([m.content for m in second], position) == (["q2", "a2"], {"after": 4})
+    last, position = world.sessions.messages(WS, session.id, limit=2, after=position)
+    assert ([m.content for m in last], position) == (["q3", "a3"], None)
+
+
+@pytest.mark.parametrize("position", [{"after": "2"}, {"after": -1}, {"after": True}, {}])
+def test_given_a_position_this_service_never_issues_when_paging_then_422(
+    world: World, position: dict[str, object]
+) -> None:
+    session = world.session()
+
+    with pytest.raises(ValidationFailed):
+        world.sessions.messages(WS, session.id, limit=2, after=position)
+
+
+def test_given_seven_sessions_when_finding_by_three_then_the_pages_walk_the_listing(
+    world: World,
+) -> None:
+    created = {world.session().id for _ in range(7)}
+    world.sessions.create(WS, SessionCreate(capability_id="cap-gen", external_ref="someone-else"))
+
+    pages: list[list[str]] = []
+    position = None
+    while True:
+        page, position = world.sessions.find(WS, "end-user-1", 3, position)
+        pages.append([s.id for s in page])
+        if position is None:
+            break
+
+    everything, _ = world.sessions.find(WS, "end-user-1", 100)
+    assert [sid for page in pages for sid in page] == [s.id for s in everything]
+    assert set(s.id for s in everything) == created
+    assert [len(page) for page in pages] == [3, 3, 1]
 
 
 def test_given_no_messages_when_paging_then_an_empty_last_page(world: World) -> None:
     session = world.session()
 
-    assert world.sessions.messages(WS, session.id, limit=50, after_seq=0) == ([], None)
+    assert world.sessions.messages(WS, session.id, limit=50) == ([], None)
 
 
 # -- context -----------------------------------------------------------------------

@@ -26,6 +26,7 @@ class Container:
     metrics: Any
     idempotency: Any = None
     adapters: Any = None
+    cursors: Any = None
     clients: dict[str, Any] = field(default_factory=dict)
 
 
@@ -55,6 +56,7 @@ def build_container(settings: Settings | None = None, **clients: Any) -> Contain
     from convo_memory.adapters.metrics import PowertoolsMetrics
     from convo_memory.adapters.providers.factory import AdapterCache
     from convo_memory.adapters.queues import SqsQueue
+    from convo_memory.cursors import CursorCodec, key_source
     from convo_memory.services.admin import TokenResolver
     from convo_memory.services.catalog import CapabilityCatalog
     from convo_memory.services.sessions import SessionService
@@ -116,6 +118,10 @@ def build_container(settings: Settings | None = None, **clients: Any) -> Contain
             else None
         ),
         clients={"dynamodb": dynamodb, "sqs": sqs},
+        # The key is read on the first cursor, so functions that never page need none.
+        cursors=CursorCodec(
+            key_source(settings, lambda: clients.get("secretsmanager") or _client("secretsmanager"))
+        ),
     )
 
 

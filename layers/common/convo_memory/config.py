@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 
 class SettingsError(RuntimeError):
@@ -29,6 +29,10 @@ class Settings(BaseModel):
     # Coalescing window for summary triggers: at most one queued run per session per window.
     summary_coalesce_seconds: float = Field(default=10, ge=0, le=900)
     summary_delay_seconds: int = Field(default=1, ge=0, le=900)
+    # The key that signs nextToken cursors: given directly (local runtime, tests), or the
+    # Secrets Manager secret that holds it (AWS). Only the functions that page need one.
+    cursor_signing_key: SecretStr | None = Field(default=None, min_length=16)
+    cursor_key_secret_arn: str = ""
 
     @model_validator(mode="after")
     def _windows_narrowest_first(self) -> Settings:
@@ -56,6 +60,8 @@ class Settings(BaseModel):
             "cache_ttl_seconds": "CACHE_TTL_SECONDS",
             "summary_coalesce_seconds": "SUMMARY_COALESCE_SECONDS",
             "summary_delay_seconds": "SUMMARY_DELAY_SECONDS",
+            "cursor_signing_key": "CURSOR_SIGNING_KEY",
+            "cursor_key_secret_arn": "CURSOR_KEY_SECRET_ARN",
         }
         values = {field: env[var] for field, var in names.items() if env.get(var, "") != ""}
         try:

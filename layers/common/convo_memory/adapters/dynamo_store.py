@@ -153,13 +153,57 @@ class DynamoStore:
         return stored is not None
 
     def workspace_for_token(self, token_hash: str) -> str | None:
+        # Strongly consistent: a token revoked a moment ago must not resolve.
         out = self._call(
             "get_item",
             TableName=self.table,
             Key={"pk": _s(f"TOKEN#{token_hash}"), "sk": _s("TOKEN")},
+            ConsistentRead=True,
         )
         item = out.get("Item")
         return item["workspaceId"]["S"] if item else None
+
+    def put_token_id(
+        self, token_id: str, token_hash: str, workspace_id: str, created_at: str
+    ) -> None:
+        """The public id a token can be revoked by (the token itself is never stored)."""
+        self._call(
+            "put_item",
+            TableName=self.table,
+            Item={
+                "pk": _s(f"TOKENID#{token_id}"),
+                "sk": _s("TOKENID"),
+                "tokenHash": _s(token_hash),
+                "workspaceId": _s(workspace_id),
+                "createdAt": _s(created_at),
+            },
+        )
+
+    def token_hash_for_id(self, token_id: str) -> str | None:
+        out = self._call(
+            "get_item",
+            TableName=self.table,
+            Key={"pk": _s(f"TOKENID#{token_id}"), "sk": _s("TOKENID")},
+            ConsistentRead=True,
+        )
+        item = out.get("Item")
+        return item["tokenHash"]["S"] if item else None
+
+    def delete_token(self, token_hash: str, token_id: str) -> str | None:
+        """Revoke a token: its workspace id, or None when no such token existed."""
+        out = self._call(
+            "delete_item",
+            TableName=self.table,
+            Key={"pk": _s(f"TOKEN#{token_hash}"), "sk": _s("TOKEN")},
+            ReturnValues="ALL_OLD",
+        )
+        self._call(
+            "delete_item",
+            TableName=self.table,
+            Key={"pk": _s(f"TOKENID#{token_id}"), "sk": _s("TOKENID")},
+        )
+        old = out.get("Attributes")
+        return old["workspaceId"]["S"] if old else None
 
     # -- capabilities -----------------------------------------------------------
     def put_capability(self, workspace_id: str, capability: Capability) -> None:
@@ -259,21 +303,35 @@ class DynamoStore:
         return self._session_from(item) if item else None
 
     def list_sessions(
-        self, workspace_id: str, external_ref: str, limit: int, start_key: dict[str, Any] | None
-    ) -> tuple[list[Session], dict[str, Any] | None]:
+        self,
+        workspace_id: str,
+        external_ref: str,
+        limit: int,
+        after: tuple[str, str] | None,
+    ) -> tuple[list[Session], bool]:
+        """An end user's sessions, newest first, after ``after`` = (createdAt, id) of the
+        previous page's last session; and whether there may be more (LastEvaluatedKey)."""
+        gsi1pk = f"WS#{workspace_id}#REF#{external_ref}"
         args: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": "byExternalRef",
             "KeyConditionExpression": "gsi1pk = :p",
-            "ExpressionAttributeValues": {":p": _s(f"WS#{workspace_id}#REF#{external_ref}")},
+            "ExpressionAttributeValues": {":p": _s(gsi1pk)},
             "ScanIndexForward": False,
             "Limit": limit,
         }
-        if start_key:
-            args["ExclusiveStartKey"] = start_key
+        if after is not None:
+            # The start key is rebuilt here from a position: cursors carry no key layout.
+            created_at, session_id = after
+            args["ExclusiveStartKey"] = {
+                "pk": _s(session_pk(session_id)),
+                "sk": _s(SESSION_SK),
+                "gsi1pk": _s(gsi1pk),
+                "gsi1sk": _s(f"{created_at}#{session_id}"),
+            }
         out = self._call("query", **args)
         sessions = [self._session_from(i) for i in out.get("Items", [])]
-        return sessions, out.get("LastEvaluatedKey")
+        return sessions, bool(out.get("LastEvaluatedKey"))
 
     def update_metadata(
         self, session_id: str, workspace_id: str, metadata: dict[str, Any]
