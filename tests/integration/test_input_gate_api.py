@@ -395,3 +395,68 @@ def test_an_unexpected_exception_is_500_internal_with_its_request_id_logged(
         assert "a bug nobody foresaw" not in body["error"]["message"]  # no internals leak
         logged = [r for r in caplog.records if body["error"]["requestId"] in r.getMessage()]
         assert logged and logged[0].exc_info is not None  # with its stack trace
+
+
+# --------------------------------------------------------------------------- content filters
+
+
+def test_a_pattern_re2_refuses_is_422_at_capability_creation(
+    api: InProcessApi, tenant: Tenant
+) -> None:
+    for patterns in ([r"(a)\1"], [r"(?=x)"], ["(.*a){300}"], ["p"] * 21):
+        created = api.call(
+            "POST",
+            "/v1/capabilities",
+            token=tenant.token,
+            json_body={
+                "name": "filtered",
+                "kind": "generative",
+                "contentFilter": {"type": "embedded", "blockedPatterns": patterns},
+            },
+        )
+        assert created.status == 422, (patterns, created.body)
+        assert created.body["error"]["code"] == "validation_error"
+
+
+def test_a_catastrophic_pattern_runs_in_linear_time_and_blocks_no_other_workspace(
+    api: InProcessApi, tenant: Tenant, other_tenant: Tenant
+) -> None:
+    created = api.call(
+        "POST",
+        "/v1/capabilities",
+        token=other_tenant.token,
+        json_body={
+            "name": "attacker",
+            "kind": "generative",
+            "contentFilter": {"type": "embedded", "blockedPatterns": ["(a+)+$", "(x+x+)+y"]},
+        },
+    )
+    assert created.status == 201, created.body
+    attacker_cap = created.body["id"]
+    results: dict[str, Any] = {}
+
+    def attack() -> None:
+        # Python's re would need 2^30000 steps here (pytest-timeout would end the test).
+        results["attacker"] = api.call(
+            "POST",
+            f"/v1/capabilities/{attacker_cap}/predict",
+            token=other_tenant.token,
+            json_body={"input": "a" * 30_000 + "!"},
+        )
+
+    import threading
+
+    attacker = threading.Thread(target=attack)
+    attacker.start()
+    results["victim"] = api.call(
+        "POST",
+        "/v1/capabilities/cap-generative/predict",
+        token=tenant.token,
+        json_body={"input": "Where is order 12345?"},
+    )
+    attacker.join(60)
+
+    assert not attacker.is_alive()
+    assert results["victim"].status == 200 and "order 12345" in results["victim"].body["output"]
+    assert results["attacker"].status == 200
+    assert results["attacker"].body["withheld"] is False
