@@ -93,9 +93,9 @@ def filter_figures(runs: int, progress: Callable[[str], None] = lambda _: None) 
         if found is None:
             continue
         pattern, size = found
-        check = EmbeddedContentFilter(blocked_patterns=[pattern]).check
+        candidate = EmbeddedContentFilter(blocked_patterns=[pattern]).check
         for name, text in texts.items():
-            seconds = _seconds(check, text, 1)
+            seconds = _seconds(candidate, text, 1)
             if worst is None or seconds > worst[0]:
                 worst = (seconds, pattern, size, name)
     assert worst is not None
@@ -134,13 +134,13 @@ def filter_figures(runs: int, progress: Callable[[str], None] = lambda _: None) 
         ),
     ]
     rows = []
-    for case, pattern, check, text_name, size in cases:
+    for case, shown, check, text_name, program_size in cases:
         progress(f"content filter: {case}")
         rows.append(
             {
                 "case": case,
-                "pattern": pattern,
-                "programSize": size,
+                "pattern": shown,
+                "programSize": program_size,
                 "answer": text_name,
                 "medianSeconds": _seconds(check, texts[text_name], runs),
             }

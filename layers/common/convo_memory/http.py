@@ -156,8 +156,8 @@ def _input_gate(app: APIGatewayHttpResolver, next_middleware: NextMiddleware) ->
     event = app.current_event
     if event.raw_event.get("routeKey") == "$default":  # the not-found catch-all
         return next_middleware(app)
-    if event.request_context.authorizer.get_lambda is not None:  # a route with the authorizer
-        workspace_id(app)
+    if (event.raw_event.get("requestContext") or {}).get("authorizer") is not None:
+        workspace_id(app)  # a route behind the authorizer: an unknown token is 401 first
     for name, value in (app.context.get("_route_args") or {}).items():
         input_gate.check_path_id(name, str(value))
     input_gate.idempotency_key(event.headers)
