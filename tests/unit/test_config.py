@@ -102,6 +102,7 @@ def test_given_no_mapping_when_loading_then_the_process_environment_is_read(
         ("PURGE_AFTER_DAYS", "0"),
         ("CACHE_TTL_SECONDS", "-1"),
         ("CACHE_TTL_SECONDS", "3601"),
+        ("CURSOR_SIGNING_KEY", "too-short"),
         ("SUMMARY_COALESCE_SECONDS", "901"),
         ("SUMMARY_DELAY_SECONDS", "1.5"),
     ],
