@@ -23,10 +23,11 @@ class Plan:
     cold_runs: int
     summary_blocks: int
     summary_turns_per_block: int
+    filter_runs: int = 5
 
 
-FULL = Plan(5, 7, 7, 3, 4, 15)
-QUICK = Plan(2, 3, 3, 1, 2, 10)
+FULL = Plan(5, 7, 7, 3, 4, 15, 7)
+QUICK = Plan(2, 3, 3, 1, 2, 10, 3)
 
 
 def progress(message: str) -> None:
@@ -60,6 +61,7 @@ def _attempt(
 
 def run(plan: Plan, quick: bool) -> dict[str, Any]:
     from bench.cold import first_invocation, import_times
+    from bench.content_filter import filter_figures
     from bench.serving import serving_figures, summarizer_isolation
 
     began = time.monotonic()
@@ -83,6 +85,9 @@ def run(plan: Plan, quick: bool) -> dict[str, Any]:
             "summarizer",
             lambda: summarizer_isolation(plan.summary_turns_per_block, plan.summary_blocks),
             errors,
+        )
+        _attempt(
+            results, "contentFilter", lambda: filter_figures(plan.filter_runs, progress), errors
         )
     results["meta"] = {
         "quick": quick,

@@ -227,8 +227,15 @@ class CapacityMeter:
         self._local.pending = (op, params, pending)
 
     def _after(self, model: Any, parsed: Mapping[str, Any], **_: Any) -> None:
-        op, params, pending = getattr(self._local, "pending", (model.name, {}, []))
+        state: tuple[str, dict[str, Any], list[Any]] = getattr(self._local, "pending", None) or (
+            model.name,
+            {},
+            [],
+        )
         self._local.pending = None
+        op: str = state[0]
+        params: dict[str, Any] = state[1]
+        pending: list[Any] = state[2]
         self.units.add_request(op)
         failed = "Error" in parsed
         if op in ("Query", "Scan", "GetItem"):

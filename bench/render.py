@@ -255,6 +255,32 @@ def render_summarizer(figure: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def render_content_filter(figure: dict[str, Any]) -> str:
+    rows = [
+        [
+            row["case"],
+            row["pattern"],
+            "-" if row["programSize"] is None else row["programSize"],
+            row["answer"],
+            ms(row["medianSeconds"]),
+        ]
+        for row in figure["rows"]
+    ]
+    return "\n".join(
+        [
+            _title(6, f"Content filter time on a {figure['answerChars']:,}-character answer"),
+            f"EmbeddedContentFilter.check, median of {figure['runs']} runs; patterns on RE2"
+            f" (program budget {figure['programBudget']} instructions per capability), terms"
+            " as plain substring searches",
+            table(["case", "pattern / terms", "RE2 program", "answer", "ms"], rows),
+            f"worst pattern: the slowest of {figure['familiesTried']} hard pattern families,"
+            " each at its largest size within the budget, on each answer. RE2's time is"
+            " linear in the answer (about length x program size) and it releases the GIL;"
+            " a backtracking engine needs 2^n steps for (a+)+$ on n a's.",
+        ]
+    )
+
+
 def render(results: dict[str, Any]) -> str:
     meta = results["meta"]
     parts = [
@@ -271,6 +297,8 @@ def render(results: dict[str, Any]) -> str:
         parts.append(render_stream(serving["streamFirstEvent"]))
     if "summarizer" in results:
         parts.append(render_summarizer(results["summarizer"]))
+    if "contentFilter" in results:
+        parts.append(render_content_filter(results["contentFilter"]))
     for name, error in (results.get("errors") or {}).items():
         parts.append(f"[{name}] not measured: {error}")
     return "\n\n".join(parts) + "\n"

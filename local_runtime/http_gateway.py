@@ -27,6 +27,7 @@ from local_runtime.handlers import ACCOUNT_ID, FunctionRegistry, TooManyRequests
 API_ID = "local"
 STAGE = "$default"
 MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
+DEFAULT_REQUEST_TIMEOUT_SECONDS = 30.0
 
 _PARAM = re.compile(r"^\{([A-Za-z0-9_.-]+)(\+?)\}$")
 
@@ -296,14 +297,33 @@ def json_response(
     )
 
 
-def error_response(status: int, code: str, message: str) -> GatewayResponse:
-    """The contract's error body."""
-    return json_response(status, {"error": {"code": code, "message": message}})
+def error_response(
+    status: int, code: str, message: str, headers: Sequence[tuple[str, str]] = ()
+) -> GatewayResponse:
+    """The contract's error body: the gateway's own refusals look like the service's."""
+    return json_response(status, {"error": {"code": code, "message": message}}, headers)
 
 
-def internal_error() -> GatewayResponse:
-    """What API Gateway answers when the integration fails."""
-    return json_response(500, {"message": "Internal Server Error"})
+def internal_error(request_id: str) -> GatewayResponse:
+    """What the gateway answers when the integration fails (API Gateway's 500), in the
+    contract's shape, with the request id the failure was reported under."""
+    return json_response(
+        500,
+        {
+            "error": {
+                "code": "internal",
+                "message": "the integration failed; see the runtime's log for this requestId",
+                "requestId": request_id,
+            }
+        },
+    )
+
+
+def rate_limited() -> GatewayResponse:
+    """Every environment of the function is busy (Lambda throttled the invocation)."""
+    return error_response(
+        429, "rate_limited", "too many concurrent requests; retry later", [("Retry-After", "1")]
+    )
 
 
 def translate_result(result: Any) -> GatewayResponse:
@@ -463,8 +483,12 @@ class HttpGateway(ThreadingHTTPServer):
         registry: FunctionRegistry,
         authorizers: Mapping[str, AuthorizerConfig],
         access_log: bool = False,
+        request_timeout_seconds: float = DEFAULT_REQUEST_TIMEOUT_SECONDS,
     ) -> None:
         self.routes = list(routes)
+        # A client that stalls (half a request line, headers or body, or an idle
+        # keep-alive connection) is cut off after this long instead of holding a thread.
+        self.request_timeout_seconds = request_timeout_seconds
         self.registry = registry
         self.authorizers = dict(authorizers)
         self.auth_caches = {
@@ -495,10 +519,13 @@ class HttpGateway(ThreadingHTTPServer):
             result = self.registry.invoke(match.route.function, event, request.request_id)
             return translate_result(result)
         except TooManyRequestsError:
-            return json_response(429, {"message": "Too Many Requests"})
+            return rate_limited()
         except Exception:
-            _report(f"{match.route.function} failed on {match.route.route_key}")
-            return internal_error()
+            _report(
+                f"{match.route.function} failed on {match.route.route_key}"
+                f" (requestId {request.request_id})"
+            )
+            return internal_error(request.request_id)
 
     def _authorize(
         self, request: HttpRequest, match: RouteMatch, name: str
@@ -516,13 +543,13 @@ class HttpGateway(ThreadingHTTPServer):
                 result = self.registry.invoke(config.function, event, request.request_id)
                 decision = parse_authorizer_result(result, config.simple_responses)
             except TooManyRequestsError:
-                return json_response(429, {"message": "Too Many Requests"})
+                return rate_limited()
             except Exception:
-                _report(f"authorizer {config.function} failed")
-                return internal_error()
+                _report(f"authorizer {config.function} failed (requestId {request.request_id})")
+                return internal_error(request.request_id)
             cache.put(identity, decision)
         if not decision.authorized:
-            return json_response(403, {"message": "Forbidden"})
+            return error_response(401, "unauthorized", "the authorizer denied this request")
         return decision
 
 
@@ -536,10 +563,34 @@ class _GatewayRequestHandler(BaseHTTPRequestHandler):
     server_version = "local-apigw"
     sys_version = ""
 
-    def do_GET(self) -> None:
-        self._serve()
+    def setup(self) -> None:
+        super().setup()
+        # Cuts off a stalled client: every read and write on the connection times out.
+        self.connection.settimeout(self.server.request_timeout_seconds)
 
-    do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_GET
+    def __getattr__(self, name: str) -> Any:
+        # Every method is routed like API Gateway does (to ANY / $default, hence the
+        # contract's 404), instead of the stdlib's HTML "501 Unsupported method".
+        if name.startswith("do_"):
+            return self._serve
+        raise AttributeError(name)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The stdlib's own refusals (malformed request line or headers, URI or headers
+        too long) in the contract's shape, never its HTML error page."""
+        self.close_connection = True
+        # A request line too broken to name its version: answer as HTTP/1.1 anyway (the
+        # stdlib would assume HTTP/0.9 and send the body without a status line).
+        self.request_version = self.protocol_version
+        text = message or "the request could not be read"
+        # All of them are the client's doing (bad input is never a 5xx): 505 included.
+        if code in (413, 414, 431):
+            response = error_response(413, "payload_too_large", text)
+        elif code in (404, 405, 501):
+            response = error_response(404, "not_found", text)
+        else:
+            response = error_response(400, "invalid_json", text)
+        self._write(response)
 
     def _serve(self) -> None:
         try:
@@ -618,7 +669,7 @@ def read_body(handler: BaseHTTPRequestHandler) -> bytes:
                 size = int(size_line.split(b";", 1)[0].strip() or b"0", 16)
             except ValueError:
                 handler.close_connection = True
-                raise _BodyError(json_response(400, {"message": "Bad Request"})) from None
+                raise _BodyError(_unreadable("malformed chunked transfer encoding")) from None
             if size == 0:
                 while handler.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
                     pass
@@ -626,7 +677,7 @@ def read_body(handler: BaseHTTPRequestHandler) -> bytes:
             total += size
             if total > MAX_BODY_BYTES:
                 handler.close_connection = True
-                raise _BodyError(json_response(413, {"message": "Request Entity Too Large"}))
+                raise _BodyError(_too_large())
             chunks.append(handler.rfile.read(size))
             handler.rfile.readline(1024)
     length_header = handler.headers.get("Content-Length")
@@ -635,9 +686,21 @@ def read_body(handler: BaseHTTPRequestHandler) -> bytes:
     try:
         length = int(length_header)
     except ValueError:
+        length = -1
+    if length < 0:
         handler.close_connection = True
-        raise _BodyError(json_response(400, {"message": "Bad Request"})) from None
+        raise _BodyError(_unreadable("malformed Content-Length"))
     if length > MAX_BODY_BYTES:
         handler.close_connection = True
-        raise _BodyError(json_response(413, {"message": "Request Entity Too Large"}))
+        raise _BodyError(_too_large())
     return handler.rfile.read(length) if length > 0 else b""
+
+
+def _unreadable(what: str) -> GatewayResponse:
+    return error_response(400, "invalid_json", f"the request body cannot be read: {what}")
+
+
+def _too_large() -> GatewayResponse:
+    return error_response(
+        413, "payload_too_large", f"the request body is larger than {MAX_BODY_BYTES} bytes"
+    )

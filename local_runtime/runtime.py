@@ -27,7 +27,13 @@ import yaml
 
 from local_runtime.banner import BannerInfo, render_banner
 from local_runtime.handlers import FunctionRegistry, LambdaFunction
-from local_runtime.http_gateway import AuthorizerConfig, HttpGateway, Route, load_stream_door
+from local_runtime.http_gateway import (
+    DEFAULT_REQUEST_TIMEOUT_SECONDS,
+    AuthorizerConfig,
+    HttpGateway,
+    Route,
+    load_stream_door,
+)
 from local_runtime.lambda_api import LambdaApi
 from local_runtime.queue_pollers import EventSource, QueuePoller
 
@@ -70,6 +76,7 @@ class RuntimeConfig:
     endpoint_url: str | None = None
     visibility_seconds: int = DEFAULT_VISIBILITY_SECONDS
     authorizer_cache_seconds: float | None = None
+    request_timeout_seconds: float = DEFAULT_REQUEST_TIMEOUT_SECONDS
     access_log: bool = False
     template_path: Path = TEMPLATE
     # CONVO_PROVIDER_CONNECTIONS, exported to the functions as PROVIDER_CONNECTIONS.
@@ -105,6 +112,10 @@ class RuntimeConfig:
             authorizer_cache_seconds=(
                 _number(env, "LOCAL_AUTHORIZER_CACHE_SECONDS", 0) if cache else None
             ),
+            request_timeout_seconds=_number(
+                env, "LOCAL_REQUEST_TIMEOUT_SECONDS", DEFAULT_REQUEST_TIMEOUT_SECONDS
+            )
+            or DEFAULT_REQUEST_TIMEOUT_SECONDS,
             access_log=env.get("LOCAL_ACCESS_LOG", "").lower() in ("1", "true", "yes"),
             template_path=Path(env.get("LOCAL_TEMPLATE", "") or TEMPLATE),
             provider_connections=connections,
@@ -216,7 +227,9 @@ def read_topology(template_path: Path, authorizer_cache_seconds: float | None) -
         auth = (resource.get("Properties") or {}).get("Auth") or {}
         default_authorizer = auth.get("DefaultAuthorizer") or default_authorizer
         for name, spec in (auth.get("Authorizers") or {}).items():
-            authorizers[name] = _authorizer_config(name, spec, authorizer_cache_seconds)
+            authorizers[name] = _authorizer_config(
+                name, spec, authorizer_cache_seconds, aws_resources.parameter_defaults(template)
+            )
 
     functions: list[LambdaFunction] = []
     routes: list[Route] = []
@@ -252,7 +265,10 @@ def read_topology(template_path: Path, authorizer_cache_seconds: float | None) -
 
 
 def _authorizer_config(
-    name: str, spec: Mapping[str, Any], cache_override: float | None
+    name: str,
+    spec: Mapping[str, Any],
+    cache_override: float | None,
+    parameters: Mapping[str, str] | None = None,
 ) -> AuthorizerConfig:
     arn = spec.get("FunctionArn")
     function = None
@@ -265,6 +281,8 @@ def _authorizer_config(
     identity = spec.get("Identity") or {}
     headers = tuple(str(header) for header in identity.get("Headers") or ["Authorization"])
     ttl = identity.get("ReauthorizeEvery", DEFAULT_REAUTHORIZE_SECONDS)
+    if isinstance(ttl, dict) and "Ref" in ttl:  # a template parameter: its default
+        ttl = (parameters or {}).get(str(ttl["Ref"]), DEFAULT_REAUTHORIZE_SECONDS)
     return AuthorizerConfig(
         function=function,
         identity_headers=headers,
@@ -362,6 +380,7 @@ class LocalRuntime:
                 registry,
                 topology.authorizers,
                 self.config.access_log,
+                self.config.request_timeout_seconds,
             )
         except OSError as exc:
             raise StartupError(f"cannot listen on {HOST}:{self.config.port} (PORT): {exc}") from exc
@@ -418,6 +437,9 @@ class LocalRuntime:
         # The template's allow-lists mirror IAM grants; locally there is no IAM to mirror.
         for name in ("PROVIDER_SECRET_ARNS", "PROVIDER_PARAMETER_NAMES"):
             os.environ.pop(name, None)
+        # The key that signs nextToken cursors; on AWS a Secrets Manager secret. A fresh
+        # one per start unless given, so cursors do not outlive the runtime by default.
+        os.environ.setdefault("CURSOR_SIGNING_KEY", secrets.token_hex(32))
         return resources
 
     def _seed(self) -> None:

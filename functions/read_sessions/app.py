@@ -1,21 +1,21 @@
 """The read-only session routes: a session, an end user's sessions, the transcript, and
-the next turn's context."""
+the next turn's context. Every ``nextToken`` is a signed cursor bound to its listing."""
 
 from __future__ import annotations
 
-import base64
-import json
 from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 
-from convo_memory.domain.errors import ValidationFailed
 from convo_memory.http import (
     container,
     install_error_handlers,
     json_response,
+    next_cursor,
+    query_external_ref,
     query_int,
+    read_cursor,
     workspace_id,
 )
 
@@ -24,42 +24,18 @@ app = APIGatewayHttpResolver()
 install_error_handlers(app)
 
 
-def _encode_cursor(value: Any) -> str | None:
-    if value is None:
-        return None
-    raw = json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_cursor(token: str | None) -> Any:
-    if not token:
-        return None
-    try:
-        return json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-    except ValueError:
-        raise ValidationFailed("nextToken is not a token this API issued") from None
-
-
 @app.get("/v1/sessions")
 def list_sessions() -> Response:
     workspace = workspace_id(app)
-    external_ref = app.current_event.get_query_string_value("externalRef")
-    if not external_ref:
-        raise ValidationFailed("externalRef is required: sessions are listed per end user")
+    external_ref = query_external_ref(app)
     limit = query_int(app, "limit", 20, 1, 100)
-    cursor = _decode_cursor(app.current_event.get_query_string_value("nextToken"))
-    if cursor is not None and not (
-        isinstance(cursor, dict) and isinstance(cursor.get("after"), str)
-    ):
-        raise ValidationFailed("nextToken is not a token this API issued")
-    after = cursor["after"] if cursor else None
-    sessions, last = container().sessions.find(workspace, external_ref, limit, after)
+    scope = ("sessions", workspace, external_ref)
+    sessions, last = container().sessions.find(
+        workspace, external_ref, limit, read_cursor(app, *scope)
+    )
     return json_response(
         200,
-        {
-            "sessions": [s.to_json_dict() for s in sessions],
-            "nextToken": _encode_cursor({"after": last} if last else None),
-        },
+        {"sessions": [s.to_json_dict() for s in sessions], "nextToken": next_cursor(last, *scope)},
     )
 
 
@@ -73,19 +49,13 @@ def get_session(session_id: str) -> Response:
 def list_messages(session_id: str) -> Response:
     workspace = workspace_id(app)
     limit = query_int(app, "limit", 50, 1, 100)
-    cursor = _decode_cursor(app.current_event.get_query_string_value("nextToken"))
-    if cursor is not None and not (
-        isinstance(cursor, dict) and isinstance(cursor.get("after"), int)
-    ):
-        raise ValidationFailed("nextToken is not a token this API issued")
-    after = cursor["after"] if cursor else 0
-    messages, next_after = container().sessions.messages(workspace, session_id, limit, after)
+    scope = ("messages", workspace, session_id)
+    messages, last = container().sessions.messages(
+        workspace, session_id, limit, read_cursor(app, *scope)
+    )
     return json_response(
         200,
-        {
-            "messages": [m.to_json_dict() for m in messages],
-            "nextToken": _encode_cursor({"after": next_after} if next_after else None),
-        },
+        {"messages": [m.to_json_dict() for m in messages], "nextToken": next_cursor(last, *scope)},
     )
 
 

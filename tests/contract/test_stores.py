@@ -141,12 +141,13 @@ def test_listing_pages_through_an_end_users_sessions_newest_first(stores: Stores
     stores.sessions.create_session(session("other-ref", ref="user-2"))
     stores.sessions.create_session(session("other-ws", ws=OTHER_WS))
     seen: list[str] = []
-    after: str | None = None
+    after: tuple[str, str] | None = None
     for _ in range(10):
-        page, after = stores.sessions.list_sessions(WS, "user-1", 2, after)
+        page, more = stores.sessions.list_sessions(WS, "user-1", 2, after)
         seen += [s.id for s in page]
-        if after is None:
+        if not more:
             break
+        after = (page[-1].created_at, page[-1].id)
     assert seen == ["s4", "s3", "s2", "s1", "s0"]
 
 

@@ -601,22 +601,26 @@ def test_the_authorizer_runs_once_per_token_within_its_ttl(
     assert calls[0]["headers"]["authorization"] == "Bearer cached-token"
 
 
-def test_an_authorizer_denial_is_403_forbidden(test_stack: RuntimeProcess) -> None:
+def test_an_authorizer_denial_is_401_in_the_contracts_shape(test_stack: RuntimeProcess) -> None:
     status, _, body = test_stack.call("GET", "/test/echo/1", token="please-deny")
 
-    assert status == 403
-    assert body == {"message": "Forbidden"}
+    assert status == 401
+    assert body["error"]["code"] == "unauthorized" and body["error"]["message"]
 
 
 def test_a_handler_that_raises_is_a_500_with_its_traceback_on_stderr(
     test_stack: RuntimeProcess,
 ) -> None:
-    status, _, body = test_stack.call("GET", "/test/boom", token="echo-token")
+    status, headers, body = test_stack.call("GET", "/test/boom", token="echo-token")
 
     assert status == 500
-    assert body == {"message": "Internal Server Error"}
+    assert body["error"]["code"] == "internal"
+    # The request id in the body is the one the traceback was reported under.
+    request_id = body["error"]["requestId"]
+    assert request_id == headers["apigw-requestid"]
     wait_for(lambda: "boom from the test function" in test_stack.stderr, 5, "traceback")
     assert "Traceback" in test_stack.stderr
+    assert f"requestId {request_id}" in test_stack.stderr
 
 
 def test_the_lambda_api_reports_an_unhandled_error(test_stack: RuntimeProcess) -> None:

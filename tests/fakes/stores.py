@@ -59,6 +59,7 @@ class FakeDatabase:
 
     workspaces: dict[str, dict[str, str]] = field(default_factory=dict)
     tokens: dict[str, dict[str, str]] = field(default_factory=dict)
+    token_ids: dict[str, str] = field(default_factory=dict)
     capabilities: dict[tuple[str, str], str] = field(default_factory=dict)  # JSON bodies
     heads: dict[str, dict[str, Any]] = field(default_factory=dict)
     turns: dict[str, dict[int, StoredTurn]] = field(default_factory=dict)  # by user seq
@@ -244,6 +245,22 @@ class FakeTokenStore(_Port):
         token = self.db.tokens.get(token_hash)
         return token["workspaceId"] if token else None
 
+    def put_token_id(
+        self, token_id: str, token_hash: str, workspace_id: str, created_at: str
+    ) -> None:
+        self.db.enter("put_token_id")
+        self.db.token_ids[token_id] = token_hash
+
+    def token_hash_for_id(self, token_id: str) -> str | None:
+        self.db.enter("token_hash_for_id")
+        return self.db.token_ids.get(token_id)
+
+    def delete_token(self, token_hash: str, token_id: str) -> str | None:
+        self.db.enter("delete_token")
+        self.db.token_ids.pop(token_id, None)
+        token = self.db.tokens.pop(token_hash, None)
+        return token["workspaceId"] if token else None
+
 
 class FakeCapabilityStore(_Port):
     def put_capability(self, workspace_id: str, capability: Capability) -> None:
@@ -300,8 +317,8 @@ class FakeSessionStore(_Port):
         return self.db.session(session_id)
 
     def list_sessions(
-        self, workspace_id: str, external_ref: str, limit: int, after: str | None
-    ) -> tuple[list[Session], str | None]:
+        self, workspace_id: str, external_ref: str, limit: int, after: tuple[str, str] | None
+    ) -> tuple[list[Session], bool]:
         self.db.enter("list_sessions")
         keyed = sorted(
             (
@@ -314,11 +331,12 @@ class FakeSessionStore(_Port):
             reverse=True,
         )
         if after is not None:
-            keyed = [(key, sid) for key, sid in keyed if key < after]
+            start = f"{after[0]}#{after[1]}"
+            keyed = [(key, sid) for key, sid in keyed if key < start]
         page = keyed[:limit]
         sessions = [s for _, sid in page if (s := self.db.session(sid)) is not None]
-        # Like DynamoDB: a full page reports a position even when nothing follows it.
-        return sessions, (page[-1][0] if len(page) == limit else None)
+        # Like DynamoDB: a full page says there may be more even when nothing follows.
+        return sessions, bool(page) and len(page) == limit
 
     def update_metadata(
         self, session_id: str, workspace_id: str, metadata: dict[str, Any]

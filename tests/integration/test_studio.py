@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from functions.stream import app as stream_app
+from convo_memory.stream_door import StreamRequestHandler
 from local_runtime.aws_resources import load_template
 from tests.integration.conftest import Tenant
 from tests.support.inprocess_api import InProcessApi
@@ -97,7 +97,7 @@ def test_the_studio_page_is_told_the_function_url_to_stream_from(
 def stream_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, int]]:
     """functions/stream/app.py's HTTP server (what the Web Adapter proxies to)."""
     monkeypatch.setenv("CORS_ALLOWED_ORIGINS", STUDIO_ORIGIN)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), stream_app._Handler)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), StreamRequestHandler)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
     try:

@@ -136,6 +136,8 @@ def inprocess_stack(env: dict[str, str] | None = None, **clients: Any) -> Iterat
             "AWS_SESSION_TOKEN": "testing",
             "POWERTOOLS_METRICS_NAMESPACE": "ConvoMemoryTest",
             "POWERTOOLS_SERVICE_NAME": "convo-memory",
+            # The deployment key that signs nextToken cursors (a secret on AWS).
+            "CURSOR_SIGNING_KEY": "in-process-test-cursor-key-0123456789abcdef",
         }
     )
     os.environ.pop("AWS_ENDPOINT_URL", None)

@@ -9,7 +9,9 @@ from convo_memory.services.admin import (
     TokenResolver,
     create_workspace,
     hash_token,
+    revoke_token,
     seed_capabilities,
+    token_id_of,
     tokens_match,
 )
 from tests.fakes.stores import FakeDatabase, FakeTokenStore
@@ -143,3 +145,67 @@ def test_given_a_workspace_when_seeding_twice_then_one_capability_of_each_kind_e
     caps = {cap.id: cap.kind for cap in db.stores.capabilities.list_capabilities("ws_demo")}
     assert caps == {"cap-generative": "generative", "cap-agent": "agent", "cap-classic": "classic"}
     assert db.calls["put_capability"] == 3
+
+
+def test_given_a_new_workspace_then_its_token_has_a_public_id_that_reveals_nothing() -> None:
+    db = FakeDatabase()
+
+    credentials = create_workspace(db.stores.tokens, "Acme", token=TOKEN)
+
+    assert credentials.token_id == token_id_of(hash_token(TOKEN))
+    assert credentials.token_id.startswith("tok_") and len(credentials.token_id) == 20
+    assert TOKEN not in credentials.token_id
+    assert db.token_ids == {credentials.token_id: hash_token(TOKEN)}
+
+
+def test_given_a_token_when_revoking_it_by_itself_then_it_no_longer_resolves() -> None:
+    db = FakeDatabase()
+    workspace_id = create_workspace(db.stores.tokens, "Acme", token=TOKEN).workspace_id
+    resolver = TokenResolver(db.stores.tokens, ttl_seconds=0)
+    assert resolver.workspace_for(TOKEN) == workspace_id
+
+    revoked = revoke_token(db.stores.tokens, token=TOKEN)
+
+    assert revoked is not None and revoked.workspace_id == workspace_id
+    assert resolver.workspace_for(TOKEN) is None
+    assert db.tokens == {} and db.token_ids == {}
+    assert revoke_token(db.stores.tokens, token=TOKEN) is None  # twice: nothing left to revoke
+
+
+def test_given_a_token_id_when_revoking_by_it_then_only_that_token_stops_working() -> None:
+    db = FakeDatabase()
+    kept = create_workspace(db.stores.tokens, "Acme", token=TOKEN)
+    gone = create_workspace(db.stores.tokens, "Globex", token=TOKEN + "-other")
+
+    revoked = revoke_token(db.stores.tokens, token_id=gone.token_id)
+
+    assert revoked is not None and revoked.token_id == gone.token_id
+    assert db.stores.tokens.workspace_for_token(hash_token(gone.token)) is None
+    assert db.stores.tokens.workspace_for_token(hash_token(kept.token)) == kept.workspace_id
+    assert revoke_token(db.stores.tokens, token_id=gone.token_id) is None
+
+
+def test_given_a_cached_token_when_revoked_then_it_works_until_the_cache_expires() -> None:
+    db = FakeDatabase()
+    workspace_id = create_workspace(db.stores.tokens, "Acme", token=TOKEN).workspace_id
+    resolver = TokenResolver(db.stores.tokens, ttl_seconds=30)
+    now = [1000.0]
+    resolver._clock = lambda: now[0]
+    assert resolver.workspace_for(TOKEN) == workspace_id
+
+    revoke_token(db.stores.tokens, token=TOKEN)
+
+    assert resolver.workspace_for(TOKEN) == workspace_id  # the container cache
+    now[0] += 30
+    assert resolver.workspace_for(TOKEN) is None  # the next look-up that misses it
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{}, {"token": TOKEN, "token_id": "tok_0123456789abcdef"}, {"token_id": "tok_xyz"}],
+)
+def test_revoking_needs_exactly_one_well_formed_way_to_name_the_token(
+    arguments: dict[str, str],
+) -> None:
+    with pytest.raises(ValueError):
+        revoke_token(FakeDatabase().stores.tokens, **arguments)

@@ -205,13 +205,35 @@ def sample_results(summarizer_available: bool = True, predict_ratio: float = 0.8
             "coldTotalSeconds": 0.4,
         },
         "summarizer": summarizer,
+        "contentFilter": {
+            "answerChars": 30_000,
+            "programBudget": 1000,
+            "runs": 3,
+            "familiesTried": 10,
+            "rows": [
+                {
+                    "case": "plain pattern",
+                    "pattern": r"\d{4}",
+                    "programSize": 12,
+                    "answer": "prose",
+                    "medianSeconds": 0.0001,
+                },
+                {
+                    "case": "200 terms of 100 chars",
+                    "pattern": "terms",
+                    "programSize": None,
+                    "answer": "prose",
+                    "medianSeconds": 0.01,
+                },
+            ],
+        },
     }
 
 
 def test_report_renders_every_figure() -> None:
     results = sample_results()
     text = render(results)
-    for heading in range(1, 6):
+    for heading in range(1, 7):
         assert f"\n{heading}. " in text
     assert "PASS (limit 1.3x)" in text
     assert "app.py not available" in text
@@ -249,3 +271,17 @@ def test_summarizer_figure_reports_a_missing_handler_instead_of_failing(
     figure = summarizer_isolation(turns=1, blocks=1)
     assert figure == {"available": False, "reason": "summarize handler not available"}
     assert "summarize handler not available" in render({**sample_results(), "summarizer": figure})
+
+
+def test_the_content_filter_figure_times_the_largest_pattern_of_each_family_in_budget() -> None:
+    from bench.content_filter import largest_within_budget
+    from convo_memory.domain.models import MAX_PATTERN_PROGRAM_SIZE, compile_blocked_pattern
+
+    pattern, size = largest_within_budget("(.*a){%d}") or ("", 0)
+    count = int(pattern[len("(.*a){") : -1])
+    bigger = compile_blocked_pattern(f"(.*a){{{count + 1}}}").programsize
+
+    assert size <= MAX_PATTERN_PROGRAM_SIZE < bigger
+    text = render(sample_results())
+    assert "6. Content filter time on a 30,000-character answer" in text
+    assert "200 terms of 100 chars" in text and "budget 1000" in text

@@ -55,11 +55,16 @@ def test_given_every_variable_when_loading_then_each_lands_in_its_field():
         "MAX_STORED_ANSWER_CHARS": "50000",
         "ACTIVITY_GRANULARITY_SECONDS": "600",
         "DELETION_GRACE_SECONDS": "1200",
+        "CURSOR_SIGNING_KEY": "k" * 32,
+        "CURSOR_KEY_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:cursor",
     }
 
     settings = Settings.from_env(env)
 
-    assert settings.model_dump() == {
+    assert settings.cursor_signing_key is not None
+    assert settings.cursor_signing_key.get_secret_value() == "k" * 32
+    assert "k" * 32 not in repr(settings)  # a secret never lands in a log line
+    assert settings.model_dump(exclude={"cursor_signing_key"}) == {
         "table_name": "conversations",
         "runs_table_name": "runs",
         "idempotency_table_name": "idem",
@@ -80,6 +85,7 @@ def test_given_every_variable_when_loading_then_each_lands_in_its_field():
         "provider_timeout_cap_seconds": 25,
         "provider_secret_arns": None,
         "provider_parameter_names": None,
+        "cursor_key_secret_arn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:cursor",
     }
 
 
@@ -109,6 +115,7 @@ def test_given_no_mapping_when_loading_then_the_process_environment_is_read(
         ("PURGE_AFTER_DAYS", "0"),
         ("CACHE_TTL_SECONDS", "-1"),
         ("CACHE_TTL_SECONDS", "3601"),
+        ("CURSOR_SIGNING_KEY", "too-short"),
         ("SUMMARY_COALESCE_SECONDS", "901"),
         ("SUMMARY_DELAY_SECONDS", "1.5"),
         ("MAX_STORED_ANSWER_CHARS", "999"),

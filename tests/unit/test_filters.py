@@ -165,3 +165,91 @@ def test_build_content_filter_makes_a_lazy_guardrail_filter(client: Any) -> None
         )
         assert not content_filter.check("x").allowed
     assert calls == [(None, 7)]  # the function's region, the deployment's timeout
+
+
+# --- linear time and bounds (issue 7) ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pattern", "tail", "allowed"),
+    [
+        ("(a+)+$", "!", True),
+        ("(a+)+$", "", False),
+        ("(a|aa)*c", "!", True),
+        ("(a*)*b", "!", True),
+        ("(x+x+)+y", "!", True),
+        ("^(a?){25}a{25}$", "!", True),
+        ("(.*a){40}!", "!", False),
+    ],
+)
+def test_catastrophic_backtracking_patterns_run_on_re2_over_a_long_answer(
+    pattern: str, tail: str, allowed: bool
+) -> None:
+    # Python's re needs 2^n steps for most of these on n "a"s: 30,000 of them would never
+    # end. RE2 does not backtrack; the test would time out (pytest-timeout) if it did.
+    content_filter = EmbeddedContentFilter(blocked_patterns=[pattern])
+
+    verdict = content_filter.check("a" * 30_000 + tail)
+
+    assert verdict.allowed is allowed
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [r"(a)\1", r"(?=secret)", r"(?<!x)y", r"(?P<n>a)(?P=n)", "(unclosed", r"a{1001}"],
+)
+def test_a_pattern_re2_refuses_is_a_validation_error(pattern: str) -> None:
+    with pytest.raises(ValueError, match="not valid RE2"):
+        ContentFilterConfig(type="embedded", blocked_patterns=[pattern])
+
+
+def test_patterns_whose_programs_are_too_large_together_are_refused() -> None:
+    ContentFilterConfig(type="embedded", blocked_patterns=["(.*a){40}"])  # within the budget
+
+    with pytest.raises(ValueError, match="RE2 instructions"):
+        ContentFilterConfig(type="embedded", blocked_patterns=["(.*a){200}"])
+    with pytest.raises(ValueError, match="RE2 instructions"):
+        ContentFilterConfig(type="embedded", blocked_patterns=["(.*a){40}"] * 3)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"blocked_terms": ["t"] * 201},
+        {"blocked_terms": ["t" * 101]},
+        {"blocked_patterns": ["p"] * 21},
+        {"blocked_patterns": ["p" * 257]},
+        {"blocked_patterns": [""]},
+    ],
+)
+def test_tenant_supplied_sizes_are_bounded(config: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        ContentFilterConfig(type="embedded", **config)
+
+
+def test_terms_at_their_bounds_are_searched_as_plain_text() -> None:
+    terms = [f"term-{i:03d}." + "x" * 91 for i in range(200)]  # 100 characters each
+    content_filter = EmbeddedContentFilter(blocked_terms=terms)
+
+    assert content_filter.check("a" * 30_000).allowed
+    assert not content_filter.check("a" * 100 + terms[-1].upper()).allowed
+    # A term is a literal: regular-expression syntax in it means nothing.
+    assert EmbeddedContentFilter(blocked_terms=["a.c"]).check("abc").allowed
+    assert not EmbeddedContentFilter(blocked_terms=["(a+)+$"]).check("x (A+)+$ y").allowed
+
+
+def test_a_stored_pattern_re2_cannot_compile_withholds_every_answer() -> None:
+    # Capabilities stored before patterns were RE2 may hold Python-only syntax: fail closed.
+    content_filter = EmbeddedContentFilter(blocked_patterns=[r"(a)\1"])
+
+    verdict = content_filter.check("harmless")
+
+    assert not verdict.allowed and "not valid RE2" in verdict.reason
+
+
+def test_an_answer_with_a_lone_surrogate_is_still_checked() -> None:
+    content_filter = EmbeddedContentFilter(["secret"], [r"\d{4}"])
+
+    assert not content_filter.check("the \ud800 secret").allowed
+    assert not content_filter.check("pin \udfff 1234").allowed
+    assert content_filter.check("fine \ud800").allowed

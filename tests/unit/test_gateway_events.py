@@ -582,8 +582,9 @@ class TestTopology:
     def test_routes_authorizer_and_queues_come_from_the_template(self) -> None:
         topology = read_topology(TEMPLATE, authorizer_cache_seconds=None)
 
+        # ReauthorizeEvery is !Ref AuthorizerCacheSeconds: the parameter's default.
         assert topology.authorizers == {
-            "TokenAuthorizer": AuthorizerConfig("AuthorizerFunction", ("Authorization",), 300, True)
+            "TokenAuthorizer": AuthorizerConfig("AuthorizerFunction", ("Authorization",), 60, True)
         }
         # Every route but the not-found catch-all and the Studio page (Authorizer: NONE)
         # is authorized.

@@ -138,7 +138,7 @@ def test_an_archived_session_stays_readable_and_refuses_new_turns(app: FakeApp) 
 
     service(app).run(NOW)
 
-    page, cursor = app.container.sessions.messages(WS, session_id, limit=10, after_seq=0)
+    page, cursor = app.container.sessions.messages(WS, session_id, limit=10)
     assert [m.content for m in page] == ["Where is order 12345?", "It ships today."]
     assert cursor is None
     with pytest.raises(SessionArchived):

@@ -17,6 +17,7 @@ from convo_memory.domain.errors import (
     PrincipalImmutable,
     SessionNotFound,
     StoreUnavailable,
+    ValidationFailed,
 )
 from convo_memory.domain.models import (
     ReplayPolicy,
@@ -143,7 +144,7 @@ def test_given_another_workspaces_session_when_reading_then_it_is_not_found(app:
     with pytest.raises(SessionNotFound):
         sessions.context(OTHER_WS, session.id)
     with pytest.raises(SessionNotFound):
-        sessions.messages(OTHER_WS, session.id, limit=10, after_seq=0)
+        sessions.messages(OTHER_WS, session.id, limit=10)
     with pytest.raises(SessionNotFound):
         sessions.patch(OTHER_WS, session.id, patch({"metadata": {"x": 1}}))
     with pytest.raises(SessionNotFound):
@@ -252,7 +253,7 @@ def test_given_a_conversation_when_deleting_then_the_transcript_goes_and_run_tra
     with pytest.raises(SessionNotFound):
         app.container.sessions.get(WS, session.id)
     with pytest.raises(SessionNotFound):
-        app.container.sessions.messages(WS, session.id, limit=10, after_seq=0)
+        app.container.sessions.messages(WS, session.id, limit=10)
     assert app.db.messages_of(session.id) == []
     assert app.db.digests_of(session.id) == {}
     assert app.db.stores.summaries.get_summary(session.id) is None
@@ -344,25 +345,58 @@ def test_given_five_messages_when_paging_by_two_then_the_cursor_walks_oldest_fir
     sessions = app.container.sessions
 
     pages: list[list[int]] = []
-    cursor: int | None = 0
-    while cursor is not None:
-        page, cursor = sessions.messages(WS, session.id, limit=4, after_seq=cursor)
+    position = None
+    while True:
+        page, position = sessions.messages(WS, session.id, limit=4, after=position)
         pages.append([m.seq for m in page])
+        if position is None:
+            break
 
     assert pages == [[1, 2, 3, 4], [5, 6]]
 
-    first, cursor = sessions.messages(WS, session.id, limit=2, after_seq=0)
-    assert ([m.content for m in first], cursor) == (["q1", "a1"], 2)
-    second, cursor = sessions.messages(WS, session.id, limit=2, after_seq=2)
-    assert ([m.content for m in second], cursor) == (["q2", "a2"], 4)
-    last, cursor = sessions.messages(WS, session.id, limit=2, after_seq=4)
-    assert ([m.content for m in last], cursor) == (["q3", "a3"], None)
+    first, position = sessions.messages(WS, session.id, limit=2)
+    assert ([m.content for m in first], position) == (["q1", "a1"], {"after": 2})
+    second, position = sessions.messages(WS, session.id, limit=2, after=position)
+    assert ([m.content for m in second], position) == (["q2", "a2"], {"after": 4})
+    last, position = sessions.messages(WS, session.id, limit=2, after=position)
+    assert ([m.content for m in last], position) == (["q3", "a3"], None)
+
+
+@pytest.mark.parametrize("position", [{"after": "2"}, {"after": -1}, {"after": True}, {}])
+def test_given_a_position_this_service_never_issues_when_paging_then_422(
+    app: FakeApp, position: dict[str, object]
+) -> None:
+    session = open_session(app)
+
+    with pytest.raises(ValidationFailed):
+        app.container.sessions.messages(WS, session.id, limit=2, after=position)
+
+
+def test_given_seven_sessions_when_finding_by_three_then_the_pages_walk_the_listing(
+    app: FakeApp,
+) -> None:
+    sessions = app.container.sessions
+    created = {open_session(app).id for _ in range(7)}
+    sessions.create(WS, SessionCreate(capability_id="cap-gen", external_ref="someone-else"))
+
+    pages: list[list[str]] = []
+    position = None
+    while True:
+        page, position = sessions.find(WS, "end-user-1", 3, position)
+        pages.append([s.id for s in page])
+        if position is None:
+            break
+
+    everything, _ = sessions.find(WS, "end-user-1", 100)
+    assert [sid for page in pages for sid in page] == [s.id for s in everything]
+    assert set(s.id for s in everything) == created
+    assert [len(page) for page in pages] == [3, 3, 1]
 
 
 def test_given_no_messages_when_paging_then_an_empty_last_page(app: FakeApp) -> None:
     session = open_session(app)
 
-    assert app.container.sessions.messages(WS, session.id, limit=50, after_seq=0) == ([], None)
+    assert app.container.sessions.messages(WS, session.id, limit=50) == ([], None)
 
 
 # -- context -----------------------------------------------------------------------

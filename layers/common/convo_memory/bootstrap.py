@@ -53,6 +53,7 @@ class Container:
     repair_queue: QueuePort | None = None
     idempotency: Any = None
     adapters: Any = None
+    cursors: Any = None
     clients: dict[str, Any] = field(default_factory=dict)
 
 
@@ -94,6 +95,7 @@ def build_container(
     """Wire the services. Ports not given are built from ``settings``; ``clients`` may
     override the boto3 clients (``dynamodb``, ``sqs``, ``bedrock-runtime``,
     ``secretsmanager``, ``ssm``)."""
+    from convo_memory.cursors import CursorCodec, key_source
     from convo_memory.services.admin import TokenResolver
     from convo_memory.services.answering import Answerer
     from convo_memory.services.catalog import CapabilityCatalog, RunTraces
@@ -196,6 +198,12 @@ def build_container(
         idempotency=idempotency,
         adapters=adapters,
         clients={"dynamodb": dynamodb, "sqs": clients.get("sqs")},
+        # The key is read on the first cursor, so functions that never page need none.
+        cursors=CursorCodec(
+            key_source(
+                settings, lambda: clients.get("secretsmanager") or aws_client("secretsmanager")
+            )
+        ),
     )
 
 

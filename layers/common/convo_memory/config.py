@@ -10,6 +10,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SecretStr,
     ValidationError,
     field_validator,
     model_validator,
@@ -85,6 +86,11 @@ class Settings(BaseModel):
                 )
         return self
 
+    # The key that signs nextToken cursors: given directly (local runtime, tests), or the
+    # Secrets Manager secret that holds it (AWS). Only the functions that page need one.
+    cursor_signing_key: SecretStr | None = Field(default=None, min_length=16)
+    cursor_key_secret_arn: str = ""
+
     @model_validator(mode="after")
     def _windows_narrowest_first(self) -> Settings:
         # Digests are cleared first, then idle sessions archived, then purged.
@@ -122,6 +128,8 @@ class Settings(BaseModel):
             "summary_delay_seconds": "SUMMARY_DELAY_SECONDS",
             "provider_connections": "PROVIDER_CONNECTIONS",
             "provider_timeout_cap_seconds": "PROVIDER_TIMEOUT_CAP_SECONDS",
+            "cursor_signing_key": "CURSOR_SIGNING_KEY",
+            "cursor_key_secret_arn": "CURSOR_KEY_SECRET_ARN",
         }
         # Allow-lists count as set even when empty (the template always sets them).
         lists = {

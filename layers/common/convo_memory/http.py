@@ -8,26 +8,32 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import Response
 
+from convo_memory import input_gate
 from convo_memory.domain.errors import (
-    InvalidJson,
+    InternalError,
     ServiceError,
     StoreUnavailable,
     Unauthorized,
+    Unavailable,
     ValidationFailed,
 )
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
+    from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 
     from convo_memory.bootstrap import Container
 
 logger = logging.getLogger(__name__)
 JSON = "application/json"
+_GATED_BODY = "gated_json_body"
+_METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
 
 
 def container() -> Container:
@@ -47,7 +53,7 @@ def json_response(status: int, body: Any, headers: dict[str, str] | None = None)
 
 
 def error_response(error: ServiceError) -> Response:
-    return json_response(error.status, error.to_body())
+    return json_response(error.status, error.to_body(), headers=error.headers() or None)
 
 
 def workspace_id(app: APIGatewayHttpResolver) -> str:
@@ -60,36 +66,18 @@ def workspace_id(app: APIGatewayHttpResolver) -> str:
 
 
 def json_body(app: APIGatewayHttpResolver) -> dict[str, Any]:
-    raw = app.current_event.decoded_body
-    if raw is None or raw == "":
-        raise InvalidJson("the request body must be a JSON object")
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidJson(f"the request body is not valid JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise InvalidJson("the request body must be a JSON object")
-    return body
+    """The request body, as the input gate accepted it (400/413/422 otherwise)."""
+    body = app.context.get(_GATED_BODY)
+    if body is None:
+        event = app.current_event
+        body = input_gate.read_json_object(event.body, base64_encoded=bool(event.is_base64_encoded))
+    return dict(body)
 
 
 def parse(model_name: str, data: Any) -> Any:
     """Validate ``data`` against ``convo_memory.domain.models.<model_name>``; schema
     violations become 422 ``validation_error`` with per-field details."""
-    from pydantic import ValidationError
-
-    from convo_memory.domain import models
-
-    model = getattr(models, model_name)
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        details = [
-            {"loc": [str(p) for p in err["loc"]], "msg": err["msg"], "type": err["type"]}
-            for err in exc.errors(include_url=False, include_context=False, include_input=False)
-        ]
-        first = details[0] if details else {"loc": [], "msg": "invalid"}
-        where = ".".join(first["loc"]) or "body"
-        raise ValidationFailed(f"{where}: {first['msg']}", details=details) from None
+    return input_gate.parse_model(model_name, data)
 
 
 def body_as(app: APIGatewayHttpResolver, model_name: str) -> Any:
@@ -109,9 +97,25 @@ def query_int(app: APIGatewayHttpResolver, name: str, default: int, low: int, hi
     return value
 
 
-def check_idempotency_key(key: str) -> None:
-    if not 1 <= len(key) <= 255 or not key.isprintable():
-        raise ValidationFailed("Idempotency-Key must be 1-255 printable characters")
+def query_external_ref(app: APIGatewayHttpResolver) -> str:
+    """The required ``externalRef`` query parameter (1-256 characters)."""
+    return input_gate.external_ref(app.current_event.get_query_string_value("externalRef"))
+
+
+def read_cursor(app: APIGatewayHttpResolver, *scope: str) -> dict[str, Any] | None:
+    """The position a ``nextToken`` query parameter carries, verified against the listing
+    it must belong to (``scope``: listing, workspace, then what the listing is of)."""
+    token = app.current_event.get_query_string_value("nextToken")
+    position: dict[str, Any] | None = container().cursors.open(token, scope)
+    return position
+
+
+def next_cursor(position: dict[str, Any] | None, *scope: str) -> str | None:
+    """The ``nextToken`` of the next page (``None`` on the last one)."""
+    if position is None:
+        return None
+    token: str = container().cursors.issue(position, scope)
+    return token
 
 
 def idempotent(
@@ -121,10 +125,9 @@ def idempotent(
     compute: Callable[[], dict[str, Any]],
 ) -> dict[str, Any]:
     """Run a turn at most once per ``Idempotency-Key`` (when the client sent one)."""
-    key = app.current_event.headers.get("idempotency-key")
+    key = input_gate.idempotency_key(app.current_event.headers)
     if key is None:
         return compute()
-    check_idempotency_key(key)
     route = f"{app.current_event.http_method} {app.current_event.path}"
     return container().idempotency.run(
         workspace_id=workspace,
@@ -136,8 +139,40 @@ def idempotent(
     )
 
 
+def request_id(app: APIGatewayHttpResolver) -> str:
+    """API Gateway's id of this request (its ``apigw-requestid`` header), else Lambda's."""
+    try:
+        found = app.current_event.request_context.request_id
+    except (AttributeError, KeyError, TypeError):
+        found = None
+    if not found:
+        found = getattr(app.lambda_context, "aws_request_id", None)
+    return str(found or uuid.uuid4())
+
+
+def _input_gate(app: APIGatewayHttpResolver, next_middleware: NextMiddleware) -> Response:
+    """Every route's request through the input gate, before its handler runs: the token
+    first (as the authorizer's 401), then path ids, headers, query and body."""
+    event = app.current_event
+    if event.raw_event.get("routeKey") == "$default":  # the not-found catch-all
+        return next_middleware(app)
+    if (event.raw_event.get("requestContext") or {}).get("authorizer") is not None:
+        workspace_id(app)  # a route behind the authorizer: an unknown token is 401 first
+    for name, value in (app.context.get("_route_args") or {}).items():
+        input_gate.check_path_id(name, str(value))
+    input_gate.idempotency_key(event.headers)
+    input_gate.check_query(event.query_string_parameters)
+    if event.http_method.upper() in _METHODS_WITH_BODY:
+        body = input_gate.read_json_object(event.body, base64_encoded=bool(event.is_base64_encoded))
+        app.append_context(**{_GATED_BODY: body})
+    return next_middleware(app)
+
+
 def install_error_handlers(app: APIGatewayHttpResolver) -> None:
-    """Map domain errors to the contract's error shape, in one place."""
+    """Put every route behind the input gate and map every failure to the contract's
+    error shape, in one place: domain errors to their status and code, anything
+    unexpected to ``500 internal`` with the request id it was logged under."""
+    app.use(middlewares=[_input_gate])
 
     @app.exception_handler(ServiceError)
     def _service_error(exc: ServiceError) -> Response:
@@ -146,11 +181,19 @@ def install_error_handlers(app: APIGatewayHttpResolver) -> None:
     @app.exception_handler(StoreUnavailable)
     def _unavailable(exc: StoreUnavailable) -> Response:
         logger.warning("store unavailable: %s", exc)
-        return json_response(
-            503,
-            {"error": {"code": "unavailable", "message": "storage is temporarily unavailable"}},
-            headers={"Retry-After": "1"},
+        return error_response(Unavailable())
+
+    @app.exception_handler(Exception)
+    def _unexpected(exc: Exception) -> Response:
+        failure = InternalError(request_id(app))
+        logger.error(
+            "unexpected %s (requestId %s)",
+            type(exc).__name__,
+            failure.request_id,
+            exc_info=exc,
+            extra={"requestId": failure.request_id},
         )
+        return error_response(failure)
 
     @app.not_found
     def _not_found(exc: Exception) -> Response:

@@ -93,6 +93,13 @@ class TokenStore(Protocol):
     def put_workspace(self, workspace_id: str, name: str, created_at: str) -> None: ...
     def put_token(self, token_hash: str, workspace_id: str, name: str, created_at: str) -> bool: ...
     def workspace_for_token(self, token_hash: str) -> str | None: ...
+    def put_token_id(
+        self, token_id: str, token_hash: str, workspace_id: str, created_at: str
+    ) -> None: ...
+    def token_hash_for_id(self, token_id: str) -> str | None: ...
+    def delete_token(self, token_hash: str, token_id: str) -> str | None:
+        """Revoke a token: its workspace id, or None when no such token existed."""
+        ...
 
 
 class CapabilityStore(Protocol):
@@ -115,10 +122,11 @@ class SessionStore(Protocol):
     def create_session(self, session: Session) -> None: ...
     def get_session(self, session_id: str) -> Session | None: ...
     def list_sessions(
-        self, workspace_id: str, external_ref: str, limit: int, after: str | None
-    ) -> tuple[list[Session], str | None]:
-        """A page of the end user's sessions, newest first, and the position after its
-        last one (None on the last page). Positions are opaque to callers."""
+        self, workspace_id: str, external_ref: str, limit: int, after: tuple[str, str] | None
+    ) -> tuple[list[Session], bool]:
+        """A page of the end user's sessions, newest first, after the position ``after``
+        = (createdAt, id) of the previous page's last session; and whether there may be
+        more (like DynamoDB, a full page says so even when nothing follows)."""
         ...
 
     def update_metadata(

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from convo_memory.input_gate import has_lone_surrogate
 from convo_memory.ports import ContentFilter, FilterVerdict
 
 if TYPE_CHECKING:
@@ -22,18 +22,36 @@ class EmbeddedContentFilter:
     Terms match case-insensitively (Unicode casefold) as plain substrings, not whole
     words: "secret" also blocks "secrets" and "topsecret". A filter that errs towards
     withholding is the safer default; a capability that needs word boundaries can say
-    so with a pattern such as ``\\bsecret\\b``. Patterns are Python regular expressions
-    used exactly as given (add ``(?i)`` for case-insensitivity), compiled once.
+    so with a pattern such as ``\\bsecret\\b``. Terms are searched as plain strings (no
+    regular expression), patterns run on RE2 exactly as given (add ``(?i)`` for
+    case-insensitivity), compiled once: both take time linear in the answer's length,
+    so no pattern can make one answer take exponential time.
     """
 
     def __init__(self, blocked_terms: Iterable[str] = (), blocked_patterns: Iterable[str] = ()):
+        from convo_memory.domain.models import compile_blocked_pattern
+
         # A blank term would match every answer; it is ignored.
         self._terms = tuple(
             (term, term.casefold()) for term in blocked_terms if term and term.strip()
         )
-        self._patterns = tuple(re.compile(pattern) for pattern in blocked_patterns)
+        self._patterns: list[Any] = []
+        self._unusable: list[str] = []
+        for pattern in blocked_patterns:
+            try:
+                self._patterns.append(compile_blocked_pattern(pattern))
+            except ValueError:
+                # Only a capability stored before patterns were RE2 can get here. Fail
+                # closed, like an unavailable guardrail: skipping it would let through
+                # what the tenant asked to block.
+                logger.warning("blocked pattern is not valid RE2; withholding answers")
+                self._unusable.append(pattern)
 
     def check(self, text: str) -> FilterVerdict:
+        if self._unusable:
+            return FilterVerdict(False, f"blocked pattern /{self._unusable[0]}/ is not valid RE2")
+        if has_lone_surrogate(text):  # RE2 matches UTF-8; such text could not be sent anyway
+            text = text.encode("utf-8", "replace").decode("utf-8")
         folded = text.casefold()
         for term, folded_term in self._terms:
             if folded_term in folded:

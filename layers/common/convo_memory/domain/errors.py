@@ -8,7 +8,7 @@ from typing import Any
 
 class ServiceError(Exception):
     status: int = 500
-    code: str = "internal_error"
+    code: str = "internal"
 
     def __init__(self, message: str, *, details: list[Any] | None = None) -> None:
         super().__init__(message)
@@ -16,10 +16,15 @@ class ServiceError(Exception):
         self.details = details
 
     def to_body(self) -> dict[str, Any]:
+        """The contract's error body: ``{"error": {"code", "message", ...}}``."""
         error: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.details:
             error["details"] = self.details
         return {"error": error}
+
+    def headers(self) -> dict[str, str]:
+        """Response headers that go with this error (``Retry-After`` for 429 and 503)."""
+        return {}
 
 
 class InvalidJson(ServiceError):
@@ -85,6 +90,44 @@ class PayloadTooLarge(ServiceError):
 
 class ValidationFailed(ServiceError):
     status, code = 422, "validation_error"
+
+
+class RateLimited(ServiceError):
+    status, code = 429, "rate_limited"
+
+    def __init__(self, message: str = "too many requests; retry later") -> None:
+        super().__init__(message)
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": "1"}
+
+
+class Unavailable(ServiceError):
+    """What a client sees when the store is briefly unavailable on a read."""
+
+    status, code = 503, "unavailable"
+
+    def __init__(self, message: str = "storage is temporarily unavailable") -> None:
+        super().__init__(message)
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": "1"}
+
+
+class InternalError(ServiceError):
+    """An unexpected failure. The body carries the request id it was logged under, so
+    that a client report can be matched to the stack trace."""
+
+    status, code = 500, "internal"
+
+    def __init__(self, request_id: str, message: str = "an unexpected error occurred") -> None:
+        super().__init__(message)
+        self.request_id = request_id
+
+    def to_body(self) -> dict[str, Any]:
+        body = super().to_body()
+        body["error"]["requestId"] = self.request_id
+        return body
 
 
 class StoreUnavailable(Exception):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -108,25 +108,56 @@ class ToolSpec(ApiModel):
     description: str = Field(default="", max_length=1024)
 
 
+# Bounds on what a tenant may ask the embedded filter to do per answer. Terms are plain
+# substring searches (time grows with terms x answer length); patterns run on RE2, whose
+# time grows with answer length x the compiled program's size, so the programs' total
+# size is bounded too (see ``make bench`` for the worst pattern within these bounds).
+MAX_BLOCKED_TERMS = 200
+MAX_TERM_CHARS = 100
+MAX_BLOCKED_PATTERNS = 20
+MAX_PATTERN_CHARS = 256
+MAX_PATTERN_PROGRAM_SIZE = 1_000
+RE2_MAX_MEM_BYTES = 1 << 20
+
+
+def compile_blocked_pattern(pattern: str) -> Any:
+    """``pattern`` compiled by RE2 (linear-time matching, no backtracking), with its
+    memory bounded; raises ``ValueError`` when RE2 refuses it."""
+    import re2  # lazily: only capabilities with a content filter pay for it
+
+    options = re2.Options()
+    options.max_mem = RE2_MAX_MEM_BYTES
+    options.log_errors = False
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        raise ValueError(f"blockedPatterns entry {pattern!r} is not valid RE2: {exc}") from None
+
+
 class ContentFilterConfig(ApiModel):
     type: Literal["embedded", "bedrock-guardrail"]
-    blocked_terms: list[str] = Field(default_factory=list, max_length=500)
-    blocked_patterns: list[str] = Field(default_factory=list, max_length=100)
-    guardrail_id: str | None = None
-    guardrail_version: str | None = None
+    blocked_terms: list[Annotated[str, Field(max_length=MAX_TERM_CHARS)]] = Field(
+        default_factory=list, max_length=MAX_BLOCKED_TERMS
+    )
+    blocked_patterns: list[Annotated[str, Field(min_length=1, max_length=MAX_PATTERN_CHARS)]] = (
+        Field(default_factory=list, max_length=MAX_BLOCKED_PATTERNS)
+    )
+    guardrail_id: str | None = Field(default=None, max_length=128)
+    guardrail_version: str | None = Field(default=None, max_length=32)
     withheld_message: str = Field(
         default="This answer was withheld by the content filter.", min_length=1, max_length=2000
     )
 
     @model_validator(mode="after")
     def _check(self) -> ContentFilterConfig:
-        import re
-
+        program_size = 0
         for pattern in self.blocked_patterns:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"invalid blockedPatterns entry {pattern!r}: {exc}") from exc
+            program_size += compile_blocked_pattern(pattern).programsize
+        if program_size > MAX_PATTERN_PROGRAM_SIZE:
+            raise ValueError(
+                f"blockedPatterns compile to {program_size} RE2 instructions; at most "
+                f"{MAX_PATTERN_PROGRAM_SIZE} are allowed (simplify or drop a pattern)"
+            )
         if self.type == "bedrock-guardrail" and not (self.guardrail_id and self.guardrail_version):
             raise ValueError("guardrailId and guardrailVersion are required for bedrock-guardrail")
         return self
@@ -211,34 +242,63 @@ class SessionCreate(ApiModel):
 
 class SessionPatch(ApiModel):
     """A PATCH body. principal/externalRef are accepted only to be compared: naming them
-    with a different value is refused (409), never silently dropped."""
+    with a different value is refused (409), never silently dropped. The same limits as
+    at creation apply (422 first), so every door checks a field the same way."""
 
     metadata: dict[str, Any] | None = None
     principal: Principal | None = None
-    external_ref: str | None = None
+    external_ref: str | None = Field(default=None, min_length=1, max_length=256)
 
     @model_validator(mode="after")
     def _limits(self) -> SessionPatch:
+        _check_principal(self.principal)
         if self.metadata is not None:
             _check_metadata(self.metadata)
         return self
 
 
+MAX_PRINCIPAL_CLAIMS = 32
+MAX_CLAIM_NAME_CHARS = 64
+MAX_CLAIM_VALUE_CHARS = 1024
+MAX_METADATA_BYTES = 8 * 1024
+MAX_METADATA_DEPTH = 8
+
+
 def _check_principal(principal: Principal | None) -> None:
     if principal is None:
         return
-    if len(principal) > 32:
-        raise ValueError("principal has at most 32 claims")
+    if len(principal) > MAX_PRINCIPAL_CLAIMS:
+        raise ValueError(f"principal has at most {MAX_PRINCIPAL_CLAIMS} claims")
     for key, value in principal.items():
-        if not key or len(key) > 128 or len(value) > 1024:
-            raise ValueError("principal claim names are 1-128 chars, values at most 1024")
+        if not 1 <= len(key) <= MAX_CLAIM_NAME_CHARS or len(value) > MAX_CLAIM_VALUE_CHARS:
+            raise ValueError(
+                f"principal claim names are 1-{MAX_CLAIM_NAME_CHARS} characters, "
+                f"values at most {MAX_CLAIM_VALUE_CHARS}"
+            )
 
 
 def _check_metadata(metadata: dict[str, Any]) -> None:
     import json
 
-    if len(json.dumps(metadata)) > 16_384:
-        raise ValueError("metadata is at most 16 KiB of JSON")
+    # Depth first: it also bounds the work of serializing below.
+    if _depth(metadata) > MAX_METADATA_DEPTH:
+        raise ValueError(f"metadata is at most {MAX_METADATA_DEPTH} levels deep")
+    compact = json.dumps(metadata, separators=(",", ":"), ensure_ascii=False)
+    if len(compact.encode("utf-8", "surrogatepass")) > MAX_METADATA_BYTES:
+        raise ValueError(f"metadata is at most {MAX_METADATA_BYTES} bytes of compact JSON")
+
+
+def _depth(value: Any) -> int:
+    """Levels of nested objects and arrays (``{}`` is 1), walked without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth + 1)
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 SessionStatus = Literal["active", "archived"]

@@ -9,8 +9,9 @@ data can neither close the fence nor pose as instructions.
 
 from __future__ import annotations
 
+import html
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from convo_memory.domain.models import Message, Summary, ToolDigest
@@ -42,14 +43,29 @@ class Prompt:
     fence_nonce: str = field(default="", repr=False)
 
 
-def fence(kind: str, body: str, nonce: str, attrs: str = "") -> str:
+def fence(kind: str, body: str, nonce: str, attrs: Mapping[str, object] | None = None) -> str:
     """Wrap ``body`` as data. The nonce is stripped from the body so it cannot close
-    the fence early."""
-    clean = body
-    while nonce in clean:  # removing one copy can splice together another
-        clean = clean.replace(nonce, "")
-    extra = f" {attrs}" if attrs else ""
-    return f'<data-{nonce} kind="{kind}"{extra}>\n{clean}\n</data-{nonce}>'
+    the fence early; attribute values are escaped so they cannot leave their quotes."""
+    extra = "".join(
+        f' {name}="{_attribute_value(value, nonce)}"' for name, value in (attrs or {}).items()
+    )
+    opening = f'<data-{nonce} kind="{_attribute_value(kind, nonce)}"{extra}>'
+    return f"{opening}\n{_without(nonce, body)}\n</data-{nonce}>"
+
+
+def _without(nonce: str, text: str) -> str:
+    while nonce in text:  # removing one copy can splice together another
+        text = text.replace(nonce, "")
+    return text
+
+
+def _attribute_value(value: object, nonce: str) -> str:
+    """An attribute value that stays inside its double quotes and on its line: markup
+    characters, line breaks and other unprintable characters are escaped as character
+    references, and the nonce is removed, so a tool name can neither end the attribute
+    nor open or close a fence."""
+    escaped = html.escape(str(value), quote=True)
+    return _without(nonce, "".join(c if c.isprintable() else f"&#{ord(c)};" for c in escaped))
 
 
 def build_prompt(
@@ -68,13 +84,13 @@ def build_prompt(
     if summary is not None:
         parts.append(
             "Summary of the earlier conversation:\n"
-            + fence("summary", summary.text, nonce, f'through-seq="{summary.through_seq}"')
+            + fence("summary", summary.text, nonce, {"through-seq": summary.through_seq})
         )
     for digest in digests:
-        tools = ",".join(digest.tools)
+        attrs = {"seq": digest.seq, "tools": ",".join(digest.tools)}
         parts.append(
             f"Tool results from the answer at seq {digest.seq}:\n"
-            + fence("tool-results", digest.text, nonce, f'seq="{digest.seq}" tools="{tools}"')
+            + fence("tool-results", digest.text, nonce, attrs)
         )
     messages = tuple(ChatMessage(m.role, m.content) for m in replayed)
     messages += (ChatMessage("user", user_input),)

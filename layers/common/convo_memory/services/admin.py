@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ class WorkspaceCredentials:
     workspace_id: str
     name: str
     token: str
+    token_id: str = ""
 
 
 def hash_token(token: str) -> str:
@@ -30,6 +32,17 @@ def tokens_match(token: str, stored_hash: str) -> bool:
     return hmac.compare_digest(hash_token(token), stored_hash)
 
 
+TOKEN_ID_PREFIX = "tok_"
+_TOKEN_ID = re.compile(r"tok_[0-9a-f]{16}")
+
+
+def token_id_of(token_hash: str) -> str:
+    """A token's public id: safe to print, log and paste into a ticket. It is derived
+    from the hash (64 of its bits), so whoever holds the token can compute it, while
+    the id reveals nothing that helps to find the token."""
+    return f"{TOKEN_ID_PREFIX}{token_hash[:16]}"
+
+
 def create_workspace(
     store: TokenStore, name: str, token: str | None = None
 ) -> WorkspaceCredentials:
@@ -39,17 +52,48 @@ def create_workspace(
     if len(token) < 16:
         raise ValueError("a workspace token must be at least 16 characters")
     digest = hash_token(token)
+    token_id = token_id_of(digest)
     existing = store.workspace_for_token(digest)
     if existing:
-        return WorkspaceCredentials(existing, name, token)
+        return WorkspaceCredentials(existing, name, token, token_id)
     workspace_id = new_id("ws")
     now = iso(utc_now())
     store.put_workspace(workspace_id, name, now)
     if not store.put_token(digest, workspace_id, name, now):
         raced = store.workspace_for_token(digest)
         assert raced is not None
-        return WorkspaceCredentials(raced, name, token)
-    return WorkspaceCredentials(workspace_id, name, token)
+        return WorkspaceCredentials(raced, name, token, token_id)
+    store.put_token_id(token_id, digest, workspace_id, now)
+    return WorkspaceCredentials(workspace_id, name, token, token_id)
+
+
+@dataclass(frozen=True)
+class RevokedToken:
+    token_id: str
+    workspace_id: str
+
+
+def revoke_token(
+    store: TokenStore, *, token: str | None = None, token_id: str | None = None
+) -> RevokedToken | None:
+    """Revoke a token, given the token itself or its public id; None when there was no
+    such token. Its next look-up that misses the caches (the authorizer's and the
+    containers') answers 401."""
+    if (token is None) == (token_id is None):
+        raise ValueError("give either the token or its id")
+    if token is not None:
+        digest = hash_token(token)
+        token_id = token_id_of(digest)
+    else:
+        assert token_id is not None
+        if not _TOKEN_ID.fullmatch(token_id):
+            raise ValueError(f"a token id looks like {TOKEN_ID_PREFIX}<16 hex digits>")
+        found = store.token_hash_for_id(token_id)
+        if found is None:
+            return None
+        digest = found
+    workspace_id = store.delete_token(digest, token_id)
+    return None if workspace_id is None else RevokedToken(token_id, workspace_id)
 
 
 DEMO_CAPABILITIES: dict[str, CapabilityCreate] = {

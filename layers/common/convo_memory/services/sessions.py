@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from convo_memory.domain.errors import (
     CapabilityNotConversational,
@@ -81,10 +82,24 @@ class SessionService:
         return session
 
     def find(
-        self, workspace_id: str, external_ref: str, limit: int, after: str | None
-    ) -> tuple[list[Session], str | None]:
-        """A page of the end user's sessions, newest first, and the next page's position."""
-        return self._sessions.list_sessions(workspace_id, external_ref, limit, after)
+        self,
+        workspace_id: str,
+        external_ref: str,
+        limit: int,
+        after: dict[str, Any] | None = None,
+    ) -> tuple[list[Session], dict[str, Any] | None]:
+        """An end user's sessions, newest first, after the position ``after`` (a previous
+        page's next position); and the next page's position, or None on the last page."""
+        start = None
+        if after is not None:
+            created_at, session_id = after.get("createdAt"), after.get("id")
+            if not (isinstance(created_at, str) and isinstance(session_id, str)):
+                raise ValidationFailed("nextToken is not a token this API issued")
+            start = (created_at, session_id)
+        sessions, more = self._sessions.list_sessions(workspace_id, external_ref, limit, start)
+        if not (more and sessions):
+            return sessions, None
+        return sessions, {"createdAt": sessions[-1].created_at, "id": sessions[-1].id}
 
     def patch(self, workspace_id: str, session_id: str, body: SessionPatch) -> Session:
         current = self.get(workspace_id, session_id)
@@ -117,12 +132,16 @@ class SessionService:
         self._sessions.delete_contents(session_id)
 
     def messages(
-        self, workspace_id: str, session_id: str, limit: int, after_seq: int
-    ) -> tuple[list[Message], int | None]:
-        """A page of the transcript, oldest first; the next page's position or None."""
+        self, workspace_id: str, session_id: str, limit: int, after: dict[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any] | None]:
+        """A page of the transcript, oldest first, after the position ``after``; and the
+        next page's position, or None on the last page."""
+        after_seq = 0 if after is None else after.get("after")
+        if not isinstance(after_seq, int) or isinstance(after_seq, bool) or after_seq < 0:
+            raise ValidationFailed("nextToken is not a token this API issued")
         self.get(workspace_id, session_id)
         page, more = self._turns.list_messages(session_id, after_seq, limit)
-        return page, (page[-1].seq if more and page else None)
+        return page, ({"after": page[-1].seq} if more and page else None)
 
     def context(self, workspace_id: str, session_id: str) -> ContextView:
         """Exactly what the next turn would see."""

@@ -39,9 +39,39 @@ class DynamoTokenStore:
         return stored
 
     def workspace_for_token(self, token_hash: str) -> str | None:
-        # Strongly consistent: a revoked token must not outlive its deletion here.
+        # Strongly consistent: a token revoked a moment ago must not resolve.
         item = self._table.get({"pk": s(f"TOKEN#{token_hash}"), "sk": s("TOKEN")})
         return item["workspaceId"]["S"] if item else None
+
+    def put_token_id(
+        self, token_id: str, token_hash: str, workspace_id: str, created_at: str
+    ) -> None:
+        """The public id a token can be revoked by (the token itself is never stored)."""
+        self._table.call(
+            "put_item",
+            Item={
+                "pk": s(f"TOKENID#{token_id}"),
+                "sk": s("TOKENID"),
+                "tokenHash": s(token_hash),
+                "workspaceId": s(workspace_id),
+                "createdAt": s(created_at),
+            },
+        )
+
+    def token_hash_for_id(self, token_id: str) -> str | None:
+        item = self._table.get({"pk": s(f"TOKENID#{token_id}"), "sk": s("TOKENID")})
+        return item["tokenHash"]["S"] if item else None
+
+    def delete_token(self, token_hash: str, token_id: str) -> str | None:
+        """Revoke a token: its workspace id, or None when no such token existed."""
+        out = self._table.call(
+            "delete_item",
+            Key={"pk": s(f"TOKEN#{token_hash}"), "sk": s("TOKEN")},
+            ReturnValues="ALL_OLD",
+        )
+        self._table.call("delete_item", Key={"pk": s(f"TOKENID#{token_id}"), "sk": s("TOKENID")})
+        old = out.get("Attributes")
+        return old["workspaceId"]["S"] if old else None
 
 
 class DynamoCapabilityStore:

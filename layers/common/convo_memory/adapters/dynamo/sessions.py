@@ -69,8 +69,8 @@ class DynamoSessionStore:
         return found[0] if found else None
 
     def list_sessions(
-        self, workspace_id: str, external_ref: str, limit: int, after: str | None
-    ) -> tuple[list[Session], str | None]:
+        self, workspace_id: str, external_ref: str, limit: int, after: tuple[str, str] | None
+    ) -> tuple[list[Session], bool]:
         partition = it.external_ref_pk(workspace_id, external_ref)
         args: dict[str, Any] = {
             "IndexName": "byExternalRef",
@@ -79,12 +79,12 @@ class DynamoSessionStore:
             "ScanIndexForward": False,
             "Limit": limit,
         }
-        if after:
-            # The position is the last session's gsi1sk ("<createdAt>#<sid>").
-            session_id = after.rpartition("#")[2]
+        if after is not None:
+            # The start key is rebuilt here from a position: cursors carry no key layout.
+            created_at, session_id = after
             args["ExclusiveStartKey"] = {
                 "gsi1pk": s(partition),
-                "gsi1sk": s(after),
+                "gsi1sk": s(f"{created_at}#{session_id}"),
                 **it.head_key(session_id),
             }
         out = self._table.query(**args)
@@ -95,8 +95,7 @@ class DynamoSessionStore:
                 pool.map(lambda h: self._newest_turn(h["pk"]["S"].removeprefix("SESSION#")), heads)
             )
         sessions = [it.session_from(h, t) for h, t in zip(heads, newest, strict=True)]
-        last = out.get("LastEvaluatedKey")
-        return sessions, (last["gsi1sk"]["S"] if last else None)
+        return sessions, bool(out.get("LastEvaluatedKey"))
 
     def update_metadata(
         self, session_id: str, workspace_id: str, metadata: dict[str, Any]

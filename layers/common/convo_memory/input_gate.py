@@ -1,0 +1,235 @@
+"""The input gate: every request passes here before anything is stored or any model called.
+
+One set of rules for every door (the HttpApi routes through ``convo_memory.http``, the
+streaming door through ``convo_memory.stream_door``), so that the same bad input gets
+the same status and the same error body wherever it arrives:
+
+- the body is UTF-8 JSON whose top level is an object, else ``400 invalid_json``; a byte
+  order mark or a UTF-16/32 body is not UTF-8 JSON (RFC 8259 says JSON exchanged between
+  systems is UTF-8 without a BOM), so it is ``400`` too, on every door;
+- ``NaN``, ``Infinity``, numbers outside the IEEE double range and nesting deeper than
+  ``MAX_DEPTH`` are ``400 invalid_json``;
+- a string with an unpaired surrogate, anywhere (keys too), is ``422 validation_error``:
+  such a string cannot be encoded as UTF-8, so it could be neither stored nor returned;
+- a body over ``MAX_BODY_BYTES`` is ``413 payload_too_large``;
+- ``Idempotency-Key`` is 1-255 printable ASCII characters (an empty one is ``422``);
+- a path id that none of our ids could be is a ``404`` of its kind, answered without a
+  store call (a DynamoDB key over 2 KB would be a 500);
+- query values are bounded and checked like body strings.
+
+Pure: the standard library and the domain only. Field rules (``externalRef``,
+``principal``, ``metadata``) are in the domain models, which ``parse_model`` applies.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import re
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from convo_memory.domain.errors import (
+    CapabilityNotFound,
+    InvalidJson,
+    NotFound,
+    PayloadTooLarge,
+    RunNotFound,
+    SessionNotFound,
+    ValidationFailed,
+)
+
+MAX_BODY_BYTES = 1024 * 1024
+MAX_DEPTH = 32
+MAX_QUERY_VALUE_CHARS = 2048
+MAX_QUERY_NAME_CHARS = 64
+MAX_ID_CHARS = 128
+MAX_EXTERNAL_REF_CHARS = 256
+
+# Every id the service issues or seeds: ``ses_<hex>``, ``run_<hex>``, ``cap-generative``.
+PLAUSIBLE_ID = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_ID_CHARS}}}")
+IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+# --------------------------------------------------------------------------- body
+
+
+def read_json_object(
+    raw: bytes | str | None, *, base64_encoded: bool = False, max_bytes: int = MAX_BODY_BYTES
+) -> dict[str, Any]:
+    """The request body as a JSON object, or the contract's 400/413/422."""
+    data = _body_bytes(raw, base64_encoded)
+    if len(data) > max_bytes:
+        raise PayloadTooLarge(f"the request body is larger than {max_bytes} bytes")
+    if not data:
+        raise InvalidJson("the request body must be a JSON object")
+    if data.startswith(_UTF8_BOM):
+        raise InvalidJson("the request body must be UTF-8 JSON without a byte order mark")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidJson("the request body is not UTF-8") from None
+    try:
+        body = json.loads(
+            text,
+            parse_constant=_refuse_constant,
+            parse_float=_finite_float,
+            parse_int=_double_range_int,
+        )
+    except RecursionError:
+        raise InvalidJson(f"the request body is nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:  # JSONDecodeError, and ints longer than Python reads
+        raise InvalidJson(f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise InvalidJson("the request body must be a JSON object")
+    inspect_value(body)
+    return body
+
+
+def _body_bytes(raw: bytes | str | None, base64_encoded: bool) -> bytes:
+    if raw is None:
+        return b""
+    if base64_encoded:
+        try:
+            return base64.b64decode(raw, validate=True)
+        except (binascii.Error, ValueError):
+            raise InvalidJson("the request body is not valid base64") from None
+    if isinstance(raw, bytes):
+        return raw
+    try:
+        return raw.encode("utf-8")
+    except UnicodeEncodeError:  # a raw lone surrogate: these bytes were not UTF-8
+        raise InvalidJson("the request body is not UTF-8") from None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise InvalidJson(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise InvalidJson(f"the number {text[:40]} is outside the IEEE double range")
+    return value
+
+
+def _double_range_int(text: str) -> int:
+    value = int(text)
+    if abs(value) > sys.float_info.max:
+        raise InvalidJson(f"the number {text[:40]}... is outside the IEEE double range")
+    return value
+
+
+def inspect_value(value: Any, max_depth: int = MAX_DEPTH) -> None:
+    """Refuse nesting deeper than ``max_depth`` (400) and unpaired surrogates (422).
+
+    Iterative, so no depth reaches Python's recursion limit. The 400 wins when a value
+    has both problems: the whole value is walked before a surrogate is reported."""
+    surrogate = False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            if depth > max_depth:
+                raise InvalidJson(f"the request body is nested deeper than {max_depth} levels")
+            for key, child in item.items():
+                surrogate = surrogate or has_lone_surrogate(key)
+                stack.append((child, depth + 1))
+        elif isinstance(item, list):
+            if depth > max_depth:
+                raise InvalidJson(f"the request body is nested deeper than {max_depth} levels")
+            stack.extend((child, depth + 1) for child in item)
+        elif isinstance(item, str):
+            surrogate = surrogate or has_lone_surrogate(item)
+    if surrogate:
+        raise ValidationFailed(
+            "a string holds an unpaired surrogate; strings must be valid Unicode"
+        )
+
+
+def has_lone_surrogate(text: str) -> bool:
+    """True when ``text`` cannot be encoded as UTF-8. JSON decoding joins escaped pairs
+    into one code point, so any surrogate left in a decoded string is unpaired."""
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+# --------------------------------------------------------------------------- headers, ids, query
+
+
+def idempotency_key(headers: Mapping[str, str]) -> str | None:
+    """The ``Idempotency-Key`` header (looked up case-insensitively), ``None`` when absent,
+    ``422`` when present but not 1-255 printable ASCII characters (empty included)."""
+    key = next((v for k, v in headers.items() if k.lower() == "idempotency-key"), None)
+    if key is None:
+        return None
+    if not IDEMPOTENCY_KEY.fullmatch(key):
+        raise ValidationFailed("Idempotency-Key must be 1-255 printable ASCII characters")
+    return key
+
+
+def check_path_id(name: str, value: str) -> None:
+    """A 404 of the parameter's kind for a value none of our ids could be."""
+    if PLAUSIBLE_ID.fullmatch(value):
+        return
+    lowered = name.lower()
+    if "capability" in lowered:
+        raise CapabilityNotFound("capability not found")
+    if "session" in lowered:
+        raise SessionNotFound("session not found")
+    if "run" in lowered:
+        raise RunNotFound("run not found")
+    raise NotFound("not found")
+
+
+def check_query(params: Mapping[str, str] | None) -> None:
+    """Query names and values bounded, and valid Unicode, like body strings."""
+    for name, value in (params or {}).items():
+        if len(name) > MAX_QUERY_NAME_CHARS or len(value) > MAX_QUERY_VALUE_CHARS:
+            raise ValidationFailed(
+                f"query parameters are at most {MAX_QUERY_NAME_CHARS}-character names "
+                f"with values of at most {MAX_QUERY_VALUE_CHARS} characters"
+            )
+        if has_lone_surrogate(name) or has_lone_surrogate(value):
+            raise ValidationFailed("a query parameter holds an unpaired surrogate")
+
+
+def external_ref(value: str | None) -> str:
+    """A required ``externalRef`` (query or body): 1-256 characters."""
+    if not value:
+        raise ValidationFailed("externalRef is required: sessions are listed per end user")
+    if len(value) > MAX_EXTERNAL_REF_CHARS:
+        raise ValidationFailed(f"externalRef is at most {MAX_EXTERNAL_REF_CHARS} characters")
+    return value
+
+
+# --------------------------------------------------------------------------- schema
+
+
+def parse_model(model_name: str, data: Any) -> Any:
+    """Validate ``data`` against ``convo_memory.domain.models.<model_name>``; schema
+    violations become 422 ``validation_error`` with per-field details."""
+    from pydantic import ValidationError
+
+    from convo_memory.domain import models
+
+    model = getattr(models, model_name)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        details = [
+            {"loc": [str(p) for p in err["loc"]], "msg": err["msg"], "type": err["type"]}
+            for err in exc.errors(include_url=False, include_context=False, include_input=False)
+        ]
+        first = details[0] if details else {"loc": [], "msg": "invalid"}
+        where = ".".join(first["loc"]) or "body"
+        raise ValidationFailed(f"{where}: {first['msg']}", details=details) from None
