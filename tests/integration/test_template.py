@@ -45,9 +45,10 @@ EXPECTED_ROUTES = {
     ("ANY", "$default"): "CapabilitiesFunction",
     # The Studio Chat page (served without a token; its calls carry the operator's).
     ("GET", "/studio"): "StudioFunction",
+    ("GET", "/v1/openapi.json"): "OpenApiFunction",
 }
 # The routes served without the authorizer.
-PUBLIC_PATHS = {"$default", "/studio"}
+PUBLIC_PATHS = {"$default", "/studio", "/v1/openapi.json"}
 
 DOCUMENTED_DEFAULTS = {
     "MAX_INPUT_CHARS": "32000",
@@ -270,6 +271,7 @@ def test_functions_point_at_their_code_and_share_one_handler_name() -> None:
         "RetentionFunction",
         "StreamFunction",
         "StudioFunction",
+        "OpenApiFunction",
     }
     assert specs["CreateSessionFunction"].code_uri == ROOT / "functions" / "create_session"
     assert specs["ReadSessionsFunction"].code_uri == ROOT / "functions" / "read_sessions"

@@ -588,7 +588,7 @@ class TestTopology:
         }
         # Every route but the not-found catch-all and the Studio page (Authorizer: NONE)
         # is authorized.
-        public = {"$default", "/studio"}
+        public = {"$default", "/studio", "/v1/openapi.json"}
         assert all(
             route.authorizer == (None if route.path in public else "TokenAuthorizer")
             for route in topology.routes

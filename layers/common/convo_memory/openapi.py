@@ -1,0 +1,375 @@
+"""The OpenAPI 3.1 document of the HTTP API (``GET /v1/openapi.json``).
+
+Generated from one table of routes and from the pydantic models the handlers validate
+with and answer with (their JSON Schemas are 2020-12, which OpenAPI 3.1 takes as is), so
+the document cannot describe fields the service does not have. Every operation lists the
+error responses it can give, each with its contract codes.
+
+Powertools' own OpenAPI generation derives a document from one resolver's typed route
+signatures; here the routes are spread over several functions, each with its own
+resolver, and bodies go through the input gate before any model sees them, so the table
+below is the one place that names them all (a test keeps it, template.yaml and the
+contract in step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+from pydantic.json_schema import models_json_schema
+
+from convo_memory.domain import models as m
+
+API_VERSION = "2.0.0"
+REF = "#/components/schemas/{model}"
+
+
+# -- response shapes the handlers build as plain dicts -----------------------------------
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class CapabilityList(_Wire):
+    capabilities: list[m.Capability]
+
+
+class SessionPage(_Wire):
+    sessions: list[m.Session]
+    next_token: str | None = Field(description="Pass back (URL-encoded) for the next page.")
+
+
+class MessagePage(_Wire):
+    messages: list[m.Message]
+    next_token: str | None = Field(description="Pass back (URL-encoded) for the next page.")
+
+
+class Provider(_Wire):
+    connection: str
+    type: Literal["embedded", "bedrock", "openai"]
+    models: list[str]
+
+
+class ProviderList(_Wire):
+    providers: list[Provider]
+
+
+class RunStep(_Wire):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
+
+    tool: str
+    input: dict[str, Any]
+    output: str = Field(description="What the tool returned, truncated.")
+    principal: dict[str, str] | None = Field(description="Exactly what the tool was sent.")
+    started_at: str
+    duration_ms: float
+
+
+class RunTrace(_Wire):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
+
+    run_id: str
+    capability_id: str
+    session_id: str | None
+    principal: dict[str, str] | None
+    input: str
+    output: str
+    steps: list[RunStep]
+    started_at: str
+    finished_at: str
+
+
+class ErrorDetail(_Wire):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
+
+    code: str
+    message: str
+    details: list[Any] | None = None
+    request_id: str | None = Field(default=None, description="On 5xx: quote it to support.")
+
+
+class ErrorBody(_Wire):
+    error: ErrorDetail
+
+
+# -- the routes --------------------------------------------------------------------------
+
+# status -> the contract codes it carries (an operation lists those that apply to it).
+ERROR_CODES: dict[int, tuple[str, ...]] = {
+    400: ("invalid_json",),
+    401: ("unauthorized",),
+    404: ("not_found",),
+    409: (),
+    413: ("payload_too_large",),
+    422: ("validation_error",),
+    429: ("rate_limited",),
+    500: ("internal",),
+    502: ("provider_error",),
+    503: ("unavailable",),
+}
+ERROR_TEXT = {
+    400: "The body is not UTF-8 JSON whose top level is an object (or breaks the input gate).",
+    401: "No API token, or an unknown one.",
+    404: "No such resource in this workspace (another workspace's is indistinguishable).",
+    409: "The request conflicts with the resource's state.",
+    413: "The request or its input is too large.",
+    422: "Well-formed JSON that breaks the schema, or a malformed or foreign nextToken.",
+    429: "Over a workspace or service limit; retry after Retry-After seconds.",
+    500: "An unexpected failure, logged with its requestId.",
+    502: "The model provider failed or could not be reached.",
+    503: "Storage briefly unavailable; retry after Retry-After seconds.",
+}
+TURN_CONFLICTS = (
+    "capability_not_conversational",
+    "session_capability_mismatch",
+    "session_archived",
+    "idempotency_in_progress",
+)
+
+
+@dataclass(frozen=True)
+class Operation:
+    method: str
+    path: str
+    operation_id: str
+    summary: str
+    tag: str
+    status: int = 200
+    response: type[BaseModel] | None = None
+    body: type[BaseModel] | None = None
+    query: tuple[tuple[str, dict[str, Any], bool, str], ...] = ()
+    not_found: tuple[str, ...] = ()
+    conflicts: tuple[str, ...] = ()
+    reused_key: bool = False
+    turn: bool = False
+    stream: bool = False
+    public: bool = False
+
+
+_LIMIT = {"type": "integer", "minimum": 1, "maximum": 100}
+_TOKEN = {"type": "string", "maxLength": 2048}
+_CAP, _SES = ("capability_not_found",), ("session_not_found",)
+
+OPERATIONS: tuple[Operation, ...] = (
+    Operation("GET", "/v1/openapi.json", "getOpenApi", "This document", "meta", public=True),
+    Operation("GET", "/v1/providers", "listProviders", "The deployment's provider connections",
+              "capabilities", response=ProviderList),
+    Operation("POST", "/v1/capabilities", "createCapability", "Create a capability",
+              "capabilities", 201, m.Capability, m.CapabilityCreate),
+    Operation("GET", "/v1/capabilities", "listCapabilities", "The workspace's capabilities",
+              "capabilities", response=CapabilityList),
+    Operation("GET", "/v1/capabilities/{capabilityId}", "getCapability", "A capability",
+              "capabilities", response=m.Capability, not_found=_CAP),
+    Operation("POST", "/v1/capabilities/{capabilityId}/predict", "predict",
+              "A turn (stateless, or on a session with sessionId)", "turns",
+              response=m.Prediction, body=m.TurnInput, not_found=_CAP + _SES,
+              conflicts=TURN_CONFLICTS, reused_key=True, turn=True),
+    Operation("POST", "/v1/capabilities/{capabilityId}/predict/stream", "predictStream",
+              "The same turn as Server-Sent Events (delta, tool, done, error)", "turns",
+              body=m.TurnInput, not_found=_CAP + _SES, conflicts=TURN_CONFLICTS,
+              reused_key=True, turn=True, stream=True),
+    Operation("POST", "/v1/sessions", "createSession", "Open a session for an end user",
+              "sessions", 201, m.Session, m.SessionCreate, not_found=_CAP,
+              conflicts=("capability_not_conversational",)),
+    Operation("GET", "/v1/sessions", "listSessions", "An end user's sessions, newest first",
+              "sessions", response=SessionPage,
+              query=(("externalRef", {"type": "string", "minLength": 1, "maxLength": 256},
+                      True, "Your own id of the end user."),
+                     ("limit", _LIMIT, False, "Page size (default 20)."),
+                     ("nextToken", _TOKEN, False, "From the previous page."))),
+    Operation("GET", "/v1/sessions/{sessionId}", "getSession", "A session (archived ones too)",
+              "sessions", response=m.Session, not_found=_SES),
+    Operation("PATCH", "/v1/sessions/{sessionId}", "updateSession",
+              "Replace a session's metadata", "sessions", response=m.Session,
+              body=m.SessionPatch, not_found=_SES,
+              conflicts=("principal_immutable", "external_ref_immutable")),
+    Operation("DELETE", "/v1/sessions/{sessionId}", "deleteSession",
+              "Delete the conversation (never its run traces)", "sessions", 204,
+              not_found=_SES),
+    Operation("GET", "/v1/sessions/{sessionId}/messages", "listMessages",
+              "The transcript, oldest first", "sessions", response=MessagePage,
+              not_found=_SES,
+              query=(("limit", _LIMIT, False, "Page size (default 50)."),
+                     ("nextToken", _TOKEN, False, "From the previous page."))),
+    Operation("POST", "/v1/sessions/{sessionId}/messages", "sendMessage",
+              "A turn on the session's own capability", "turns", response=m.Prediction,
+              body=m.MessageInput, not_found=_SES + _CAP, conflicts=TURN_CONFLICTS,
+              reused_key=True, turn=True),
+    Operation("GET", "/v1/sessions/{sessionId}/context", "getContext",
+              "Exactly what the next turn would see", "sessions", response=m.ContextView,
+              not_found=_SES),
+    Operation("GET", "/v1/runs/{runId}", "getRun", "An agent run's trace", "runs",
+              response=RunTrace, not_found=("run_not_found",)),
+)  # fmt: skip
+
+
+# -- the document ------------------------------------------------------------------------
+
+
+def _error_response(status: int, op: Operation) -> dict[str, Any]:
+    codes = list(ERROR_CODES[status])
+    if status == 404:
+        codes = [*op.not_found, "not_found"]
+    elif status == 409:
+        codes = list(op.conflicts)
+    elif status == 422 and op.reused_key:
+        codes = [*codes, "idempotency_key_reused"]
+    response: dict[str, Any] = {
+        "description": f"{ERROR_TEXT[status]} Codes: {', '.join(codes)}.",
+        "content": {
+            "application/json": {
+                "schema": {
+                    "allOf": [
+                        {"$ref": REF.format(model="ErrorBody")},
+                        {
+                            "type": "object",
+                            "properties": {
+                                "error": {
+                                    "type": "object",
+                                    "properties": {"code": {"enum": codes}},
+                                }
+                            },
+                        },
+                    ]
+                }
+            }
+        },
+    }
+    if status in (429, 503):
+        response["headers"] = {
+            "Retry-After": {"schema": {"type": "string"}, "description": "Seconds to wait."}
+        }
+    return response
+
+
+def _parameters(op: Operation) -> list[dict[str, Any]]:
+    params: list[dict[str, Any]] = []
+    for name in (p[1:-1] for p in op.path.split("/") if p.startswith("{")):
+        params.append(
+            {
+                "name": name,
+                "in": "path",
+                "required": True,
+                "schema": {"type": "string", "minLength": 1, "maxLength": 128},
+            }
+        )
+    for name, schema, required, description in op.query:
+        params.append(
+            {
+                "name": name,
+                "in": "query",
+                "required": required,
+                "schema": schema,
+                "description": description,
+            }
+        )
+    if op.turn:
+        params.append(
+            {
+                "name": "Idempotency-Key",
+                "in": "header",
+                "required": False,
+                "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+                "description": "A retry with the same key and body returns the first "
+                "response and records nothing new.",
+            }
+        )
+    return params
+
+
+def _operation(op: Operation) -> dict[str, Any]:
+    success: dict[str, Any] = {"description": op.summary}
+    if op.stream:
+        success["content"] = {
+            "text/event-stream": {
+                "schema": {"type": "string"},
+                "example": 'event: delta\ndata: {"text":"Hi"}\n\nevent: done\ndata: {...}\n\n',
+            }
+        }
+    elif op.response is not None:
+        success["content"] = {
+            "application/json": {"schema": {"$ref": REF.format(model=_name(op.response, "o"))}}
+        }
+    elif op.path == "/v1/openapi.json":
+        success["content"] = {"application/json": {"schema": {"type": "object"}}}
+    statuses = [400, 404, 413, 422, 429, 500, 503]
+    if not op.public:
+        statuses.append(401)
+    if op.conflicts:
+        statuses.append(409)
+    if op.turn:
+        statuses.append(502)
+    document: dict[str, Any] = {
+        "operationId": op.operation_id,
+        "summary": op.summary,
+        "tags": [op.tag],
+        "parameters": _parameters(op),
+        "responses": {
+            str(op.status): success,
+            **{str(s): _error_response(s, op) for s in sorted(statuses)},
+        },
+    }
+    if op.body is not None:
+        document["requestBody"] = {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {"$ref": REF.format(model=_name(op.body, "i"))}}
+            },
+        }
+    if op.public:
+        document["security"] = []
+    return document
+
+
+_NAMES: dict[tuple[type[BaseModel], str], str] = {}
+
+
+def _name(model: type[BaseModel], mode: str) -> str:
+    return _NAMES[(model, mode)]
+
+
+@cache
+def _components() -> dict[str, Any]:
+    inputs = {op.body for op in OPERATIONS if op.body is not None}
+    outputs = {op.response for op in OPERATIONS if op.response is not None} | {ErrorBody}
+    pairs: list[tuple[type[BaseModel], Literal["validation", "serialization"]]] = [
+        *((model, "validation") for model in sorted(inputs, key=lambda c: c.__name__)),
+        *((model, "serialization") for model in sorted(outputs, key=lambda c: c.__name__)),
+    ]
+    keys, schema = models_json_schema(pairs, by_alias=True, ref_template=REF)
+    for (model, mode), ref in keys.items():
+        _NAMES[(model, "i" if mode == "validation" else "o")] = ref["$ref"].rsplit("/", 1)[-1]
+    defs: dict[str, Any] = schema.get("$defs", {})
+    return defs
+
+
+def openapi_document(server_url: str | None = None) -> dict[str, Any]:
+    """The document; ``server_url`` is where this deployment answers (if known)."""
+    schemas = _components()
+    paths: dict[str, Any] = {}
+    for op in OPERATIONS:
+        paths.setdefault(op.path, {})[op.method.lower()] = _operation(op)
+    document: dict[str, Any] = {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "convo-memory",
+            "version": API_VERSION,
+            "description": "Conversation memory for stateless predictions: sessions, bounded "
+            "replay, rolling summaries, agent tools. Every error is "
+            '{"error": {"code", "message"}}.',
+        },
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+    }
+    if server_url:
+        document["servers"] = [{"url": server_url}]
+    return document
