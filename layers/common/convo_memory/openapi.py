@@ -343,6 +343,7 @@ def _components() -> dict[str, Any]:
     ]
     keys, schema = models_json_schema(pairs, by_alias=True, ref_template=REF)
     for (model, mode), ref in keys.items():
+        assert isinstance(model, type) and issubclass(model, BaseModel)
         _NAMES[(model, "i" if mode == "validation" else "o")] = ref["$ref"].rsplit("/", 1)[-1]
     defs: dict[str, Any] = schema.get("$defs", {})
     return defs
