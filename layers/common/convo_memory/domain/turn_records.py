@@ -13,9 +13,10 @@ from convo_memory.domain.models import Message, Session, Summary, ToolDigest
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
-# DynamoDB's item limit, and what a turn item needs besides its two texts (keys, ids,
-# timestamps, flags and attribute names), with room to spare.
-MAX_ITEM_BYTES = 400 * 1024
+# DynamoDB's item limit is "400 KB" of attribute names and values; counted as 400,000
+# bytes (not 409,600) to stay clear of how each implementation rounds it. And what a
+# turn item needs besides its two texts (keys, ids, timestamps, flags, names).
+MAX_ITEM_BYTES = 400_000
 TURN_ITEM_OVERHEAD_BYTES = 2 * 1024
 # A turn's input is refused (413) above this many UTF-8 bytes, so an answer always has
 # room: a 32,000-character input is at most 128 KiB.
