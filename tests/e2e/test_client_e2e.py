@@ -212,7 +212,7 @@ class LosingProxy:
                 first = key is not None and self.command == "POST" and not proxy.lost
                 proxy.seen.append((self.command, self.path, key))
                 upstream_connection = http.client.HTTPConnection(
-                    target.hostname, target.port, timeout=30
+                    str(target.hostname), target.port, timeout=30
                 )
                 headers = {
                     k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")

@@ -264,7 +264,7 @@ class Probe:
         if door.via == "invoke":
             return self._through_invoke(door, path, params, raw_query, all_headers, body, token)
         target = urlsplit(self.runtime.base_url)
-        connection = http.client.HTTPConnection(target.hostname, target.port, timeout=60)
+        connection = http.client.HTTPConnection(str(target.hostname), target.port, timeout=60)
         try:
             url = path + (f"?{raw_query}" if raw_query else "")
             connection.request(door.method, url, body=body or None, headers=all_headers)

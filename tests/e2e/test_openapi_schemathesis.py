@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
+from schemathesis.core.result import Ok
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_schema_conformance,
@@ -35,7 +36,7 @@ def test_every_answer_matches_the_document_and_none_is_a_server_error(
 ) -> None:
     schema = schemathesis.openapi.from_url(f"{local_runtime.base_url}/v1/openapi.json")
     headers = {"Authorization": f"Bearer {DEV_TOKEN}"}
-    operations = [result.ok() for result in schema.get_all_operations()]
+    operations = [result.ok() for result in schema.get_all_operations() if isinstance(result, Ok)]
     # Every route of the API but the document itself (which schemathesis leaves out).
     assert len(operations) >= 15
 

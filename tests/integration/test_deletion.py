@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from botocore.awsrequest import AWSResponse
 
 from tests.integration.conftest import Tenant
 from tests.integration.test_turns_api import open_session, predict
+from tests.support.faults import dynamodb_error, inject
 from tests.support.inprocess_api import InProcessApi, seed_history
 
 
@@ -21,19 +21,11 @@ def fail_nth(client: Any, operation: str, nth: int) -> Callable[[], None]:
     interruption would; returns a function that removes the fault."""
     calls = {"n": 0}
 
-    def before_call(**_: Any) -> Any:
+    def fault(params: dict[str, Any]) -> Any:
         calls["n"] += 1
-        if calls["n"] != nth:
-            return None
-        parsed = {
-            "Error": {"Code": "InternalServerError", "Message": "injected"},
-            "ResponseMetadata": {"HTTPStatusCode": 500},
-        }
-        return AWSResponse("https://dynamodb", 500, {}, None), parsed
+        return dynamodb_error("InternalServerError", 500) if calls["n"] == nth else None
 
-    event = f"before-call.dynamodb.{operation}"
-    client.meta.events.register_first(event, before_call)
-    return lambda: client.meta.events.unregister(event, before_call)
+    return inject(client, operation, fault)
 
 
 def stored_keys(api: InProcessApi, session_id: str) -> list[str]:

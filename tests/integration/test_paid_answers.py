@@ -10,12 +10,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from botocore.awsrequest import AWSResponse
 
 from tests.fakes.adapters import FakeProvider
 from tests.integration.conftest import Tenant
-from tests.integration.test_recording import _drain_repairs, is_turn_put
+from tests.integration.test_recording import _drain_repairs
 from tests.integration.test_turns_api import open_session, predict, transcript
+from tests.support.faults import dynamodb_error, inject, is_turn_put
 from tests.support.inprocess_api import InProcessApi
 
 
@@ -35,18 +35,14 @@ def refuse_turn_puts(client: Any, times: int) -> dict[str, int]:
     error): what an item the table cannot take gets."""
     state = {"left": times, "seen": 0}
 
-    def before_call(params: dict[str, Any], **_: Any) -> Any:
+    def fault(params: dict[str, Any]) -> Any:
         if state["left"] <= 0 or not is_turn_put(params):
             return None
         state["left"] -= 1
         state["seen"] += 1
-        parsed = {
-            "Error": {"Code": "ValidationException", "Message": "Item size has exceeded"},
-            "ResponseMetadata": {"HTTPStatusCode": 400},
-        }
-        return AWSResponse("https://dynamodb", 400, {}, None), parsed
+        return dynamodb_error("ValidationException", 400)
 
-    client.meta.events.register_first("before-call.dynamodb.PutItem", before_call)
+    inject(client, "PutItem", fault)
     return state
 
 

@@ -9,12 +9,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ReadTimeoutError
 
 from functions.stream.app import StreamDoor
 from tests.integration.conftest import Tenant
 from tests.integration.test_turns_api import open_session, predict, transcript
+from tests.support.faults import dynamodb_error, inject, is_turn_put
 from tests.support.inprocess_api import InProcessApi
 
 
@@ -285,36 +285,23 @@ def test_a_withheld_answer_is_stored_as_withheld_and_never_leaks(
     assert not any("You said" in m["content"] for m in context["messages"])
 
 
-def is_turn_put(params: dict[str, Any]) -> bool:
-    """Whether a PutItem request (botocore's serialized request dict) writes a turn."""
-    body = json.loads(params.get("body") or b"{}")
-    sk = str(body.get("Item", {}).get("sk", {}).get("S", ""))
-    return sk.startswith("MSG#") and not sk.endswith("#DIGEST")
-
-
 def _fail_transcript_writes(client: Any, how: str, times: int = 100) -> dict[str, int]:
     """Make the turn's PutItem fail before it reaches the table (botocore's before-call
     hook short-circuits the request): throttling, a 5xx, or a read timeout."""
     state = {"left": times, "seen": 0}
 
-    def before_call(params: dict[str, Any], **_: Any) -> Any:
+    def fault(params: dict[str, Any]) -> Any:
         if state["left"] <= 0 or not is_turn_put(params):
             return None
         state["left"] -= 1
         state["seen"] += 1
         if how == "timeout":
             raise ReadTimeoutError(endpoint_url="https://dynamodb.us-east-1.amazonaws.com")
-        status, code = (
-            (400, "ThrottlingException") if how == "throttling" else (500, "InternalServerError")
-        )
-        http = AWSResponse("https://dynamodb", status, {}, None)
-        parsed = {
-            "Error": {"Code": code, "Message": "injected"},
-            "ResponseMetadata": {"HTTPStatusCode": status},
-        }
-        return http, parsed
+        if how == "throttling":
+            return dynamodb_error("ThrottlingException", 400)
+        return dynamodb_error("InternalServerError", 500)
 
-    client.meta.events.register_first("before-call.dynamodb.PutItem", before_call)
+    inject(client, "PutItem", fault)
     return state
 
 

@@ -111,7 +111,7 @@ def served() -> Iterator[tuple[str, int]]:
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
     try:
-        yield server.server_address[0], server.server_address[1]
+        yield str(server.server_address[0]), server.server_address[1]
     finally:
         server.shutdown()
         server.server_close()
@@ -131,7 +131,7 @@ def stream_app() -> Iterator[tuple[str, int]]:
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
     try:
-        yield server.server_address[0], server.server_address[1]
+        yield str(server.server_address[0]), server.server_address[1]
     finally:
         server.shutdown()
         server.server_close()

@@ -50,7 +50,7 @@ def call(
     route_key = f"{method} {path.rsplit('/', 1)[0]}/{{x}}" if "/things/" in path else method
     event = build_http_event(request, route_key, None, authorizer)
     context = LambdaContext("Test", 128, "arn:aws:lambda:us-east-1:1:function:Test", "lambda-id")
-    result = app.resolve(event, context)
+    result = app.resolve(event, context)  # type: ignore[arg-type]  # the runtime's duck-typed context
     return result["statusCode"], result.get("headers") or {}, json.loads(result["body"])
 
 
