@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from convo_memory.adapters.dynamo import items as it
+from convo_memory.adapters.dynamo.reads import newest_turn
 from convo_memory.adapters.dynamo.sessions import delete_contents
 from convo_memory.adapters.dynamo.table import DynamoTable, s
 
@@ -35,23 +36,10 @@ class DynamoRetentionStore:
             yield item["pk"]["S"].removeprefix("SESSION#"), item["gsi2sk"]["S"]
 
     def last_turn_at(self, session_id: str) -> tuple[int, str] | None:
-        out = self._table.query(
-            KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
-            ExpressionAttributeValues={
-                ":pk": it.session_pk(session_id),
-                ":lo": s(it.MSG_PREFIX),
-                ":hi": s(it.MSG_UPPER),
-            },
-            ProjectionExpression="sk, #at",
-            ExpressionAttributeNames={"#at": "at"},
-            ScanIndexForward=False,
-            ConsistentRead=True,
-            Limit=1,
-        )
-        found = out.get("Items", [])
-        if not found:
+        newest = newest_turn(self._table, session_id, consistent=True)
+        if newest is None:
             return None
-        return it.user_seq_of_item(found[0]) + 1, it.turn_created_at(found[0])
+        return it.user_seq_of_item(newest) + 1, it.turn_created_at(newest)
 
     def refresh_activity(self, session_id: str, seen: str, last_active_at: str) -> bool:
         """Move an active head's mark forward to its real last turn (the mark is coarse)."""

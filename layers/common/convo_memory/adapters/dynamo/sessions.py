@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from convo_memory.adapters.dynamo import items as it
+from convo_memory.adapters.dynamo.reads import newest_turn
 from convo_memory.adapters.dynamo.table import DynamoTable, Item, s
 from convo_memory.domain.errors import SessionArchived, SessionNotFound, StoreRejected
 from convo_memory.domain.models import Session
@@ -53,20 +54,7 @@ class DynamoSessionStore:
         return head, newest
 
     def _newest_turn(self, session_id: str) -> Item | None:
-        out = self._table.query(
-            KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
-            ExpressionAttributeValues={
-                ":pk": it.session_pk(session_id),
-                ":lo": s(it.MSG_PREFIX),
-                ":hi": s(it.MSG_UPPER),
-            },
-            ProjectionExpression="sk, #at",
-            ExpressionAttributeNames={"#at": "at"},
-            ScanIndexForward=False,
-            Limit=1,
-        )
-        found = out.get("Items", [])
-        return found[0] if found else None
+        return newest_turn(self._table, session_id, consistent=False)
 
     def list_sessions(
         self, workspace_id: str, external_ref: str, limit: int, after: tuple[str, str] | None

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from convo_memory.adapters.dynamo import items as it
+from convo_memory.adapters.dynamo.reads import newest_turn
 from convo_memory.adapters.dynamo.table import DynamoTable, Item, s
 from convo_memory.domain.errors import StoreUnavailable
 from convo_memory.domain.models import Message, Summary, ToolDigest
@@ -125,20 +126,8 @@ class DynamoTurnStore:
         self._table.call("put_item", Item=it.digest_item(session_id, user_seq, turn))
 
     def _newest_user_seq(self, session_id: str) -> int:
-        out = self._table.query(
-            KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
-            ExpressionAttributeValues={
-                ":pk": it.session_pk(session_id),
-                ":lo": s(it.MSG_PREFIX),
-                ":hi": s(it.MSG_UPPER),
-            },
-            ProjectionExpression="sk",
-            ScanIndexForward=False,
-            ConsistentRead=True,
-            Limit=1,
-        )
-        found = out.get("Items", [])
-        return it.user_seq_of_item(found[0]) if found else -1
+        newest = newest_turn(self._table, session_id, consistent=True)
+        return it.user_seq_of_item(newest) if newest is not None else -1
 
     def find_turn(self, session_id: str, turn_id: str, from_seq: int) -> AppendResult | None:
         for item in self._table.query_all(
