@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from convo_memory.adapters.tools.url_policy import UrlPolicy
+from convo_memory.adapters.tools.url_policy import UrlPolicy, parse_allowed_hosts
 from convo_memory.bootstrap import Container, build_container
 from convo_memory.config import Settings
 from convo_memory.domain.models import Capability, CapabilityCreate, SessionCreate
@@ -123,7 +123,7 @@ def fake_app(
         filter_for=filter_for,
         summarizer_for=summarizer_for,
         toolbox_for=toolbox_for or (lambda capability: toolbox),
-        tool_urls=UrlPolicy(resolve=resolver),
+        tool_urls=UrlPolicy(parse_allowed_hosts(wall.tool_allowed_hosts), resolve=resolver),
         sealer=sealer,
         clock=clock,
         **extra,
