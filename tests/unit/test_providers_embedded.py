@@ -240,7 +240,7 @@ def test_agent_answers_quoting_what_its_tools_returned() -> None:
     assert f'"{long_result[:79]}\u2026"' in step.text  # the start of it, marked as cut
     assert "ETA June 14" not in step.text
     assert "I used lookup_order: order 12345 is shipped, arriving in 1 day." in step.text
-    assert "I tried weather, but it failed: [timeout] the tool did not answer" in step.text
+    assert "I tried weather, but it timed out: the tool did not answer within 10.0 s." in step.text
 
 
 def test_agent_quotes_the_tool_results_replayed_from_earlier_turns() -> None:

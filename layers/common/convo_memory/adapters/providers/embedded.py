@@ -39,6 +39,7 @@ _FENCE_OPEN = re.compile(r'<data-([0-9A-Za-z]+) kind="([a-z-]+)"')
 # Whitespace-delimited pieces: each chunk is a word plus the whitespace that follows it.
 _CHUNK_BOUNDARY = re.compile(r"(?<=\s)(?=\S)")
 _ORDER_NUMBER = re.compile(r"(?<!\d)(\d{3,12})(?!\d)")
+_STATUS_MARK = re.compile(r"^\[(error|timeout)\] ")
 # Milliseconds before each streamed chunk, for demos and browser tests that watch an
 # answer arrive (``make run`` answers instantly otherwise).
 CHUNK_DELAY_ENV = "CONVO_EMBEDDED_CHUNK_DELAY_MS"
@@ -179,7 +180,11 @@ def plan_tool_requests(text: str, tools: Sequence[ToolDefinition]) -> tuple[Tool
 def _describe(request: ToolRequest, reply: ToolReply) -> str:
     """One sentence about a tool call, quoting what it returned."""
     if reply.is_error:
-        return f"I tried {request.name}, but it failed: {quote(reply.output)}."
+        # The loop marks an unsuccessful result "[error] ..." or "[timeout] ...".
+        marked = _STATUS_MARK.match(reply.output)
+        what = "timed out" if marked and marked.group(1) == "timeout" else "failed"
+        detail = reply.output[marked.end() :] if marked else reply.output
+        return f"I tried {request.name}, but it {what}: {quote(detail)}."
     if request.name in BUILTIN_TOOLS:
         try:
             result = json.loads(reply.output)
