@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 import yaml
+from botocore.exceptions import BotoCoreError, ClientError
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -221,6 +222,8 @@ class LocalResources:
     """logical id -> key ARN"""
     key_variables: dict[str, str] = field(default_factory=dict)
     """function variables that name a KMS key (``!GetAtt Key.Arn``) -> the key's logical id"""
+    missing_kms_keys: tuple[str, ...] = ()
+    """keys the endpoint could not create (it has no KMS)"""
 
     def env(self) -> dict[str, str]:
         """The environment the functions run with, plus the DLQ URLs.
@@ -292,10 +295,16 @@ def ensure_resources(
     queue_urls = {logical_id: queues.ensure(logical_id) for logical_id in queues.resources}
 
     kms = session.client("kms", region_name=region, endpoint_url=endpoint_url)
-    kms_keys = {
-        logical_id: _ensure_kms_key(kms, f"alias/{prefix}{logical_id}", resource.get("Properties"))
-        for logical_id, resource in _resources_of_type(template, _KMS_KEY).items()
-    }
+    kms_keys: dict[str, str] = {}
+    missing_keys: list[str] = []
+    for logical_id, resource in _resources_of_type(template, _KMS_KEY).items():
+        try:
+            kms_keys[logical_id] = _ensure_kms_key(
+                kms, f"alias/{prefix}{logical_id}", resource.get("Properties")
+            )
+        except (BotoCoreError, ClientError):
+            # An emulator without KMS (e.g. DynamoDB Local): what needs the key says so.
+            missing_keys.append(logical_id)
 
     global_env = ((template.get("Globals") or {}).get("Function") or {}).get("Environment") or {}
     return LocalResources(
@@ -305,6 +314,7 @@ def ensure_resources(
         global_variables=dict(global_env.get("Variables") or {}),
         kms_keys=kms_keys,
         key_variables=_key_variables(template, set(kms_keys)),
+        missing_kms_keys=tuple(missing_keys),
     )
 
 

@@ -449,6 +449,8 @@ class LocalRuntime:
                 f"cannot create the tables and queues at {self.endpoint_url}: {exc}"
             ) from exc
         os.environ.update(resources.env())
+        for key in resources.missing_kms_keys:
+            log(f"warning: no KMS at {self.endpoint_url}: {key} not created (webhook tools off)")
         if self.config.provider_connections:
             os.environ["PROVIDER_CONNECTIONS"] = self.config.provider_connections
         if self.config.tool_allowed_hosts:

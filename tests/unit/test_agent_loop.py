@@ -3,6 +3,7 @@ the step bound, the deadline, failing tools, streaming and tool events."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -298,3 +299,26 @@ def test_what_the_model_sees_of_a_huge_result_is_bounded() -> None:
     shown = model.calls[1]["rounds"][0].replies[0].output
     assert len(shown) == MODEL_RESULT_MAX_CHARS and shown.endswith("[truncated]")
     assert result.calls[0].output == huge  # the trace and digest cut it themselves
+
+
+def test_a_toolbox_that_raises_is_still_just_a_tool_error() -> None:
+    class Broken(FakeToolbox):
+        def call(self, *args: Any) -> ToolOutcome:
+            raise RuntimeError("bug")
+
+    model = ScriptedModel(asks("t"), ModelStep("carried on"))
+    result = run(model, Broken({"t": "x"}))
+    assert [(c.status, c.output) for c in result.calls] == [
+        ("error", "the tool call failed unexpectedly")
+    ]
+    assert result.text == "carried on"
+
+
+def test_tool_arguments_with_unpaired_surrogates_are_made_encodable() -> None:
+    toolbox = FakeToolbox({"t": "x"})
+    odd = ModelStep("", (ToolRequest("c0", "t", {"q": "a\ud800b", "n": [{"k\udfff": 1}]}),))
+    result = run(ScriptedModel(odd, ModelStep("ok")), toolbox)
+    assert toolbox.calls[0].input == {"q": "a\ufffdb", "n": [{"k\ufffd": 1}]}
+    assert result.calls[0].input == toolbox.calls[0].input
+    json_text = json.dumps(toolbox.calls[0].input, ensure_ascii=False)
+    assert json_text.encode("utf-8")  # no longer raises

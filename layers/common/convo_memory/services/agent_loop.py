@@ -19,6 +19,7 @@ joined by a blank line.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -41,6 +42,8 @@ from convo_memory.ports import (
     ToolRequest,
     ToolRound,
 )
+
+logger = logging.getLogger(__name__)
 
 STEP_SEPARATOR = "\n\n"
 # Below this many seconds there is no point in starting a model call.
@@ -189,19 +192,26 @@ class AgentLoop:
         started_at = iso(utc_now())
         began = self._monotonic()
         left = deadline - began
+        # Arguments come from a model: make every string encodable before it is sent.
+        tool_input = _scrubbed(dict(request.input))
         if request.input_error is not None:
             outcome = ToolOutcome("error", f"the tool was not called: {request.input_error}")
         elif left <= 0:
             outcome = ToolOutcome("timeout", "the turn's deadline passed before the call")
         else:
-            outcome = toolbox.call(
-                request.name, request.input, context, min(self._tool_timeout, left)
-            )
+            try:
+                outcome = toolbox.call(
+                    request.name, tool_input, context, min(self._tool_timeout, left)
+                )
+            except Exception:
+                # A toolbox never raises by contract; if one does, it is still a tool error.
+                logger.exception("tool %s failed unexpectedly", request.name)
+                outcome = ToolOutcome("error", "the tool call failed unexpectedly")
         output = scrub_text(outcome.output)
         calls.append(
             ToolCall(
                 name=request.name,
-                input=_plain(request.input),
+                input=tool_input,
                 output=output,
                 started_at=started_at,
                 duration_ms=round((self._monotonic() - began) * 1000, 3),
@@ -224,8 +234,15 @@ def truncate(text: str, max_chars: int) -> str:
     return text[: max(0, max_chars - len(RESULT_TRUNCATION_MARK))] + RESULT_TRUNCATION_MARK
 
 
-def _plain(value: Mapping[str, Any]) -> dict[str, Any]:
-    return dict(value)
+def _scrubbed(value: Any) -> Any:
+    """``value`` (decoded JSON) with every string passed through ``scrub_text``."""
+    if isinstance(value, str):
+        return scrub_text(value)
+    if isinstance(value, Mapping):
+        return {scrub_text(str(k)): _scrubbed(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_scrubbed(v) for v in value]
+    return value
 
 
 def _closing_sentence(stop: str, calls: list[ToolCall]) -> str:
