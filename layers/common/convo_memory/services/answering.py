@@ -98,13 +98,13 @@ class Answerer:
         calls: list[ToolCall] = []
         try:
             run = self._agent(capability, prompt, sink, context, deadline, on_tool, calls)
+            completion = Completion(run.text, run.calls)
+            output, withheld = self._filtered(capability, completion.text, sink)
         except Exception:
             # The tools that did run stay on record, even when the turn fails.
             failed = AgentRun("", tuple(calls), 0, "failed")
             self._record_run(context, capability, prompt.user_input, failed, started, None)
             raise
-        completion = Completion(run.text, run.calls)
-        output, withheld = self._filtered(capability, completion.text, sink)
         self._record_run(context, capability, prompt.user_input, run, started, output)
         return Answer(completion, output, withheld, run_id)
 
