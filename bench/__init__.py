@@ -12,6 +12,9 @@ Figures, all measured in one run, nothing leaves the machine (moto in process):
 5. Predict latency while the asynchronous summarizer works and while it fails.
 6. The embedded content filter's time on a 30,000-character answer: the worst RE2
    pattern found within a capability's bounds, next to a plain pattern and blocked terms.
+7. One agent turn that calls three webhook tools: model calls, tool calls, DynamoDB
+   requests and capacity units, KMS requests; the digest characters the next turn
+   replays and their share of its prompt.
 
 It is a report: it exits 0 whatever the figures are (1 only when one could not be
 measured).

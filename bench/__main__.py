@@ -60,6 +60,7 @@ def _attempt(
 
 
 def run(plan: Plan, quick: bool) -> dict[str, Any]:
+    from bench.agents import agent_turn_figure
     from bench.cold import first_invocation, import_times
     from bench.content_filter import filter_figures
     from bench.serving import serving_figures, summarizer_isolation
@@ -89,6 +90,7 @@ def run(plan: Plan, quick: bool) -> dict[str, Any]:
         _attempt(
             results, "contentFilter", lambda: filter_figures(plan.filter_runs, progress), errors
         )
+        _attempt(results, "agentTurn", lambda: agent_turn_figure(progress), errors)
     results["meta"] = {
         "quick": quick,
         "python": platform.python_version(),

@@ -281,6 +281,39 @@ def render_content_filter(figure: dict[str, Any]) -> str:
     )
 
 
+def render_agent_turn(figure: dict[str, Any]) -> str:
+    units = figure["dynamodb"]
+    share = figure["digestShare"]
+    rows = [
+        ["model calls", figure["modelCalls"]],
+        [
+            "tool calls",
+            f"{figure['toolCalls']} (signed: {'all' if figure['signaturesValid'] else 'NOT ALL'})",
+        ],
+        ["stop reason", figure["stopReason"]],
+        ["DynamoDB requests", ops_text(units["requests"])],
+        ["DynamoDB read units", num(units["readUnits"], 2)],
+        ["DynamoDB write units", num(units["tableWriteUnits"] + units["indexWriteUnits"], 2)],
+        ["DynamoDB $ per million turns", f"${units['dollarsPerMillion']:.2f}"],
+        ["KMS requests (warm)", figure["kmsRequests"]],
+        ["tool output characters", f"{figure['toolOutputChars']:,}"],
+        [
+            "digest characters replayed next turn",
+            f"{figure['digestChars']:,} (cap {figure['digestMaxChars']:,})",
+        ],
+        ["next turn's prompt characters", f"{figure['nextPromptChars']:,}"],
+        ["digest share of that prompt", "-" if share is None else f"{share:.0%}"],
+    ]
+    return "\n".join(
+        [
+            _title(7, f"An agent turn with {figure['tools']} webhook tools (warm container)"),
+            "embedded agent, tools on a local server; the next turn asks a follow-up and"
+            " replays the digest as fenced data",
+            table(["figure", "value"], rows),
+        ]
+    )
+
+
 def render(results: dict[str, Any]) -> str:
     meta = results["meta"]
     parts = [
@@ -299,6 +332,8 @@ def render(results: dict[str, Any]) -> str:
         parts.append(render_summarizer(results["summarizer"]))
     if "contentFilter" in results:
         parts.append(render_content_filter(results["contentFilter"]))
+    if "agentTurn" in results:
+        parts.append(render_agent_turn(results["agentTurn"]))
     for name, error in (results.get("errors") or {}).items():
         parts.append(f"[{name}] not measured: {error}")
     return "\n\n".join(parts) + "\n"

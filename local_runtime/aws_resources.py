@@ -2,8 +2,9 @@
 
 Reads the SAM template and
 
-* creates its DynamoDB tables and SQS queues against any endpoint (moto server, moto's
-  in-process mock, DynamoDB Local, ...), so local resources cannot drift from the stack;
+* creates its DynamoDB tables, SQS queues and KMS keys against any endpoint (moto
+  server, moto's in-process mock, DynamoDB Local, ...), so local resources cannot drift
+  from the stack;
 * resolves the functions' environment from the template's ``Globals`` and parameter
   defaults;
 * lists every function's handler, HttpApi routes and SQS event source, so the local
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 import yaml
+from botocore.exceptions import BotoCoreError, ClientError
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -34,6 +36,7 @@ DEFAULT_REGION = "us-east-1"
 
 _TABLE = "AWS::DynamoDB::Table"
 _QUEUE = "AWS::SQS::Queue"
+_KMS_KEY = "AWS::KMS::Key"
 _FUNCTION = "AWS::Serverless::Function"
 
 # Lambda's own defaults when neither the function nor Globals set them.
@@ -215,17 +218,28 @@ class LocalResources:
     queue_urls: dict[str, str]
     parameters: dict[str, str] = field(default_factory=dict)
     global_variables: dict[str, Any] = field(default_factory=dict)
+    kms_keys: dict[str, str] = field(default_factory=dict)
+    """logical id -> key ARN"""
+    key_variables: dict[str, str] = field(default_factory=dict)
+    """function variables that name a KMS key (``!GetAtt Key.Arn``) -> the key's logical id"""
+    missing_kms_keys: tuple[str, ...] = ()
+    """keys the endpoint could not create (it has no KMS)"""
 
     def env(self) -> dict[str, str]:
         """The environment the functions run with, plus the DLQ URLs.
 
         ``Globals.Function.Environment.Variables`` of the template with ``!Ref`` resolved:
-        tables to their names, queues to their URLs, parameters to their defaults.
+        tables to their names, queues to their URLs, parameters to their defaults; and
+        the functions' own variables that name a KMS key, as its local ARN (locally every
+        function shares one environment).
         """
         env = {name: self._resolve(name, value) for name, value in self.global_variables.items()}
         for name, logical_id in _EXTRA_QUEUE_ENV.items():
             if logical_id in self.queue_urls:
                 env[name] = self.queue_urls[logical_id]
+        for name, logical_id in self.key_variables.items():
+            if logical_id in self.kms_keys:
+                env[name] = self.kms_keys[logical_id]
         return env
 
     def _resolve(self, name: str, value: Any) -> str:
@@ -280,13 +294,56 @@ def ensure_resources(
     queues = _QueueBuilder(sqs, _resources_of_type(template, _QUEUE), parameters, prefix)
     queue_urls = {logical_id: queues.ensure(logical_id) for logical_id in queues.resources}
 
+    kms = session.client("kms", region_name=region, endpoint_url=endpoint_url)
+    kms_keys: dict[str, str] = {}
+    missing_keys: list[str] = []
+    for logical_id, resource in _resources_of_type(template, _KMS_KEY).items():
+        try:
+            kms_keys[logical_id] = _ensure_kms_key(
+                kms, f"alias/{prefix}{logical_id}", resource.get("Properties")
+            )
+        except (BotoCoreError, ClientError):
+            # An emulator without KMS (e.g. DynamoDB Local): what needs the key says so.
+            missing_keys.append(logical_id)
+
     global_env = ((template.get("Globals") or {}).get("Function") or {}).get("Environment") or {}
     return LocalResources(
         tables=tables,
         queue_urls=queue_urls,
         parameters=parameters,
         global_variables=dict(global_env.get("Variables") or {}),
+        kms_keys=kms_keys,
+        key_variables=_key_variables(template, set(kms_keys)),
+        missing_kms_keys=tuple(missing_keys),
     )
+
+
+def _ensure_kms_key(client: Any, alias: str, props: Mapping[str, Any] | None) -> str:
+    """The ARN of the key behind ``alias``, creating both when missing."""
+    paginator = client.get_paginator("list_aliases")
+    for page in paginator.paginate():
+        for entry in page.get("Aliases", []):
+            if entry.get("AliasName") == alias and entry.get("TargetKeyId"):
+                return str(client.describe_key(KeyId=entry["TargetKeyId"])["KeyMetadata"]["Arn"])
+    description = str((props or {}).get("Description", alias))
+    metadata = client.create_key(Description=description)["KeyMetadata"]
+    client.create_alias(AliasName=alias, TargetKeyId=metadata["KeyId"])
+    return str(metadata["Arn"])
+
+
+def _key_variables(template: Mapping[str, Any], keys: set[str]) -> dict[str, str]:
+    """Function environment variables set to ``!GetAtt <KmsKey>.Arn``."""
+    found: dict[str, str] = {}
+    for resource in _resources_of_type(template, _FUNCTION).values():
+        variables = ((resource.get("Properties") or {}).get("Environment") or {}).get(
+            "Variables"
+        ) or {}
+        for name, value in variables.items():
+            if isinstance(value, dict) and "Fn::GetAtt" in value:
+                logical_id, attribute = value["Fn::GetAtt"]
+                if logical_id in keys and attribute == "Arn":
+                    found[name] = logical_id
+    return found
 
 
 def _ensure_table(client: DynamoDBClient, name: str, props: Mapping[str, Any] | None) -> str:

@@ -21,6 +21,7 @@ class BannerInfo:
     capabilities: Sequence[str] = ()
     skipped: Sequence[str] = field(default_factory=list)
     connections: Sequence[str] = ("embedded",)
+    tool_hosts: Sequence[str] = ()
 
 
 def render_banner(info: BannerInfo) -> str:
@@ -46,6 +47,8 @@ def render_banner(info: BannerInfo) -> str:
     if info.capabilities:
         lines.append(f"  Capabilities {', '.join(info.capabilities)} (in each workspace)")
     lines.append(f"  Providers    {', '.join(info.connections)} (CONVO_PROVIDER_CONNECTIONS)")
+    if info.tool_hosts:
+        lines.append(f"  Tool hosts   {', '.join(info.tool_hosts)} (CONVO_TOOL_ALLOWED_HOSTS)")
     for name in info.skipped:
         lines.append(f"  Not running  {name}")
     lines.extend(["", "Try it (bash/zsh):", *_walkthrough(info), ""])

@@ -82,11 +82,13 @@ class RuntimeConfig:
     # CONVO_PROVIDER_CONNECTIONS, exported to the functions as PROVIDER_CONNECTIONS.
     provider_connections: str = ""
     connection_names: tuple[str, ...] = ("embedded",)
+    # CONVO_TOOL_ALLOWED_HOSTS, exported to the functions as TOOL_ALLOWED_HOSTS.
+    tool_allowed_hosts: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RuntimeConfig:
         """Read ``PORT``, ``LAMBDA_PORT``, ``CONVO_DEV_TOKEN(S)``,
-        ``CONVO_PROVIDER_CONNECTIONS`` and the LOCAL_* knobs."""
+        ``CONVO_PROVIDER_CONNECTIONS``, ``CONVO_TOOL_ALLOWED_HOSTS`` and the LOCAL_* knobs."""
         dev_token = env.get("CONVO_DEV_TOKEN", "").strip()
         generated = not dev_token
         if generated:
@@ -120,7 +122,21 @@ class RuntimeConfig:
             template_path=Path(env.get("LOCAL_TEMPLATE", "") or TEMPLATE),
             provider_connections=connections,
             connection_names=tuple(connection_names),
+            tool_allowed_hosts=parse_tool_allowed_hosts(env.get("CONVO_TOOL_ALLOWED_HOSTS", "")),
         )
+
+
+def parse_tool_allowed_hosts(raw: str) -> tuple[str, ...]:
+    """``CONVO_TOOL_ALLOWED_HOSTS``: comma-separated ``host`` or ``host:port`` (validated
+    like the template parameter ``ToolAllowedHosts``)."""
+    from convo_memory.adapters.tools.url_policy import parse_allowed_hosts
+
+    entries = tuple(item.strip() for item in raw.split(",") if item.strip())
+    try:
+        parse_allowed_hosts(entries)
+    except ValueError as exc:
+        raise ConfigError(f"CONVO_TOOL_ALLOWED_HOSTS: {exc}") from None
+    return entries
 
 
 def parse_provider_connections(raw: str) -> list[str]:
@@ -367,6 +383,7 @@ class LocalRuntime:
             workspaces=[DEV_WORKSPACE, *(name for name, _ in self.config.workspaces)],
             capabilities=self.capabilities,
             connections=self.config.connection_names,
+            tool_hosts=self.config.tool_allowed_hosts,
             skipped=self.skipped,
         )
 
@@ -432,8 +449,12 @@ class LocalRuntime:
                 f"cannot create the tables and queues at {self.endpoint_url}: {exc}"
             ) from exc
         os.environ.update(resources.env())
+        for key in resources.missing_kms_keys:
+            log(f"warning: no KMS at {self.endpoint_url}: {key} not created (webhook tools off)")
         if self.config.provider_connections:
             os.environ["PROVIDER_CONNECTIONS"] = self.config.provider_connections
+        if self.config.tool_allowed_hosts:
+            os.environ["TOOL_ALLOWED_HOSTS"] = ",".join(self.config.tool_allowed_hosts)
         # The template's allow-lists mirror IAM grants; locally there is no IAM to mirror.
         for name in ("PROVIDER_SECRET_ARNS", "PROVIDER_PARAMETER_NAMES"):
             os.environ.pop(name, None)

@@ -23,8 +23,9 @@ install_error_handlers(app)
 @app.post("/v1/capabilities")
 def create_capability() -> Response:
     workspace = workspace_id(app)
-    capability = container().catalog.create(workspace, body_as(app, "CapabilityCreate"))
-    return json_response(201, capability.to_json_dict())
+    # With webhook tools, the answer carries toolSigningSecret: the only time it is shown.
+    created = container().catalog.register(workspace, body_as(app, "CapabilityCreate"))
+    return json_response(201, created.to_json_dict())
 
 
 @app.get("/v1/capabilities")

@@ -48,17 +48,26 @@ def predict_stream(capability_id: str) -> Response:
     workspace = workspace_id(app)
     body = json_body(app)
     turn = parse("TurnInput", body)
-    deltas: list[str] = []
+    events: list[str] = []
+    streamed: list[bool] = [False]
+
+    def delta(text: str) -> None:
+        streamed[0] = True
+        events.append(sse_event("delta", {"text": text}))
+
+    def tool(name: str, status: str) -> None:
+        events.append(sse_event("tool", {"name": name, "status": status}))
 
     def compute() -> dict[str, Any]:
         prediction = container().turns.predict(
-            workspace, capability_id, turn.input, turn.session_id, sink=deltas.append
+            workspace, capability_id, turn.input, turn.session_id, sink=delta, on_tool=tool
         )
         result: dict[str, Any] = prediction.to_json_dict()
         return result
 
     result = idempotent(app, workspace, body, compute)
-    events = [sse_event("delta", {"text": d}) for d in (deltas or [result["output"]])]
+    if not streamed[0]:  # a replayed response: its answer as one delta
+        events.append(sse_event("delta", {"text": result["output"]}))
     events.append(sse_event("done", result))
     return Response(200, content_type="text/event-stream; charset=utf-8", body="".join(events))
 

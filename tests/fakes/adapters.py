@@ -1,15 +1,28 @@
-"""In-memory fakes of the non-storage ports: queues, model providers, content filters,
-metrics and the clock."""
+"""In-memory fakes of the non-storage ports: queues, model providers, tools, sealing,
+content filters, metrics and the clock."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from convo_memory.domain.prompt import Prompt
-from convo_memory.ports import Completion, FilterVerdict, ToolCall
+from convo_memory.ports import (
+    Completion,
+    FilterVerdict,
+    ModelStep,
+    TextSink,
+    ToolCall,
+    ToolCallContext,
+    ToolDefinition,
+    ToolOutcome,
+    ToolRequest,
+    ToolRound,
+)
 
 
 class FakeQueue:
@@ -35,7 +48,9 @@ class FakeProvider:
     """A model provider that records every prompt and answers as configured.
 
     ``text`` may be a string or a function of the prompt; ``stream`` yields ``chunks``
-    when given, else the text split into words (each chunk keeps its trailing space)."""
+    when given, else the text split into words (each chunk keeps its trailing space).
+    As a tool-calling model (``step``): on a turn's first step it asks for each of
+    ``tool_calls`` (their name and input; the toolbox answers), then answers ``text``."""
 
     def __init__(
         self,
@@ -49,6 +64,7 @@ class FakeProvider:
         self.prompts: list[Prompt] = []
         self.complete_calls = 0
         self.stream_calls = 0
+        self.steps: list[StepCall] = []
 
     def _answer(self, prompt: Prompt) -> str:
         return self.text(prompt) if callable(self.text) else self.text
@@ -68,9 +84,136 @@ class FakeProvider:
         for i, word in enumerate(words):
             yield word if i == len(words) - 1 else word + " "
 
+    def step(
+        self,
+        prompt: Prompt,
+        rounds: Sequence[ToolRound],
+        tools: Sequence[ToolDefinition],
+        *,
+        timeout: float,
+        final: bool = False,
+        on_text: TextSink | None = None,
+    ) -> ModelStep:
+        self.steps.append(StepCall(prompt, tuple(rounds), tuple(tools), timeout, final))
+        if not rounds:
+            self.prompts.append(prompt)
+        if not rounds and not final and self.tool_calls:
+            return ModelStep(
+                "",
+                tuple(
+                    ToolRequest(f"call_{i}", call.name, dict(call.input))
+                    for i, call in enumerate(self.tool_calls)
+                ),
+            )
+        text = self._answer(prompt)
+        if on_text is not None:
+            for chunk in self.chunks if self.chunks is not None else _words(text):
+                on_text(chunk)
+            text = "".join(self.chunks) if self.chunks is not None else text
+        return ModelStep(text)
+
     @property
     def last_prompt(self) -> Prompt:
         return self.prompts[-1]
+
+
+@dataclass(frozen=True)
+class StepCall:
+    prompt: Prompt
+    rounds: tuple[ToolRound, ...]
+    tools: tuple[ToolDefinition, ...]
+    timeout: float
+    final: bool
+
+
+def _words(text: str) -> list[str]:
+    words = text.split(" ")
+    return [w if i == len(words) - 1 else w + " " for i, w in enumerate(words)]
+
+
+@dataclass(frozen=True)
+class RecordedToolCall:
+    name: str
+    input: dict[str, Any]
+    context: ToolCallContext
+    timeout: float
+
+
+class FakeToolbox:
+    """Tools that answer from a table: ``outputs`` maps a name to its output (text) or a
+    whole ``ToolOutcome``; a name not in it answers with the output of the provider's
+    ``tool_calls`` of that name, else an error. Records every call."""
+
+    def __init__(
+        self,
+        outputs: Mapping[str, str | ToolOutcome] | None = None,
+        provider: FakeProvider | None = None,
+        names: Sequence[str] = (),
+    ) -> None:
+        self.outputs: dict[str, str | ToolOutcome] = dict(outputs or {})
+        self.provider = provider
+        self.names = tuple(names)
+        self.calls: list[RecordedToolCall] = []
+
+    @property
+    def definitions(self) -> tuple[ToolDefinition, ...]:
+        names = (
+            self.names
+            or tuple(self.outputs)
+            or tuple(c.name for c in (self.provider.tool_calls if self.provider else ()))
+        )
+        return tuple(ToolDefinition(n, f"the {n} tool", {"type": "object"}) for n in names)
+
+    def call(
+        self, name: str, tool_input: Mapping[str, Any], context: ToolCallContext, timeout: float
+    ) -> ToolOutcome:
+        self.calls.append(RecordedToolCall(name, dict(tool_input), context, timeout))
+        answer = self.outputs.get(name)
+        if answer is None and self.provider is not None:
+            answer = next((c.output for c in self.provider.tool_calls if c.name == name), None)
+        if answer is None:
+            return ToolOutcome("error", f"there is no tool named {name!r}")
+        return answer if isinstance(answer, ToolOutcome) else ToolOutcome("ok", answer)
+
+
+class SealerRefused(Exception):
+    pass
+
+
+class FakeSealer:
+    """Seals a secret into an opaque token (the plaintext never appears in it) that
+    opens only with the context it was sealed with."""
+
+    def __init__(self) -> None:
+        self._sealed: dict[str, tuple[str, dict[str, str]]] = {}
+        self._ids = itertools.count(1)
+        self.opened = 0
+
+    def seal(self, plaintext: str, context: Mapping[str, str]) -> str:
+        token = f"sealed-{next(self._ids):06d}"
+        self._sealed[token] = (plaintext, dict(context))
+        return token
+
+    def open(self, ciphertext: str, context: Mapping[str, str]) -> str:
+        self.opened += 1
+        plaintext, sealed_context = self._sealed[ciphertext]
+        if sealed_context != dict(context):
+            raise SealerRefused("the encryption context does not match")
+        return plaintext
+
+
+class FakeResolver:
+    """DNS as a table: host -> addresses; a host not in it does not resolve."""
+
+    def __init__(self, table: Mapping[str, Sequence[str]] | None = None) -> None:
+        self.table: dict[str, list[str]] = {k: list(v) for k, v in (table or {}).items()}
+        self.lookups: list[str] = []
+
+    def __call__(self, host: str, port: int) -> list[str]:
+        self.lookups.append(host)
+        if host not in self.table:
+            raise OSError(f"{host} does not resolve")
+        return list(self.table[host])
 
 
 class FakeContentFilter:

@@ -3,15 +3,29 @@ with a fake for every port: what the unit tier tests."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from convo_memory.adapters.tools.url_policy import UrlPolicy, parse_allowed_hosts
 from convo_memory.bootstrap import Container, build_container
 from convo_memory.config import Settings
 from convo_memory.domain.models import Capability, CapabilityCreate, SessionCreate
-from convo_memory.ports import ContentFilter, Summarizer
-from tests.fakes.adapters import FakeClock, FakeContentFilter, FakeMetrics, FakeProvider, FakeQueue
+from convo_memory.ports import ContentFilter, Summarizer, Toolbox
+from tests.fakes.adapters import (
+    FakeClock,
+    FakeContentFilter,
+    FakeMetrics,
+    FakeProvider,
+    FakeQueue,
+    FakeResolver,
+    FakeSealer,
+    FakeToolbox,
+)
 from tests.fakes.stores import FakeDatabase
+
+# Public addresses the fake DNS gives webhook hosts (documentation ranges are not public).
+PUBLIC_TOOL_HOSTS = {"tools.example.com": ["93.184.216.34"], "api.example.net": ["8.8.8.8"]}
 
 WS = "ws_alpha"
 
@@ -33,6 +47,9 @@ class FakeApp:
     repair_queue: FakeQueue
     metrics: FakeMetrics
     clock: FakeClock
+    toolbox: FakeToolbox
+    sealer: FakeSealer
+    resolver: FakeResolver
 
     def capability(self, cap_id: str, kind: str = "generative", ws: str = WS, **extra: Any) -> str:
         body = CapabilityCreate.model_validate({"name": cap_id, "kind": kind, **extra})
@@ -67,15 +84,24 @@ def fake_app(
     summarizer: Summarizer | None = None,
     with_repair_queue: bool = True,
     with_summary_queue: bool = True,
+    toolbox_for: Callable[[Capability], Toolbox] | None = None,
+    monotonic: Callable[[], float] | None = None,
     **settings: Any,
 ) -> FakeApp:
     """The whole application over fakes. ``settings`` override deployment settings
-    (snake_case ``Settings`` fields)."""
+    (snake_case ``Settings`` fields). Agent tools answer from a ``FakeToolbox`` (unless
+    ``toolbox_for`` builds real ones); webhook hosts resolve through a ``FakeResolver``."""
     db = FakeDatabase()
     clock = FakeClock()
     provider = provider or FakeProvider("the answer")
     content_filter = FakeContentFilter(blocked)
     summary_queue, repair_queue, metrics = FakeQueue(), FakeQueue(), FakeMetrics()
+    toolbox, sealer, resolver = (
+        FakeToolbox(provider=provider),
+        FakeSealer(),
+        FakeResolver(PUBLIC_TOOL_HOSTS),
+    )
+    wall = fake_settings(**settings)
 
     def filter_for(capability: Capability) -> ContentFilter | None:
         # As the adapter cache does: a filter only for capabilities that configure one.
@@ -86,8 +112,9 @@ def fake_app(
             raise AssertionError("this test's app has no summarizer")
         return summarizer
 
+    extra: dict[str, Any] = {} if monotonic is None else {"monotonic": monotonic}
     container = build_container(
-        fake_settings(**settings),
+        wall,
         stores=db.stores,
         summary_queue=summary_queue if with_summary_queue else None,
         repair_queue=repair_queue if with_repair_queue else None,
@@ -95,8 +122,22 @@ def fake_app(
         provider_for=lambda capability: provider,
         filter_for=filter_for,
         summarizer_for=summarizer_for,
+        toolbox_for=toolbox_for or (lambda capability: toolbox),
+        tool_urls=UrlPolicy(parse_allowed_hosts(wall.tool_allowed_hosts), resolve=resolver),
+        sealer=sealer,
         clock=clock,
+        **extra,
     )
     return FakeApp(
-        db, container, provider, content_filter, summary_queue, repair_queue, metrics, clock
+        db,
+        container,
+        provider,
+        content_filter,
+        summary_queue,
+        repair_queue,
+        metrics,
+        clock,
+        toolbox,
+        sealer,
+        resolver,
     )

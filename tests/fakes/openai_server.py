@@ -10,7 +10,11 @@ attributes, which tests set before calling:
 - ``error_status`` / ``error_body`` / ``error_headers``: answer every request with that
   status instead;
 - ``delay``: sleep before answering (timeouts);
-- ``stream_raw``: raw SSE text sent as the streaming body instead of ``stream_chunks``.
+- ``stream_raw``: raw SSE text sent as the streaming body instead of ``stream_chunks``;
+- ``script``: replies for the next requests, one each, streamed or not as asked:
+  ``Turn(content, tool_calls)`` with ``tool_calls`` as ``(id, name, arguments JSON)``; a
+  streamed reply sends each call's arguments in pieces of ``piece_chars`` characters
+  (the id and name with the first piece only), as OpenAI does.
 """
 
 from __future__ import annotations
@@ -43,6 +47,12 @@ class RecordedRequest:
 
 
 @dataclass
+class Turn:
+    content: str | None = None
+    tool_calls: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+@dataclass
 class FakeOpenAIServer:
     reply: str = "Hello from the fake model."
     stream_chunks: list[str] = field(default_factory=lambda: ["Hel", "lo", " there", "!"])
@@ -54,6 +64,8 @@ class FakeOpenAIServer:
     error_headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     requests: list[RecordedRequest] = field(default_factory=list)
+    script: list[Turn] = field(default_factory=list)
+    piece_chars: int = 5
     first_chunk_sent: threading.Event = field(default_factory=threading.Event)
     gate_timed_out: bool = False
     _server: ThreadingHTTPServer | None = None
@@ -89,6 +101,10 @@ class FakeOpenAIServer:
                     self._send_json(fake.error_status, fake.error_body, fake.error_headers)
                 elif self.path != "/v1/chat/completions":
                     self._send_json(404, {"error": {"message": "no such route"}})
+                elif fake.script:
+                    self._send_turn(
+                        fake.script.pop(0), bool(isinstance(body, dict) and body.get("stream"))
+                    )
                 elif isinstance(body, dict) and body.get("stream"):
                     self._send_stream()
                 else:
@@ -118,6 +134,47 @@ class FakeOpenAIServer:
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _send_turn(self, turn: Turn, stream: bool) -> None:
+                calls = [
+                    {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+                    for i, n, a in turn.tool_calls
+                ]
+                finish = "tool_calls" if calls else "stop"
+                if not stream:
+                    message: dict[str, Any] = {"role": "assistant", "content": turn.content}
+                    if calls:
+                        message["tool_calls"] = calls
+                    choice = {"index": 0, "message": message, "finish_reason": finish}
+                    self._send_json(200, {"id": "chatcmpl-s", "choices": [choice]})
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                deltas: list[dict[str, Any]] = [{"role": "assistant"}]
+                if turn.content:
+                    deltas += [
+                        {"content": turn.content[i : i + 4]} for i in range(0, len(turn.content), 4)
+                    ]
+                for index, (call_id, name, arguments) in enumerate(turn.tool_calls):
+                    size = max(1, fake.piece_chars)
+                    pieces = [arguments[i : i + size] for i in range(0, len(arguments), size)] or [
+                        ""
+                    ]
+                    for n, piece in enumerate(pieces):
+                        call: dict[str, Any] = {"index": index, "function": {"arguments": piece}}
+                        if n == 0:
+                            call.update({"id": call_id, "type": "function"})
+                            call["function"]["name"] = name
+                        deltas.append({"tool_calls": [call]})
+                for delta in deltas:
+                    event = {"choices": [{"index": 0, "delta": delta}]}
+                    self._chunk(f"data: {json.dumps(event)}\n\n")
+                done = {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
+                self._chunk(f"data: {json.dumps(done)}\n\n")
+                self._chunk("data: [DONE]\n\n")
+                self.wfile.write(b"0\r\n\r\n")
 
             def _chunk(self, text: str) -> None:
                 data = text.encode("utf-8")

@@ -265,7 +265,9 @@ class FakeTokenStore(_Port):
 class FakeCapabilityStore(_Port):
     def put_capability(self, workspace_id: str, capability: Capability) -> None:
         self.db.enter("put_capability")
-        self.db.capabilities[(workspace_id, capability.id)] = json.dumps(capability.to_json_dict())
+        self.db.capabilities[(workspace_id, capability.id)] = json.dumps(
+            capability.to_stored_dict()
+        )
 
     def get_capability(self, workspace_id: str, capability_id: str) -> Capability | None:
         self.db.enter("get_capability")

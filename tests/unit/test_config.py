@@ -57,6 +57,10 @@ def test_given_every_variable_when_loading_then_each_lands_in_its_field():
         "DELETION_GRACE_SECONDS": "1200",
         "CURSOR_SIGNING_KEY": "k" * 32,
         "CURSOR_KEY_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:cursor",
+        "TOOL_ALLOWED_HOSTS": "127.0.0.1:8080, tools.internal",
+        "TOOL_TIMEOUT_SECONDS": "4",
+        "TURN_DEADLINE_SECONDS": "20",
+        "TOOL_SECRET_KEY_ID": "arn:aws:kms:us-east-1:123456789012:key/abc",
     }
 
     settings = Settings.from_env(env)
@@ -86,6 +90,10 @@ def test_given_every_variable_when_loading_then_each_lands_in_its_field():
         "provider_secret_arns": None,
         "provider_parameter_names": None,
         "cursor_key_secret_arn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:cursor",
+        "tool_allowed_hosts": ("127.0.0.1:8080", "tools.internal"),
+        "tool_timeout_seconds": 4,
+        "turn_deadline_seconds": 20,
+        "tool_secret_key_id": "arn:aws:kms:us-east-1:123456789012:key/abc",
     }
 
 

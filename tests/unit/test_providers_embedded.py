@@ -25,6 +25,7 @@ from convo_memory.domain.connections import EMBEDDED_CONNECTION, Connection, par
 from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.models import Message, ProviderConfig, Summary, ToolDigest, ToolSpec
 from convo_memory.domain.prompt import Prompt, build_prompt
+from convo_memory.ports import ModelStep, ToolDefinition, ToolReply, ToolRequest, ToolRound
 
 
 def history(*contents: str) -> list[Message]:
@@ -182,6 +183,85 @@ def test_agent_stream_matches_its_completion() -> None:
     provider = EmbeddedAgentProvider()
     prompt = turn("where is order 777?")
     assert "".join(provider.stream(prompt)) == provider.complete(prompt).text
+
+
+def definitions(*names: str) -> list[ToolDefinition]:
+    return [ToolDefinition(n, f"the {n} tool", {"type": "object"}) for n in names]
+
+
+def test_agent_plans_each_webhook_named_in_the_input_once_in_order_of_occurrence() -> None:
+    # Given three webhook tools, two of them named in the input (one twice, other case)
+    tools = definitions("weather", "track_parcel", "refund")
+    text = "Can TRACK_PARCEL find it, and what is the weather? track_parcel again"
+
+    step = EmbeddedAgentProvider().step(turn(text), (), tools, timeout=5)
+
+    # Then one call each, in order of first occurrence, with the whole input as query
+    assert step.text == ""
+    assert [(r.name, r.input) for r in step.requests] == [
+        ("track_parcel", {"query": text}),
+        ("weather", {"query": text}),
+    ]
+    assert len({r.call_id for r in step.requests}) == 2
+
+
+def test_agent_plans_a_built_in_after_the_webhooks_as_before() -> None:
+    tools = definitions("track_parcel", "lookup_order", "search_kb")
+    step = EmbeddedAgentProvider().step(turn("track_parcel order 12345"), (), tools, timeout=5)
+    assert [(r.name, r.input) for r in step.requests] == [
+        ("track_parcel", {"query": "track_parcel order 12345"}),
+        ("lookup_order", {"orderId": "12345"}),
+    ]
+    assert EmbeddedAgentProvider().step(turn("hello"), (), definitions("track"), timeout=5) == (
+        ModelStep('You said: "hello". I remember 0 earlier messages.')
+    )
+
+
+def test_agent_answers_quoting_what_its_tools_returned() -> None:
+    requests = (
+        ToolRequest("c1", "track_parcel", {"query": "q"}),
+        ToolRequest("c2", "lookup_order", {"orderId": "12345"}),
+        ToolRequest("c3", "weather", {"query": "q"}),
+    )
+    long_result = (
+        "Order 12345 left the depot on June 10 with ParcelCo; tracking PC-4471-99; ETA June 14."
+    )
+    replies = (
+        ToolReply("c1", "track_parcel", long_result),
+        ToolReply("c2", "lookup_order", '{"etaDays": 1, "orderId": "12345", "status": "shipped"}'),
+        ToolReply("c3", "weather", "[timeout] the tool did not answer within 10.0 s", True),
+    )
+    rounds = (ToolRound("", requests, replies),)
+
+    step = EmbeddedAgentProvider().step(turn("where?"), rounds, [], timeout=5)
+
+    assert step.requests == ()
+    assert step.text.startswith('You said: "where?". I used track_parcel: "Order 12345 left')
+    assert f'"{long_result[:79]}\u2026"' in step.text  # the start of it, marked as cut
+    assert "ETA June 14" not in step.text
+    assert "I used lookup_order: order 12345 is shipped, arriving in 1 day." in step.text
+    assert "I tried weather, but it timed out: the tool did not answer within 10.0 s." in step.text
+
+
+def test_agent_quotes_the_tool_results_replayed_from_earlier_turns() -> None:
+    digest = ToolDigest(
+        seq=2, tools=["track_parcel"], text='track_parcel({"query": "q"}) -> ETA June 14'
+    )
+    prompt = turn("what was the ETA you found?", "where is it?", "on its way", digests=[digest])
+
+    step = EmbeddedAgentProvider().step(prompt, (), definitions("track_parcel"), timeout=5)
+
+    assert step.requests == ()
+    assert step.text.endswith(
+        "I remember 2 earlier messages. I have tool results from 1 earlier turn. "
+        'They say: track_parcel({"query": "q"}) -> ETA June 14'
+    )
+
+
+def test_agent_step_streams_its_answer() -> None:
+    pieces: list[str] = []
+    step = EmbeddedAgentProvider().step(turn("hi there"), (), [], timeout=5, on_text=pieces.append)
+    assert len(pieces) > 3 and "".join(pieces) == step.text
 
 
 # --- classic -------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from tests.fakes.app import WS, FakeApp, fake_app
 
 OTHER_WS = "ws_beta"
 PRINCIPAL = {"tenant_id": "t-1", "user_id": "u-7"}
-LOOKUP = ToolCall("lookup", {"q": "1"}, "found it")
+LOOKUP = ToolCall("lookup_order", {"q": "1"}, "found it")
 
 
 @pytest.fixture
@@ -65,7 +65,7 @@ def open_session(
 def agent_conversation(app: FakeApp) -> tuple[Session, str]:
     """An agent session with one turn that called a tool (a digest and a run trace) and
     a summary; returns the session and the run id."""
-    app.capability("cap-agent", kind="agent", tools=[ToolSpec(name="lookup").model_dump()])
+    app.capability("cap-agent", kind="agent", tools=[ToolSpec(name="lookup_order").model_dump()])
     session = open_session(app, "cap-agent")
     app.provider.text, app.provider.tool_calls = "done", (LOOKUP,)
     prediction = app.container.turns.predict(WS, "cap-agent", "look it up", session.id)
@@ -448,14 +448,14 @@ def test_given_an_agent_session_when_reading_context_then_only_live_replayed_dig
     app: FakeApp,
 ) -> None:
     # Digests are kept one hour: the first turn's has expired by the time of the second.
-    app.capability("cap-agent", kind="agent", tools=[ToolSpec(name="lookup").model_dump()])
+    app.capability("cap-agent", kind="agent", tools=[ToolSpec(name="lookup_order").model_dump()])
     session = open_session(app, "cap-agent")
     app.provider.text = "first"
-    app.provider.tool_calls = (ToolCall("lookup", {"q": "old"}, "stale result"),)
+    app.provider.tool_calls = (ToolCall("lookup_order", {"q": "old"}, "stale result"),)
     app.container.turns.predict(WS, "cap-agent", "look it up", session.id)
     app.clock.advance(3_600 + 600)
     app.provider.text = "second"
-    app.provider.tool_calls = (ToolCall("lookup", {"q": "new"}, "fresh result"),)
+    app.provider.tool_calls = (ToolCall("lookup_order", {"q": "new"}, "fresh result"),)
     app.container.turns.predict(WS, "cap-agent", "again", session.id)
 
     context = app.container.sessions.context(WS, session.id)

@@ -18,14 +18,18 @@ from convo_memory.config import Settings
 
 if TYPE_CHECKING:
     from convo_memory.adapters.registry import AdapterRegistry
+    from convo_memory.adapters.tools.toolbox import ToolAdapters
+    from convo_memory.adapters.tools.url_policy import UrlPolicy
     from convo_memory.domain.models import Capability
     from convo_memory.ports import (
         ContentFilter,
         MetricsPort,
         ModelProvider,
         QueuePort,
+        SecretSealer,
         Stores,
         Summarizer,
+        Toolbox,
     )
     from convo_memory.services.admin import TokenResolver
     from convo_memory.services.catalog import CapabilityCatalog, RunTraces
@@ -53,6 +57,7 @@ class Container:
     repair_queue: QueuePort | None = None
     idempotency: Any = None
     adapters: Any = None
+    tools: Any = None
     cursors: Any = None
     clients: dict[str, Any] = field(default_factory=dict)
 
@@ -89,14 +94,19 @@ def build_container(
     provider_for: Callable[[Capability], ModelProvider] | None = None,
     filter_for: Callable[[Capability], ContentFilter | None] | None = None,
     summarizer_for: Callable[[Capability], Summarizer] | None = None,
+    toolbox_for: Callable[[Capability], Toolbox] | None = None,
+    tool_urls: UrlPolicy | None = None,
+    sealer: SecretSealer | None = None,
     clock: Callable[[], float] = time.time,
+    monotonic: Callable[[], float] = time.monotonic,
     **clients: Any,
 ) -> Container:
     """Wire the services. Ports not given are built from ``settings``; ``clients`` may
     override the boto3 clients (``dynamodb``, ``sqs``, ``bedrock-runtime``,
-    ``secretsmanager``, ``ssm``)."""
+    ``secretsmanager``, ``ssm``, ``kms``)."""
     from convo_memory.cursors import CursorCodec, key_source
     from convo_memory.services.admin import TokenResolver
+    from convo_memory.services.agent_loop import AgentLoop
     from convo_memory.services.answering import Answerer
     from convo_memory.services.catalog import CapabilityCatalog, RunTraces
     from convo_memory.services.recording import TurnRecorder
@@ -127,16 +137,30 @@ def build_container(
     )
     filter_for = filter_for or (lambda cap: adapters.content_filter(cap.content_filter))
     summarizer_for = summarizer_for or (lambda cap: adapters.summarizer(cap.summary_config))
+    tools = _tool_adapters(settings, clients, tool_urls, sealer)
+    toolbox_for = toolbox_for or tools.toolbox
 
     catalog = CapabilityCatalog(
-        stores.capabilities, settings.cache_ttl_seconds, connections=settings.provider_connections
+        stores.capabilities,
+        settings.cache_ttl_seconds,
+        connections=settings.provider_connections,
+        tool_urls=tools.policy,
+        sealer=tools.sealer,
     )
     recorder = TurnRecorder(stores.turns, stores.sessions, repair_queue, metrics)
     turns = TurnService(
         catalog=catalog,
         sessions=stores.sessions,
         turns=stores.turns,
-        answerer=Answerer(provider_for, filter_for, stores.runs, metrics),
+        answerer=Answerer(
+            provider_for,
+            filter_for,
+            stores.runs,
+            metrics,
+            toolbox_for=toolbox_for,
+            loop=AgentLoop(tool_timeout_seconds=settings.tool_timeout_seconds, monotonic=monotonic),
+            monotonic=monotonic,
+        ),
         recorder=recorder,
         trigger=SummaryTrigger(
             summary_queue,
@@ -151,8 +175,10 @@ def build_container(
             digest_max_chars=settings.digest_max_chars,
             digest_retention_seconds=settings.digest_retention_hours * 3600,
             activity_granularity_seconds=settings.activity_granularity_seconds,
+            turn_deadline_seconds=settings.turn_deadline_seconds,
         ),
         clock=clock,
+        monotonic=monotonic,
     )
     summaries = SummaryService(
         sessions=stores.sessions,
@@ -197,6 +223,7 @@ def build_container(
         repair_queue=repair_queue,
         idempotency=idempotency,
         adapters=adapters,
+        tools=tools,
         clients={"dynamodb": dynamodb, "sqs": clients.get("sqs")},
         # The key is read on the first cursor, so functions that never page need none.
         cursors=CursorCodec(
@@ -236,6 +263,30 @@ def _adapter_registry(settings: Settings, clients: dict[str, Any]) -> AdapterReg
             None if bedrock_override is None else lambda region, timeout: bedrock_override
         ),
     )
+
+
+def _tool_adapters(
+    settings: Settings,
+    clients: dict[str, Any],
+    tool_urls: UrlPolicy | None,
+    sealer: SecretSealer | None,
+) -> ToolAdapters:
+    """Webhook calls under the deployment's URL policy (``TOOL_ALLOWED_HOSTS``; tests may
+    give their own), and signing secrets sealed with its KMS key (``TOOL_SECRET_KEY_ID``;
+    the client is built on first use)."""
+    from convo_memory.adapters.tools.sealing import KmsSealer, NoSealer
+    from convo_memory.adapters.tools.toolbox import ToolAdapters
+    from convo_memory.adapters.tools.url_policy import UrlPolicy, parse_allowed_hosts
+
+    policy = tool_urls or UrlPolicy(parse_allowed_hosts(settings.tool_allowed_hosts))
+    if sealer is None:
+        key_id = settings.tool_secret_key_id
+        sealer = (
+            KmsSealer(lambda: clients.get("kms") or aws_client("kms"), key_id)
+            if key_id
+            else NoSealer()
+        )
+    return ToolAdapters(policy, sealer)
 
 
 def get_container() -> Container:

@@ -57,6 +57,24 @@ class Settings(BaseModel):
     # What IAM lets the functions read. None (variable absent): not checked, e.g. locally.
     provider_secret_arns: tuple[str, ...] | None = None
     provider_parameter_names: tuple[str, ...] | None = None
+    # Agent tools: hosts (``host`` or ``host:port``) webhook tools may use whatever their
+    # address and scheme; the per-call timeout; the turn's deadline for the tool loop
+    # (from the start of the turn, leaving time to record it before API Gateway's 30 s);
+    # the KMS key that encrypts webhook signing secrets.
+    tool_allowed_hosts: tuple[str, ...] = ()
+    tool_timeout_seconds: float = Field(default=10, gt=0, le=300)
+    turn_deadline_seconds: float = Field(default=25, ge=1, le=900)
+    tool_secret_key_id: str = ""
+
+    @field_validator("tool_allowed_hosts", mode="before")
+    @classmethod
+    def _allowed_hosts(cls, value: Any) -> Any:
+        from convo_memory.adapters.tools.url_policy import parse_allowed_hosts
+
+        if isinstance(value, str):
+            value = tuple(item.strip() for item in value.split(",") if item.strip())
+        parse_allowed_hosts(value)  # a malformed entry fails the start, named
+        return value
 
     @field_validator("provider_connections", mode="before")
     @classmethod
@@ -128,6 +146,10 @@ class Settings(BaseModel):
             "summary_delay_seconds": "SUMMARY_DELAY_SECONDS",
             "provider_connections": "PROVIDER_CONNECTIONS",
             "provider_timeout_cap_seconds": "PROVIDER_TIMEOUT_CAP_SECONDS",
+            "tool_allowed_hosts": "TOOL_ALLOWED_HOSTS",
+            "tool_timeout_seconds": "TOOL_TIMEOUT_SECONDS",
+            "turn_deadline_seconds": "TURN_DEADLINE_SECONDS",
+            "tool_secret_key_id": "TOOL_SECRET_KEY_ID",
             "cursor_signing_key": "CURSOR_SIGNING_KEY",
             "cursor_key_secret_arn": "CURSOR_KEY_SECRET_ARN",
         }

@@ -8,24 +8,32 @@ Storage ports raise ``StoreUnavailable`` for capacity and availability errors an
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
-from convo_memory.domain.models import Capability, Message, Session, Summary
+from convo_memory.domain.models import Capability, Message, Principal, Session, Summary
 from convo_memory.domain.prompt import Prompt
 from convo_memory.domain.turn_records import AppendResult, TurnRecord, TurnState
 
 # -- model providers, filters, summarizers --------------------------------------------
 
 
+ToolStatus = Literal["ok", "error", "timeout"]
+
+
 @dataclass(frozen=True)
 class ToolCall:
+    """A tool call that ran during a turn: exactly what was sent (``input`` and
+    ``principal``), what came back (``output``, whole), its status and timing."""
+
     name: str
     input: Mapping[str, Any]
     output: str
     started_at: str = ""
     duration_ms: float = 0.0
+    status: ToolStatus = "ok"
+    principal: Principal | None = None
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,129 @@ class ModelProvider(Protocol):
     def stream(self, prompt: Prompt) -> Iterator[str]:
         """Yield the answer as text deltas, in order."""
         ...
+
+
+# -- agent tools and the tool loop ------------------------------------------------------
+
+TextSink = Callable[[str], None]
+# (tool name, status): one call per tool call, once it has finished.
+ToolEventSink = Callable[[str, str], None]
+
+
+@dataclass(frozen=True)
+class ToolDefinition:
+    """A tool as a model is offered it."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolRequest:
+    """A tool call the model asked for. ``input_error`` says why its arguments could not
+    be read (the tool is then not called; the model is told why)."""
+
+    call_id: str
+    name: str
+    input: Mapping[str, Any]
+    input_error: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolReply:
+    """What the model is told one of its tool calls returned."""
+
+    call_id: str
+    name: str
+    output: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
+class ToolRound:
+    """One round of a turn's tool loop: what the model wrote and asked for, and the
+    replies it gets back (one per request, in order)."""
+
+    text: str
+    requests: tuple[ToolRequest, ...]
+    replies: tuple[ToolReply, ...]
+
+
+@dataclass(frozen=True)
+class ModelStep:
+    """One model call's outcome: tool requests, or (none) the answer ``text``."""
+
+    text: str
+    requests: tuple[ToolRequest, ...] = ()
+
+
+@runtime_checkable
+class ToolCallingModel(Protocol):
+    """A model that can call tools. Every provider type implements it (Bedrock Converse,
+    OpenAI-compatible chat completions, the embedded agent); errors surface as
+    ``ProviderError``."""
+
+    def step(
+        self,
+        prompt: Prompt,
+        rounds: Sequence[ToolRound],
+        tools: Sequence[ToolDefinition],
+        *,
+        timeout: float,
+        final: bool = False,
+        on_text: TextSink | None = None,
+    ) -> ModelStep:
+        """One model call, given this turn's earlier ``rounds``. ``final`` asks for the
+        answer without further tool calls (any requests in the reply are then ignored);
+        ``timeout`` (seconds) bounds the call; with ``on_text`` the reply is streamed and
+        its text handed over as it is generated (``text`` is then their concatenation)."""
+        ...
+
+
+@dataclass(frozen=True)
+class ToolCallContext:
+    """Who a tool call is made for: sent with every call, never taken from a request."""
+
+    workspace_id: str
+    capability_id: str
+    session_id: str | None
+    run_id: str
+    principal: Principal | None
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    status: ToolStatus
+    output: str
+
+
+class Toolbox(Protocol):
+    """The tools of one capability: what the model is offered, and how to call them."""
+
+    @property
+    def definitions(self) -> tuple[ToolDefinition, ...]: ...
+
+    def call(
+        self, name: str, tool_input: Mapping[str, Any], context: ToolCallContext, timeout: float
+    ) -> ToolOutcome:
+        """Call tool ``name``; never raises: a failure is an ``error`` or ``timeout``
+        outcome whose output says what went wrong."""
+        ...
+
+
+class ToolUrlPolicy(Protocol):
+    def problem(self, url: str) -> str | None:
+        """Why a webhook tool may not be called at ``url`` (None: it may)."""
+        ...
+
+
+class SecretSealer(Protocol):
+    """Encrypts secrets the service must use again (a webhook signing secret), bound to
+    an encryption context: opening with another context fails."""
+
+    def seal(self, plaintext: str, context: Mapping[str, str]) -> str: ...
+    def open(self, ciphertext: str, context: Mapping[str, str]) -> str: ...
 
 
 @dataclass(frozen=True)

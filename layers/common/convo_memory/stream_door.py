@@ -147,9 +147,17 @@ class StreamDoor:
             streamed[0] = True
             events.put(("delta", text))
 
+        def on_tool(name: str, status: str) -> None:
+            events.put(("tool", {"name": name, "status": status}))
+
         def compute() -> dict[str, Any]:
             prediction = container.turns.predict(
-                workspace, capability_id, turn_input.input, turn_input.session_id, sink=sink
+                workspace,
+                capability_id,
+                turn_input.input,
+                turn_input.session_id,
+                sink=sink,
+                on_tool=on_tool,
             )
             result: dict[str, Any] = prediction.to_json_dict()
             return result
@@ -188,6 +196,8 @@ class StreamDoor:
             while True:
                 if kind == "delta":
                     yield sse_event("delta", {"text": item}).encode()
+                elif kind == "tool":
+                    yield sse_event("tool", item).encode()
                 elif kind == "done":
                     yield sse_event("done", item).encode()
                     return

@@ -103,9 +103,106 @@ class SummaryConfig(ApiModel):
     max_chars: int = Field(default=2_000, ge=100, le=50_000)
 
 
+BUILTIN_TOOL_NAMES: tuple[str, ...] = ("lookup_order", "search_kb")
+MAX_TOOLS = 16
+MAX_TOOL_DESCRIPTION_CHARS = 1024
+MAX_TOOL_URL_CHARS = 2048
+MAX_INPUT_SCHEMA_BYTES = 16 * 1024
+MAX_INPUT_SCHEMA_DEPTH = 16
+DEFAULT_MAX_TOOL_STEPS = 5
+MAX_TOOL_STEPS = 10
+
+
 class ToolSpec(ApiModel):
+    """A tool of an agent capability as stored: a webhook (``url`` and ``inputSchema``)
+    or a built-in demo tool (``name`` only). Lenient on purpose: capabilities stored
+    before webhook tools existed must still load (``NewToolSpec`` checks new ones)."""
+
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
-    description: str = Field(default="", max_length=1024)
+    description: str = Field(default="", max_length=MAX_TOOL_DESCRIPTION_CHARS)
+    input_schema: dict[str, Any] | None = None
+    url: str | None = Field(default=None, max_length=MAX_TOOL_URL_CHARS)
+
+    @property
+    def is_webhook(self) -> bool:
+        return self.url is not None
+
+
+class NewToolSpec(ToolSpec):
+    """A tool declared by a new capability: a webhook ``{name, description, inputSchema,
+    url}`` or a built-in ``{name: "lookup_order" | "search_kb"}``. Whether ``url`` may be
+    called (https, public addresses, the operator's allowed hosts) depends on the
+    deployment and is checked by the capability catalog."""
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+
+    @model_validator(mode="after")
+    def _webhook_or_builtin(self) -> NewToolSpec:
+        if self.url is None:
+            if self.name not in BUILTIN_TOOL_NAMES:
+                raise ValueError(
+                    f"tool {self.name!r} is neither a built-in tool "
+                    f"({', '.join(BUILTIN_TOOL_NAMES)}) nor a webhook (give url and inputSchema)"
+                )
+            if self.input_schema is not None:
+                raise ValueError(f"the built-in tool {self.name!r} takes no inputSchema")
+            return self
+        if self.name in BUILTIN_TOOL_NAMES:
+            raise ValueError(f"{self.name!r} is a built-in tool's name; name the webhook otherwise")
+        check_tool_url_syntax(self.url)
+        if self.input_schema is None:
+            raise ValueError(f"the webhook tool {self.name!r} needs an inputSchema")
+        check_input_schema(self.input_schema)
+        return self
+
+
+def tool_secret_context(workspace_id: str, capability_id: str) -> dict[str, str]:
+    """The encryption context a capability's signing secret is sealed with: the
+    ciphertext opens only for this workspace and this capability."""
+    return {"workspaceId": workspace_id, "capabilityId": capability_id}
+
+
+def check_tool_url_syntax(url: str) -> None:
+    """``http(s)://host[:port]/path[?query]``: no userinfo, no fragment."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise ValueError("url is not a valid URL") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("url must be an https URL with a host")
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        raise ValueError("url must not carry credentials")
+    if parts.fragment or url.endswith("#"):
+        raise ValueError("url must not have a fragment")
+    if port == 0:
+        raise ValueError("url has an invalid port")
+    if any(c.isspace() or not c.isprintable() for c in url):
+        raise ValueError("url must not contain whitespace or control characters")
+
+
+def check_input_schema(schema: dict[str, Any]) -> None:
+    """A JSON Schema of the tool's input: an object schema, bounded in size and depth
+    (every provider type offers tools an object of named arguments)."""
+    import json
+
+    if _depth(schema) > MAX_INPUT_SCHEMA_DEPTH:
+        raise ValueError(f"inputSchema is at most {MAX_INPUT_SCHEMA_DEPTH} levels deep")
+    compact = json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
+    if len(compact.encode("utf-8", "surrogatepass")) > MAX_INPUT_SCHEMA_BYTES:
+        raise ValueError(f"inputSchema is at most {MAX_INPUT_SCHEMA_BYTES} bytes of compact JSON")
+    if schema.get("type") != "object":
+        raise ValueError('inputSchema must describe an object: {"type": "object", ...}')
+    properties = schema.get("properties", {})
+    if not isinstance(properties, dict) or not all(
+        isinstance(value, dict) for value in properties.values()
+    ):
+        raise ValueError("inputSchema.properties must map names to schemas")
+    required = schema.get("required", [])
+    if not isinstance(required, list) or not all(isinstance(name, str) for name in required):
+        raise ValueError("inputSchema.required must be a list of names")
 
 
 # Bounds on what a tenant may ask the embedded filter to do per answer. Terms are plain
@@ -170,19 +267,33 @@ class CapabilityCreate(ApiModel):
     instructions: str | None = Field(default=None, max_length=20_000)
     replay: ReplayPolicy | None = None
     summary: SummaryConfig | None = None
-    tools: list[ToolSpec] = Field(default_factory=list, max_length=64)
+    tools: list[NewToolSpec] = Field(default_factory=list, max_length=MAX_TOOLS)
+    max_tool_steps: int | None = Field(default=None, ge=1, le=MAX_TOOL_STEPS)
     content_filter: ContentFilterConfig | None = None
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _checked_as_new(cls, value: Any) -> Any:
+        # A ToolSpec built in code is checked like one sent as JSON.
+        if isinstance(value, list):
+            return [t.model_dump() if isinstance(t, ToolSpec) else t for t in value]
+        return value
 
     @model_validator(mode="after")
     def _kind_rules(self) -> CapabilityCreate:
-        if self.kind == "classic":
-            if self.replay is not None or self.summary is not None:
-                raise ValueError("replay and summary apply to generative and agent capabilities")
-            if self.tools:
-                raise ValueError("tools apply to agent capabilities")
-        if self.kind == "generative" and self.tools:
-            raise ValueError("tools apply to agent capabilities")
+        if self.kind == "classic" and (self.replay is not None or self.summary is not None):
+            raise ValueError("replay and summary apply to generative and agent capabilities")
+        if self.kind != "agent" and (self.tools or self.max_tool_steps is not None):
+            raise ValueError("tools and maxToolSteps apply to agent capabilities")
+        names = [tool.name for tool in self.tools]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"tool names must be unique: {', '.join(duplicates)}")
         return self
+
+    @property
+    def webhook_tools(self) -> list[NewToolSpec]:
+        return [tool for tool in self.tools if tool.is_webhook]
 
 
 class Capability(ApiModel):
@@ -196,8 +307,13 @@ class Capability(ApiModel):
     replay: ReplayPolicy | None = None
     summary: SummaryConfig | None = None
     tools: list[ToolSpec] = Field(default_factory=list)
+    max_tool_steps: int | None = None
     content_filter: ContentFilterConfig | None = None
     created_at: str
+    # The webhook signing secret, encrypted (base64 of a KMS ciphertext bound to the
+    # workspace and the capability). Stored with the capability, never in an answer:
+    # ``to_json_dict`` leaves it out and only ``to_stored_dict`` carries it.
+    tool_secret_ciphertext: str | None = Field(default=None, exclude=True)
 
     @field_validator("provider", mode="before")
     @classmethod
@@ -211,9 +327,25 @@ class Capability(ApiModel):
             return {**value, "provider": upgrade_stored_provider(value["provider"])}
         return value
 
+    def to_stored_dict(self) -> dict[str, Any]:
+        """What a capability store keeps: the API form plus the encrypted tool secret."""
+        stored = self.to_json_dict()
+        if self.tool_secret_ciphertext is not None:
+            stored["toolSecretCiphertext"] = self.tool_secret_ciphertext
+        return stored
+
     @property
     def conversational(self) -> bool:
         return self.kind in CONVERSATIONAL_KINDS
+
+    @property
+    def tool_step_limit(self) -> int:
+        """Rounds of tool calls a turn may make (``maxToolSteps``, default 5)."""
+        return self.max_tool_steps or DEFAULT_MAX_TOOL_STEPS
+
+    @property
+    def webhook_tools(self) -> list[ToolSpec]:
+        return [tool for tool in self.tools if tool.is_webhook]
 
     @property
     def replay_policy(self) -> ReplayPolicy:

@@ -1,4 +1,8 @@
-"""Tool digests: a truncated record of what an agent's tools returned in one turn."""
+"""Tool digests: a truncated record of what an agent's tools returned in one turn.
+
+Built from the real results of the turn's tool calls (a failed or timed-out call shows
+its status), each call getting an equal share of the turn's budget. The text is data:
+it is replayed inside a fence (``domain.prompt.fence``), never as instructions."""
 
 from __future__ import annotations
 
@@ -32,7 +36,9 @@ def build_tool_digest(calls: Sequence[ToolResult], max_chars: int) -> str | None
     lines = []
     for call in calls:
         args = json.dumps(dict(call.input), sort_keys=True, ensure_ascii=False)
-        line = f"{call.name}({args}) -> {call.output}"
+        status = getattr(call, "status", "ok")
+        marker = "" if status == "ok" else f"[{status}] "
+        line = f"{call.name}({args}) -> {marker}{call.output}"
         if len(line) > share:
             line = line[: max(0, share - len(TRUNCATION_MARK))] + TRUNCATION_MARK
             line = line[:share]

@@ -1,22 +1,39 @@
-"""The part of a turn that is the same with or without a session: ask the model, run the
-content filter, keep the agent's run trace."""
+"""The part of a turn that is the same with or without a session: ask the model (for
+an agent, through the tool loop), run the content filter, keep the agent's run trace."""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from convo_memory.domain.errors import StoreRejected, StoreUnavailable
 from convo_memory.domain.models import Capability, Session, iso, utc_now
 from convo_memory.domain.prompt import Prompt
 from convo_memory.domain.turn_records import scrub_text
-from convo_memory.ports import Completion, ContentFilter, MetricsPort, ModelProvider, RunStore
+from convo_memory.ports import (
+    Completion,
+    ContentFilter,
+    MetricsPort,
+    ModelProvider,
+    RunStore,
+    Toolbox,
+    ToolCall,
+    ToolCallContext,
+    ToolCallingModel,
+    ToolEventSink,
+)
+from convo_memory.services.agent_loop import AgentLoop, AgentRun, truncate
 from convo_memory.services.catalog import new_id
 
 logger = logging.getLogger(__name__)
 
 DeltaSink = Callable[[str], None]
+# What a run trace keeps of each tool result.
+TRACE_OUTPUT_MAX_CHARS = 4_000
+DEFAULT_TURN_SECONDS = 25.0
 
 
 @dataclass(frozen=True)
@@ -36,11 +53,18 @@ class Answerer:
         filter_for: Callable[[Capability], ContentFilter | None],
         runs: RunStore,
         metrics: MetricsPort,
+        *,
+        toolbox_for: Callable[[Capability], Toolbox] | None = None,
+        loop: AgentLoop | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._provider_for = provider_for
         self._filter_for = filter_for
         self._runs = runs
         self._metrics = metrics
+        self._toolbox_for = toolbox_for
+        self._loop = loop or AgentLoop(monotonic=monotonic)
+        self._monotonic = monotonic
 
     def answer(
         self,
@@ -49,22 +73,73 @@ class Answerer:
         session: Session | None,
         prompt: Prompt,
         sink: DeltaSink | None,
+        *,
+        on_tool: ToolEventSink | None = None,
+        deadline: float | None = None,
     ) -> Answer:
+        """Answer ``prompt``. ``sink`` receives the answer's text (as it is written when
+        no content filter stands in between); ``on_tool`` each tool call's (name,
+        status); ``deadline`` (a ``monotonic`` time) bounds an agent's tool loop."""
         started = iso(utc_now())
-        completion = self._generate(capability, prompt, sink)
-        output, withheld = self._filtered(capability, completion.text, sink)
-        run_id = self._record_run(
-            workspace_id, capability, session, prompt.user_input, completion, started, output
+        if capability.kind != "agent":
+            completion = self._generate(capability, prompt, sink)
+            output, withheld = self._filtered(capability, completion.text, sink)
+            return Answer(completion, output, withheld, None)
+        run_id = new_id("run")
+        context = ToolCallContext(
+            workspace_id=workspace_id,
+            capability_id=capability.id,
+            session_id=session.id if session else None,
+            run_id=run_id,
+            # The session's principal, as stamped at its creation: never a request's.
+            principal=session.principal if session else None,
         )
+        deadline = deadline if deadline is not None else self._monotonic() + DEFAULT_TURN_SECONDS
+        calls: list[ToolCall] = []
+        try:
+            run = self._agent(capability, prompt, sink, context, deadline, on_tool, calls)
+            completion = Completion(run.text, run.calls)
+            output, withheld = self._filtered(capability, completion.text, sink)
+        except Exception:
+            # The tools that did run stay on record, even when the turn fails.
+            failed = AgentRun("", tuple(calls), 0, "failed")
+            self._record_run(context, capability, prompt.user_input, failed, started, None)
+            raise
+        self._record_run(context, capability, prompt.user_input, run, started, output)
         return Answer(completion, output, withheld, run_id)
+
+    def _agent(
+        self,
+        capability: Capability,
+        prompt: Prompt,
+        sink: DeltaSink | None,
+        context: ToolCallContext,
+        deadline: float,
+        on_tool: ToolEventSink | None,
+        calls: list[ToolCall],
+    ) -> AgentRun:
+        provider = self._provider_for(capability)
+        if not isinstance(provider, ToolCallingModel) or self._toolbox_for is None:
+            # A provider that cannot call tools answers as plain chat.
+            completion = self._generate(capability, prompt, sink)
+            return AgentRun(completion.text, completion.tool_calls, 1, "answered")
+        return self._loop.run(
+            provider,
+            self._toolbox_for(capability),
+            prompt,
+            context=context,
+            max_steps=capability.tool_step_limit,
+            deadline=deadline,
+            on_text=sink if self._streams_directly(capability, sink) else None,
+            on_tool=on_tool,
+            calls=calls,
+        )
 
     @staticmethod
     def _streams_directly(capability: Capability, sink: DeltaSink | None) -> bool:
         # With a content filter, nothing reaches the client before the filter has passed
         # the whole answer, so stream only when there is no filter (or no sink).
-        return (
-            sink is not None and capability.kind == "generative" and not capability.content_filter
-        )
+        return sink is not None and capability.conversational and not capability.content_filter
 
     def _generate(
         self, capability: Capability, prompt: Prompt, sink: DeltaSink | None
@@ -100,44 +175,49 @@ class Answerer:
 
     def _record_run(
         self,
-        workspace_id: str,
+        context: ToolCallContext,
         capability: Capability,
-        session: Session | None,
         user_input: str,
-        completion: Completion,
+        run: AgentRun,
         started: str,
-        output: str,
-    ) -> str | None:
-        if capability.kind != "agent":
-            return None
-        run_id = new_id("run")
-        run = {
-            "runId": run_id,
-            "workspaceId": workspace_id,
+        output: str | None,
+    ) -> None:
+        """Store the run's trace: each tool call exactly as sent (tool, input, principal),
+        what came back (truncated), its status and timing. Best effort: the answer is
+        already paid for."""
+        completed = run.stop_reason != "failed"
+        trace: dict[str, Any] = {
+            "runId": context.run_id,
+            "workspaceId": context.workspace_id,
             "capabilityId": capability.id,
-            "sessionId": session.id if session else None,
-            "principal": session.principal if session else None,
+            "sessionId": context.session_id,
+            "principal": context.principal,
             "input": user_input,
             "output": output,
-            "steps": [
-                {
-                    "type": "tool_call",
-                    "tool": call.name,
-                    "input": dict(call.input),
-                    "output": call.output,
-                    "startedAt": call.started_at,
-                    "durationMs": call.duration_ms,
-                    "principal": session.principal if session else None,
-                }
-                for call in completion.tool_calls
-            ],
+            "status": "completed" if completed else "failed",
+            "stopReason": run.stop_reason if completed else None,
+            "modelCalls": run.model_calls if completed else None,
+            "maxToolSteps": capability.tool_step_limit,
+            "steps": [_trace_step(call) for call in run.calls],
             "startedAt": started,
             "finishedAt": iso(utc_now()),
         }
         try:
-            self._runs.put_run(run)
+            self._runs.put_run(trace)
         except (StoreUnavailable, StoreRejected):
             # The trace is best effort on the request path; the answer is already paid for.
-            logger.exception("could not store agent run trace %s", run_id)
+            logger.exception("could not store agent run trace %s", context.run_id)
             self._metrics.count("RunTraceWriteFailed")
-        return run_id
+
+
+def _trace_step(call: ToolCall) -> dict[str, Any]:
+    return {
+        "type": "tool_call",
+        "tool": call.name,
+        "input": dict(call.input),
+        "principal": call.principal,
+        "output": truncate(call.output, TRACE_OUTPUT_MAX_CHARS),
+        "status": call.status,
+        "startedAt": call.started_at,
+        "durationMs": call.duration_ms,
+    }

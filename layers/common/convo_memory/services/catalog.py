@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from convo_memory.domain.connections import ProviderConnections, provider_problem
@@ -14,13 +15,36 @@ from convo_memory.domain.models import (
     CapabilityCreate,
     ProviderConfig,
     iso,
+    tool_secret_context,
     utc_now,
 )
-from convo_memory.ports import CapabilityStore, RunStore
+from convo_memory.ports import CapabilityStore, RunStore, SecretSealer, ToolUrlPolicy
+
+# A webhook signing secret: 32 random bytes, URL-safe text.
+SIGNING_SECRET_PREFIX = "whsec_"
 
 
 def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(10)}"
+
+
+def new_signing_secret() -> str:
+    return SIGNING_SECRET_PREFIX + secrets.token_urlsafe(32)
+
+
+@dataclass(frozen=True)
+class NewCapability:
+    """A created capability and, when it has webhook tools, its signing secret: shown
+    once, in the creation's answer, and stored only encrypted."""
+
+    capability: Capability
+    tool_signing_secret: str | None = None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        body = self.capability.to_json_dict()
+        if self.tool_signing_secret is not None:
+            body["toolSigningSecret"] = self.tool_signing_secret
+        return body
 
 
 class CapabilityCatalog:
@@ -35,9 +59,15 @@ class CapabilityCatalog:
         clock: Callable[[], float] = time.monotonic,
         *,
         connections: ProviderConnections | None = None,
+        tool_urls: ToolUrlPolicy | None = None,
+        sealer: SecretSealer | None = None,
     ) -> None:
+        """``tool_urls`` decides which webhook URLs may be declared (none without it);
+        ``sealer`` encrypts webhook signing secrets (no webhook tools without it)."""
         self._store = store
         self.connections = connections or ProviderConnections.embedded_only()
+        self._tool_urls = tool_urls
+        self._sealer = sealer
         self._ttl = cache_ttl_seconds
         self._clock = clock
         self._cache: dict[tuple[str, str], tuple[float, Capability]] = {}
@@ -45,20 +75,53 @@ class CapabilityCatalog:
     def create(
         self, workspace_id: str, body: CapabilityCreate, cap_id: str | None = None
     ) -> Capability:
+        """Store a new capability (see ``register``)."""
+        return self.register(workspace_id, body, cap_id).capability
+
+    def register(
+        self, workspace_id: str, body: CapabilityCreate, cap_id: str | None = None
+    ) -> NewCapability:
         """Store a new capability. ``ValidationFailed`` (422) when its provider or its
         summary's provider names a connection this deployment lacks, or a model the
-        connection does not allow."""
+        connection does not allow, or a webhook tool's URL may not be called. With
+        webhook tools, a signing secret is generated, stored encrypted (bound to the
+        workspace and the capability) and returned once."""
         self._check_provider(body.provider, "provider")
         if body.summary is not None:
             self._check_provider(body.summary.provider, "summary.provider")
+        for index, tool in enumerate(body.tools):
+            if tool.url is not None:
+                self._check_tool_url(index, tool.url)
+        capability_id = cap_id or new_id("cap")
+        secret = ciphertext = None
+        if body.webhook_tools:
+            if self._sealer is None:
+                raise RuntimeError("no sealer for tool signing secrets is configured")
+            secret = new_signing_secret()
+            ciphertext = self._sealer.seal(secret, tool_secret_context(workspace_id, capability_id))
         capability = Capability(
-            id=cap_id or new_id("cap"),
+            id=capability_id,
             created_at=iso(utc_now()),
+            tool_secret_ciphertext=ciphertext,
             **body.model_dump(),
         )
         self._store.put_capability(workspace_id, capability)
         self._cache[(workspace_id, capability.id)] = (self._clock(), capability)
-        return capability
+        return NewCapability(capability, secret)
+
+    def _check_tool_url(self, index: int, url: str) -> None:
+        problem = (
+            self._tool_urls.problem(url)
+            if self._tool_urls is not None
+            else "this deployment calls no webhook tools"
+        )
+        if problem is not None:
+            raise ValidationFailed(
+                f"tools.{index}.url: {problem}",
+                details=[
+                    {"loc": ["tools", str(index), "url"], "msg": problem, "type": "value_error"}
+                ],
+            )
 
     def _check_provider(self, provider: ProviderConfig, where: str) -> None:
         problem = provider_problem(self.connections, provider.connection, provider.model_id)

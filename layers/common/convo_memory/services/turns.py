@@ -35,7 +35,7 @@ from convo_memory.domain.prompt import build_prompt
 from convo_memory.domain.replay_window import select_replay_window
 from convo_memory.domain.tool_digest import build_tool_digest
 from convo_memory.domain.turn_records import MAX_INPUT_BYTES, TurnRecord, TurnState, fit_answer
-from convo_memory.ports import SessionStore, TurnStore
+from convo_memory.ports import SessionStore, ToolEventSink, TurnStore
 from convo_memory.services.answering import Answer, Answerer, DeltaSink
 from convo_memory.services.catalog import CapabilityCatalog
 from convo_memory.services.recording import TurnRecorder
@@ -53,6 +53,9 @@ class TurnPolicy:
     digest_retention_seconds: float = 24 * 3600
     # The head's lastActiveAt (and the byActivity index) move at most this often.
     activity_granularity_seconds: float = 3600
+    # An agent's tool loop ends this long after the turn started, leaving time to record
+    # the turn before API Gateway stops waiting (30 s).
+    turn_deadline_seconds: float = 25.0
 
 
 class TurnService:
@@ -67,6 +70,7 @@ class TurnService:
         trigger: SummaryTrigger,
         policy: TurnPolicy,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._catalog = catalog
         self._sessions = sessions
@@ -76,6 +80,7 @@ class TurnService:
         self._trigger = trigger
         self._policy = policy
         self._clock = clock
+        self._monotonic = monotonic
         # A session's capability never changes, so this container may remember it:
         # the messages door then reads the session state in one request too.
         self._session_capability: dict[tuple[str, str], str] = {}
@@ -101,12 +106,15 @@ class TurnService:
         user_input: str,
         session_id: str | None,
         sink: DeltaSink | None = None,
+        on_tool: ToolEventSink | None = None,
     ) -> Prediction:
-        """``POST /v1/capabilities/{id}/predict`` (and its streaming twin)."""
+        """``POST /v1/capabilities/{id}/predict`` (and its streaming twin). ``sink``
+        receives the answer's text, ``on_tool`` each agent tool call's (name, status)."""
+        deadline = self._monotonic() + self._policy.turn_deadline_seconds
         self.check_input(user_input)
         capability = self._catalog.get(workspace_id, capability_id)
         if session_id is None:
-            return self._stateless(workspace_id, capability, user_input, sink)
+            return self._stateless(workspace_id, capability, user_input, sink, on_tool, deadline)
         if not capability.conversational:
             raise CapabilityNotConversational(
                 f"capability {capability.id!r} is a classic ML capability and takes no session"
@@ -116,12 +124,18 @@ class TurnService:
             raise SessionCapabilityMismatch(
                 f"session {session_id!r} belongs to capability {state.session.capability_id!r}"
             )
-        return self._converse(workspace_id, capability, state, user_input, sink)
+        return self._converse(workspace_id, capability, state, user_input, sink, on_tool, deadline)
 
     def session_message(
-        self, workspace_id: str, session_id: str, user_input: str, sink: DeltaSink | None = None
+        self,
+        workspace_id: str,
+        session_id: str,
+        user_input: str,
+        sink: DeltaSink | None = None,
+        on_tool: ToolEventSink | None = None,
     ) -> Prediction:
         """``POST /v1/sessions/{id}/messages``: a turn on the session's own capability."""
+        deadline = self._monotonic() + self._policy.turn_deadline_seconds
         self.check_input(user_input)
         capability_id = self._session_capability.get((workspace_id, session_id))
         if capability_id is None:
@@ -131,7 +145,7 @@ class TurnService:
             capability_id = session.capability_id
         capability = self._catalog.get(workspace_id, capability_id)
         state = self._load(workspace_id, session_id, capability)
-        return self._converse(workspace_id, capability, state, user_input, sink)
+        return self._converse(workspace_id, capability, state, user_input, sink, on_tool, deadline)
 
     # -- the one serving path ---------------------------------------------------
     def _load(self, workspace_id: str, session_id: str, capability: Capability) -> TurnState:
@@ -165,6 +179,8 @@ class TurnService:
         state: TurnState,
         user_input: str,
         sink: DeltaSink | None,
+        on_tool: ToolEventSink | None,
+        deadline: float,
     ) -> Prediction:
         session: Session = state.session
         now = self._clock()
@@ -178,7 +194,9 @@ class TurnService:
             replayed=window.messages,
             user_input=user_input,
         )
-        answer = self._answerer.answer(workspace_id, capability, session, prompt, sink)
+        answer = self._answerer.answer(
+            workspace_id, capability, session, prompt, sink, on_tool=on_tool, deadline=deadline
+        )
         turn = self._turn_record(user_input, answer, self._clock())
         recorded = self._recorder.record(workspace_id, session, turn)
         if recorded.recorded:
@@ -221,7 +239,13 @@ class TurnService:
         )
 
     def _stateless(
-        self, workspace_id: str, capability: Capability, user_input: str, sink: DeltaSink | None
+        self,
+        workspace_id: str,
+        capability: Capability,
+        user_input: str,
+        sink: DeltaSink | None,
+        on_tool: ToolEventSink | None,
+        deadline: float,
     ) -> Prediction:
         prompt = build_prompt(
             instructions=capability.instructions,
@@ -230,7 +254,9 @@ class TurnService:
             replayed=(),
             user_input=user_input,
         )
-        answer = self._answerer.answer(workspace_id, capability, None, prompt, sink)
+        answer = self._answerer.answer(
+            workspace_id, capability, None, prompt, sink, on_tool=on_tool, deadline=deadline
+        )
         return Prediction(
             output=answer.output,
             withheld=answer.withheld,

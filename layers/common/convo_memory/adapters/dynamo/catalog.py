@@ -84,7 +84,7 @@ class DynamoCapabilityStore:
             Item={
                 "pk": s(f"WS#{workspace_id}"),
                 "sk": s(f"CAP#{capability.id}"),
-                "body": s(json.dumps(capability.to_json_dict())),
+                "body": s(json.dumps(capability.to_stored_dict())),
             },
         )
 

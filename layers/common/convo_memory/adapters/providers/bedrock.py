@@ -1,21 +1,35 @@
-"""Amazon Bedrock through the Converse / ConverseStream API.
+"""Amazon Bedrock through the Converse / ConverseStream API, tool calling included.
 
 The bedrock-runtime client is injected (or built lazily on first use, with the
 connection's timeout: see ``convo_memory.adapters.bedrock_clients``), so importing this
 module never imports boto3. botocore errors become ``ProviderError``
 chosen by error code, never by message text.
+
+Tools (``step``): ``toolConfig`` offers each tool with its ``inputSchema``; a reply whose
+``stopReason`` is ``tool_use`` carries ``toolUse`` blocks, answered in the next call by
+``toolResult`` blocks. Bedrock requires ``toolConfig`` whenever the messages hold such
+blocks, so the final call of a loop that ran out of steps keeps it and asks in words for
+an answer without tools (the loop ignores any tool request in that reply).
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.prompt import ChatMessage, Prompt
-from convo_memory.ports import Completion
+from convo_memory.ports import (
+    Completion,
+    ModelStep,
+    TextSink,
+    ToolDefinition,
+    ToolRequest,
+    ToolRound,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +39,11 @@ logger = logging.getLogger(__name__)
 LEADING_USER_PLACEHOLDER = "(continuing an earlier conversation)"
 # Bedrock rejects blank text blocks.
 EMPTY_CONTENT_PLACEHOLDER = "(empty message)"
+# Said with the last tool results when the loop has no tool steps left.
+FINAL_ANSWER_REQUEST = (
+    "You have used every tool call this turn allows. Answer the user now from the tool "
+    "results above, without calling any tool."
+)
 
 _ERROR_MESSAGES: dict[str, str] = {
     "ThrottlingException": "Bedrock throttled the request; retry later",
@@ -108,15 +127,19 @@ class BedrockConverseProvider:
         guardrail: GuardrailRef | None = None,
         *,
         client_factory: Callable[[], Any] | None = None,
+        timed_client_factory: Callable[[float], Any] | None = None,
     ) -> None:
         """Give either a bedrock-runtime ``client`` or a ``client_factory`` that builds
-        one on first use (cold starts then pay for boto3 only when Bedrock is called)."""
+        one on first use (cold starts then pay for boto3 only when Bedrock is called);
+        ``timed_client_factory(seconds)`` gives a client whose read timeout is at most
+        that, for a tool loop's calls bounded by the turn's deadline."""
         if client is None and client_factory is None:
             raise ValueError("BedrockConverseProvider needs a client or a client_factory")
         if not model_id:
             raise ValueError("BedrockConverseProvider needs a model_id")
         self._client = client
         self._client_factory = client_factory
+        self._timed_client_factory = timed_client_factory
         self.model_id = model_id
         self.max_tokens = max_tokens
         self.temperature = temperature
@@ -154,6 +177,74 @@ class BedrockConverseProvider:
             kwargs["guardrailConfig"] = guardrail
         return kwargs
 
+    def _client_within(self, timeout: float) -> Any:
+        if self._client is None and self._timed_client_factory is not None:
+            return self._timed_client_factory(timeout)
+        return self.client
+
+    def tool_request(
+        self,
+        prompt: Prompt,
+        rounds: Sequence[ToolRound],
+        tools: Sequence[ToolDefinition],
+        *,
+        final: bool = False,
+        streaming: bool = False,
+    ) -> dict[str, Any]:
+        """The keyword arguments of a tool loop's converse / converse_stream call."""
+        kwargs = self.request(prompt, streaming=streaming)
+        messages: list[dict[str, Any]] = kwargs["messages"]
+        for round_ in rounds:
+            content: list[dict[str, Any]] = []
+            if round_.text.strip():
+                content.append({"text": round_.text})
+            content.extend(
+                {"toolUse": {"toolUseId": r.call_id, "name": r.name, "input": dict(r.input)}}
+                for r in round_.requests
+            )
+            messages.append({"role": "assistant", "content": content})
+            messages.append(
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "toolResult": {
+                                "toolUseId": reply.call_id,
+                                "content": [{"text": reply.output or EMPTY_CONTENT_PLACEHOLDER}],
+                                "status": "error" if reply.is_error else "success",
+                            }
+                        }
+                        for reply in round_.replies
+                    ],
+                }
+            )
+        if final and rounds:
+            messages[-1]["content"].append({"text": FINAL_ANSWER_REQUEST})
+        if tools and (rounds or not final):
+            kwargs["toolConfig"] = {"tools": [tool_spec(tool) for tool in tools]}
+        return kwargs
+
+    def step(
+        self,
+        prompt: Prompt,
+        rounds: Sequence[ToolRound],
+        tools: Sequence[ToolDefinition],
+        *,
+        timeout: float,
+        final: bool = False,
+        on_text: TextSink | None = None,
+    ) -> ModelStep:
+        """One Converse call of the tool loop (ConverseStream with ``on_text``)."""
+        errors = _botocore_errors()
+        kwargs = self.tool_request(prompt, rounds, tools, final=final, streaming=bool(on_text))
+        try:
+            client = self._client_within(timeout)
+            if on_text is None:
+                return _step_of(client.converse(**kwargs))
+            return _streamed_step(client.converse_stream(**kwargs)["stream"], on_text)
+        except errors as exc:
+            raise map_client_error(exc) from exc
+
     def complete(self, prompt: Prompt) -> Completion:
         """One Converse call; the answer is the concatenated text blocks."""
         errors = _botocore_errors()
@@ -189,6 +280,87 @@ class BedrockConverseProvider:
             close = getattr(events, "close", None)
             if callable(close):
                 close()
+
+
+def tool_spec(tool: ToolDefinition) -> dict[str, Any]:
+    spec: dict[str, Any] = {"name": tool.name, "inputSchema": {"json": dict(tool.input_schema)}}
+    if tool.description.strip():
+        spec["description"] = tool.description
+    return {"toolSpec": spec}
+
+
+def _tool_request(call_id: str, name: str, raw_input: Any) -> ToolRequest:
+    if isinstance(raw_input, str):
+        try:
+            raw_input = json.loads(raw_input) if raw_input.strip() else {}
+        except ValueError:
+            return ToolRequest(call_id, name, {}, "the model's tool input was not valid JSON")
+    if not isinstance(raw_input, dict):
+        return ToolRequest(call_id, name, {}, "the model's tool input was not a JSON object")
+    return ToolRequest(call_id, name, raw_input)
+
+
+def _step_of(response: Mapping[str, Any]) -> ModelStep:
+    blocks = response.get("output", {}).get("message", {}).get("content", [])
+    text = "".join(b["text"] for b in blocks if "text" in b)
+    if response.get("stopReason") != "tool_use":
+        return ModelStep(text)
+    requests = tuple(
+        _tool_request(
+            str(b["toolUse"].get("toolUseId", "")),
+            str(b["toolUse"].get("name", "")),
+            b["toolUse"].get("input"),
+        )
+        for b in blocks
+        if "toolUse" in b
+    )
+    return ModelStep(text, requests)
+
+
+def _streamed_step(events: Any, on_text: TextSink) -> ModelStep:
+    """Read a ConverseStream: text deltas go to ``on_text`` as they arrive; tool-use
+    blocks are accumulated (their input arrives as pieces of a JSON string)."""
+    text: list[str] = []
+    tools: dict[int, dict[str, Any]] = {}
+    stop_reason = ""
+    try:
+        for event in events:
+            if "contentBlockStart" in event:
+                start = event["contentBlockStart"]
+                tool_use = start.get("start", {}).get("toolUse")
+                if tool_use is not None:
+                    tools[int(start.get("contentBlockIndex", len(tools)))] = {
+                        "id": tool_use.get("toolUseId", ""),
+                        "name": tool_use.get("name", ""),
+                        "input": [],
+                    }
+            elif "contentBlockDelta" in event:
+                block = event["contentBlockDelta"]
+                delta = block.get("delta", {})
+                if delta.get("text"):
+                    text.append(delta["text"])
+                    on_text(delta["text"])
+                elif "toolUse" in delta:
+                    index = int(block.get("contentBlockIndex", -1))
+                    if index in tools:
+                        tools[index]["input"].append(delta["toolUse"].get("input", ""))
+            elif "messageStop" in event:
+                stop_reason = str(event["messageStop"].get("stopReason", ""))
+            else:
+                for key, value in event.items():
+                    if key.endswith("Exception"):
+                        raise map_client_error(_EventError(key, value))
+    finally:
+        close = getattr(events, "close", None)
+        if callable(close):
+            close()
+    if stop_reason != "tool_use":
+        return ModelStep("".join(text))
+    requests = tuple(
+        _tool_request(str(tool["id"]), str(tool["name"]), "".join(tool["input"]))
+        for _, tool in sorted(tools.items())
+    )
+    return ModelStep("".join(text), requests)
 
 
 class _EventError(Exception):

@@ -7,26 +7,39 @@ summary or tool results were in the prompt), so tests and demos can see memory a
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+from convo_memory.adapters.tools.builtin import (
+    BUILTIN_DEFINITIONS,
+    kb_fact,
+    order_fact,
+    run_builtin,
+)
 from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.models import iso, utc_now
 from convo_memory.domain.prompt import Prompt
-from convo_memory.ports import Completion, ToolCall
-
-BUILTIN_TOOLS: tuple[str, ...] = ("lookup_order", "search_kb")
+from convo_memory.ports import (
+    Completion,
+    ModelStep,
+    TextSink,
+    ToolCall,
+    ToolDefinition,
+    ToolReply,
+    ToolRequest,
+    ToolRound,
+)
 
 _FENCE_OPEN = re.compile(r'<data-([0-9A-Za-z]+) kind="([a-z-]+)"')
 # Whitespace-delimited pieces: each chunk is a word plus the whitespace that follows it.
 _CHUNK_BOUNDARY = re.compile(r"(?<=\s)(?=\S)")
 _ORDER_NUMBER = re.compile(r"(?<!\d)(\d{3,12})(?!\d)")
+_STATUS_MARK = re.compile(r"^\[(error|timeout)\] ")
 # Milliseconds before each streamed chunk, for demos and browser tests that watch an
 # answer arrive (``make run`` answers instantly otherwise).
 CHUNK_DELAY_ENV = "CONVO_EMBEDDED_CHUNK_DELAY_MS"
@@ -122,67 +135,83 @@ class EmbeddedChatProvider(_EmbeddedBase):
         return Completion(text=f'You said: "{latest_input(prompt)}". {memory_note(prompt)}')
 
 
-# --- agent tools --------------------------------------------------------------------
+# --- the agent ----------------------------------------------------------------------
 
-_ORDER_STATES: tuple[tuple[str, int | None], ...] = (
-    # (status, base ETA in days; None once delivered)
-    ("processing", 3),
-    ("shipped", 1),
-    ("out for delivery", 0),
-    ("delivered", None),
-)
-
-_KB_ARTICLES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("Returns and refunds", "Items can be returned within 30 days.", ("return", "refund")),
-    ("Shipping times", "Standard shipping takes 3-5 business days.", ("ship", "deliver")),
-    ("Account access", "Reset your password from the sign-in page.", ("password", "login")),
-    ("Billing", "Invoices are emailed on the first day of each month.", ("bill", "invoice")),
-)
+BUILTIN_TOOLS: tuple[str, ...] = ("lookup_order", "search_kb")
+# How much of a webhook's result the agent's answer quotes; the digest keeps more.
+QUOTE_CHARS = 80
+DIGEST_QUOTE_CHARS = 500
 
 
-def lookup_order(order_id: str) -> tuple[dict[str, Any], str]:
-    """Deterministic order status: the status and ETA are derived from the number."""
-    number = int(order_id)
-    status, base_eta = _ORDER_STATES[number % len(_ORDER_STATES)]
-    eta_days = None if base_eta is None else base_eta + number % 3
-    result: dict[str, Any] = {"orderId": order_id, "status": status, "etaDays": eta_days}
-    if eta_days is None:
-        fact = f"order {order_id} is {status}"
-    elif eta_days == 0:
-        fact = f"order {order_id} is {status}, arriving today"
-    else:
-        fact = f"order {order_id} is {status}, arriving in {_plural(eta_days, 'day')}"
-    return result, fact
+def quote(text: str, limit: int = QUOTE_CHARS) -> str:
+    """The start of ``text`` on one line, marked when cut."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def search_kb(query: str) -> tuple[dict[str, Any], str]:
-    """Deterministic knowledge-base search: a keyword match, else a hash of the query."""
-    lowered = query.casefold()
-    index = next(
-        (i for i, (_, _, keys) in enumerate(_KB_ARTICLES) if any(k in lowered for k in keys)),
-        None,
+def plan_tool_requests(text: str, tools: Sequence[ToolDefinition]) -> tuple[ToolRequest, ...]:
+    """The embedded agent's deterministic plan for an input: each offered webhook tool
+    whose name occurs in it (case-insensitively), once each in order of occurrence, with
+    ``{"query": <input>}``; then ``lookup_order`` when the input holds an order number
+    (3-12 digits), else ``search_kb``, if offered."""
+    folded = text.casefold()
+    found: list[tuple[int, int, str]] = []
+    for position, tool in enumerate(tools):
+        if tool.name in BUILTIN_TOOLS:
+            continue
+        index = folded.find(tool.name.casefold())
+        if index >= 0:
+            found.append((index, position, tool.name))
+    planned: list[tuple[str, dict[str, Any]]] = [
+        (name, {"query": text}) for _, _, name in sorted(found)
+    ]
+    offered = {tool.name for tool in tools}
+    match = _ORDER_NUMBER.search(text)
+    if match and "lookup_order" in offered:
+        planned.append(("lookup_order", {"orderId": match.group(1)}))
+    elif "search_kb" in offered:
+        planned.append(("search_kb", {"query": text.strip()[:200]}))
+    return tuple(
+        ToolRequest(f"call_{index + 1}", name, tool_input)
+        for index, (name, tool_input) in enumerate(planned)
     )
-    if index is None:
-        digest = hashlib.sha256(query.encode("utf-8")).digest()
-        index = digest[0] % len(_KB_ARTICLES)
-    title, answer, _ = _KB_ARTICLES[index]
-    result = {
-        "query": query[:200],
-        "articleId": f"KB-{1001 + index}",
-        "title": title,
-        "answer": answer,
-    }
-    return result, f'the article "{title}" says: {answer}'
+
+
+def _describe(request: ToolRequest, reply: ToolReply) -> str:
+    """One sentence about a tool call, quoting what it returned."""
+    if reply.is_error:
+        # The loop marks an unsuccessful result "[error] ..." or "[timeout] ...".
+        marked = _STATUS_MARK.match(reply.output)
+        what = "timed out" if marked and marked.group(1) == "timeout" else "failed"
+        detail = reply.output[marked.end() :] if marked else reply.output
+        return f"I tried {request.name}, but it {what}: {quote(detail)}."
+    if request.name in BUILTIN_TOOLS:
+        try:
+            result = json.loads(reply.output)
+            fact = order_fact(result) if request.name == "lookup_order" else kb_fact(result)
+        except (ValueError, KeyError, TypeError):
+            fact = quote(reply.output)
+        return f"I used {request.name}: {fact.rstrip('.')}."
+    return f'I used {request.name}: "{quote(reply.output)}".'
+
+
+def _replayed_tool_results(prompt: Prompt) -> list[str]:
+    """The bodies of the prompt's tool-result fences (only real ones: with the nonce)."""
+    if not prompt.fence_nonce:
+        return []
+    nonce = re.escape(prompt.fence_nonce)
+    fence = re.compile(rf'<data-{nonce} kind="tool-results"[^>]*>\n(.*?)\n</data-{nonce}>', re.S)
+    return fence.findall(prompt.system)
 
 
 class EmbeddedAgentProvider(_EmbeddedBase):
-    """Agent provider with deterministic built-in tools that need no network.
+    """The embedded agent: deterministic and offline, with the tool loop's interface
+    (``step``). On a turn's first step it asks for the tools ``plan_tool_requests``
+    picks; then it answers with the input verbatim, a sentence per tool call quoting
+    what it returned, and what it remembers (quoting the tool results replayed from
+    earlier turns, so a follow-up can be answered from a digest).
 
-    ``lookup_order`` runs when the input contains a number of 3-12 digits, otherwise
-    ``search_kb`` runs. Only tools in ``tools`` are used when it is given and non-empty
-    (declared names without a built-in implementation are ignored); with no declared
-    tools both built-ins are available.
-    """
+    ``complete`` (no tool loop) runs the built-in tools in ``tools`` itself."""
 
     def __init__(
         self,
@@ -195,30 +224,64 @@ class EmbeddedAgentProvider(_EmbeddedBase):
         super().__init__(chunk_delay=chunk_delay, fail=fail, fail_after_chunks=fail_after_chunks)
         self.tools: tuple[str, ...] = tuple(tools) if tools else BUILTIN_TOOLS
 
-    def _plan(self, text: str) -> tuple[str, dict[str, Any], Callable[[], tuple[Any, str]]] | None:
-        match = _ORDER_NUMBER.search(text)
-        if match and "lookup_order" in self.tools:
-            order_id = match.group(1)
-            return "lookup_order", {"orderId": order_id}, lambda: lookup_order(order_id)
-        if "search_kb" in self.tools:
-            query = text.strip()
-            return "search_kb", {"query": query[:200]}, lambda: search_kb(query)
-        return None
+    def step(
+        self,
+        prompt: Prompt,
+        rounds: Sequence[ToolRound],
+        tools: Sequence[ToolDefinition],
+        *,
+        timeout: float,
+        final: bool = False,
+        on_text: TextSink | None = None,
+    ) -> ModelStep:
+        """Ask for the planned tools on a turn's first step; answer afterwards."""
+        self._check_fail()
+        if not rounds and not final:
+            requests = plan_tool_requests(latest_input(prompt), tools)
+            if requests:
+                return ModelStep("", requests)
+        text = self._answer(prompt, rounds)
+        if on_text is not None:
+            for piece in self._pieces(text):
+                on_text(piece)
+        return ModelStep(text)
+
+    def _pieces(self, text: str) -> Iterator[str]:
+        for index, piece in enumerate(split_chunks(text)):
+            if self.fail_after_chunks is not None and index >= self.fail_after_chunks:
+                raise ProviderError("The embedded model provider failed mid-stream.")
+            delay = chunk_delay_from_env() if self.chunk_delay is None else self.chunk_delay
+            if delay > 0:
+                time.sleep(delay)
+            yield piece
+
+    def _answer(self, prompt: Prompt, rounds: Sequence[ToolRound]) -> str:
+        parts = [f'You said: "{latest_input(prompt)}".']
+        for round_ in rounds:
+            pairs = zip(round_.requests, round_.replies, strict=False)
+            parts.extend(_describe(request, reply) for request, reply in pairs)
+        note = memory_note(prompt)
+        earlier = _replayed_tool_results(prompt)
+        if earlier:
+            note += " They say: " + " | ".join(quote(t, DIGEST_QUOTE_CHARS) for t in earlier)
+        parts.append(note)
+        return " ".join(parts)
 
     def complete(self, prompt: Prompt) -> Completion:
+        """One turn without a tool loop: the built-in tools in ``tools`` run here."""
         self._check_fail()
-        user_input = latest_input(prompt)
-        text = f'You said: "{user_input}". '
-        calls: tuple[ToolCall, ...] = ()
-        plan = self._plan(user_input)
-        if plan is not None:
-            name, tool_input, run = plan
+        offered = [BUILTIN_DEFINITIONS[name] for name in self.tools if name in BUILTIN_DEFINITIONS]
+        requests = plan_tool_requests(latest_input(prompt), offered)
+        if not requests:
+            return Completion(text=self._answer(prompt, ()))
+        calls: list[ToolCall] = []
+        replies: list[ToolReply] = []
+        for request in requests:
             started_at = iso(utc_now())
             began = time.perf_counter()
-            result, fact = run()
+            output = json.dumps(run_builtin(request.name, request.input, None), sort_keys=True)
             duration_ms = round((time.perf_counter() - began) * 1000, 3)
-            output = json.dumps(result, sort_keys=True)
-            calls = (ToolCall(name, tool_input, output, started_at, duration_ms),)
-            text += f"I used {name}: {fact.rstrip('.')}. "
-        text += memory_note(prompt)
-        return Completion(text=text, tool_calls=calls)
+            calls.append(ToolCall(request.name, request.input, output, started_at, duration_ms))
+            replies.append(ToolReply(request.call_id, request.name, output))
+        text = self._answer(prompt, (ToolRound("", requests, tuple(replies)),))
+        return Completion(text=text, tool_calls=tuple(calls))

@@ -7,8 +7,9 @@ so a cold start that only needs the embedded provider does not pay for them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from convo_memory.adapters.bedrock_clients import BedrockClientFactory, client_factory_for
 from convo_memory.adapters.providers.classic import ClassicModelProvider
@@ -40,8 +41,9 @@ def build_provider(
 
     Embedded: ``classic`` -> ClassicModelProvider, ``agent`` -> EmbeddedAgentProvider
     limited to the declared ``tools``, else EmbeddedChatProvider. Bedrock and
-    OpenAI-compatible providers serve every kind as plain chat (no tool execution),
-    with the connection's timeout (already capped), ``maxTokens`` and ``temperature``.
+    OpenAI-compatible providers serve every kind, agents through the tool loop (both
+    implement ``ToolCallingModel``), with the connection's timeout (already capped),
+    ``maxTokens`` and ``temperature``.
     """
     if kind not in KINDS:
         raise ValueError(f"unknown capability kind {kind!r}")
@@ -56,11 +58,19 @@ def build_provider(
     if connection.type == "bedrock":
         from convo_memory.adapters.providers.bedrock import BedrockConverseProvider
 
+        region = connection.region
+
+        def timed_client(seconds: float) -> Any:
+            # Whole seconds, so that a container keeps a handful of clients, not one per call.
+            bounded = max(1.0, min(timeout_seconds, float(math.ceil(seconds))))
+            return client_factory_for(bedrock_clients, region, bounded)()
+
         return BedrockConverseProvider(
             model_id=model_id,
             max_tokens=connection.max_tokens,
             temperature=connection.temperature,
-            client_factory=client_factory_for(bedrock_clients, connection.region, timeout_seconds),
+            client_factory=client_factory_for(bedrock_clients, region, timeout_seconds),
+            timed_client_factory=timed_client,
         )
     if connection.type == "openai":
         from convo_memory.adapters.providers.openai_compat import OpenAICompatibleProvider

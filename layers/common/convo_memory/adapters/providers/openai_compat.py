@@ -4,6 +4,11 @@ Standard library only (urllib): no SDK to import at cold start and no new depend
 Streaming reads the server-sent events line by line, so deltas reach the caller as the
 server produces them.
 
+Tools (``step``): the request offers ``tools`` (functions with their JSON Schema); a reply
+carries ``tool_calls`` (streamed as pieces, accumulated by index), answered in the next
+call by ``role: "tool"`` messages. The final call of a loop that ran out of steps sends
+``tool_choice: "none"`` and asks in words for the answer.
+
 The endpoint and the key come from an operator's connection, never from a workspace.
 Still, the provider treats the endpoint as untrusted: no redirects are followed, bodies
 are read up to a size cap, every read is bounded by the connection's timeout (a whole
@@ -20,12 +25,19 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
 from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.prompt import Prompt
-from convo_memory.ports import Completion
+from convo_memory.ports import (
+    Completion,
+    ModelStep,
+    TextSink,
+    ToolDefinition,
+    ToolRequest,
+    ToolRound,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +49,10 @@ MAX_STREAM_BYTES = 16 * 1024 * 1024
 MAX_SSE_LINE_BYTES = 1024 * 1024
 _READ_CHUNK_BYTES = 64 * 1024
 UNREACHABLE = "Model provider error: could not reach the provider."
+FINAL_ANSWER_REQUEST = (
+    "You have used every tool call this turn allows. Answer my message now from the tool "
+    "results above, without calling any tool."
+)
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -111,20 +127,138 @@ class OpenAICompatibleProvider:
             body["temperature"] = self.temperature
         return body
 
+    def tool_payload(
+        self,
+        prompt: Prompt,
+        rounds: Sequence[ToolRound],
+        tools: Sequence[ToolDefinition],
+        *,
+        final: bool = False,
+        stream: bool = False,
+    ) -> dict[str, Any]:
+        """The JSON body of a tool loop's call: the prompt, this turn's rounds (the
+        assistant's ``tool_calls`` and a ``tool`` message per result), the tools."""
+        body = self.payload(prompt, stream=stream)
+        messages: list[dict[str, Any]] = body["messages"]
+        for round_ in rounds:
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": round_.text or None,
+                    "tool_calls": [
+                        {
+                            "id": request.call_id,
+                            "type": "function",
+                            "function": {
+                                "name": request.name,
+                                "arguments": json.dumps(dict(request.input), ensure_ascii=False),
+                            },
+                        }
+                        for request in round_.requests
+                    ],
+                }
+            )
+            messages.extend(
+                {"role": "tool", "tool_call_id": reply.call_id, "content": reply.output}
+                for reply in round_.replies
+            )
+        if tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parameters": dict(tool.input_schema),
+                    },
+                }
+                for tool in tools
+            ]
+            if final:
+                body["tool_choice"] = "none"
+        if final and rounds:
+            messages.append({"role": "user", "content": FINAL_ANSWER_REQUEST})
+        return body
+
+    def step(
+        self,
+        prompt: Prompt,
+        rounds: Sequence[ToolRound],
+        tools: Sequence[ToolDefinition],
+        *,
+        timeout: float,
+        final: bool = False,
+        on_text: TextSink | None = None,
+    ) -> ModelStep:
+        """One chat-completions call of the tool loop (streamed with ``on_text``)."""
+        timeout = max(0.001, min(self.timeout, timeout))
+        body = self.tool_payload(prompt, rounds, tools, final=final, stream=on_text is not None)
+        if on_text is None:
+            message = self._message(body, timeout)
+            content = message.get("content")
+            text = content if isinstance(content, str) else ""
+            calls = message.get("tool_calls") or []
+            if not isinstance(calls, list):
+                calls = []
+            return ModelStep(text, tuple(_tool_request(i, call) for i, call in enumerate(calls)))
+        return self._streamed_step(body, timeout, on_text)
+
+    def _streamed_step(self, body: dict[str, Any], timeout: float, on_text: TextSink) -> ModelStep:
+        text: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        state: dict[str, bool] = {}
+        finished = False
+        with self._open(body, timeout) as response:
+            for chunk in self._events(response, state):
+                choices = chunk.get("choices") or []
+                if not choices or not isinstance(choices[0], dict):
+                    continue
+                finished = finished or bool(choices[0].get("finish_reason"))
+                delta = choices[0].get("delta") or {}
+                if not isinstance(delta, dict):
+                    continue
+                content = delta.get("content")
+                if isinstance(content, str) and content:
+                    text.append(content)
+                    on_text(content)
+                for piece in delta.get("tool_calls") or []:
+                    if not isinstance(piece, dict):
+                        continue
+                    call = calls.setdefault(
+                        int(piece.get("index", len(calls))),
+                        {"id": "", "function": {"name": "", "arguments": ""}},
+                    )
+                    call["id"] = piece.get("id") or call["id"]
+                    function = piece.get("function") or {}
+                    call["function"]["name"] += function.get("name") or ""
+                    call["function"]["arguments"] += function.get("arguments") or ""
+        if not finished and not state.get("done"):
+            raise ProviderError(
+                "Model provider error: the OpenAI-compatible stream ended before it finished."
+            )
+        requests = tuple(_tool_request(i, call) for i, call in sorted(calls.items()))
+        return ModelStep("".join(text), requests)
+
     def complete(self, prompt: Prompt) -> Completion:
         """Non-streaming call: the answer is ``choices[0].message.content``."""
-        deadline = time.monotonic() + self.timeout
-        with self._open(self.payload(prompt, stream=False)) as response:
+        content = self._message(self.payload(prompt, stream=False), self.timeout).get("content")
+        return Completion(text=content if isinstance(content, str) else "")
+
+    def _message(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """``choices[0].message`` of a non-streaming call, within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        with self._open(body, timeout) as response:
             raw = self._read_body(response, deadline)
         try:
-            data = json.loads(raw)
-            content = data["choices"][0]["message"].get("content")
+            message = json.loads(raw)["choices"][0]["message"]
+            if not isinstance(message, dict):
+                raise TypeError("message is not an object")
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise ProviderError(
                 "Model provider error: the OpenAI-compatible endpoint returned an "
                 "unexpected response body."
             ) from exc
-        return Completion(text=content if isinstance(content, str) else "")
+        return message
 
     def _read_body(self, response: Any, deadline: float) -> bytes:
         """The whole body, refused above ``max_completion_bytes`` or past ``deadline``
@@ -152,47 +286,54 @@ class OpenAICompatibleProvider:
         """``stream: true``: yield each ``choices[0].delta.content`` until ``[DONE]``."""
         with self._open(self.payload(prompt, stream=True)) as response:
             finished = False
-            data_lines: list[str] = []
-            received = 0
-            while True:
-                try:
-                    raw_line = response.readline(MAX_SSE_LINE_BYTES + 1)
-                except (OSError, http.client.HTTPException) as exc:
-                    self._fail_io(exc)
-                received += len(raw_line)
-                if len(raw_line) > MAX_SSE_LINE_BYTES or received > self.max_stream_bytes:
-                    raise ProviderError(
-                        "Model provider error: the OpenAI-compatible stream exceeded its "
-                        "size limit."
-                    )
-                line = raw_line.decode("utf-8", errors="replace").rstrip("\r\n")
-                if line:
-                    # SSE fields: only "data" matters; comments (":...") and
-                    # event/id/retry lines are ignored.
-                    if line.startswith("data:"):
-                        value = line[5:]
-                        data_lines.append(value[1:] if value.startswith(" ") else value)
-                    continue
-                # A blank line (or the end of the body) dispatches the event.
-                if data_lines:
-                    data, data_lines = "\n".join(data_lines), []
-                    if data.strip() == "[DONE]":
-                        return
-                    text, done = self._parse_event(data)
-                    finished = finished or done
-                    if text:
-                        yield text
-                if not raw_line:
-                    break  # end of body
-            if not finished:
+            state: dict[str, bool] = {}
+            for chunk in self._events(response, state):
+                text, done = _delta_text(chunk)
+                finished = finished or done
+                if text:
+                    yield text
+            if not finished and not state.get("done"):
                 raise ProviderError(
                     "Model provider error: the OpenAI-compatible stream ended before it finished."
                 )
 
+    def _events(self, response: Any, state: dict[str, bool]) -> Iterator[dict[str, Any]]:
+        """The JSON chunks of a server-sent event stream, until ``[DONE]`` (which sets
+        ``state["done"]``) or the end of the body; an error chunk raises."""
+        data_lines: list[str] = []
+        received = 0
+        while True:
+            try:
+                raw_line = response.readline(MAX_SSE_LINE_BYTES + 1)
+            except (OSError, http.client.HTTPException) as exc:
+                self._fail_io(exc)
+            received += len(raw_line)
+            if len(raw_line) > MAX_SSE_LINE_BYTES or received > self.max_stream_bytes:
+                raise ProviderError(
+                    "Model provider error: the OpenAI-compatible stream exceeded its size limit."
+                )
+            line = raw_line.decode("utf-8", errors="replace").rstrip("\r\n")
+            if line:
+                # SSE fields: only "data" matters; comments (":...") and
+                # event/id/retry lines are ignored.
+                if line.startswith("data:"):
+                    value = line[5:]
+                    data_lines.append(value[1:] if value.startswith(" ") else value)
+                continue
+            # A blank line (or the end of the body) dispatches the event.
+            if data_lines:
+                data, data_lines = "\n".join(data_lines), []
+                if data.strip() == "[DONE]":
+                    state["done"] = True
+                    return
+                yield self._parse_event(data)
+            if not raw_line:
+                break  # end of body
+
     # --- internals -------------------------------------------------------------------
 
-    def _parse_event(self, data: str) -> tuple[str, bool]:
-        """(delta text, whether this chunk carried a finish_reason)."""
+    def _parse_event(self, data: str) -> dict[str, Any]:
+        """One stream chunk; an error chunk raises."""
         try:
             chunk = json.loads(data)
         except ValueError as exc:
@@ -206,15 +347,9 @@ class OpenAICompatibleProvider:
             raise ProviderError(
                 f"Model provider error: the OpenAI-compatible endpoint failed mid-stream: {detail}"
             )
-        choices = chunk.get("choices") or []
-        if not choices or not isinstance(choices[0], dict):
-            return "", False  # e.g. a usage-only chunk
-        choice = choices[0]
-        delta = choice.get("delta") or {}
-        content = delta.get("content") if isinstance(delta, dict) else None
-        return (content if isinstance(content, str) else ""), bool(choice.get("finish_reason"))
+        return chunk
 
-    def _open(self, body: dict[str, Any]) -> Any:
+    def _open(self, body: dict[str, Any], timeout: float | None = None) -> Any:
         headers = {
             "Content-Type": "application/json",
             "Accept": "text/event-stream" if body["stream"] else "application/json",
@@ -227,7 +362,7 @@ class OpenAICompatibleProvider:
             self.url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST"
         )
         try:
-            return self._opener.open(request, timeout=self.timeout)
+            return self._opener.open(request, timeout=timeout or self.timeout)
         except urllib.error.HTTPError as exc:
             with exc:
                 try:
@@ -260,6 +395,35 @@ class OpenAICompatibleProvider:
         for key in self._sent_keys:
             text = text.replace(key, "***")
         return text
+
+
+def _delta_text(chunk: dict[str, Any]) -> tuple[str, bool]:
+    """(delta text, whether this chunk carried a finish_reason)."""
+    choices = chunk.get("choices") or []
+    if not choices or not isinstance(choices[0], dict):
+        return "", False  # e.g. a usage-only chunk
+    choice = choices[0]
+    delta = choice.get("delta") or {}
+    content = delta.get("content") if isinstance(delta, dict) else None
+    return (content if isinstance(content, str) else ""), bool(choice.get("finish_reason"))
+
+
+def _tool_request(index: int, call: Any) -> ToolRequest:
+    """A ``tool_calls`` entry as a request; its ``arguments`` are a JSON string."""
+    call = call if isinstance(call, dict) else {}
+    function = call.get("function") if isinstance(call.get("function"), dict) else {}
+    call_id = str(call.get("id") or f"call_{index}")
+    name = str(function.get("name") or "")
+    arguments = function.get("arguments")
+    if isinstance(arguments, dict):
+        return ToolRequest(call_id, name, arguments)
+    try:
+        parsed = json.loads(arguments) if isinstance(arguments, str) and arguments.strip() else {}
+    except ValueError:
+        return ToolRequest(call_id, name, {}, "the model's tool arguments were not valid JSON")
+    if not isinstance(parsed, dict):
+        return ToolRequest(call_id, name, {}, "the model's tool arguments were not a JSON object")
+    return ToolRequest(call_id, name, parsed)
 
 
 def _error_detail(body: Any) -> str:

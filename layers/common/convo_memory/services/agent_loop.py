@@ -1,0 +1,254 @@
+"""The tool loop: one implementation for every provider type.
+
+A turn of an agent asks the model (a ``ToolCallingModel``) for a step; when the step
+asks for tools, the loop calls them through the capability's ``Toolbox`` (in order, each
+with the session's principal), hands the results back, and asks again. It is bounded
+twice:
+
+- by ``maxToolSteps`` rounds of tool calls: once they are used up, the loop asks the
+  model once more for the answer with no further tool calls (``stopReason`` ``step_bound``);
+- by the turn's deadline: every model and tool call gets at most the time left, and
+  when too little is left for another model call the loop ends with what it has (the
+  text the model wrote so far, else a sentence saying so; ``stopReason`` ``deadline``).
+
+A tool that fails or times out becomes an error result the model sees; the turn goes
+on. Text the model writes in any step (some models say what they are about to do before
+calling a tool) is part of the answer, streamed as it is written; the steps' texts are
+joined by a blank line.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from convo_memory.domain.errors import ProviderError
+from convo_memory.domain.models import iso, utc_now
+from convo_memory.domain.prompt import Prompt
+from convo_memory.domain.turn_records import scrub_text
+from convo_memory.ports import (
+    ModelStep,
+    TextSink,
+    Toolbox,
+    ToolCall,
+    ToolCallContext,
+    ToolCallingModel,
+    ToolEventSink,
+    ToolOutcome,
+    ToolReply,
+    ToolRequest,
+    ToolRound,
+)
+
+logger = logging.getLogger(__name__)
+
+STEP_SEPARATOR = "\n\n"
+# Below this many seconds there is no point in starting a model call.
+MIN_MODEL_CALL_SECONDS = 1.0
+# What the model is shown of one tool result (the trace and digest keep less).
+MODEL_RESULT_MAX_CHARS = 32_000
+RESULT_TRUNCATION_MARK = " …[truncated]"
+
+STOP_ANSWERED = "answered"
+STOP_STEP_BOUND = "step_bound"
+STOP_DEADLINE = "deadline"
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    """What a turn's loop produced: the answer, every tool call that ran, how many model
+    calls it took and why it stopped (``answered``, ``step_bound`` or ``deadline``)."""
+
+    text: str
+    calls: tuple[ToolCall, ...]
+    model_calls: int
+    stop_reason: str
+
+
+class _Answer:
+    """The answer as it grows over the steps; with a sink, every piece is streamed."""
+
+    def __init__(self, sink: TextSink | None) -> None:
+        self._sink = sink
+        self._parts: list[str] = []
+        self._step: list[str] = []
+
+    def stream(self, delta: str) -> None:
+        delta = scrub_text(delta)
+        if not delta:
+            return
+        if not self._step and self._parts and self._sink is not None:
+            self._sink(STEP_SEPARATOR)
+        self._step.append(delta)
+        if self._sink is not None:
+            self._sink(delta)
+
+    def end_step(self, step: ModelStep, streamed: bool) -> None:
+        text = "".join(self._step) if streamed else scrub_text(step.text)
+        self._step = []
+        if text:
+            self._parts.append(text)
+
+    def say(self, text: str) -> None:
+        """Add text the loop itself writes (the deadline's closing sentence)."""
+        self.stream(text)
+        self.end_step(ModelStep(text), streamed=self._sink is not None)
+
+    @property
+    def text(self) -> str:
+        return STEP_SEPARATOR.join(self._parts)
+
+
+class AgentLoop:
+    def __init__(
+        self,
+        *,
+        tool_timeout_seconds: float = 10.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._tool_timeout = tool_timeout_seconds
+        self._monotonic = monotonic
+
+    def run(
+        self,
+        model: ToolCallingModel,
+        toolbox: Toolbox,
+        prompt: Prompt,
+        *,
+        context: ToolCallContext,
+        max_steps: int,
+        deadline: float,
+        on_text: TextSink | None = None,
+        on_tool: ToolEventSink | None = None,
+        calls: list[ToolCall] | None = None,
+    ) -> AgentRun:
+        """Run the loop until the model answers, the step bound or the deadline.
+
+        ``deadline`` is a ``monotonic`` time; ``on_text`` receives the answer as it is
+        written (only when it may reach the client unchecked); ``on_tool`` (name, status)
+        once per finished tool call; ``calls``, if given, collects the calls as they run
+        (so that a caller still knows them when a later model call fails)."""
+        answer = _Answer(on_text)
+        definitions = toolbox.definitions
+        rounds: list[ToolRound] = []
+        calls = calls if calls is not None else []
+        model_calls = 0
+
+        def ask(final: bool) -> ModelStep | None:
+            nonlocal model_calls
+            left = deadline - self._monotonic()
+            if left < MIN_MODEL_CALL_SECONDS:
+                return None
+            model_calls += 1
+            try:
+                step = model.step(
+                    prompt,
+                    tuple(rounds),
+                    definitions,
+                    timeout=left,
+                    final=final,
+                    on_text=answer.stream if on_text is not None else None,
+                )
+            except ProviderError:
+                # A call cut off by the deadline after tools ran: end with what we have.
+                if rounds and self._monotonic() >= deadline - MIN_MODEL_CALL_SECONDS:
+                    return None
+                raise
+            answer.end_step(step, streamed=on_text is not None)
+            return step
+
+        stop = STOP_STEP_BOUND
+        for _ in range(max(1, max_steps)):
+            step = ask(final=False)
+            if step is None:
+                stop = STOP_DEADLINE
+                break
+            if not step.requests:
+                return AgentRun(answer.text, tuple(calls), model_calls, STOP_ANSWERED)
+            replies = [
+                self._call(toolbox, request, context, deadline, calls, on_tool)
+                for request in step.requests
+            ]
+            rounds.append(ToolRound(step.text, step.requests, tuple(replies)))
+        else:
+            if ask(final=True) is None:
+                stop = STOP_DEADLINE
+        if not answer.text:
+            answer.say(_closing_sentence(stop, calls))
+        return AgentRun(answer.text, tuple(calls), model_calls, stop)
+
+    def _call(
+        self,
+        toolbox: Toolbox,
+        request: ToolRequest,
+        context: ToolCallContext,
+        deadline: float,
+        calls: list[ToolCall],
+        on_tool: ToolEventSink | None,
+    ) -> ToolReply:
+        started_at = iso(utc_now())
+        began = self._monotonic()
+        left = deadline - began
+        # Arguments come from a model: make every string encodable before it is sent.
+        tool_input = _scrubbed(dict(request.input))
+        if request.input_error is not None:
+            outcome = ToolOutcome("error", f"the tool was not called: {request.input_error}")
+        elif left <= 0:
+            outcome = ToolOutcome("timeout", "the turn's deadline passed before the call")
+        else:
+            try:
+                outcome = toolbox.call(
+                    request.name, tool_input, context, min(self._tool_timeout, left)
+                )
+            except Exception:
+                # A toolbox never raises by contract; if one does, it is still a tool error.
+                logger.exception("tool %s failed unexpectedly", request.name)
+                outcome = ToolOutcome("error", "the tool call failed unexpectedly")
+        output = scrub_text(outcome.output)
+        calls.append(
+            ToolCall(
+                name=request.name,
+                input=tool_input,
+                output=output,
+                started_at=started_at,
+                duration_ms=round((self._monotonic() - began) * 1000, 3),
+                status=outcome.status,
+                principal=context.principal,
+            )
+        )
+        if on_tool is not None:
+            on_tool(request.name, outcome.status)
+        shown = truncate(output, MODEL_RESULT_MAX_CHARS)
+        if outcome.status != "ok":
+            shown = f"[{outcome.status}] {shown}"
+        return ToolReply(request.call_id, request.name, shown, is_error=outcome.status != "ok")
+
+
+def truncate(text: str, max_chars: int) -> str:
+    """``text`` cut to ``max_chars`` characters, marked when cut."""
+    if len(text) <= max_chars:
+        return text
+    return text[: max(0, max_chars - len(RESULT_TRUNCATION_MARK))] + RESULT_TRUNCATION_MARK
+
+
+def _scrubbed(value: Any) -> Any:
+    """``value`` (decoded JSON) with every string passed through ``scrub_text``."""
+    if isinstance(value, str):
+        return scrub_text(value)
+    if isinstance(value, Mapping):
+        return {scrub_text(str(k)): _scrubbed(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_scrubbed(v) for v in value]
+    return value
+
+
+def _closing_sentence(stop: str, calls: list[ToolCall]) -> str:
+    limit = "time" if stop == STOP_DEADLINE else "tool steps"
+    sentence = f"I ran out of {limit} before I could finish my answer."
+    if calls:
+        used = ", ".join(f"{call.name} ({call.status})" for call in calls)
+        sentence += f" Tools called: {used}."
+    return sentence
