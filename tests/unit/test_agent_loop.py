@@ -277,10 +277,14 @@ def test_streamed_steps_are_joined_and_the_deltas_make_the_answer() -> None:
     deltas: list[str] = []
     events: list[str] = []
 
+    def on_text(delta: str) -> None:
+        deltas.append(delta)
+        events.append("delta")
+
     result = run(
         model,
         toolbox,
-        on_text=lambda d: (deltas.append(d), events.append("delta")),
+        on_text=on_text,
         on_tool=lambda n, s: events.append(f"tool {n} {s}"),
     )
 

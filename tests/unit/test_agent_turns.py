@@ -131,7 +131,9 @@ def test_the_digest_holds_the_real_tool_results_of_the_turn() -> None:
 
     assert prediction.turn is not None
     [(digest, _)] = app.db.digests_of(sid).values()
-    real = ToolCall("lookup_order", {"orderId": "12345"}, app.toolbox.outputs["lookup_order"])
+    output = app.toolbox.outputs["lookup_order"]
+    assert isinstance(output, str)
+    real = ToolCall("lookup_order", {"orderId": "12345"}, output)
     assert digest.text == build_tool_digest([real], 2_000)
     assert "2025-06-14" in digest.text and "Friday" not in digest.text
 
