@@ -49,7 +49,7 @@ class CapabilityCatalog:
         summary's provider names a connection this deployment lacks, or a model the
         connection does not allow."""
         self._check_provider(body.provider, "provider")
-        if body.summary is not None:
+        if body.summary is not None and body.summary.provider is not None:
             self._check_provider(body.summary.provider, "summary.provider")
         capability = Capability(
             id=cap_id or new_id("cap"),
