@@ -12,6 +12,9 @@ Figures, all measured in one run, nothing leaves the machine (moto in process):
 5. Predict latency while the asynchronous summarizer works and while it fails.
 6. The embedded content filter's time on a 30,000-character answer: the worst RE2
    pattern found within a capability's bounds, next to a plain pattern and blocked terms.
+7. What the rolling summary costs per turn over a 100-turn conversation (model calls
+   and tokens, DynamoDB units, SQS requests, Lambda invocations) next to the turn's own,
+   and its share of the total.
 
 It is a report: it exits 0 whatever the figures are (1 only when one could not be
 measured).
