@@ -241,7 +241,8 @@ def render_summarizer(figure: dict[str, Any]) -> str:
         f" p95 {times(figure['p95Ratio'])}",
         "the worker shares this process with the timed turns (one GIL, moto's one lock),"
         " so its work slows the foreground in both modes; in AWS it runs in containers of"
-        " its own. The deterministic check is the request count below: the same in both.",
+        " its own. The deterministic check is the request count below: the same DynamoDB"
+        " requests in both (a working summarizer folds ahead, so fewer turns send a trigger).",
     ]
     for mode in ("working", "failing"):
         own = figure["modes"][mode].get("predictRequests")

@@ -51,7 +51,8 @@ _SEGMENT_BREAK = re.compile(r"(?<=[.!?])\s+|[\r\n]+|[\"\u201c\u201d]")
 _LINE = re.compile(r"^(" + "|".join(re.escape(kind) for kind in KINDS) + r"): (.+)$")
 _ROLE_LINE = re.compile(r"^(user|assistant): (.*)$", re.IGNORECASE)
 
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+# Bounded repeats: a long run of word characters costs linear time, not quadratic.
+_EMAIL = re.compile(r"[\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63}){1,8}")
 _MONTH = (
     r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
     r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
@@ -79,10 +80,11 @@ _UNITS = (
     r"|hours?|hrs?|minutes?|mins?|seconds?|secs?|people|persons?|adults?|children|kids"
     r"|guests?|rooms?"
 )
+_AMOUNT = r"\d[\d,]{0,15}(?:\.\d{1,6})?"  # bounded: no long backtracking on digit runs
 _NUMBER = re.compile(
-    r"[$\u20ac\u00a3\u00a5]\s?\d[\d,]*(?:\.\d+)?(?:\s?(?:k|m|bn|million|billion)\b)?"
-    r"|\b\d[\d,]*(?:\.\d+)?\s?%"
-    rf"|\b\d[\d,]*(?:\.\d+)?\s?(?:{_UNITS})\b",
+    rf"[$\u20ac\u00a3\u00a5]\s?{_AMOUNT}(?:\s?(?:k|m|bn|million|billion)\b)?"
+    rf"|\b{_AMOUNT}\s?%"
+    rf"|\b{_AMOUNT}\s?(?:{_UNITS})\b",
     re.IGNORECASE,
 )
 _ID_WORDS = re.compile(
@@ -152,8 +154,7 @@ def _mask(text: str, *patterns: re.Pattern[str]) -> str:
 
 def _id_or_year(segment: str) -> tuple[int | None, int | None]:
     """Where the segment's first id and first bare year start (None: none)."""
-    rest = _mask(segment, _EMAIL, _DATE, _NUMBER)
-    first_id: int | None = None
+    rest = _mask(segment, *((_EMAIL,) if "@" in segment else ()), _DATE, _NUMBER)
     first_year: int | None = None
     for match in _TOKEN.finditer(rest):
         token = match.group(0)
@@ -172,8 +173,9 @@ def _id_or_year(segment: str) -> tuple[int | None, int | None]:
             or (not letters and digits >= 4)
             or (named and len(token) >= 3)
         ):
-            first_id = match.start() if first_id is None else first_id
-    return first_id, first_year
+            # An id outranks a year: the rest of the segment cannot change its kind.
+            return match.start(), first_year
+    return None, first_year
 
 
 def _kinds(role: str, segment: str) -> dict[str, int]:
@@ -188,7 +190,7 @@ def _kinds(role: str, segment: str) -> dict[str, int]:
     if user:
         name = _NAME_IS.search(segment) or _NAME.search(segment)
         note(IDENTITY, name.start() if name else None)
-    email = _EMAIL.search(segment)
+    email = _EMAIL.search(segment) if "@" in segment else None
     note(CONTACT, email.start() if email else None)
     first_id, first_year = _id_or_year(segment)
     note(ID, first_id)
