@@ -15,6 +15,9 @@ Figures, all measured in one run, nothing leaves the machine (moto in process):
 7. One agent turn that calls three webhook tools: model calls, tool calls, DynamoDB
    requests and capacity units, KMS requests; the digest characters the next turn
    replays and their share of its prompt.
+8. What the rolling summary costs per turn over a 100-turn conversation (model calls
+   and tokens, DynamoDB units, SQS requests, Lambda invocations) next to the turn's own,
+   and its share of the total.
 
 It is a report: it exits 0 whatever the figures are (1 only when one could not be
 measured).

@@ -24,6 +24,8 @@ class Plan:
     summary_blocks: int
     summary_turns_per_block: int
     filter_runs: int = 5
+    # One conversation, measured turn by turn: the summary's cost next to the turns'.
+    summary_cost_turns: int = 100
 
 
 FULL = Plan(5, 7, 7, 3, 4, 15, 7)
@@ -64,6 +66,7 @@ def run(plan: Plan, quick: bool) -> dict[str, Any]:
     from bench.cold import first_invocation, import_times
     from bench.content_filter import filter_figures
     from bench.serving import serving_figures, summarizer_isolation
+    from bench.summary_cost import summary_cost
 
     began = time.monotonic()
     results: dict[str, Any] = {}
@@ -91,6 +94,13 @@ def run(plan: Plan, quick: bool) -> dict[str, Any]:
             results, "contentFilter", lambda: filter_figures(plan.filter_runs, progress), errors
         )
         _attempt(results, "agentTurn", lambda: agent_turn_figure(progress), errors)
+        progress(f"summary cost per turn over a {plan.summary_cost_turns}-turn conversation")
+        _attempt(
+            results,
+            "summaryCost",
+            lambda: summary_cost(plan.summary_cost_turns, progress),
+            errors,
+        )
     results["meta"] = {
         "quick": quick,
         "python": platform.python_version(),

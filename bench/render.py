@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.stats import ms, num, ops_text, table, times
+from bench.stats import ms, num, ops_text, table, times, verdict
 
 MAIN_TABLE = "conversations"
 IDEMPOTENCY_TABLE = "idempotency"
@@ -314,6 +314,77 @@ def render_agent_turn(figure: dict[str, Any]) -> str:
     )
 
 
+def _share_text(share: float | None) -> str:
+    return "-" if share is None else f"{share:.0%}"
+
+
+def render_summary_cost(figure: dict[str, Any]) -> str:
+    turn, summary, share = figure["turn"], figure["summary"], figure["summaryShare"]
+
+    def row(label: str, key: str, digits: int = 2, share_key: str | None = None) -> list[str]:
+        return [
+            label,
+            num(turn[key], digits),
+            num(summary[key], digits),
+            _share_text(share.get(share_key or key)),
+        ]
+
+    dollars_turn, dollars_summary = turn["dollars"], summary["dollars"]
+    rows = [
+        row("model calls", "modelCalls"),
+        [
+            "model tokens (in + out, ~chars/4)",
+            f"{num(turn['modelInputTokens'], 0)} + {num(turn['modelOutputTokens'], 0)}",
+            f"{num(summary['modelInputTokens'], 0)} + {num(summary['modelOutputTokens'], 0)}",
+            _share_text(share.get("modelTokens")),
+        ],
+        row("DynamoDB requests", "dynamoRequests"),
+        [
+            "DynamoDB units (read + write)",
+            f"{num(turn['readUnits'], 2)} + {num(turn['writeUnits'], 2)}",
+            f"{num(summary['readUnits'], 2)} + {num(summary['writeUnits'], 2)}",
+            _share_text(share.get("dynamoUnits")),
+        ],
+        row("SQS requests", "sqsRequests"),
+        row("Lambda invocations", "lambdaInvocations"),
+        [
+            "cost per M turns",
+            f"${dollars_turn['total'] * 1e6:,.2f}",
+            f"${dollars_summary['total'] * 1e6:,.2f}",
+            _share_text(share.get("dollars")),
+        ],
+    ]
+    parts = [
+        f"${dollars_summary[k] * 1e6:,.2f} {k}" for k in ("model", "dynamodb", "sqs", "lambda")
+    ]
+    dollar_share = share.get("dollars")
+    mark = verdict(dollar_share, figure["shareLimit"])
+    return "\n".join(
+        [
+            _title(8, f"Rolling summary cost per turn over a {figure['turns']}-turn conversation"),
+            f"one session at a human pace (each summary job runs before the next turn), replay"
+            f" window of {figure['replayMessages']} messages, batches of"
+            f" {figure['batchTurns']} turns; the capability's own (fake, local) model answers"
+            " and summarizes",
+            table(["per turn", "the turn itself", "its summary", "summary share"], rows),
+            f"summary, per M turns: {', '.join(parts)}; turn DynamoDB ops:"
+            f" {ops_text(turn['dynamoOps'])}; summary DynamoDB ops:"
+            f" {ops_text(summary['dynamoOps'])}",
+            f"summary share of the total cost: {_share_text(dollar_share)}"
+            f" {mark} (limit {figure['shareLimit']:.0%}); without the model (DynamoDB, SQS,"
+            f" Lambda): {_share_text(share.get('infrastructureDollars'))}; turns whose prompt"
+            " lacked an omitted"
+            f" message: {figure['turnsWithAGap']}; at the end the summary covers through seq"
+            f" {figure['finalThroughSeq']} of {figure['finalOmitted']} omitted",
+            "prices: model $0.80 / M input and $4 / M output tokens (a Claude 3.5 Haiku class"
+            " model), SQS $0.40 / M requests, Lambda $0.20 / M requests (duration not"
+            " modelled), DynamoDB on demand as in figure 2. SQS requests: the trigger's send"
+            " and the event source's receive and delete of each job; its empty polls cost the"
+            " same whatever the traffic.",
+        ]
+    )
+
+
 def render(results: dict[str, Any]) -> str:
     meta = results["meta"]
     parts = [
@@ -334,6 +405,8 @@ def render(results: dict[str, Any]) -> str:
         parts.append(render_content_filter(results["contentFilter"]))
     if "agentTurn" in results:
         parts.append(render_agent_turn(results["agentTurn"]))
+    if "summaryCost" in results:
+        parts.append(render_summary_cost(results["summaryCost"]))
     for name, error in (results.get("errors") or {}).items():
         parts.append(f"[{name}] not measured: {error}")
     return "\n\n".join(parts) + "\n"

@@ -4,7 +4,9 @@ Like the Lambda service: long-poll the queue, hand the batch to the function as 
 event, delete what succeeded. With ``ReportBatchItemFailures`` only the records not
 listed in ``batchItemFailures`` are deleted; an exception fails the whole batch. A
 failed message reappears after the visibility timeout and the queue's RedrivePolicy
-moves it to its DLQ after ``maxReceiveCount`` receives.
+moves it to its DLQ after ``maxReceiveCount`` receives. ``ScalingConfig:
+MaximumConcurrency`` is honoured: at most that many batches are in the function at once
+(without it, one at a time).
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ class EventSource:
     queue_arn: str
     batch_size: int = 10
     report_batch_item_failures: bool = False
+    maximum_concurrency: int | None = None
+
+    @property
+    def concurrency(self) -> int:
+        """How many batches may be in the function at once."""
+        return max(1, self.maximum_concurrency or 1)
 
 
 def sqs_record(message: Mapping[str, Any], queue_arn: str) -> dict[str, Any]:
@@ -99,7 +107,8 @@ def succeeded_records(
 
 
 class QueuePoller(threading.Thread):
-    """Polls one queue for one function until ``stop()``."""
+    """Polls one queue for one function until ``stop()``, with at most
+    ``source.concurrency`` invocations in flight."""
 
     def __init__(self, source: EventSource, registry: FunctionRegistry, sqs: Any) -> None:
         super().__init__(name=f"poller-{source.function}", daemon=True)
@@ -107,22 +116,55 @@ class QueuePoller(threading.Thread):
         self.registry = registry
         self.sqs = sqs
         self._stopping = threading.Event()
+        self._slots = threading.BoundedSemaphore(source.concurrency)
+        self._workers: list[threading.Thread] = []
 
     def stop(self) -> None:
         self._stopping.set()
 
+    def join(self, timeout: float | None = None) -> None:
+        super().join(timeout)
+        for worker in list(self._workers):
+            worker.join(timeout)
+
     def run(self) -> None:
         while not self._stopping.is_set():
+            # A free slot first: a batch is never received before it can be invoked.
+            if not self._slots.acquire(timeout=WAIT_TIME_SECONDS):
+                continue
             try:
-                self.poll_once()
+                messages = self.receive()
             except Exception:
+                self._slots.release()
                 if self._stopping.is_set():
                     return
                 _report(f"polling {self.source.queue_url} for {self.source.function} failed")
                 self._stopping.wait(ERROR_BACKOFF_SECONDS)
+                continue
+            if not messages:
+                self._slots.release()
+                continue
+            if self.source.concurrency == 1:
+                self._process_and_release(messages)
+                continue
+            worker = threading.Thread(
+                target=self._process_and_release,
+                args=(messages,),
+                name=f"{self.name}-batch",
+                daemon=True,
+            )
+            self._workers = [w for w in self._workers if w.is_alive()]
+            self._workers.append(worker)
+            worker.start()
 
     def poll_once(self) -> int:
         """Receive one batch and process it; the number of messages received."""
+        messages = self.receive()
+        if messages:
+            self.process(messages)
+        return len(messages)
+
+    def receive(self) -> list[dict[str, Any]]:
         response = self.sqs.receive_message(
             QueueUrl=self.source.queue_url,
             MaxNumberOfMessages=max(1, min(self.source.batch_size, 10)),
@@ -130,15 +172,24 @@ class QueuePoller(threading.Thread):
             MessageSystemAttributeNames=["All"],
             MessageAttributeNames=["All"],
         )
-        messages = response.get("Messages") or []
-        if not messages:
-            return 0
+        return list(response.get("Messages") or [])
+
+    def _process_and_release(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        try:
+            self.process(messages)
+        except Exception:
+            _report(f"deleting processed messages of {self.source.queue_url} failed")
+        finally:
+            self._slots.release()
+
+    def process(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        """Invoke the function with one batch and delete what succeeded."""
         event = sqs_event(messages, self.source.queue_arn)
         try:
             result = self.registry.invoke(self.source.function, event, str(uuid.uuid4()))
         except Exception:
             _report(f"{self.source.function} failed a batch of {len(messages)}")
-            return len(messages)
+            return
         done = succeeded_records(event["Records"], result, self.source.report_batch_item_failures)
         if done:
             self.sqs.delete_message_batch(
@@ -148,7 +199,6 @@ class QueuePoller(threading.Thread):
                     for index, record in enumerate(done)
                 ],
             )
-        return len(messages)
 
 
 def _report(what: str) -> None:

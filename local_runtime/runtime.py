@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -49,6 +49,14 @@ POLLER_JOIN_SECONDS = 5.0
 _WORKSPACE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # A header value (printable ASCII, no spaces); create_workspace wants at least 16 characters.
 _TOKEN = re.compile(r"^[\x21-\x7e]{16,512}$")
+
+
+# The summary settings the template takes as parameters, for ``make run``.
+LOCAL_SUMMARY_VARIABLES = {
+    "CONVO_SUMMARY_CONNECTION": "SUMMARY_CONNECTION",
+    "CONVO_SUMMARY_MODEL_ID": "SUMMARY_MODEL_ID",
+    "CONVO_SUMMARY_BATCH_TURNS": "SUMMARY_BATCH_TURNS",
+}
 
 
 class ConfigError(ValueError):
@@ -84,11 +92,14 @@ class RuntimeConfig:
     connection_names: tuple[str, ...] = ("embedded",)
     # CONVO_TOOL_ALLOWED_HOSTS, exported to the functions as TOOL_ALLOWED_HOSTS.
     tool_allowed_hosts: tuple[str, ...] = ()
+    # CONVO_SUMMARY_* given for make run, as the functions' SUMMARY_* variables.
+    summary_settings: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RuntimeConfig:
         """Read ``PORT``, ``LAMBDA_PORT``, ``CONVO_DEV_TOKEN(S)``,
-        ``CONVO_PROVIDER_CONNECTIONS``, ``CONVO_TOOL_ALLOWED_HOSTS`` and the LOCAL_* knobs."""
+        ``CONVO_PROVIDER_CONNECTIONS``, ``CONVO_TOOL_ALLOWED_HOSTS``, ``CONVO_SUMMARY_*`` and the
+        LOCAL_* knobs."""
         dev_token = env.get("CONVO_DEV_TOKEN", "").strip()
         generated = not dev_token
         if generated:
@@ -123,6 +134,11 @@ class RuntimeConfig:
             provider_connections=connections,
             connection_names=tuple(connection_names),
             tool_allowed_hosts=parse_tool_allowed_hosts(env.get("CONVO_TOOL_ALLOWED_HOSTS", "")),
+            summary_settings=tuple(
+                (variable, env[local].strip())
+                for local, variable in LOCAL_SUMMARY_VARIABLES.items()
+                if env.get(local, "").strip()
+            ),
         )
 
 
@@ -216,6 +232,17 @@ def _number(env: Mapping[str, str], name: str, default: float) -> float:
 # --------------------------------------------------------------------------- template
 
 
+class QueueSource(NamedTuple):
+    """One SQS event source mapping of the template."""
+
+    function: str
+    queue: str  # the queue's logical id
+    batch_size: int
+    report_batch_item_failures: bool
+    # ScalingConfig.MaximumConcurrency: at most this many concurrent invocations.
+    maximum_concurrency: int | None = None
+
+
 @dataclass(frozen=True)
 class Topology:
     """What the runtime serves, read from template.yaml."""
@@ -223,8 +250,7 @@ class Topology:
     functions: list[LambdaFunction]
     routes: list[Route]
     authorizers: dict[str, AuthorizerConfig]
-    queue_sources: list[tuple[str, str, int, bool]] = field(default_factory=list)
-    """(function, queue logical id, batch size, ReportBatchItemFailures)"""
+    queue_sources: list[QueueSource] = field(default_factory=list)
 
 
 def read_topology(template_path: Path, authorizer_cache_seconds: float | None) -> Topology:
@@ -249,7 +275,7 @@ def read_topology(template_path: Path, authorizer_cache_seconds: float | None) -
 
     functions: list[LambdaFunction] = []
     routes: list[Route] = []
-    sources: list[tuple[str, str, int, bool]] = []
+    sources: list[QueueSource] = []
     for name, spec in specs.items():
         props = {**global_props, **((resources.get(name) or {}).get("Properties") or {})}
         functions.append(
@@ -267,17 +293,32 @@ def read_topology(template_path: Path, authorizer_cache_seconds: float | None) -
             routes.append(Route(method, path, name, authorizer))
         if spec.sqs_queue_logical_id:
             sources.append(
-                (
+                QueueSource(
                     name,
                     spec.sqs_queue_logical_id,
                     spec.sqs_batch_size or 10,
                     spec.report_batch_item_failures,
+                    _maximum_concurrency(props, aws_resources.parameter_defaults(template)),
                 )
             )
     for route in routes:
         if route.authorizer is not None and route.authorizer not in authorizers:
             raise StartupError(f"{route.route_key}: unknown authorizer {route.authorizer!r}")
     return Topology(functions, routes, authorizers, sources)
+
+
+def _maximum_concurrency(props: Mapping[str, Any], parameters: Mapping[str, str]) -> int | None:
+    """The SQS event's ``ScalingConfig.MaximumConcurrency`` (a parameter: its default)."""
+    for event in (props.get("Events") or {}).values():
+        if event.get("Type") != "SQS":
+            continue
+        value = ((event.get("Properties") or {}).get("ScalingConfig") or {}).get(
+            "MaximumConcurrency"
+        )
+        if isinstance(value, dict) and "Ref" in value:
+            value = parameters.get(str(value["Ref"]))
+        return None if value is None else int(str(value))
+    return None
 
 
 def _authorizer_config(
@@ -455,6 +496,7 @@ class LocalRuntime:
             os.environ["PROVIDER_CONNECTIONS"] = self.config.provider_connections
         if self.config.tool_allowed_hosts:
             os.environ["TOOL_ALLOWED_HOSTS"] = ",".join(self.config.tool_allowed_hosts)
+        os.environ.update(dict(self.config.summary_settings))
         # The template's allow-lists mirror IAM grants; locally there is no IAM to mirror.
         for name in ("PROVIDER_SECRET_ARNS", "PROVIDER_PARAMETER_NAMES"):
             os.environ.pop(name, None)
@@ -489,7 +531,7 @@ class LocalRuntime:
         import boto3
 
         sqs = boto3.client("sqs", endpoint_url=self.endpoint_url)
-        for function, queue_id, batch_size, report_failures in topology.queue_sources:
+        for function, queue_id, batch_size, report_failures, concurrency in topology.queue_sources:
             url = resources.queue_urls[queue_id]
             if function in missing:
                 self.skipped.append(f"{queue_id} -> {function} (no handler yet)")
@@ -501,7 +543,7 @@ class LocalRuntime:
             arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
                 "QueueArn"
             ]
-            source = EventSource(function, url, arn, batch_size, report_failures)
+            source = EventSource(function, url, arn, batch_size, report_failures, concurrency)
             poller = QueuePoller(
                 source, registry, boto3.client("sqs", endpoint_url=self.endpoint_url)
             )

@@ -1,11 +1,16 @@
-"""SummaryQueue consumer: folds the messages a session's replay window omits into its
-rolling summary (``SummaryService.fold``), one job per record.
+"""SummaryQueue consumer: folds a session's summary ahead of its replay window
+(``SummaryService.fold``), one job per record.
 
 A record that names no session (not JSON, or no ``workspaceId`` / ``sessionId``) can
 never succeed: it is logged and dropped rather than retried into the DLQ, which loses
 nothing because the summary is derived state and the session's next turn triggers a new
 job. Any other error (summarizer outage, throttling) fails just that record: SQS
 redelivers it, and after ``maxReceiveCount`` it moves to SummaryDLQ.
+
+The worker never sends a message itself (a chain of self-sent messages is what Lambda's
+recursive-loop detection stops). A job that runs out of invocation time before its
+backlog is folded keeps what it stored, and its record fails with a short visibility
+timeout, so SQS delivers the same message again within seconds.
 """
 
 from __future__ import annotations
@@ -28,6 +33,12 @@ logger = Logger(service="convo-memory-summarize")
 # Report every failed record, even when all failed, rather than failing the invocation:
 # SQS redelivers them either way, and the response says exactly which ones failed.
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+# How soon an unfinished backlog is picked up again.
+REDELIVER_SECONDS = 10
+
+
+class BacklogRemaining(RuntimeError):
+    """The job stopped for lack of time with messages left to fold: redeliver it."""
 
 
 def summary_job(body: str) -> tuple[str, str] | None:
@@ -77,11 +88,20 @@ def fold_record(record: SQSRecord, lambda_context: Any = None) -> None:
             "sessionId": session,
             "status": outcome.status,
             "throughSeq": outcome.through_seq,
+            "targetSeq": outcome.target_seq,
             "foldedMessages": outcome.folded_messages,
             "summarizerCalls": outcome.summarizer_calls,
-            "requeueDelay": outcome.requeue_delay,
         },
     )
+    if outcome.status == "partial":
+        container.metrics.count("SummaryBacklogRedelivered")
+        queue = container.summary_queue
+        if queue is not None and hasattr(queue, "redeliver_after"):
+            queue.redeliver_after(record.receipt_handle, REDELIVER_SECONDS)
+        raise BacklogRemaining(
+            f"session {session}: folded through {outcome.through_seq} of "
+            f"{outcome.target_seq}; the rest on redelivery"
+        )
 
 
 @logger.inject_lambda_context

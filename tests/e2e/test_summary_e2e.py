@@ -1,5 +1,7 @@
 """Rolling summaries through the local runtime: turns over HTTP, the SummaryQueue poller
-runs SummarizeFunction, and ``/context`` shows the result.
+runs SummarizeFunction, and ``/context`` shows the result: the embedded summarizer keeps
+the conversation's facts, and a capability on a model connection is summarized by its own
+model.
 
 An outage is simulated with the embedded summarizer's switches: CONVO_SUMMARIZER_FAIL=1
 for the whole run, or CONVO_SUMMARIZER_FAIL_WHILE=<file> to end the outage mid-run (by
@@ -8,6 +10,7 @@ deleting the file) and watch the summary catch up.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -15,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import DEV_TOKEN, RuntimeProcess, StartRuntime
+from tests.fakes.openai_server import FakeOpenAIServer
 
 pytestmark = pytest.mark.e2e
 
@@ -77,6 +81,15 @@ def context(runtime: RuntimeProcess, session_id: str) -> dict[str, Any]:
     return dict(body)
 
 
+def caught_up(runtime: RuntimeProcess, session_id: str) -> Callable[[], dict[str, Any] | None]:
+    def check() -> dict[str, Any] | None:
+        view = context(runtime, session_id)
+        summary = view["summary"]
+        return view if summary and summary["throughSeq"] >= view["omittedMessages"] else None
+
+    return check
+
+
 def test_after_a_burst_of_turns_the_summary_catches_up_within_seconds(
     local_runtime: RuntimeProcess,
 ) -> None:
@@ -84,17 +97,55 @@ def test_after_a_burst_of_turns_the_summary_catches_up_within_seconds(
 
     send_turns(local_runtime, session_id, 7)  # 14 messages: 1..10 omitted
 
-    def caught_up() -> dict[str, Any] | None:
-        view = context(local_runtime, session_id)
-        summary = view["summary"]
-        return view if summary and summary["throughSeq"] == view["omittedMessages"] else None
-
-    view = wait_for(caught_up, WAIT_SECONDS, "summary.throughSeq == omittedMessages")
+    view = wait_for(
+        caught_up(local_runtime, session_id), WAIT_SECONDS, "summary.throughSeq >= omitted"
+    )
     assert view["omittedMessages"] == 10
     text = view["summary"]["text"]
     assert "turn 1: my locker code is 4001" in text  # the oldest message is folded
     assert "turn 5: my locker code is 4005" in text  # and the newest omitted one
-    assert "turn 6:" not in text  # replayed messages are not
+
+
+FILLER = [
+    "Thanks, that is really helpful.",
+    "Nice weather today, isn't it?",
+    "Haha, fair enough.",
+    "I love that idea, tell me more",
+    "That sounds great to me!",
+    "ok",
+]
+
+
+def test_after_sixty_turns_of_small_talk_the_first_turns_facts_are_still_in_the_summary(
+    local_runtime: RuntimeProcess,
+) -> None:
+    status, _, session = local_runtime.call(
+        "POST",
+        "/v1/sessions",
+        token=DEV_TOKEN,
+        # The seeded capability: the embedded model, replay and summary at their defaults.
+        json={"capabilityId": "cap-generative", "externalRef": "customer-4471"},
+    )
+    assert status == 201, session
+    session_id = str(session["id"])
+    first = "Hi, my name is Ada Lovelace. My order number is 48213, placed on March 3, 2025."
+    inputs = [first, *(f"{FILLER[i % len(FILLER)]} ({i})" for i in range(60))]
+
+    for text in inputs:
+        status, _, body = local_runtime.call(
+            "POST", f"/v1/sessions/{session_id}/messages", token=DEV_TOKEN, json={"input": text}
+        )
+        assert status == 200 and body["recorded"] is True, body
+
+    view = wait_for(
+        caught_up(local_runtime, session_id), WAIT_SECONDS, "summary.throughSeq >= omitted"
+    )
+    assert view["omittedMessages"] == 122 - 20
+    text = view["summary"]["text"]
+    for fact in ("Ada Lovelace", "48213", "March 3, 2025"):
+        assert fact in text
+    assert len(text) <= 2000
+    assert text.count("48213") == 1  # the model's echo of it is no new fact
 
 
 def test_with_the_summarizer_down_every_turn_still_succeeds_without_a_summary(
@@ -144,12 +195,54 @@ def test_after_an_outage_ends_the_summary_catches_up(
 
     outage.unlink()  # the summarizer recovers; the failed job is retried by the queue
 
-    def caught_up() -> dict[str, Any] | None:
-        view = context(runtime, session_id)
-        summary = view["summary"]
-        return view if summary and summary["throughSeq"] == view["omittedMessages"] else None
-
-    view = wait_for(caught_up, WAIT_SECONDS, "the summary to catch up after the outage")
+    view = wait_for(
+        caught_up(runtime, session_id), WAIT_SECONDS, "the summary to catch up after the outage"
+    )
     assert view["omittedMessages"] == 8
     assert "turn 1: my locker code is 4001" in view["summary"]["text"]
     assert "turn 4: my locker code is 4004" in view["summary"]["text"]
+
+
+def test_a_capability_on_a_model_connection_is_summarized_by_its_own_model(
+    start_runtime: StartRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    with FakeOpenAIServer(reply="Ada asked about order 48213.") as model:
+        connections = {"fake": {"type": "openai", "baseUrl": model.base_url, "models": ["m-*"]}}
+        runtime = start_runtime({"CONVO_PROVIDER_CONNECTIONS": json.dumps(connections)})
+        status, _, capability = runtime.call(
+            "POST",
+            "/v1/capabilities",
+            token=DEV_TOKEN,
+            json={
+                "name": "own model",
+                "kind": "generative",
+                "provider": {"connection": "fake", "modelId": "m-chat"},
+                "replay": SMALL_REPLAY,
+            },
+        )
+        assert status == 201, capability
+        assert capability["summary"] is None  # no summary.provider: its own model
+        status, _, session = runtime.call(
+            "POST",
+            "/v1/sessions",
+            token=DEV_TOKEN,
+            json={"capabilityId": capability["id"], "externalRef": "customer-4471"},
+        )
+        assert status == 201, session
+
+        send_turns(runtime, str(session["id"]), 4)
+
+        view = wait_for(
+            caught_up(runtime, str(session["id"])), WAIT_SECONDS, "a summary from the model"
+        )
+        assert view["summary"]["text"] == "Ada asked about order 48213."
+        summary_requests = [
+            r for r in model.requests if "rolling summary" in r.body["messages"][0]["content"]
+        ]
+        assert summary_requests
+        assert {r.body["model"] for r in summary_requests} == {"m-chat"}
+        assert (
+            "turn 1: my locker code is 4001" in summary_requests[0].body["messages"][-1]["content"]
+        )

@@ -3,7 +3,8 @@
 It records every request (path, headers, JSON body) and answers according to its
 attributes, which tests set before calling:
 
-- ``reply``: the ``choices[0].message.content`` of a non-streaming answer;
+- ``reply``: the ``choices[0].message.content`` of a non-streaming answer (or
+  ``respond(body)``, when set: an answer that depends on the request);
 - ``stream_chunks``: the delta texts of a streaming answer (chunked SSE, one event per
   HTTP chunk, then ``data: [DONE]``); ``gate``, if set, is awaited after the first
   chunk so a test can prove it received that chunk before the rest was sent;
@@ -23,6 +24,7 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -55,6 +57,7 @@ class Turn:
 @dataclass
 class FakeOpenAIServer:
     reply: str = "Hello from the fake model."
+    respond: Callable[[Any], str] | None = None
     stream_chunks: list[str] = field(default_factory=lambda: ["Hel", "lo", " there", "!"])
     stream_raw: str | None = None
     gate: threading.Event | None = None
@@ -116,7 +119,12 @@ class FakeOpenAIServer:
                             "choices": [
                                 {
                                     "index": 0,
-                                    "message": {"role": "assistant", "content": fake.reply},
+                                    "message": {
+                                        "role": "assistant",
+                                        "content": fake.respond(body)
+                                        if fake.respond is not None
+                                        else fake.reply,
+                                    },
                                     "finish_reason": "stop",
                                 }
                             ],

@@ -1,5 +1,7 @@
 """The summary worker through its real handler (SummarizeFunction, an SQS consumer),
-against moto tables built from template.yaml, with turns driven through the HTTP routes."""
+against moto tables built from template.yaml, with turns driven through the HTTP routes:
+what a job folds (the omitted messages and a batch ahead), that it never sends a message,
+how a job short of time is redelivered, races, and outages."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ SAMPLE_EVENT = Path(__file__).resolve().parents[2] / "events" / "summarize_sqs.j
 # The newest 4 messages are replayed; the budget never binds.
 SMALL_REPLAY = {"maxMessages": 4, "maxChars": 10_000, "minMessages": 1}
 LARGE_SUMMARY = {"maxChars": 50_000}
+REDELIVER_SECONDS = 10  # functions/summarize/app.py: how soon an unfinished job is retried
 
 
 # --- helpers -----------------------------------------------------------------------
@@ -111,10 +114,33 @@ def transcript(api: InProcessApi, tenant: Tenant, session_id: str) -> list[dict[
     return list(response.body["messages"])
 
 
+def line_of(role: str, content: str) -> str:
+    return f"{role}: {' '.join(content.split())}"
+
+
 def expected_lines(messages: list[dict[str, Any]]) -> list[str]:
-    """The embedded summarizer's line for each message, oldest first."""
-    fold = EmbeddedSummarizer()
-    return [fold.summarize(None, [(m["role"], m["content"])], 50_000) for m in messages]
+    """The line summarizer's line for each message, oldest first."""
+    return [line_of(m["role"], m["content"]) for m in messages]
+
+
+@pytest.fixture
+def line_summarizer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The embedded summarizer, made to append one line per message (its outage switch
+    kept), so a summary shows exactly which messages were folded, how often and in what
+    order: the fact summarizer would hide a message folded twice."""
+    original = EmbeddedSummarizer.summarize
+
+    def lines(
+        self: EmbeddedSummarizer,
+        previous: str | None,
+        messages: list[tuple[str, str]],
+        max_chars: int,
+    ) -> str:
+        original(self, None, [], max_chars)  # raises during an outage
+        new = [line_of(role, content) for role, content in messages]
+        return "\n".join([*(previous.splitlines() if previous else []), *new])
+
+    monkeypatch.setattr(EmbeddedSummarizer, "summarize", lines)
 
 
 def summarize(api: InProcessApi, *records: tuple[str, str]) -> list[str]:
@@ -161,7 +187,7 @@ def capability(api: InProcessApi, tenant: Tenant) -> str:
 # --- one job -----------------------------------------------------------------------
 
 
-def test_after_turns_one_job_folds_through_exactly_the_newest_omitted_message(
+def test_after_turns_one_job_folds_the_omitted_messages_and_a_batch_ahead(
     api: InProcessApi, tenant: Tenant, capability: str
 ) -> None:
     session_id = open_session(api, tenant, capability)
@@ -172,13 +198,76 @@ def test_after_turns_one_job_folds_through_exactly_the_newest_omitted_message(
     assert summarize(api, ("m-1", job(tenant, session_id))) == []
 
     after = context(api, tenant, session_id)
-    assert after["summary"]["throughSeq"] == after["omittedMessages"] == 8
-    folded = transcript(api, tenant, session_id)[:8]
-    assert after["summary"]["text"].splitlines() == expected_lines(folded)
+    # A batch of 5 turns past the newest omitted message is more than this window holds:
+    # the summary runs ahead through the newest message.
+    assert after["summary"]["throughSeq"] == 12 >= after["omittedMessages"]
+    text = after["summary"]["text"]
+    for number in (1000, 1002, 1010):  # what each user message asked to remember
+        assert f"remember the number {number}" in text
     # The next turn replays the summary.
     (turn,) = send_turns(api, tenant, session_id, 1)
     assert turn["context"]["summaryIncluded"] is True
     assert turn["context"]["omittedMessages"] == 8
+
+
+def test_a_job_never_sends_a_message(
+    api: InProcessApi, tenant: Tenant, capability: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session_id = open_session(api, tenant, capability)
+    send_turns(api, tenant, session_id, 30)
+    sent: list[str] = []
+    api.container.clients["sqs"].meta.events.register(
+        "before-call.sqs.SendMessage", lambda **kwargs: sent.append("SendMessage")
+    )
+
+    assert summarize(api, ("m-1", job(tenant, session_id))) == []
+
+    assert context(api, tenant, session_id)["summary"]["throughSeq"] == 60
+    assert sent == []  # no self-requeue: nothing for Lambda's loop detection to cut
+
+
+def test_a_job_short_of_time_keeps_its_progress_and_asks_sqs_to_redeliver_it_soon(
+    api: InProcessApi,
+    tenant: Tenant,
+    capability: str,
+    monkeypatch: pytest.MonkeyPatch,
+    summarizer_calls: Counter,
+) -> None:
+    session_id = open_session(api, tenant, capability)
+    send_turns(api, tenant, session_id, 30)  # 60 messages: two calls of 40 at most
+    worker = api.container.summaries
+    calls_allowed = iter([True])
+
+    def time_left() -> float:
+        return 120.0 if next(calls_allowed, False) else 1.0
+
+    fold = worker.fold
+    monkeypatch.setattr(worker, "fold", lambda ws, sid, _time_left=None: fold(ws, sid, time_left))
+    sqs = api.container.clients["sqs"]
+    queue_url = api.resources.queue_urls["SummaryQueue"]
+    sqs.send_message(QueueUrl=queue_url, MessageBody=job(tenant, session_id))
+    (message,) = sqs.receive_message(QueueUrl=queue_url)["Messages"]
+    changed: list[dict[str, Any]] = []
+    sqs.meta.events.register(
+        "provide-client-params.sqs.ChangeMessageVisibility",
+        lambda params, **kwargs: changed.append(dict(params)),
+    )
+    event = sqs_event(("m-1", message["Body"]))
+    event["Records"][0]["receiptHandle"] = message["ReceiptHandle"]
+
+    result = api.invoke("SummarizeFunction", event)
+
+    assert [f["itemIdentifier"] for f in result["batchItemFailures"]] == ["m-1"]
+    assert summarizer_calls.n == 1
+    assert context(api, tenant, session_id)["summary"]["throughSeq"] == 40  # progress kept
+    # The same message comes back within seconds (not the queue's 18 minutes).
+    assert changed == [
+        {
+            "QueueUrl": queue_url,
+            "ReceiptHandle": message["ReceiptHandle"],
+            "VisibilityTimeout": REDELIVER_SECONDS,
+        }
+    ]
 
 
 @pytest.fixture
@@ -221,7 +310,7 @@ def test_a_batch_reports_exactly_the_record_that_failed(unreachable_api: InProce
 
     # Malformed jobs can never succeed: they are dropped, not retried into the DLQ.
     assert failed == ["bad"]
-    assert context(api, tenant, good)["summary"]["throughSeq"] == 4
+    assert context(api, tenant, good)["summary"]["throughSeq"] == 8
     assert context(api, tenant, bad)["summary"] is None
 
 
@@ -237,7 +326,8 @@ def test_a_job_naming_another_workspaces_session_does_nothing(
     assert context(api, tenant, session_id)["summary"] is None
 
     assert summarize(api, ("m-2", job(tenant, session_id))) == []
-    assert context(api, tenant, session_id)["summary"]["throughSeq"] == 4
+    # Through the newest omitted message (4) and a batch of 5 turns ahead.
+    assert context(api, tenant, session_id)["summary"]["throughSeq"] == 14
 
 
 def test_a_duplicate_delivery_leaves_the_summary_unchanged_without_summarizing(
@@ -249,7 +339,7 @@ def test_a_duplicate_delivery_leaves_the_summary_unchanged_without_summarizing(
     assert summarize(api, record) == []
     first = context(api, tenant, session_id)["summary"]
     calls = summarizer_calls.n
-    assert first["throughSeq"] == 6 and calls == 1
+    assert first["throughSeq"] == 10 and calls == 1
 
     assert summarize(api, record) == []
     assert summarize(api, record, ("m-2", job(tenant, session_id))) == []
@@ -286,6 +376,7 @@ def test_racing_jobs_fold_every_message_exactly_once(
     api: InProcessApi,
     tenant: Tenant,
     capability: str,
+    line_summarizer: None,
     racing_store: Callable[[], int],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -325,8 +416,9 @@ def test_racing_jobs_fold_every_message_exactly_once(
         assert racing_store() > lost_before  # the race happened
         lost_before = racing_store()
         view = context(api, tenant, session_id)
-        assert view["summary"]["throughSeq"] == view["omittedMessages"]
-        folded = transcript(api, tenant, session_id)[: view["omittedMessages"]]
+        through = view["summary"]["throughSeq"]
+        assert through >= view["omittedMessages"]
+        folded = transcript(api, tenant, session_id)[:through]
         # Each message exactly once, in order: none folded twice, none skipped.
         assert view["summary"]["text"].splitlines() == expected_lines(folded)
 
@@ -346,7 +438,11 @@ def outage(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[bool], None]]:
 
 
 def test_during_an_outage_turns_go_on_and_afterwards_one_job_catches_up(
-    api: InProcessApi, tenant: Tenant, capability: str, outage: Callable[[bool], None]
+    api: InProcessApi,
+    tenant: Tenant,
+    capability: str,
+    line_summarizer: None,
+    outage: Callable[[bool], None],
 ) -> None:
     session_id = open_session(api, tenant, capability)
     outage(True)
@@ -366,8 +462,9 @@ def test_during_an_outage_turns_go_on_and_afterwards_one_job_catches_up(
     assert summarize(api, ("m-1", job(tenant, session_id))) == []
 
     view = context(api, tenant, session_id)
-    assert view["summary"]["throughSeq"] == view["omittedMessages"] == 12
-    folded = transcript(api, tenant, session_id)[:12]
+    assert view["omittedMessages"] == 12
+    assert view["summary"]["throughSeq"] == 16 >= view["omittedMessages"]
+    folded = transcript(api, tenant, session_id)[:16]
     assert view["summary"]["text"].splitlines() == expected_lines(folded)
 
 

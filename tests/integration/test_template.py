@@ -321,17 +321,54 @@ def test_the_authorizer_can_only_read_the_conversations_table() -> None:
     [
         ("PredictFunction", {"SummaryQueue", "RepairQueue"}),
         ("StreamFunction", {"SummaryQueue", "RepairQueue"}),
-        ("SummarizeFunction", {"SummaryQueue"}),
     ],
 )
 def test_functions_that_enqueue_may_send_to_their_queues(function: str, queues: set[str]) -> None:
+    assert queues <= queues_sent_to(function)
+
+
+def queues_sent_to(function: str) -> set[str]:
     policies = load_template(TEMPLATE)["Resources"][function]["Properties"].get("Policies", [])
-    allowed = {
+    return {
         p["SQSSendMessagePolicy"]["QueueName"]["Fn::GetAtt"][0]
         for p in policies
         if isinstance(p, dict) and "SQSSendMessagePolicy" in p
     }
-    assert queues <= allowed
+
+
+def test_the_summary_worker_cannot_requeue_itself_and_runs_with_bounded_concurrency() -> None:
+    template = load_template(TEMPLATE)
+    worker = template["Resources"]["SummarizeFunction"]["Properties"]
+
+    # No self-requeue chain for Lambda's recursive-loop detection to cut: it may only
+    # shorten the visibility of a message it received, so SQS redelivers that message.
+    assert queues_sent_to("SummarizeFunction") == set()
+    statements = [
+        statement
+        for policy in worker["Policies"]
+        if isinstance(policy, dict) and "Statement" in policy
+        for statement in policy["Statement"]
+    ]
+    (redeliver,) = [s for s in statements if "sqs:ChangeMessageVisibility" in s["Action"]]
+    assert redeliver["Action"] == ["sqs:ChangeMessageVisibility"]
+    assert redeliver["Resource"] == {"Fn::GetAtt": ["SummaryQueue", "Arn"]}
+    assert not any(a.startswith("sqs:Send") for s in statements for a in s["Action"])
+
+    scaling = worker["Events"]["SummaryJobs"]["Properties"]["ScalingConfig"]
+    assert scaling == {"MaximumConcurrency": {"Ref": "SummaryMaxConcurrency"}}
+    parameter = template["Parameters"]["SummaryMaxConcurrency"]
+    assert parameter["MinValue"] == 2 and parameter["Default"] >= 2
+
+
+def test_the_summary_settings_are_parameters_every_function_reads() -> None:
+    template = load_template(TEMPLATE)
+    variables = template["Globals"]["Function"]["Environment"]["Variables"]
+
+    assert variables["SUMMARY_BATCH_TURNS"] == {"Ref": "SummaryBatchTurns"}
+    assert variables["SUMMARY_CONNECTION"] == {"Ref": "SummaryConnection"}
+    assert variables["SUMMARY_MODEL_ID"] == {"Ref": "SummaryModelId"}
+    assert template["Parameters"]["SummaryBatchTurns"]["Default"] == 5
+    assert template["Parameters"]["SummaryConnection"]["Default"] == ""
 
 
 MODEL_CALLERS = ("PredictFunction", "StreamFunction", "SummarizeFunction")

@@ -155,7 +155,51 @@ def sample_results(summarizer_available: bool = True, predict_ratio: float = 0.8
             "p95Ratio": 1.0,
             "workerErrors": [],
         }
+
+    def side(calls: float, units: float, sqs: float, invocations: float) -> dict[str, Any]:
+        return {
+            "modelCalls": calls,
+            "modelInputTokens": 1600 * calls,
+            "modelOutputTokens": 100 * calls,
+            "dynamoRequests": 2 * invocations,
+            "dynamoOps": {"PutItem": invocations, "Query": invocations},
+            "readUnits": units / 2,
+            "writeUnits": units / 2,
+            "dynamoUnits": units,
+            "sqsRequests": sqs,
+            "lambdaInvocations": invocations,
+            "dollars": {
+                "model": 0.0017 * calls,
+                "dynamodb": 1e-6,
+                "sqs": 2e-7 * sqs,
+                "lambda": 2e-7 * invocations,
+                "total": 0.0017 * calls + 1e-6,
+            },
+        }
+
+    summary_cost = {
+        "turns": 100,
+        "batchTurns": 5,
+        "replayMessages": 20,
+        "turn": side(1.0, 2.95, 0.0, 1.0),
+        "summary": side(0.19, 0.58, 0.57, 0.19),
+        "summaryShare": {
+            "modelCalls": 0.16,
+            "modelTokens": 0.13,
+            "dynamoUnits": 0.16,
+            "sqsRequests": 1.0,
+            "lambdaInvocations": 0.16,
+            "dollars": 0.166,
+            "infrastructureDollars": 0.29,
+        },
+        "shareLimit": 1 / 3,
+        "turnsWithAGap": 0,
+        "finalThroughSeq": 190,
+        "finalOmitted": 180,
+        "prices": {},
+    }
     return {
+        "summaryCost": summary_cost,
         "meta": {"quick": True, "python": "3.13.0", "cpus": 2, "seconds": 12.0, "plan": {}},
         "serving": {
             "requestsPerTurn": {"rows": [row]},
@@ -333,3 +377,21 @@ def test_the_agent_figure_counts_only_real_fences_of_the_next_prompt() -> None:
     )
     assert fenced_digest_chars(prompt) == 120
     assert prompt_chars(prompt) == len(prompt.system) + len(forged) + len("and?")
+
+
+def test_the_summary_cost_figure_puts_the_summary_next_to_the_turn_with_its_share() -> None:
+    text = render(sample_results())
+
+    assert "8. Rolling summary cost per turn over a 100-turn conversation" in text
+    lines = text.split("8. Rolling summary cost per turn")[1].splitlines()
+    calls = next(line for line in lines if line.startswith("model calls"))
+    assert calls.split()[2:] == ["1", "0.19", "16%"]
+    assert any(line.startswith("DynamoDB units (read + write)") for line in lines)
+    assert any(line.startswith("SQS requests") and "0.57" in line for line in lines)
+    assert any(line.startswith("Lambda invocations") and "0.19" in line for line in lines)
+    assert "summary share of the total cost: 17% PASS (limit 33%)" in text
+    assert "without the model (DynamoDB, SQS, Lambda): 29%" in text
+
+    over = sample_results()
+    over["summaryCost"]["summaryShare"]["dollars"] = 0.4
+    assert "summary share of the total cost: 40% FAIL (limit 33%)" in render(over)

@@ -26,6 +26,9 @@ def test_given_only_the_required_variables_when_loading_then_the_documented_defa
     assert settings.idle_archive_days == 7
     assert settings.purge_after_days == 30
     assert settings.cache_ttl_seconds == 30
+    assert settings.summary_batch_turns == 5
+    # No default summary model: each capability's own summarizes it.
+    assert settings.summary_default_provider is None
 
 
 def test_given_empty_values_when_loading_then_they_count_as_unset():
@@ -52,6 +55,8 @@ def test_given_every_variable_when_loading_then_each_lands_in_its_field():
         "CACHE_TTL_SECONDS": "0",
         "SUMMARY_COALESCE_SECONDS": "2",
         "SUMMARY_DELAY_SECONDS": "20",
+        "SUMMARY_BATCH_TURNS": "8",
+        "SUMMARY_CONNECTION": "embedded",
         "MAX_STORED_ANSWER_CHARS": "50000",
         "ACTIVITY_GRANULARITY_SECONDS": "600",
         "DELETION_GRACE_SECONDS": "1200",
@@ -85,6 +90,9 @@ def test_given_every_variable_when_loading_then_each_lands_in_its_field():
         "deletion_grace_seconds": 1200,
         "summary_coalesce_seconds": 2,
         "summary_delay_seconds": 20,
+        "summary_batch_turns": 8,
+        "summary_connection": "embedded",
+        "summary_model_id": "",
         "provider_connections": {},
         "provider_timeout_cap_seconds": 25,
         "provider_secret_arns": None,
@@ -126,6 +134,10 @@ def test_given_no_mapping_when_loading_then_the_process_environment_is_read(
         ("CURSOR_SIGNING_KEY", "too-short"),
         ("SUMMARY_COALESCE_SECONDS", "901"),
         ("SUMMARY_DELAY_SECONDS", "1.5"),
+        ("SUMMARY_BATCH_TURNS", "0"),
+        ("SUMMARY_BATCH_TURNS", "51"),
+        ("SUMMARY_CONNECTION", "nowhere"),
+        ("SUMMARY_MODEL_ID", "some-model"),
         ("MAX_STORED_ANSWER_CHARS", "999"),
         ("MAX_STORED_ANSWER_CHARS", "100001"),
         ("ACTIVITY_GRANULARITY_SECONDS", "59"),
@@ -330,3 +342,45 @@ def test_given_a_bad_timeout_cap_when_loading_then_settings_error_names_it(value
         Settings.from_env({**REQUIRED, "PROVIDER_TIMEOUT_CAP_SECONDS": value})
 
     assert "PROVIDER_TIMEOUT_CAP_SECONDS" in str(raised.value)
+
+
+# ---------------------------------------------------------------- default summary model
+
+
+def test_a_default_summary_model_the_connections_allow_is_accepted() -> None:
+    env = {
+        **REQUIRED,
+        "PROVIDER_CONNECTIONS": json.dumps({"ollama": {**OLLAMA, "apiKey": {"env": "KEY"}}}),
+        "SUMMARY_CONNECTION": "ollama",
+        "SUMMARY_MODEL_ID": "llama3.2:1b",
+    }
+
+    settings = Settings.from_env(env)
+
+    default = settings.summary_default_provider
+    assert default is not None
+    assert (default.connection, default.model_id) == ("ollama", "llama3.2:1b")
+
+
+@pytest.mark.parametrize(
+    ("summary", "variable"),
+    [
+        ({"SUMMARY_CONNECTION": "ollama", "SUMMARY_MODEL_ID": "mistral"}, "SUMMARY_MODEL_ID"),
+        ({"SUMMARY_CONNECTION": "ollama"}, "SUMMARY_MODEL_ID"),
+        ({"SUMMARY_CONNECTION": "bedrock", "SUMMARY_MODEL_ID": "x"}, "SUMMARY_CONNECTION"),
+        ({"SUMMARY_CONNECTION": "embedded", "SUMMARY_MODEL_ID": "x"}, "SUMMARY_MODEL_ID"),
+    ],
+)
+def test_a_default_summary_model_the_deployment_cannot_call_fails_the_start(
+    summary: dict[str, str], variable: str
+) -> None:
+    env = {
+        **REQUIRED,
+        "PROVIDER_CONNECTIONS": json.dumps({"ollama": {**OLLAMA, "apiKey": {"env": "KEY"}}}),
+        **summary,
+    }
+
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env(env)
+
+    assert variable in str(raised.value)

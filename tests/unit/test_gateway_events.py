@@ -44,6 +44,8 @@ from local_runtime.runtime import (
     read_topology,
 )
 
+SUMMARY_MAX_CONCURRENCY = 5  # the template's SummaryMaxConcurrency default
+
 ROUTES = [
     Route("POST", "/v1/capabilities", "CapabilitiesFunction", "TokenAuthorizer"),
     Route("GET", "/v1/capabilities/{capabilityId}", "CapabilitiesFunction", "TokenAuthorizer"),
@@ -598,7 +600,10 @@ class TestTopology:
         assert keys["$default"] == "CapabilitiesFunction"
         assert keys["POST /v1/sessions/{sessionId}/messages"] == "PredictFunction"
         assert keys["GET /v1/sessions/{sessionId}/messages"] == "ReadSessionsFunction"
-        assert ("SummarizeFunction", "SummaryQueue", 10, True) in topology.queue_sources
+        summary_source = ("SummarizeFunction", "SummaryQueue", 10, True, SUMMARY_MAX_CONCURRENCY)
+        assert summary_source in topology.queue_sources
+        # No MaximumConcurrency on the repair queue's event source.
+        assert ("RepairFunction", "RepairQueue", 10, True, None) in topology.queue_sources
         names = {function.name for function in topology.functions}
         assert {"AuthorizerFunction", "PredictFunction", "SummarizeFunction"} <= names
 

@@ -1,7 +1,7 @@
 """The rolling-summary fold (SummaryService) over fakes, wired by the composition root
-(or by hand with the same stores where a test needs another work bound): what it folds,
-the watermark rules (never twice, never skipped, never backwards), the work bound, which
-sessions it skips, and when it re-enqueues itself."""
+(or by hand with the same stores where a test needs another policy): when a fold is due
+and how far it folds ahead, the watermark rules (never twice, never skipped, never
+backwards), the time bound, which sessions it skips, and that it never enqueues."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ from tests.fakes.app import FakeApp, fake_app
 WS = "ws_alpha"
 CAP = "cap_chat"
 # maxMessages 4, a budget that never binds: the newest 4 messages are replayed, so
-# after n messages the newest omitted seq is n - 4.
+# after n messages the newest omitted seq is n - 4, and n - 2 one turn later. A batch of
+# 5 turns is more than the window holds: a fold runs through the newest message.
 REPLAY = {"maxMessages": 4, "maxChars": 100_000, "minMessages": 1}
 
 
@@ -94,7 +95,6 @@ class World:
             summaries=stores.summaries,
             catalog=self.app.container.catalog,
             summarizer_for=lambda _cap: summarizer,
-            queue=self.app.summary_queue,
             policy=SummaryPolicy(**policy),  # type: ignore[arg-type]
             metrics=self.app.metrics,
             clock=self.app.clock,
@@ -138,11 +138,25 @@ def world() -> World:
     return make_world()
 
 
-# --- what is folded ----------------------------------------------------------------
+class TimeBudget:
+    """An invocation's ``time_left``: plenty for ``chunks`` summarizer calls, then too
+    little to start another (the service asks once before each call)."""
+
+    def __init__(self, chunks: int) -> None:
+        self.left = chunks
+
+    def __call__(self) -> float:
+        self.left -= 1
+        return 120.0 if self.left >= 0 else 5.0
 
 
-def test_given_nothing_omitted_when_folding_then_nothing_is_summarized(world: World) -> None:
-    world.turns(2)  # 4 messages, all replayed
+# --- when a fold is due, and how far it goes ----------------------------------------
+
+
+def test_given_nothing_omitted_even_a_turn_from_now_then_nothing_is_summarized(
+    world: World,
+) -> None:
+    world.turns(1)  # 2 messages, and 4 after one more turn: all replayed
 
     outcome = world.service().fold(WS, world.session_id)
 
@@ -151,51 +165,76 @@ def test_given_nothing_omitted_when_folding_then_nothing_is_summarized(world: Wo
     assert world.app.summary_queue.sent == []
 
 
-def test_given_a_caught_up_summary_when_folding_again_then_it_is_a_no_op(world: World) -> None:
-    world.turns(5)  # 10 messages: 1..6 omitted
-    before = world.set_summary(6)
+def test_given_nothing_omitted_yet_but_a_turn_from_now_then_it_folds_ahead(world: World) -> None:
+    world.turns(2)  # 4 messages, all replayed; one more turn would leave 1..2 out
+
+    outcome = world.service().fold(WS, world.session_id)
+
+    assert (outcome.status, outcome.through_seq) == ("caught_up", 4)
+    assert world.summary_lines() == lines(1, 4)  # it may run ahead of the window
+
+
+def test_given_a_summary_covering_the_next_two_windows_then_folding_again_is_a_no_op(
+    world: World,
+) -> None:
+    world.turns(5)  # 10 messages: 1..6 omitted, 1..8 one turn from now
+    before = world.set_summary(8)
     world.app.settle()
 
     outcome = world.service().fold(WS, world.session_id)
 
-    assert outcome.status == "up_to_date" and outcome.through_seq == 6
+    assert outcome.status == "up_to_date" and outcome.through_seq == 8
     assert world.summarizer.calls == []
     assert world.summary() == before
     assert world.app.db.calls["advance_summary"] == 0
-    assert world.app.summary_queue.sent == []  # a job with nothing to do ends its chain
 
 
-def test_given_no_summary_when_folding_then_exactly_the_omitted_messages_are_folded(
+def test_given_no_summary_when_folding_then_everything_up_to_a_batch_ahead_is_folded(
     world: World,
 ) -> None:
-    world.turns(5)  # 10 messages: the window replays 7..10, so 1..6 are omitted
+    world.turns(5)  # 10 messages: 1..6 omitted; a batch ahead reaches past the newest
 
     outcome = world.service().fold(WS, world.session_id)
 
     assert outcome.status == "caught_up"
-    assert (outcome.through_seq, outcome.target_seq, outcome.folded_messages) == (6, 6, 6)
-    assert [c.previous for c in world.summarizer.calls] == [None]
-    assert world.summarizer.calls[0].messages == [tuple(x.split(": ")) for x in lines(1, 6)]
-    summary = world.summary()
-    assert summary is not None and summary.through_seq == 6
-    assert world.summary_lines() == lines(1, 6)
-    assert world.app.metrics.counts["SummaryMessagesFolded"] == 6
+    assert (outcome.through_seq, outcome.target_seq, outcome.folded_messages) == (10, 10, 10)
+    assert [c.previous for c in world.summarizer.calls] == [None]  # one call
+    assert world.summarizer.calls[0].messages == [tuple(x.split(": ")) for x in lines(1, 10)]
+    assert world.summary_lines() == lines(1, 10)
+    assert world.app.metrics.counts["SummaryMessagesFolded"] == 10
 
 
-def test_given_a_summary_when_more_is_omitted_then_only_the_new_messages_are_folded_into_it(
+def test_given_a_summary_when_a_fold_is_due_then_only_the_new_messages_are_folded_into_it(
     world: World,
 ) -> None:
     world.turns(3)
     world.set_summary(2)
-    world.turns(2)  # 10 messages: 3..6 are newly omitted
+    world.turns(2)  # 10 messages: 3..10 are new
 
     outcome = world.service().fold(WS, world.session_id)
 
-    assert (outcome.status, outcome.through_seq) == ("caught_up", 6)
+    assert (outcome.status, outcome.through_seq) == ("caught_up", 10)
     (call,) = world.summarizer.calls
     assert call.previous == "\n".join(lines(1, 2))
-    assert call.messages == [tuple(x.split(": ")) for x in lines(3, 6)]
-    assert world.summary_lines() == lines(1, 6)
+    assert call.messages == [tuple(x.split(": ")) for x in lines(3, 10)]
+    assert world.summary_lines() == lines(1, 10)
+
+
+def test_with_a_wide_window_a_fold_runs_a_batch_of_turns_past_the_newest_omitted_message() -> None:
+    world = make_world(summary_batch_turns=3)
+    world.app.capability("cap_wide", replay={"maxMessages": 20, "maxChars": 100_000})
+    sid = world.app.session("cap_wide")
+    world.turns(12, sid)  # 24 messages: 1..4 omitted, 1..6 one turn from now
+    world.session_id = sid
+    world.set_summary(4)  # no gap now, but one a turn from now
+
+    outcome = world.service(batch_turns=3).fold(WS, sid)
+
+    # The newest omitted message (4) plus a batch of 3 turns: 6 messages ahead.
+    assert (outcome.status, outcome.through_seq, outcome.target_seq) == ("caught_up", 10, 10)
+    assert world.summary_lines() == lines(1, 10)
+    # The batch's messages are still in the window it read: no second read for them.
+    assert world.app.db.calls["read_messages"] == 0
 
 
 def test_the_summary_covers_what_the_context_omits_under_a_char_budget(world: World) -> None:
@@ -207,38 +246,36 @@ def test_the_summary_covers_what_the_context_omits_under_a_char_budget(world: Wo
 
     context = world.app.container.sessions.context(WS, sid)
     assert context.omitted_messages == 4
-    assert outcome.through_seq == context.omitted_messages
+    assert outcome.through_seq >= context.omitted_messages
     summary = world.summary(sid)
-    assert summary is not None and summary.text.splitlines() == lines(1, 4)
+    assert summary is not None and summary.text.splitlines() == lines(1, outcome.through_seq)
 
 
-# --- bounded work ------------------------------------------------------------------
+# --- the time bound ----------------------------------------------------------------
 
 
-def test_given_a_large_backlog_when_folding_then_chunks_are_bounded_and_the_job_continues(
+def test_given_a_backlog_longer_than_the_invocation_then_it_stops_between_calls_and_enqueues_nothing(
     world: World,
 ) -> None:
     world.turns(252)  # 504 messages: 500 omitted
-    service = world.service(chunk_messages=40, max_chunks_per_run=10)
+    service = world.service(chunk_messages=40)
 
-    first = service.fold(WS, world.session_id)
+    first = service.fold(WS, world.session_id, time_left=TimeBudget(10))
 
     assert first.status == "partial"
     assert len(world.summarizer.calls) == 10
     assert all(len(c.messages) <= 40 for c in world.summarizer.calls)
     assert first.through_seq == 400 and world.summary().through_seq == 400  # type: ignore[union-attr]
-    assert world.app.summary_queue.sent == [({"workspaceId": WS, "sessionId": world.session_id}, 0)]
+    assert world.app.summary_queue.sent == []  # the record's redelivery continues it
 
-    second = service.fold(WS, world.session_id)
+    second = service.fold(WS, world.session_id, time_left=TimeBudget(10))
 
-    assert (second.status, second.through_seq, second.target_seq) == ("caught_up", 500, 500)
-    assert [len(c.messages) for c in world.summarizer.calls[10:]] == [40, 40, 20]
-    assert world.summary_lines() == lines(1, 500)
+    assert (second.status, second.through_seq, second.target_seq) == ("caught_up", 504, 504)
+    assert [len(c.messages) for c in world.summarizer.calls[10:]] == [40, 40, 24]
+    assert world.summary_lines() == lines(1, 504)
 
 
-def test_given_little_time_left_when_folding_then_no_chunk_starts_and_the_job_continues(
-    world: World,
-) -> None:
+def test_given_little_time_left_when_folding_then_no_call_starts(world: World) -> None:
     world.turns(5)
 
     outcome = world.service(min_seconds_per_chunk=30).fold(
@@ -247,7 +284,20 @@ def test_given_little_time_left_when_folding_then_no_chunk_starts_and_the_job_co
 
     assert outcome.status == "partial" and outcome.summarizer_calls == 0
     assert world.summary() is None
-    assert world.app.summary_queue.sent == [({"workspaceId": WS, "sessionId": world.session_id}, 0)]
+    assert world.app.summary_queue.sent == []
+
+
+def test_without_a_time_bound_a_backlog_is_folded_in_one_job(world: World) -> None:
+    world.turns(252)
+
+    outcome = world.service(chunk_messages=40).fold(WS, world.session_id)
+
+    assert (outcome.status, outcome.through_seq, outcome.summarizer_calls) == (
+        "caught_up",
+        504,
+        13,
+    )
+    assert world.app.summary_queue.sent == []
 
 
 # --- races -------------------------------------------------------------------------
@@ -256,11 +306,11 @@ def test_given_little_time_left_when_folding_then_no_chunk_starts_and_the_job_co
 def test_given_a_racing_job_moved_the_summary_when_storing_then_the_fold_continues_from_it(
     world: World,
 ) -> None:
-    world.turns(5)  # 1..6 omitted
+    world.turns(5)  # a fold through 10 is due
 
     def rival_folds_first_three(call: int) -> None:
         if call == 1:
-            # Another job stores 1..3 while this one is still summarizing 1..6.
+            # Another job stores 1..3 while this one is still summarizing 1..10.
             other = Summary(text="\n".join(lines(1, 3)), through_seq=3)
             assert world.app.db.stores.summaries.advance_summary(world.session_id, 0, other)
 
@@ -268,11 +318,11 @@ def test_given_a_racing_job_moved_the_summary_when_storing_then_the_fold_continu
 
     outcome = world.service().fold(WS, world.session_id)
 
-    assert outcome.lost_races == 1 and outcome.through_seq == 6
+    assert outcome.lost_races == 1 and outcome.through_seq == 10
     second = world.summarizer.calls[1]
     assert second.previous == "\n".join(lines(1, 3))
-    assert second.messages == [tuple(x.split(": ")) for x in lines(4, 6)]
-    assert world.summary_lines() == lines(1, 6)  # each message once, in order
+    assert second.messages == [tuple(x.split(": ")) for x in lines(4, 10)]
+    assert world.summary_lines() == lines(1, 10)  # each message once, in order
     assert world.app.metrics.counts["SummaryRaceLost"] == 1
 
 
@@ -283,16 +333,16 @@ def test_given_a_racing_job_caught_up_first_when_storing_then_this_job_stops(
 
     def rival_catches_up(call: int) -> None:
         if call == 1:
-            world.set_summary(6)
+            world.set_summary(10)
 
     world.summarizer.during_call = rival_catches_up
 
     outcome = world.service().fold(WS, world.session_id)
 
-    assert (outcome.status, outcome.through_seq, outcome.lost_races) == ("caught_up", 6, 1)
+    assert (outcome.status, outcome.through_seq, outcome.lost_races) == ("caught_up", 10, 1)
     assert len(world.summarizer.calls) == 1
-    assert world.summary_lines() == lines(1, 6)
-    assert world.app.summary_queue.sent == []  # the job that folded owns the follow-up
+    assert world.summary_lines() == lines(1, 10)
+    assert world.app.summary_queue.sent == []
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -303,31 +353,94 @@ def test_given_a_racing_job_caught_up_first_when_storing_then_this_job_stops(
     interrupt_at=st.sets(st.integers(min_value=1, max_value=30), max_size=5),
     seeded=st.integers(min_value=0, max_value=10),
 )
-def test_interleaved_jobs_fold_every_omitted_message_exactly_once_in_order(
+def test_interleaved_jobs_fold_every_message_exactly_once_in_order(
     turns: int, chunk: int, rival_chunk: int, interrupt_at: set[int], seeded: int
 ) -> None:
     world = make_world()
     world.turns(turns)
-    target = 2 * turns - 4
-    if seeded and seeded <= target:
+    target = 2 * turns  # the batch reaches past the newest message of this small window
+    if seeded and seeded <= target - 4:
         world.set_summary(seeded)
-    rival = world.rival(FakeSummarizer(), chunk_messages=rival_chunk, max_chunks_per_run=2)
+    rival = world.rival(FakeSummarizer(), chunk_messages=rival_chunk)
     watermarks: list[int] = []
 
     def interleave(call: int) -> None:
         summary = world.summary()
         watermarks.append(summary.through_seq if summary else 0)
         if call in interrupt_at:
-            rival.fold(WS, world.session_id)  # a rival job runs in between
+            # A rival job runs in between, for at most two calls of its own.
+            rival.fold(WS, world.session_id, time_left=TimeBudget(2))
 
     world.summarizer.during_call = interleave
-    service = world.service(chunk_messages=chunk, max_chunks_per_run=1000)
+    service = world.service(chunk_messages=chunk)
 
     outcome = service.fold(WS, world.session_id)
 
     assert outcome.through_seq == target
     assert world.summary_lines() == lines(1, target)
     assert watermarks == sorted(watermarks)  # the watermark never moves backwards
+
+
+# --- a conversation: one call per batch, never a gap -------------------------------
+
+
+def converse(world: World, cap: str, turns: int, run_jobs: bool = True) -> list[int]:
+    """Turns through the serving path at a human pace (the coalescing window passes
+    between them); after each, the jobs it triggered run. Returns, per turn, how many
+    omitted messages its prompt lacked from the summary (the gap)."""
+    sid = world.session_id
+    gaps: list[int] = []
+    for i in range(1, turns + 1):
+        prediction = world.app.container.turns.predict(WS, cap, f"question {i}", sid)
+        assert prediction.recorded and prediction.context is not None
+        summary = world.summary()
+        # The summary the turn read was at least this far (it only moves forward).
+        covered = summary.through_seq if summary else 0
+        gaps.append(max(0, prediction.context.omitted_messages - covered))
+        world.app.clock.advance(30)
+        if run_jobs:
+            while world.app.summary_queue.sent:
+                job, _ = world.app.summary_queue.sent.pop(0)
+                world.service().fold(job["workspaceId"], job["sessionId"])
+    return gaps
+
+
+@pytest.mark.parametrize(("batch", "max_calls"), [(5, 50 // 5 + 2), (10, 50 // 10 + 2)])
+def test_a_steady_conversation_makes_one_summary_call_per_batch_and_never_shows_a_gap(
+    batch: int, max_calls: int
+) -> None:
+    world = make_world(summary_batch_turns=batch, summary_coalesce_seconds=0)
+    world.app.capability("cap_default_window")  # replay defaults: 20 messages
+    world.session_id = world.app.session("cap_default_window")
+
+    gaps = converse(world, "cap_default_window", 50)
+
+    assert gaps == [0] * 50
+    assert len(world.summarizer.calls) <= max_calls
+    # Each call folded a whole batch of turns (the first one a batch from the start).
+    assert all(len(call.messages) >= 2 * batch for call in world.summarizer.calls)
+    context = world.app.container.sessions.context(WS, world.session_id)
+    assert world.summary().through_seq >= context.omitted_messages  # type: ignore[union-attr]
+
+
+def test_after_a_burst_one_job_folds_everything_and_a_batch_ahead() -> None:
+    world = make_world(summary_coalesce_seconds=10, summary_delay_seconds=10)
+    world.app.capability("cap_default_window")
+    world.session_id = world.app.session("cap_default_window")
+
+    converse(world, "cap_default_window", 40, run_jobs=False)  # nothing ran meanwhile
+    jobs = world.app.summary_queue.sent
+    assert jobs  # the trigger asked for runs; none ran yet
+    for job, _ in jobs:
+        world.service().fold(job["workspaceId"], job["sessionId"])
+
+    context = world.app.container.sessions.context(WS, world.session_id)
+    summary = world.summary()
+    assert context.omitted_messages == 60
+    assert summary is not None and summary.through_seq == 70  # a batch of 5 turns ahead
+    assert world.summary_lines() == lines(1, 70)
+    # The first job folded it all; the others found nothing due.
+    assert len(world.summarizer.calls) == 2  # 70 messages in calls of at most 40
 
 
 # --- failures and missing things ---------------------------------------------------
@@ -360,8 +473,8 @@ def test_given_the_outage_ends_when_folding_again_then_everything_omitted_is_cau
 
     outcome = world.service().fold(WS, world.session_id)
 
-    assert outcome.through_seq == 10
-    assert world.summary_lines() == lines(1, 10)
+    assert outcome.through_seq == 14
+    assert world.summary_lines() == lines(1, 14)
 
 
 @pytest.mark.parametrize("workspace", [WS, "ws_other"])
@@ -384,6 +497,9 @@ def test_given_a_deleted_session_when_folding_then_it_is_skipped(
     world: World, contents_deleted: bool
 ) -> None:
     world.turns(5)
+    service = world.service()
+    assert service.fold(WS, world.session_id).status == "caught_up"  # it knows the session
+    world.turns(5)
     if contents_deleted:
         world.app.container.sessions.delete(WS, world.session_id)
     else:
@@ -391,12 +507,12 @@ def test_given_a_deleted_session_when_folding_then_it_is_skipped(
         world.app.db.fail_next["delete_contents"] = StoreUnavailable("throttled")
         with pytest.raises(StoreUnavailable):
             world.app.container.sessions.delete(WS, world.session_id)
-    assert len(world.app.db.messages_of(world.session_id)) == (0 if contents_deleted else 10)
+    calls = len(world.summarizer.calls)
 
-    outcome = world.service().fold(WS, world.session_id)
+    outcome = service.fold(WS, world.session_id)
 
     assert outcome.status == "skipped"
-    assert world.summarizer.calls == [] and world.app.db.summaries == {}
+    assert len(world.summarizer.calls) == calls
     assert world.app.summary_queue.sent == []
 
 
@@ -432,70 +548,7 @@ def test_max_chars_is_passed_to_the_summarizer_and_enforced() -> None:
 
     assert [c.max_chars for c in world.summarizer.calls] == [100]
     summary = world.summary()
-    assert summary is not None and summary.through_seq == 6 and len(summary.text) == 100
-
-
-# --- follow-up jobs ----------------------------------------------------------------
-
-
-def test_given_turns_land_while_folding_then_a_follow_up_job_is_enqueued(world: World) -> None:
-    world.turns(5)  # 1..6 omitted
-    world.summarizer.during_call = lambda call: world.turns(2) if call == 1 else None
-
-    outcome = world.service(continue_delay_seconds=1).fold(WS, world.session_id)
-
-    assert outcome.through_seq == 6  # the target seen at the start
-    assert outcome.requeue_delay == 1
-    assert world.app.summary_queue.sent == [({"workspaceId": WS, "sessionId": world.session_id}, 1)]
-
-    follow_up = world.service().fold(WS, world.session_id)
-
-    assert follow_up.through_seq == 10 and world.summary_lines() == lines(1, 10)
-
-
-def test_given_triggers_coalesced_by_the_serving_path_when_the_job_runs_then_it_folds_them_too():
-    world = make_world(summary_coalesce_seconds=10, summary_delay_seconds=10)
-    turns = world.app.container.turns
-    for i in range(1, 4):
-        turns.predict(WS, CAP, f"question {i}", world.session_id)  # turn 3 omits 1..2
-    world.app.clock.advance(3)
-    turns.predict(WS, CAP, "question 4", world.session_id)  # omits 3..4: coalesced away
-    (job, delay), *others = world.app.summary_queue.sent
-    assert others == [] and job == {"workspaceId": WS, "sessionId": world.session_id}
-    # The job is delayed at least as long as the coalescing window ...
-    assert delay >= world.app.container.settings.summary_coalesce_seconds
-
-    world.app.clock.advance(delay - 3)
-    outcome = world.service().fold(job["workspaceId"], job["sessionId"])
-
-    # ... so the run it starts folds the coalesced turn's omitted messages as well, and
-    # with nothing landing meanwhile, no trailing job follows.
-    assert (outcome.status, outcome.through_seq, outcome.requeue_delay) == ("caught_up", 4, None)
-    assert world.summary_lines() == lines(1, 4)
-    assert len(world.app.summary_queue.sent) == 1
-
-
-def test_given_nothing_landed_while_folding_when_caught_up_then_no_follow_up(
-    world: World,
-) -> None:
-    world.turns(5)
-
-    outcome = world.service().fold(WS, world.session_id)
-
-    assert outcome.status == "caught_up" and outcome.requeue_delay is None
-    assert world.app.summary_queue.sent == []
-
-
-def test_given_an_enqueue_failure_when_continuing_then_the_job_fails_for_a_retry(
-    world: World,
-) -> None:
-    world.turns(30)
-    world.app.summary_queue.fail_with = RuntimeError("SQS unavailable")
-
-    with pytest.raises(RuntimeError, match="SQS unavailable"):
-        world.service(chunk_messages=10, max_chunks_per_run=2).fold(WS, world.session_id)
-
-    assert world.summary().through_seq == 20  # type: ignore[union-attr]  # progress is kept
+    assert summary is not None and summary.through_seq == 10 and len(summary.text) == 100
 
 
 def test_given_the_sessions_capability_is_gone_when_folding_then_it_is_skipped(
@@ -506,3 +559,18 @@ def test_given_the_sessions_capability_is_gone_when_folding_then_it_is_skipped(
 
     assert world.service().fold(WS, world.session_id).status == "skipped"
     assert world.summarizer.calls == []
+
+
+def test_a_warm_worker_reads_the_session_head_once() -> None:
+    world = make_world()
+    world.turns(5)
+    service = world.service()
+    service.fold(WS, world.session_id)
+    world.turns(5)
+    world.app.settle()
+
+    outcome = service.fold(WS, world.session_id)
+
+    assert outcome.status == "caught_up"
+    assert world.app.db.calls["get_session"] == 0  # the one state read checks it
+    assert world.app.db.calls["load_turn_state"] == 1

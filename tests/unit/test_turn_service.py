@@ -821,18 +821,20 @@ def test_given_a_digest_whose_answer_left_the_window_when_the_next_turn_runs_the
 # -- summary trigger ---------------------------------------------------------------
 
 
-def test_given_the_window_starts_omitting_when_turns_arrive_then_one_summary_run_per_window():
+def test_given_the_window_is_about_to_omit_when_turns_arrive_then_one_summary_run_per_window():
     h = build()
-    h.capability("cap-gen", **small_replay(max_messages=2))
+    h.capability("cap-gen", **small_replay(max_messages=4))
     sid = h.session("cap-gen")
     set_activity_mark(h, sid, seconds_before_now=0)
     h.settle()
 
     h.container.turns.predict(WS, "cap-gen", "turn one", sid)
-    assert h.summary_queue.sent == []  # after this turn nothing is omitted yet
+    assert h.summary_queue.sent == []  # two turns from now nothing is omitted yet
 
     h.clock.advance(1)
-    h.container.turns.predict(WS, "cap-gen", "turn two", sid)  # messages 1-2 now fall out
+    # Nothing is omitted yet, but one more turn would leave messages 1-2 out: the run is
+    # asked for a turn early, so it has a turn's interval to fold ahead.
+    h.container.turns.predict(WS, "cap-gen", "turn two", sid)
     # Delayed at least as long as the coalescing window: the run sees the coalesced turns.
     assert h.summary_queue.sent == [({"workspaceId": WS, "sessionId": sid}, COALESCE)]
 
@@ -848,22 +850,41 @@ def test_given_the_window_starts_omitting_when_turns_arrive_then_one_summary_run
     assert h.db.writes() == h.db.calls["append_turn"] == 4
 
 
-def test_given_a_summary_covering_the_omitted_messages_when_a_turn_arrives_then_none_is_requested():
+def test_given_a_summary_folded_ahead_when_turns_arrive_then_none_is_requested_until_it_runs_short():
     h = build()
-    h.capability("cap-gen", **small_replay(max_messages=2))
+    h.capability("cap-gen", **small_replay(max_messages=4))
     sid = h.session("cap-gen")
     h.db.add_turn(sid, "q1", "a1")
     h.db.add_turn(sid, "q2", "a2")
     summaries = h.db.stores.summaries
+    # Folded ahead: it covers messages the window still replays.
     assert summaries.advance_summary(sid, 0, Summary(text="q1 and q2 were asked", through_seq=4))
 
-    covered = h.container.turns.predict(WS, "cap-gen", "q3", sid)  # afterwards 1-4 are omitted
-    assert h.summary_queue.sent == []
+    covered = h.container.turns.predict(WS, "cap-gen", "q3", sid)  # afterwards 1-2 omitted
+    assert h.summary_queue.sent == []  # and one turn later 1-4: still covered
     assert covered.context is not None and covered.context.summary_included is True
     assert fenced(h.provider.last_prompt, "summary") == ["q1 and q2 were asked"]
 
-    h.container.turns.predict(WS, "cap-gen", "q4", sid)  # afterwards 1-6 omitted, 5-6 uncovered
+    h.container.turns.predict(WS, "cap-gen", "q4", sid)  # one turn later 1-6: 5-6 uncovered
     assert h.summary_queue.bodies == [{"workspaceId": WS, "sessionId": sid}]
+
+
+@pytest.mark.parametrize("answer_chars", [10, 400])
+def test_under_a_character_budget_the_trigger_projects_the_next_turn_from_this_one(
+    answer_chars: int,
+) -> None:
+    # A budget of 500 characters and no message ceiling to speak of: whether one more
+    # turn like this one pushes messages out depends on this turn's size.
+    h = build(provider=FakeProvider("a" * answer_chars))
+    h.capability("cap-gen", **small_replay(max_messages=50, max_chars=500))
+    sid = h.session("cap-gen")
+    h.db.add_turn(sid, "q" * 10, "a" * 10)
+
+    h.container.turns.predict(WS, "cap-gen", "q" * 10, sid)
+
+    # 40 characters of history + 10 + answer: the next window still holds everything
+    # either way, but a second 400-character answer would push the oldest ones out.
+    assert len(h.summary_queue.sent) == (1 if answer_chars == 400 else 0)
 
 
 def test_given_a_summary_is_due_when_the_transcript_write_fails_then_no_summary_is_requested():

@@ -104,6 +104,7 @@ def build_container(
     """Wire the services. Ports not given are built from ``settings``; ``clients`` may
     override the boto3 clients (``dynamodb``, ``sqs``, ``bedrock-runtime``,
     ``secretsmanager``, ``ssm``, ``kms``)."""
+    from convo_memory.adapters.registry import summary_provider
     from convo_memory.cursors import CursorCodec, key_source
     from convo_memory.services.admin import TokenResolver
     from convo_memory.services.agent_loop import AgentLoop
@@ -112,7 +113,7 @@ def build_container(
     from convo_memory.services.recording import TurnRecorder
     from convo_memory.services.retention import RetentionPolicy, RetentionService
     from convo_memory.services.sessions import SessionService
-    from convo_memory.services.summaries import SummaryPolicy, SummaryService
+    from convo_memory.services.summaries import CHUNK_MESSAGES, SummaryPolicy, SummaryService
     from convo_memory.services.summary_trigger import SummaryTrigger
     from convo_memory.services.turns import TurnPolicy, TurnService
 
@@ -136,7 +137,10 @@ def build_container(
         lambda cap: adapters.provider(cap.provider, cap.kind, cap.tools)
     )
     filter_for = filter_for or (lambda cap: adapters.content_filter(cap.content_filter))
-    summarizer_for = summarizer_for or (lambda cap: adapters.summarizer(cap.summary_config))
+    default_summary = settings.summary_default_provider
+    summarizer_for = summarizer_for or (
+        lambda cap: adapters.summarizer(summary_provider(cap, default_summary))
+    )
     tools = _tool_adapters(settings, clients, tool_urls, sealer)
     toolbox_for = toolbox_for or tools.toolbox
 
@@ -186,8 +190,11 @@ def build_container(
         summaries=stores.summaries,
         catalog=catalog,
         summarizer_for=summarizer_for,
-        queue=summary_queue,
-        policy=SummaryPolicy(continue_delay_seconds=settings.summary_delay_seconds),
+        policy=SummaryPolicy(
+            batch_turns=settings.summary_batch_turns,
+            # A steady conversation's batch is always one summarizer call.
+            chunk_messages=max(CHUNK_MESSAGES, 2 * settings.summary_batch_turns),
+        ),
         metrics=metrics,
         clock=clock,
     )

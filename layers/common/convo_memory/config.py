@@ -16,7 +16,12 @@ from pydantic import (
     model_validator,
 )
 
-from convo_memory.domain.connections import ProviderConnections, decode_connections
+from convo_memory.domain.connections import (
+    ProviderConnections,
+    decode_connections,
+    provider_problem,
+)
+from convo_memory.domain.models import ProviderConfig
 
 
 class SettingsError(RuntimeError):
@@ -48,6 +53,13 @@ class Settings(BaseModel):
     # at least as long, so the run it starts sees the turns it coalesced.
     summary_coalesce_seconds: float = Field(default=2, ge=0, le=900)
     summary_delay_seconds: int = Field(default=2, ge=0, le=900)
+    # Turns folded ahead per summary model call (at most one call per this many turns in
+    # a steady conversation).
+    summary_batch_turns: int = Field(default=5, ge=1, le=50)
+    # The deployment's default summary model for capabilities without summary.provider
+    # (empty: each capability's own connection and model).
+    summary_connection: str = Field(default="", max_length=64)
+    summary_model_id: str = Field(default="", max_length=256)
     # The operator's model connections (JSON); ``embedded`` always exists.
     provider_connections: ProviderConnections = Field(
         default_factory=ProviderConnections.embedded_only
@@ -104,6 +116,30 @@ class Settings(BaseModel):
                 )
         return self
 
+    @model_validator(mode="after")
+    def _summary_model_served(self) -> Settings:
+        # Refuse at start-up a default summary model this deployment cannot call.
+        if self.summary_model_id and not self.summary_connection:
+            raise ValueError("SUMMARY_MODEL_ID needs SUMMARY_CONNECTION")
+        if self.summary_connection:
+            problem = provider_problem(
+                self.provider_connections, self.summary_connection, self.summary_model_id or None
+            )
+            if problem is not None:
+                field, message = problem
+                variable = "SUMMARY_CONNECTION" if field == "connection" else "SUMMARY_MODEL_ID"
+                raise ValueError(f"{variable}: {message}")
+        return self
+
+    @property
+    def summary_default_provider(self) -> ProviderConfig | None:
+        """The operator's default summary model, or None (each capability's own)."""
+        if not self.summary_connection:
+            return None
+        return ProviderConfig(
+            connection=self.summary_connection, model_id=self.summary_model_id or None
+        )
+
     # The key that signs nextToken cursors: given directly (local runtime, tests), or the
     # Secrets Manager secret that holds it (AWS). Only the functions that page need one.
     cursor_signing_key: SecretStr | None = Field(default=None, min_length=16)
@@ -144,6 +180,9 @@ class Settings(BaseModel):
             "deletion_grace_seconds": "DELETION_GRACE_SECONDS",
             "summary_coalesce_seconds": "SUMMARY_COALESCE_SECONDS",
             "summary_delay_seconds": "SUMMARY_DELAY_SECONDS",
+            "summary_batch_turns": "SUMMARY_BATCH_TURNS",
+            "summary_connection": "SUMMARY_CONNECTION",
+            "summary_model_id": "SUMMARY_MODEL_ID",
             "provider_connections": "PROVIDER_CONNECTIONS",
             "provider_timeout_cap_seconds": "PROVIDER_TIMEOUT_CAP_SECONDS",
             "tool_allowed_hosts": "TOOL_ALLOWED_HOSTS",

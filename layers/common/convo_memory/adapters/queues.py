@@ -24,3 +24,14 @@ class SqsQueue:
             )
         except (ClientError, BotoCoreError) as exc:
             raise StoreUnavailable(f"SQS send failed: {exc}") from exc
+
+    def redeliver_after(self, receipt_handle: str, seconds: int) -> None:
+        """Make a received message visible again after ``seconds`` (instead of the
+        queue's visibility timeout), so that failing its record retries it soon: the
+        same message, no new one."""
+        try:
+            self._client.change_message_visibility(
+                QueueUrl=self.url, ReceiptHandle=receipt_handle, VisibilityTimeout=seconds
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise StoreUnavailable(f"SQS visibility change failed: {exc}") from exc

@@ -19,9 +19,9 @@ if TYPE_CHECKING:
     from convo_memory.adapters.bedrock_clients import BedrockClientFactory
     from convo_memory.adapters.secrets import SecretResolver
     from convo_memory.domain.models import (
+        Capability,
         ContentFilterConfig,
         ProviderConfig,
-        SummaryConfig,
         ToolSpec,
     )
     from convo_memory.ports import ContentFilter, ModelProvider, Summarizer
@@ -29,6 +29,16 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 DEFAULT_TIMEOUT_CAP_SECONDS = 25.0
+
+
+def summary_provider(
+    capability: Capability, deployment_default: ProviderConfig | None = None
+) -> ProviderConfig:
+    """Who summarizes a capability's conversations: its ``summary.provider`` when set,
+    else the deployment's default summary model when the operator set one, else the
+    capability's own connection and model."""
+    chosen = capability.summary_config.provider
+    return chosen or deployment_default or capability.provider
 
 
 class AdapterRegistry:
@@ -123,17 +133,18 @@ class AdapterRegistry:
             ),
         )
 
-    def summarizer(self, config: SummaryConfig) -> Summarizer:
-        """The summarizer of a capability's ``summary`` config: the embedded one, or a
-        model on the named connection."""
+    def summarizer(self, config: ProviderConfig) -> Summarizer:
+        """The summarizer on a provider config (see ``summary_provider``): the embedded
+        one on the embedded connection, else that model, called as a generative model
+        without tools."""
         from convo_memory.adapters.summarizers import build_summarizer
 
-        connection = self.connections.get(config.provider.connection)
+        connection = self.connections.get(config.connection)
         if connection is not None and connection.type == "embedded":
             return self._get(("summarizer", "embedded"), lambda: build_summarizer(None))
         return self._get(
-            ("summarizer", config.provider.connection, config.provider.model_id),
-            lambda: build_summarizer(self.provider(config.provider, "generative")),
+            ("summarizer", config.connection, config.model_id),
+            lambda: build_summarizer(self.provider(config, "generative")),
         )
 
     def clear(self) -> None:

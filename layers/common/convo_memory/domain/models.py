@@ -99,7 +99,11 @@ def upgrade_stored_provider(value: Any) -> Any:
 
 
 class SummaryConfig(ApiModel):
-    provider: ProviderConfig = Field(default_factory=ProviderConfig)
+    """Who writes the rolling summary and how long it may be. Without ``provider`` the
+    capability's own model summarizes (or the deployment's default summary model, when
+    the operator set one)."""
+
+    provider: ProviderConfig | None = None
     max_chars: int = Field(default=2_000, ge=100, le=50_000)
 
 

@@ -87,7 +87,7 @@ class CapabilityCatalog:
         webhook tools, a signing secret is generated, stored encrypted (bound to the
         workspace and the capability) and returned once."""
         self._check_provider(body.provider, "provider")
-        if body.summary is not None:
+        if body.summary is not None and body.summary.provider is not None:
             self._check_provider(body.summary.provider, "summary.provider")
         for index, tool in enumerate(body.tools):
             if tool.url is not None:

@@ -1,20 +1,22 @@
-"""Rolling summaries: fold the messages the replay window omits into the session's
-summary, off the request path (the SummaryQueue consumer).
+"""Rolling summaries: fold a session's omitted messages, and a batch of the messages about
+to leave its replay window, into its summary, off the request path (the SummaryQueue
+consumer).
 
 Watermark rules (the summary's ``throughSeq``):
 
-- the target is the newest omitted message under the capability's replay policy; a run
-  folds exactly ``(throughSeq, target]``, oldest first, in bounded chunks;
+- a job plans from one consistent read of the session state (``FoldPlan``): it does
+  nothing unless a fold is due, and then folds ``(throughSeq, target]``, oldest first,
+  at most ``chunk_messages`` per summarizer call, where the target runs a batch of
+  ``batch_turns`` turns past the newest omitted message (the contract lets the summary
+  run ahead of the window; it must never fall behind it);
 - every step is stored with a compare-and-set on the previous ``throughSeq``; a lost
   race re-reads the stored summary and continues from its watermark, so no message is
   folded twice, none is skipped and the summary never moves backwards;
-- a run does bounded work (chunks, and the invocation's remaining time) and re-enqueues
-  the session when it stops early;
-- the serving path coalesces its triggers (``SummaryTrigger``) with a delay at least as
-  long as its coalescing window, so the turns whose trigger was coalesced away have
-  landed when the run reads; a run that folded something re-checks when it is done and
-  runs again shortly if more became omitted meanwhile. A run that found nothing to do
-  ends its chain, so duplicate chains die out.
+- a job never sends a message. The serving path delays each trigger at least as long as
+  it coalesces them, so every turn has a job that starts after the turn landed and sees
+  it. A job that runs short of invocation time stops between chunks (``partial``) and
+  its record fails, so SQS redelivers that same message: no chain of new messages for
+  Lambda's recursive-loop detection to cut.
 
 Summarizer failures (``ProviderError``) propagate: the queue retries the job, and any
 later run catches up on everything omitted meanwhile.
@@ -30,12 +32,11 @@ from typing import Literal
 
 from convo_memory.domain.errors import CapabilityNotFound
 from convo_memory.domain.models import Capability, Message, Summary
-from convo_memory.domain.replay_window import select_replay_window
+from convo_memory.domain.summary_plan import DEFAULT_BATCH_TURNS, plan_fold
 from convo_memory.domain.turn_records import TurnState
 from convo_memory.ports import (
     MetricsPort,
     NullMetrics,
-    QueuePort,
     SessionStore,
     Summarizer,
     SummaryStore,
@@ -45,13 +46,13 @@ from convo_memory.services.catalog import CapabilityCatalog
 
 logger = logging.getLogger(__name__)
 
-# Messages per summarizer call, and calls per job: a job stays well inside the
-# function's timeout even with a slow model; a longer backlog continues in a new job.
+# Messages per summarizer call: a backlog (after an outage) is folded in calls of this
+# size; a steady conversation's batch always fits in one.
 CHUNK_MESSAGES = 40
-MAX_CHUNKS_PER_RUN = 10
-# A new chunk is started only while the invocation has at least this much time left.
+# A new chunk is started only while the invocation has at least this much time left
+# (a model call may take the provider timeout cap, 25 s by default).
 MIN_SECONDS_PER_CHUNK = 30.0
-SQS_MAX_DELAY_SECONDS = 900
+MAX_REMEMBERED_SESSIONS = 10_000
 
 
 class TranscriptGap(RuntimeError):
@@ -61,11 +62,9 @@ class TranscriptGap(RuntimeError):
 
 @dataclass(frozen=True)
 class SummaryPolicy:
+    batch_turns: int = DEFAULT_BATCH_TURNS
     chunk_messages: int = CHUNK_MESSAGES
-    max_chunks_per_run: int = MAX_CHUNKS_PER_RUN
     min_seconds_per_chunk: float = MIN_SECONDS_PER_CHUNK
-    # Delay of a follow-up job when more became omitted while this one ran.
-    continue_delay_seconds: int = 1
 
 
 FoldStatus = Literal["skipped", "up_to_date", "caught_up", "partial"]
@@ -76,8 +75,9 @@ class FoldOutcome:
     """What one job did.
 
     ``skipped``: no such session (deleted, another workspace's) or capability;
-    ``up_to_date``: nothing to fold; ``caught_up``: folded through the target;
-    ``partial``: stopped at the work bound, the session was re-enqueued.
+    ``up_to_date``: no fold was due; ``caught_up``: folded through the target;
+    ``partial``: stopped short of the target for lack of invocation time (the record
+    should be redelivered).
     """
 
     status: FoldStatus
@@ -86,7 +86,6 @@ class FoldOutcome:
     folded_messages: int = 0
     summarizer_calls: int = 0
     lost_races: int = 0
-    requeue_delay: int | None = None  # seconds, when a follow-up job was enqueued
 
 
 class SummaryService:
@@ -98,7 +97,6 @@ class SummaryService:
         summaries: SummaryStore,
         catalog: CapabilityCatalog,
         summarizer_for: Callable[[Capability], Summarizer],
-        queue: QueuePort | None,
         policy: SummaryPolicy | None = None,
         metrics: MetricsPort | None = None,
         clock: Callable[[], float] = time.time,
@@ -108,10 +106,12 @@ class SummaryService:
         self._summaries = summaries
         self._catalog = catalog
         self._summarizer_for = summarizer_for
-        self._queue = queue
         self._policy = policy or SummaryPolicy()
         self._metrics = metrics or NullMetrics()
         self._clock = clock
+        # A session's workspace and capability never change: a warm worker skips the head
+        # read for the sessions it has seen (the state read still checks both).
+        self._session_capability: dict[str, tuple[str, str]] = {}
 
     def fold(
         self,
@@ -119,47 +119,45 @@ class SummaryService:
         session_id: str,
         time_left: Callable[[], float] | None = None,
     ) -> FoldOutcome:
-        """Fold the session's newly omitted messages into its rolling summary.
+        """Fold the session's summary ahead of its replay window, if a fold is due.
 
         ``time_left`` returns the seconds the invocation has left; no chunk is started
         with less than ``min_seconds_per_chunk`` left. Raises the summarizer's
         ``ProviderError`` (and ``StoreUnavailable``) so that the job is retried.
         """
-        session = self._sessions.get_session(session_id)
-        if session is None or session.workspace_id != workspace_id:
-            logger.info("summary job for a missing session %s: nothing to do", session_id)
+        capability = self._capability(workspace_id, session_id)
+        if capability is None:
             return FoldOutcome("skipped")
-        try:
-            capability = self._catalog.get(workspace_id, session.capability_id)
-        except CapabilityNotFound:
-            logger.warning("summary job for session %s: its capability is gone", session_id)
+        state = self._turns.load_turn_state(
+            session_id,
+            capability.replay_policy.max_messages,
+            # Agent messages may carry a digest item: read enough for maxMessages.
+            with_digests=capability.kind == "agent",
+        )
+        if (
+            state is None
+            or state.session.workspace_id != workspace_id
+            or state.session.status != "active"
+        ):
             return FoldOutcome("skipped")
-        if not capability.conversational or session.status != "active":
-            return FoldOutcome("skipped")
-        state = self._load(session_id, capability)
-        if state is None:
-            return FoldOutcome("skipped")
-
-        target = _newest_omitted(state, capability)
         through = state.summary.through_seq if state.summary else 0
         text = state.summary.text if state.summary else None
-        if through >= target:
-            # Nothing to fold: this job's chain ends here (whoever folded re-checks).
-            return FoldOutcome("up_to_date", through, target)
+        plan = plan_fold(
+            state.recent, capability.replay_policy, state.session.message_count, through
+        )
+        if not plan.due:
+            return FoldOutcome("up_to_date", through, plan.newest_omitted)
+        target = plan.target(self._policy.batch_turns)
 
         max_chars = capability.summary_config.max_chars
         summarizer: Summarizer | None = None
         calls = lost = folded = 0
         while through < target:
-            if calls >= self._policy.max_chunks_per_run or (
-                time_left is not None and time_left() < self._policy.min_seconds_per_chunk
-            ):
-                delay = self._enqueue(workspace_id, session_id, 0)
+            if time_left is not None and time_left() < self._policy.min_seconds_per_chunk:
                 self._count_folded(folded)
-                return FoldOutcome("partial", through, target, folded, calls, lost, delay)
-            messages = self._next_messages(
-                session_id, through, min(through + self._policy.chunk_messages, target)
-            )
+                return FoldOutcome("partial", through, target, folded, calls, lost)
+            last = min(through + max(1, self._policy.chunk_messages), target)
+            messages = self._messages(session_id, state, through, last)
             if messages is None:
                 return FoldOutcome("skipped", through, target, folded, calls, lost)
             summarizer = summarizer or self._summarizer_for(capability)
@@ -189,21 +187,45 @@ class SummaryService:
                 through, text = current.through_seq, current.text
 
         self._count_folded(folded)
-        delay = self._follow_up(workspace_id, session_id, capability, through) if folded else None
-        return FoldOutcome("caught_up", through, target, folded, calls, lost, delay)
+        return FoldOutcome("caught_up", through, target, folded, calls, lost)
 
     # -- helpers ----------------------------------------------------------------
+    def _capability(self, workspace_id: str, session_id: str) -> Capability | None:
+        """The session's capability, if the session is this workspace's and the
+        capability converses; None otherwise (the job has nothing to do)."""
+        known = self._session_capability.get(session_id)
+        if known is None:
+            session = self._sessions.get_session(session_id)
+            if session is None:
+                logger.info("summary job for a missing session %s: nothing to do", session_id)
+                return None
+            known = (session.workspace_id, session.capability_id)
+            if len(self._session_capability) >= MAX_REMEMBERED_SESSIONS:
+                self._session_capability.clear()
+            self._session_capability[session_id] = known
+        owner, capability_id = known
+        if owner != workspace_id:
+            return None
+        try:
+            capability = self._catalog.get(workspace_id, capability_id)
+        except CapabilityNotFound:
+            logger.warning("summary job for session %s: its capability is gone", session_id)
+            return None
+        return capability if capability.conversational else None
+
     def _count_folded(self, folded: int) -> None:
         if folded:
             self._metrics.count("SummaryMessagesFolded", folded)
 
-    def _load(self, session_id: str, capability: Capability) -> TurnState | None:
-        return self._turns.load_turn_state(
-            session_id,
-            capability.replay_policy.max_messages,
-            # Agent messages may carry a digest item: read enough for maxMessages.
-            with_digests=capability.kind == "agent",
-        )
+    def _messages(
+        self, session_id: str, state: TurnState, through: int, last: int
+    ) -> list[Message] | None:
+        """Messages ``through+1..last``: from the state already read when it holds them
+        (a steady conversation's batch is still in the window), else from the store."""
+        held = [m for m in state.recent if through < m.seq <= last]
+        if held and held[0].seq == through + 1 and held[-1].seq == last:
+            return held
+        return self._next_messages(session_id, through, last)
 
     def _next_messages(self, session_id: str, through: int, last: int) -> list[Message] | None:
         """Messages ``through+1..last`` that directly follow the watermark (a contiguous
@@ -223,34 +245,3 @@ class SummaryService:
         if self._sessions.get_session(session_id) is None:
             return None
         raise TranscriptGap(f"message {through + 1} of session {session_id} is not readable")
-
-    def _follow_up(
-        self, workspace_id: str, session_id: str, capability: Capability, through: int
-    ) -> int | None:
-        """After catching up: enqueue the next job if the serving path may rely on one."""
-        state = self._load(session_id, capability)
-        if state is None:
-            return None
-        covered = max(through, state.summary.through_seq if state.summary else 0)
-        if _newest_omitted(state, capability) > covered:
-            # Turns landed while this job ran and their triggers may have been coalesced.
-            return self._enqueue(workspace_id, session_id, self._policy.continue_delay_seconds)
-        return None
-
-    def _enqueue(self, workspace_id: str, session_id: str, delay_seconds: int) -> int | None:
-        if self._queue is None:
-            logger.warning("no summary queue configured; session %s not re-enqueued", session_id)
-            return None
-        delay = max(0, min(int(delay_seconds), SQS_MAX_DELAY_SECONDS))
-        # Failing here fails the job, so that the queue retries it and nothing is lost.
-        self._queue.send({"workspaceId": workspace_id, "sessionId": session_id}, delay)
-        return delay
-
-
-def _newest_omitted(state: TurnState, capability: Capability) -> int:
-    """Seq of the newest message the next turn's replay window leaves out (0: none).
-    Seqs are contiguous from 1, so the omitted messages are exactly 1..this."""
-    window = select_replay_window(
-        state.recent, capability.replay_policy, state.session.message_count
-    )
-    return window.newest_omitted_seq

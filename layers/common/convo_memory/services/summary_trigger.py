@@ -1,11 +1,14 @@
 """Asking for a rolling-summary run after a turn, without writing anything to the session.
 
-A turn whose next replay window leaves out messages the summary does not cover sends one
-SQS message. Triggers are coalesced per session in this container: after a send, the
-session's turns inside the coalescing window send nothing, and the message's delay is at
-least that window, so the run they rely on starts after they have landed and folds them
-too. A trigger counts as sent only once SQS has taken it: after a queue outage, the next
-turn sends again.
+The trigger decides from the watermark it read with the turn (the summary's
+``throughSeq``): a turn sends one SQS message when the summary does not cover what the
+window will omit one turn from now (``FoldPlan.due``), so the worker folds a batch ahead
+before any turn sees a gap. Triggers are coalesced per session in this container: after
+a send, the session's turns inside the coalescing window send nothing, and the message's
+delay is at least that window, so the run they rely on starts after they have landed and
+folds them too. A trigger counts as sent only once SQS has taken it: after a queue
+outage, the session's next turn sends again, and the run it starts folds everything
+omitted meanwhile (the turn never waits for it).
 """
 
 from __future__ import annotations
@@ -14,8 +17,8 @@ import logging
 import time
 from collections.abc import Callable
 
-from convo_memory.domain.models import Message, ReplayPolicy
-from convo_memory.domain.replay_window import select_replay_window
+from convo_memory.domain.models import ReplayPolicy
+from convo_memory.domain.summary_plan import plan_after_turn
 from convo_memory.domain.turn_records import TurnState
 from convo_memory.ports import MetricsPort, QueuePort
 
@@ -25,16 +28,17 @@ MAX_TRACKED_SESSIONS = 10_000
 
 
 def summary_due(state: TurnState, policy: ReplayPolicy, user_input: str, output: str) -> bool:
-    """Whether the history after this turn omits messages the summary does not cover."""
-    count = state.session.message_count
-    upcoming = [
-        *state.recent,
-        Message(seq=count + 1, role="user", content=user_input, created_at=""),
-        Message(seq=count + 2, role="assistant", content=output, created_at=""),
-    ]
-    next_window = select_replay_window(upcoming, policy, count + 2)
-    covered = state.summary.through_seq if state.summary else 0
-    return next_window.newest_omitted_seq > covered
+    """Whether, after this turn, the summary should be folded ahead: it does not cover
+    what the window will omit one turn from now."""
+    plan = plan_after_turn(
+        state.recent,
+        policy,
+        state.session.message_count,
+        state.summary.through_seq if state.summary else 0,
+        user_input,
+        output,
+    )
+    return plan.due
 
 
 class SummaryTrigger:
@@ -61,7 +65,7 @@ class SummaryTrigger:
         user_input: str,
         output: str,
     ) -> bool:
-        """Send a summary job if one is due; True when a job was sent."""
+        """Send a summary job if one is due; True when SQS took one."""
         if self._queue is None or not summary_due(state, policy, user_input, output):
             return False
         session_id = state.session.id
@@ -74,7 +78,8 @@ class SummaryTrigger:
                 {"workspaceId": workspace_id, "sessionId": session_id}, delay_seconds=self._delay
             )
         except Exception:
-            # Distant memory can wait; the conversation must not. The next turn retries.
+            # Distant memory can wait; the conversation must not. Nothing is marked as
+            # sent, so the session's next turn sends it.
             logger.exception("could not enqueue summary for session %s", session_id)
             self._metrics.count("SummaryEnqueueFailed")
             return False

@@ -1,0 +1,283 @@
+"""Figure 7: what the rolling summary costs per turn, next to the turn's own cost, over
+one conversation at a human pace (each turn arrives after the previous one's summary job
+has run: the coalescing window and the queue delay are set to 0, which at a human pace
+changes nothing).
+
+The capability calls a fake OpenAI-compatible model on 127.0.0.1 (its own model also
+summarizes, as by default), so model calls and their sizes are real HTTP requests. Per
+turn, the turn's own requests are measured apart from the summary's:
+
+- model calls, and tokens estimated as characters / 4 (prompt and answer);
+- DynamoDB requests and capacity units (``bench.capacity.CapacityMeter`` on the
+  functions' client, reset around each turn and each summary job);
+- SQS requests: the trigger's SendMessage, and the event source mapping's ReceiveMessage
+  that returned the job and its DeleteMessageBatch (an event source mapping's empty
+  polls cost the same whatever the traffic: they are not counted);
+- Lambda invocations: PredictFunction for the turn (API Gateway caches the authorizer's
+  answer), SummarizeFunction for the summary.
+
+Prices: DynamoDB on-demand (see bench/capacity.py), SQS standard $0.40 per million
+requests, Lambda $0.20 per million requests (duration is not modelled: both sides
+mostly wait on their model call), and a model at $0.80 per million input tokens and $4
+per million output tokens (Claude 3.5 Haiku on Bedrock, us-east-1, as a reference).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+SQS_PRICE_PER_MILLION = 0.40
+LAMBDA_PRICE_PER_MILLION = 0.20
+MODEL_INPUT_PER_MILLION_TOKENS = 0.80
+MODEL_OUTPUT_PER_MILLION_TOKENS = 4.00
+CHARS_PER_TOKEN = 4
+SHARE_LIMIT = 1 / 3
+MODEL = "bench-model-1"
+SUMMARY_MARK = "rolling summary of a conversation"
+
+
+@dataclass
+class Side:
+    """What one side (the turns, or the summary) spent over the conversation."""
+
+    model_calls: int = 0
+    input_chars: int = 0
+    output_chars: int = 0
+    read_units: float = 0.0
+    write_units: float = 0.0
+    dynamo_requests: int = 0
+    sqs_requests: int = 0
+    lambda_invocations: int = 0
+    ops: dict[str, int] = field(default_factory=dict)
+
+    def add_units(self, units: Any) -> None:
+        self.read_units += units.read_units
+        self.write_units += units.table_write_units + units.index_write_units
+        for op, n in units.requests.items():
+            self.ops[op] = self.ops.get(op, 0) + n
+            self.dynamo_requests += n
+
+    def per_turn(self, turns: int) -> dict[str, Any]:
+        input_tokens = self.input_chars / CHARS_PER_TOKEN / turns
+        output_tokens = self.output_chars / CHARS_PER_TOKEN / turns
+        dollars = {
+            "dynamodb": (self.read_units * 0.125 + self.write_units * 0.625) / turns / 1e6,
+            "sqs": self.sqs_requests * SQS_PRICE_PER_MILLION / turns / 1e6,
+            "lambda": self.lambda_invocations * LAMBDA_PRICE_PER_MILLION / turns / 1e6,
+            "model": (
+                input_tokens * MODEL_INPUT_PER_MILLION_TOKENS
+                + output_tokens * MODEL_OUTPUT_PER_MILLION_TOKENS
+            )
+            / 1e6,
+        }
+        dollars["total"] = sum(dollars.values())
+        return {
+            "modelCalls": self.model_calls / turns,
+            "modelInputTokens": input_tokens,
+            "modelOutputTokens": output_tokens,
+            "dynamoRequests": self.dynamo_requests / turns,
+            "dynamoOps": {op: n / turns for op, n in sorted(self.ops.items())},
+            "readUnits": self.read_units / turns,
+            "writeUnits": self.write_units / turns,
+            "dynamoUnits": (self.read_units + self.write_units) / turns,
+            "sqsRequests": self.sqs_requests / turns,
+            "lambdaInvocations": self.lambda_invocations / turns,
+            "dollars": dollars,
+        }
+
+
+class FakeModel:
+    """Answers turns with about 400 characters and summaries with about 900, and counts
+    the characters it answered, by kind."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.output_chars = {"turn": 0, "summary": 0}
+
+    def respond(self, body: Any) -> str:
+        system = body["messages"][0]["content"]
+        if SUMMARY_MARK in system:
+            kind = "summary"
+            answer = (
+                "The user is Ada Lovelace (ada@example.com). Order 48213, placed 2025-03-03, "
+                "is late; she wants a refund of $49.99 unless it ships by Friday. " * 6
+            )[:900]
+        else:
+            kind = "turn"
+            question = body["messages"][-1]["content"]
+            answer = f"About '{question[:80]}': " + "here is what I found. " * 15
+        with self.lock:
+            self.output_chars[kind] += len(answer)
+        return answer
+
+
+def _share(summary: float, turn: float) -> float | None:
+    total = summary + turn
+    return summary / total if total else None
+
+
+def summary_cost(turns: int = 100, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Per-turn cost of the turns and of their rolling summary, over ``turns`` turns."""
+    import os
+
+    import boto3
+
+    from bench.capacity import CapacityMeter, table_specs
+    from tests.fakes.openai_server import FakeOpenAIServer
+    from tests.support.inprocess_api import REGION, inprocess_stack, new_workspace
+    from tests.support.summary_jobs import SummaryJobs
+
+    for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
+        os.environ.pop(name, None)
+    fake = FakeModel()
+    turn_side, summary_side = Side(), Side()
+    gaps = 0
+    with FakeOpenAIServer() as server:
+        server.respond = fake.respond
+        connections = {"bench": {"type": "openai", "baseUrl": server.base_url, "models": ["*"]}}
+        env = {
+            "PROVIDER_CONNECTIONS": json.dumps(connections),
+            "SUMMARY_COALESCE_SECONDS": "0",
+            "SUMMARY_DELAY_SECONDS": "0",
+        }
+        with inprocess_stack(env) as api:
+            _, token = new_workspace(api, "bench-summary")
+            created = api.call(
+                "POST",
+                "/v1/capabilities",
+                token=token,
+                json_body={
+                    "name": "bench support",
+                    "kind": "generative",
+                    "provider": {"connection": "bench", "modelId": MODEL},
+                },
+            )
+            if created.status != 201:
+                raise RuntimeError(f"could not create the capability: {created.body}")
+            session = api.call(
+                "POST",
+                "/v1/sessions",
+                token=token,
+                json_body={"capabilityId": created.body["id"], "externalRef": "bench"},
+            )
+            session_id = session.body["id"]
+            dynamodb = api.container.clients["dynamodb"]
+            side_client = boto3.client("dynamodb", region_name=REGION)
+            meter = CapacityMeter(
+                dynamodb, side_client, table_specs(ROOT / "template.yaml", api.resources.tables)
+            )
+            sends = _count_calls(api.container.clients["sqs"], "SendMessage")
+            jobs = SummaryJobs(api)
+            # The event source's receives that returned a job (one per invocation).
+            job_receives = 0
+            job_deletes = _count_calls(jobs.sqs, "DeleteMessageBatch")
+            seen_requests = 0
+            for i in range(1, turns + 1):
+                question = f"Turn {i}: and what about the other order, can you check it?"
+                meter.reset()
+                sends_before = sends()
+                answer = api.call(
+                    "POST",
+                    f"/v1/sessions/{session_id}/messages",
+                    token=token,
+                    json_body={"input": question.ljust(120, ".")},
+                )
+                if answer.status != 200 or not answer.body["recorded"]:
+                    raise RuntimeError(f"turn {i} failed: {answer.status} {answer.body}")
+                turn_side.add_units(meter.reset())
+                turn_side.lambda_invocations += 1
+                summary_side.sqs_requests += sends() - sends_before
+                context = answer.body["context"]
+                gaps += _gap(server.requests[seen_requests:], context["omittedMessages"])
+
+                invocations = jobs.invocations
+                jobs.run_pending()
+                summary_side.add_units(meter.reset())
+                summary_side.lambda_invocations += jobs.invocations - invocations
+                job_receives += jobs.invocations - invocations
+                for request in server.requests[seen_requests:]:
+                    side = summary_side if _is_summary(request) else turn_side
+                    side.model_calls += 1
+                    side.input_chars += sum(len(m["content"]) for m in request.body["messages"])
+                seen_requests = len(server.requests)
+                if progress and i % 25 == 0:
+                    progress(f"summary cost: {i} of {turns} turns")
+            summary_side.sqs_requests += job_receives + job_deletes()
+            turn_side.output_chars = fake.output_chars["turn"]
+            summary_side.output_chars = fake.output_chars["summary"]
+            view = api.call("GET", f"/v1/sessions/{session_id}/context", token=token).body
+    turn = turn_side.per_turn(turns)
+    summary = summary_side.per_turn(turns)
+    shares = {
+        key: _share(summary[key], turn[key])
+        for key in (
+            "modelCalls",
+            "dynamoRequests",
+            "dynamoUnits",
+            "sqsRequests",
+            "lambdaInvocations",
+        )
+    }
+    shares["modelTokens"] = _share(
+        summary["modelInputTokens"] + summary["modelOutputTokens"],
+        turn["modelInputTokens"] + turn["modelOutputTokens"],
+    )
+    shares["dollars"] = _share(summary["dollars"]["total"], turn["dollars"]["total"])
+    # Without the model: what the serverless plumbing of the summary costs.
+    infrastructure = ("dynamodb", "sqs", "lambda")
+    shares["infrastructureDollars"] = _share(
+        sum(summary["dollars"][k] for k in infrastructure),
+        sum(turn["dollars"][k] for k in infrastructure),
+    )
+    return {
+        "turns": turns,
+        "batchTurns": api.container.settings.summary_batch_turns,
+        "replayMessages": 20,
+        "turn": turn,
+        "summary": summary,
+        "summaryShare": shares,
+        "shareLimit": SHARE_LIMIT,
+        "turnsWithAGap": gaps,
+        "finalThroughSeq": (view.get("summary") or {}).get("throughSeq"),
+        "finalOmitted": view.get("omittedMessages"),
+        "prices": {
+            "sqsPerMillion": SQS_PRICE_PER_MILLION,
+            "lambdaPerMillion": LAMBDA_PRICE_PER_MILLION,
+            "modelInputPerMillionTokens": MODEL_INPUT_PER_MILLION_TOKENS,
+            "modelOutputPerMillionTokens": MODEL_OUTPUT_PER_MILLION_TOKENS,
+        },
+    }
+
+
+def _count_calls(client: Any, operation: str) -> Callable[[], int]:
+    count = [0]
+
+    def counted(**_: Any) -> None:
+        count[0] += 1
+
+    client.meta.events.register(f"before-call.sqs.{operation}", counted)
+    return lambda: count[0]
+
+
+def _is_summary(request: Any) -> bool:
+    return SUMMARY_MARK in request.body["messages"][0]["content"]
+
+
+def _gap(requests: list[Any], omitted: int) -> int:
+    """1 when the turn's prompt held a summary short of what its window omitted."""
+    for request in requests:
+        if _is_summary(request):
+            continue
+        found = re.findall(
+            r'kind="summary" through-seq="(\d+)"', request.body["messages"][0]["content"]
+        )
+        covered = int(found[0]) if found else 0
+        return 1 if covered < omitted else 0
+    return 0
