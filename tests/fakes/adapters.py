@@ -233,11 +233,21 @@ class FakeContentFilter:
 
 
 class FakeMetrics:
+    """Records every metric: ``counts`` by name (all dimensions summed), ``events`` one
+    ``(name, value, dimensions)`` each, ``timings`` by name."""
+
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
+        self.events: list[tuple[str, float, dict[str, str]]] = []
+        self.timings: dict[str, list[float]] = {}
 
-    def count(self, name: str, value: int = 1) -> None:
+    def count(self, name: str, value: int = 1, **dimensions: str) -> None:
         self.counts[name] += value
+        self.events.append((name, value, dict(dimensions)))
+
+    def timing(self, name: str, milliseconds: float, **dimensions: str) -> None:
+        self.timings.setdefault(name, []).append(milliseconds)
+        self.events.append((name, milliseconds, dict(dimensions)))
 
 
 class FakeClock:

@@ -133,9 +133,14 @@ def build_container(
 
         metrics = PowertoolsMetrics()
     adapters = _adapter_registry(settings, clients)
-    provider_for = provider_for or (
-        lambda cap: adapters.provider(cap.provider, cap.kind, cap.tools)
-    )
+    if provider_for is None:
+        from convo_memory.adapters.metering import metered
+
+        def provider_for(cap: Capability) -> ModelProvider:
+            # Every model call measured (latency, tokens), by connection.
+            provider = adapters.provider(cap.provider, cap.kind, cap.tools)
+            return metered(provider, metrics, cap.provider.connection)
+
     filter_for = filter_for or (lambda cap: adapters.content_filter(cap.content_filter))
     default_summary = settings.summary_default_provider
     summarizer_for = summarizer_for or (

@@ -37,9 +37,18 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class TokenUsage:
+    """Tokens a model call consumed, when the provider reports them."""
+
+    input_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True)
 class Completion:
     text: str
     tool_calls: tuple[ToolCall, ...] = field(default_factory=tuple)
+    usage: TokenUsage | None = None
 
 
 class ModelProvider(Protocol):
@@ -105,6 +114,7 @@ class ModelStep:
 
     text: str
     requests: tuple[ToolRequest, ...] = ()
+    usage: TokenUsage | None = None
 
 
 @runtime_checkable
@@ -205,13 +215,20 @@ class QueuePort(Protocol):
 
 
 class MetricsPort(Protocol):
-    def count(self, name: str, value: int = 1) -> None: ...
+    """Operational metrics (CloudWatch EMF on AWS). ``dimensions`` split a metric, e.g.
+    ``count("Turns", door="predict", outcome="recorded")``."""
+
+    def count(self, name: str, value: int = 1, **dimensions: str) -> None: ...
+    def timing(self, name: str, milliseconds: float, **dimensions: str) -> None: ...
 
 
 class NullMetrics:
     """Counts nothing: for services built without a metrics adapter."""
 
-    def count(self, name: str, value: int = 1) -> None:
+    def count(self, name: str, value: int = 1, **dimensions: str) -> None:
+        return None
+
+    def timing(self, name: str, milliseconds: float, **dimensions: str) -> None:
         return None
 
 

@@ -1,20 +1,29 @@
-"""Powertools Metrics (CloudWatch EMF) behind the services' tiny metrics port."""
+"""Powertools Metrics (CloudWatch EMF) behind the services' metrics port."""
 
 from __future__ import annotations
 
-from typing import Any
+import os
 
 
 class PowertoolsMetrics:
-    def __init__(self) -> None:
-        from aws_lambda_powertools import Metrics
+    """Each metric is written at once as its own EMF record (``single_metric``), with its
+    own dimensions: the serving path is not always wrapped in ``log_metrics`` (streaming,
+    the local runtime), and a lost failure count would hide exactly the faults it counts."""
 
-        self.metrics: Any = Metrics()
+    def __init__(self, namespace: str | None = None) -> None:
+        self.namespace = namespace or os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "ConvoMemory")
 
-    def count(self, name: str, value: int = 1) -> None:
-        from aws_lambda_powertools.metrics import MetricUnit
+    def count(self, name: str, value: int = 1, **dimensions: str) -> None:
+        self._emit(name, "Count", value, dimensions)
 
-        self.metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
-        # Flush now: the serving path is not always wrapped in log_metrics (streaming,
-        # local runtime), and a lost failure count would hide exactly the faults we count.
-        self.metrics.flush_metrics()
+    def timing(self, name: str, milliseconds: float, **dimensions: str) -> None:
+        self._emit(name, "Milliseconds", milliseconds, dimensions)
+
+    def _emit(self, name: str, unit: str, value: float, dimensions: dict[str, str]) -> None:
+        from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+        with single_metric(
+            name=name, unit=MetricUnit(unit), value=value, namespace=self.namespace
+        ) as metric:
+            for key, dimension in dimensions.items():
+                metric.add_dimension(name=key, value=str(dimension))

@@ -16,11 +16,20 @@ class SqsQueue:
         self.url = queue_url
 
     def send(self, body: dict[str, Any], delay_seconds: int = 0) -> None:
+        """Send ``body``; the sender's correlation id travels as a message attribute, so
+        the job's logs carry the id of the request that caused it."""
+        from convo_memory.observability import CORRELATION_ATTRIBUTE, correlation_id
+
+        attributes: dict[str, Any] = {}
+        correlation = correlation_id()
+        if correlation:
+            attributes[CORRELATION_ATTRIBUTE] = {"DataType": "String", "StringValue": correlation}
         try:
             self._client.send_message(
                 QueueUrl=self.url,
                 MessageBody=json.dumps(body, separators=(",", ":")),
                 DelaySeconds=delay_seconds,
+                MessageAttributes=attributes,
             )
         except (ClientError, BotoCoreError) as exc:
             raise StoreUnavailable(f"SQS send failed: {exc}") from exc

@@ -26,6 +26,7 @@ from convo_memory.ports import (
     Completion,
     ModelStep,
     TextSink,
+    TokenUsage,
     ToolDefinition,
     ToolRequest,
     ToolRound,
@@ -253,7 +254,8 @@ class BedrockConverseProvider:
         except errors as exc:
             raise map_client_error(exc) from exc
         blocks = response.get("output", {}).get("message", {}).get("content", [])
-        return Completion(text="".join(b["text"] for b in blocks if "text" in b))
+        text = "".join(b["text"] for b in blocks if "text" in b)
+        return Completion(text=text, usage=usage_of(response.get("usage")))
 
     def stream(self, prompt: Prompt) -> Iterator[str]:
         """ConverseStream: yield each ``contentBlockDelta.delta.text`` as it arrives."""
@@ -300,11 +302,22 @@ def _tool_request(call_id: str, name: str, raw_input: Any) -> ToolRequest:
     return ToolRequest(call_id, name, raw_input)
 
 
+def usage_of(usage: Any) -> TokenUsage | None:
+    """Converse's ``usage`` (or a stream's ``metadata.usage``) as token counts."""
+    if not isinstance(usage, Mapping):
+        return None
+    try:
+        return TokenUsage(int(usage["inputTokens"]), int(usage["outputTokens"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def _step_of(response: Mapping[str, Any]) -> ModelStep:
     blocks = response.get("output", {}).get("message", {}).get("content", [])
     text = "".join(b["text"] for b in blocks if "text" in b)
+    usage = usage_of(response.get("usage"))
     if response.get("stopReason") != "tool_use":
-        return ModelStep(text)
+        return ModelStep(text, usage=usage)
     requests = tuple(
         _tool_request(
             str(b["toolUse"].get("toolUseId", "")),
@@ -314,7 +327,7 @@ def _step_of(response: Mapping[str, Any]) -> ModelStep:
         for b in blocks
         if "toolUse" in b
     )
-    return ModelStep(text, requests)
+    return ModelStep(text, requests, usage)
 
 
 def _streamed_step(events: Any, on_text: TextSink) -> ModelStep:
@@ -323,6 +336,7 @@ def _streamed_step(events: Any, on_text: TextSink) -> ModelStep:
     text: list[str] = []
     tools: dict[int, dict[str, Any]] = {}
     stop_reason = ""
+    usage: TokenUsage | None = None
     try:
         for event in events:
             if "contentBlockStart" in event:
@@ -346,6 +360,8 @@ def _streamed_step(events: Any, on_text: TextSink) -> ModelStep:
                         tools[index]["input"].append(delta["toolUse"].get("input", ""))
             elif "messageStop" in event:
                 stop_reason = str(event["messageStop"].get("stopReason", ""))
+            elif "metadata" in event:
+                usage = usage_of(event["metadata"].get("usage"))
             else:
                 for key, value in event.items():
                     if key.endswith("Exception"):
@@ -355,12 +371,12 @@ def _streamed_step(events: Any, on_text: TextSink) -> ModelStep:
         if callable(close):
             close()
     if stop_reason != "tool_use":
-        return ModelStep("".join(text))
+        return ModelStep("".join(text), usage=usage)
     requests = tuple(
         _tool_request(str(tool["id"]), str(tool["name"]), "".join(tool["input"]))
         for _, tool in sorted(tools.items())
     )
-    return ModelStep("".join(text), requests)
+    return ModelStep("".join(text), requests, usage)
 
 
 class _EventError(Exception):

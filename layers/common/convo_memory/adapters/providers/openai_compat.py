@@ -34,6 +34,7 @@ from convo_memory.ports import (
     Completion,
     ModelStep,
     TextSink,
+    TokenUsage,
     ToolDefinition,
     ToolRequest,
     ToolRound,
@@ -194,13 +195,14 @@ class OpenAICompatibleProvider:
         timeout = max(0.001, min(self.timeout, timeout))
         body = self.tool_payload(prompt, rounds, tools, final=final, stream=on_text is not None)
         if on_text is None:
-            message = self._message(body, timeout)
+            message, usage = self._message(body, timeout)
             content = message.get("content")
             text = content if isinstance(content, str) else ""
             calls = message.get("tool_calls") or []
             if not isinstance(calls, list):
                 calls = []
-            return ModelStep(text, tuple(_tool_request(i, call) for i, call in enumerate(calls)))
+            requests = tuple(_tool_request(i, call) for i, call in enumerate(calls))
+            return ModelStep(text, requests, usage)
         return self._streamed_step(body, timeout, on_text)
 
     def _streamed_step(self, body: dict[str, Any], timeout: float, on_text: TextSink) -> ModelStep:
@@ -208,8 +210,10 @@ class OpenAICompatibleProvider:
         calls: dict[int, dict[str, Any]] = {}
         state: dict[str, bool] = {}
         finished = False
+        usage: TokenUsage | None = None
         with self._open(body, timeout) as response:
             for chunk in self._events(response, state):
+                usage = usage_of(chunk.get("usage")) or usage
                 choices = chunk.get("choices") or []
                 if not choices or not isinstance(choices[0], dict):
                     continue
@@ -237,20 +241,25 @@ class OpenAICompatibleProvider:
                 "Model provider error: the OpenAI-compatible stream ended before it finished."
             )
         requests = tuple(_tool_request(i, call) for i, call in sorted(calls.items()))
-        return ModelStep("".join(text), requests)
+        return ModelStep("".join(text), requests, usage)
 
     def complete(self, prompt: Prompt) -> Completion:
         """Non-streaming call: the answer is ``choices[0].message.content``."""
-        content = self._message(self.payload(prompt, stream=False), self.timeout).get("content")
-        return Completion(text=content if isinstance(content, str) else "")
+        message, usage = self._message(self.payload(prompt, stream=False), self.timeout)
+        content = message.get("content")
+        return Completion(text=content if isinstance(content, str) else "", usage=usage)
 
-    def _message(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """``choices[0].message`` of a non-streaming call, within ``timeout`` seconds."""
+    def _message(
+        self, body: dict[str, Any], timeout: float
+    ) -> tuple[dict[str, Any], TokenUsage | None]:
+        """``choices[0].message`` of a non-streaming call, within ``timeout`` seconds, and
+        the tokens it reports."""
         deadline = time.monotonic() + timeout
         with self._open(body, timeout) as response:
             raw = self._read_body(response, deadline)
         try:
-            message = json.loads(raw)["choices"][0]["message"]
+            data = json.loads(raw)
+            message = data["choices"][0]["message"]
             if not isinstance(message, dict):
                 raise TypeError("message is not an object")
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
@@ -258,7 +267,7 @@ class OpenAICompatibleProvider:
                 "Model provider error: the OpenAI-compatible endpoint returned an "
                 "unexpected response body."
             ) from exc
-        return message
+        return message, usage_of(data.get("usage"))
 
     def _read_body(self, response: Any, deadline: float) -> bytes:
         """The whole body, refused above ``max_completion_bytes`` or past ``deadline``
@@ -424,6 +433,16 @@ def _tool_request(index: int, call: Any) -> ToolRequest:
     if not isinstance(parsed, dict):
         return ToolRequest(call_id, name, {}, "the model's tool arguments were not a JSON object")
     return ToolRequest(call_id, name, parsed)
+
+
+def usage_of(usage: Any) -> TokenUsage | None:
+    """A chat completion's ``usage`` (prompt and completion tokens), when reported."""
+    if not isinstance(usage, dict):
+        return None
+    try:
+        return TokenUsage(int(usage["prompt_tokens"]), int(usage["completion_tokens"]))
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _error_detail(body: Any) -> str:

@@ -1,0 +1,99 @@
+"""Model calls, measured: a provider wrapped so that every call emits its latency and,
+when the provider reports them, its tokens (metrics ``ModelLatency``, ``ModelCalls``,
+``ModelInputTokens``, ``ModelOutputTokens``, split by connection). The services see the
+same ports and know nothing of it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+
+from convo_memory.domain.prompt import Prompt
+from convo_memory.ports import (
+    Completion,
+    MetricsPort,
+    ModelProvider,
+    ModelStep,
+    TextSink,
+    TokenUsage,
+    ToolCallingModel,
+    ToolDefinition,
+    ToolRound,
+)
+
+
+class MeteredModel:
+    """A ``ModelProvider`` whose calls are measured."""
+
+    def __init__(
+        self,
+        inner: ModelProvider,
+        metrics: MetricsPort,
+        connection: str,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.inner = inner
+        self._metrics = metrics
+        self._connection = connection
+        self._clock = clock
+
+    def _measured(self, began: float, usage: TokenUsage | None, outcome: str) -> None:
+        dimensions = {"connection": self._connection}
+        self._metrics.timing("ModelLatency", (self._clock() - began) * 1000, **dimensions)
+        self._metrics.count("ModelCalls", 1, outcome=outcome, **dimensions)
+        if usage is not None:
+            self._metrics.count("ModelInputTokens", usage.input_tokens, **dimensions)
+            self._metrics.count("ModelOutputTokens", usage.output_tokens, **dimensions)
+
+    def complete(self, prompt: Prompt) -> Completion:
+        began = self._clock()
+        try:
+            completion = self.inner.complete(prompt)
+        except Exception:
+            self._measured(began, None, "error")
+            raise
+        self._measured(began, completion.usage, "ok")
+        return completion
+
+    def stream(self, prompt: Prompt) -> Iterator[str]:
+        began = self._clock()
+        try:
+            yield from self.inner.stream(prompt)
+        except Exception:
+            self._measured(began, None, "error")
+            raise
+        self._measured(began, None, "ok")
+
+
+class MeteredToolModel(MeteredModel):
+    """A tool-calling model whose calls (every step of the tool loop) are measured."""
+
+    inner: ToolCallingModel  # type: ignore[assignment]
+
+    def step(
+        self,
+        prompt: Prompt,
+        rounds: Sequence[ToolRound],
+        tools: Sequence[ToolDefinition],
+        *,
+        timeout: float,
+        final: bool = False,
+        on_text: TextSink | None = None,
+    ) -> ModelStep:
+        began = self._clock()
+        try:
+            step = self.inner.step(
+                prompt, rounds, tools, timeout=timeout, final=final, on_text=on_text
+            )
+        except Exception:
+            self._measured(began, None, "error")
+            raise
+        self._measured(began, step.usage, "ok")
+        return step
+
+
+def metered(provider: ModelProvider, metrics: MetricsPort, connection: str) -> ModelProvider:
+    """``provider`` with its calls measured (tool calling kept when it has it)."""
+    if isinstance(provider, ToolCallingModel):
+        return MeteredToolModel(provider, metrics, connection)
+    return MeteredModel(provider, metrics, connection)
