@@ -24,10 +24,11 @@ class Plan:
     summary_blocks: int
     summary_turns_per_block: int
     filter_runs: int = 5
+    authorizer_runs: int = 100
 
 
-FULL = Plan(5, 7, 7, 3, 4, 15, 7)
-QUICK = Plan(2, 3, 3, 1, 2, 10, 3)
+FULL = Plan(5, 7, 7, 3, 4, 15, 7, 200)
+QUICK = Plan(2, 3, 3, 1, 2, 10, 3, 50)
 
 
 def progress(message: str) -> None:
@@ -60,7 +61,8 @@ def _attempt(
 
 
 def run(plan: Plan, quick: bool) -> dict[str, Any]:
-    from bench.cold import first_invocation, import_times
+    from bench.authorizer_cost import authorizer_figures
+    from bench.cold import built_import_times, first_invocation, import_times
     from bench.content_filter import filter_figures
     from bench.serving import serving_figures, summarizer_isolation
 
@@ -70,6 +72,13 @@ def run(plan: Plan, quick: bool) -> dict[str, Any]:
     with stdout_to_stderr():
         progress("import times (fresh interpreters)")
         _attempt(results, "importTimes", lambda: import_times(plan.import_runs, progress), errors)
+        progress("import times from the built artifacts (make build)")
+        _attempt(
+            results,
+            "builtImportTimes",
+            lambda: built_import_times(plan.import_runs, progress),
+            errors,
+        )
         _attempt(
             results, "firstInvocation", lambda: first_invocation(plan.cold_runs, progress), errors
         )
@@ -88,6 +97,12 @@ def run(plan: Plan, quick: bool) -> dict[str, Any]:
         )
         _attempt(
             results, "contentFilter", lambda: filter_figures(plan.filter_runs, progress), errors
+        )
+        _attempt(
+            results,
+            "authorizer",
+            lambda: authorizer_figures(plan.authorizer_runs, progress),
+            errors,
         )
     results["meta"] = {
         "quick": quick,

@@ -82,11 +82,15 @@ class RuntimeConfig:
     # CONVO_PROVIDER_CONNECTIONS, exported to the functions as PROVIDER_CONNECTIONS.
     provider_connections: str = ""
     connection_names: tuple[str, ...] = ("embedded",)
+    # CONVO_WORKSPACE_TURNS_PER_SECOND, exported as WORKSPACE_TURNS_PER_SECOND ("": the
+    # template's default, as deployed).
+    workspace_turns_per_second: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RuntimeConfig:
         """Read ``PORT``, ``LAMBDA_PORT``, ``CONVO_DEV_TOKEN(S)``,
-        ``CONVO_PROVIDER_CONNECTIONS`` and the LOCAL_* knobs."""
+        ``CONVO_PROVIDER_CONNECTIONS``, ``CONVO_WORKSPACE_TURNS_PER_SECOND`` and the
+        LOCAL_* knobs."""
         dev_token = env.get("CONVO_DEV_TOKEN", "").strip()
         generated = not dev_token
         if generated:
@@ -120,7 +124,23 @@ class RuntimeConfig:
             template_path=Path(env.get("LOCAL_TEMPLATE", "") or TEMPLATE),
             provider_connections=connections,
             connection_names=tuple(connection_names),
+            workspace_turns_per_second=parse_turns_per_second(
+                env.get("CONVO_WORKSPACE_TURNS_PER_SECOND", "")
+            ),
         )
+
+
+def parse_turns_per_second(raw: str) -> str:
+    """``CONVO_WORKSPACE_TURNS_PER_SECOND`` checked like the stack parameter
+    ``WorkspaceTurnsPerSecond`` (an integer, 0 to 10000; 0 turns the limit off)."""
+    raw = raw.strip()
+    if not raw:
+        return ""
+    if not raw.isdigit() or int(raw) > 10_000:
+        raise ConfigError(
+            f"CONVO_WORKSPACE_TURNS_PER_SECOND must be an integer from 0 to 10000, got {raw!r}"
+        )
+    return str(int(raw))
 
 
 def parse_provider_connections(raw: str) -> list[str]:
@@ -279,14 +299,18 @@ def _authorizer_config(
     if function is None:
         raise StartupError(f"authorizer {name}: FunctionArn must be !GetAtt <Function>.Arn")
     identity = spec.get("Identity") or {}
-    headers = tuple(str(header) for header in identity.get("Headers") or ["Authorization"])
+    # No identity source: API Gateway invokes the authorizer on every request and cannot
+    # cache its answers (there is no key to cache them by).
+    headers = tuple(str(header) for header in identity.get("Headers") or [])
     ttl = identity.get("ReauthorizeEvery", DEFAULT_REAUTHORIZE_SECONDS)
     if isinstance(ttl, dict) and "Ref" in ttl:  # a template parameter: its default
         ttl = (parameters or {}).get(str(ttl["Ref"]), DEFAULT_REAUTHORIZE_SECONDS)
+    if cache_override is not None:
+        ttl = cache_override
     return AuthorizerConfig(
         function=function,
         identity_headers=headers,
-        ttl_seconds=float(ttl if cache_override is None else cache_override),
+        ttl_seconds=float(ttl) if headers else 0.0,
         simple_responses=bool(spec.get("EnableSimpleResponses", False)),
     )
 
@@ -434,6 +458,8 @@ class LocalRuntime:
         os.environ.update(resources.env())
         if self.config.provider_connections:
             os.environ["PROVIDER_CONNECTIONS"] = self.config.provider_connections
+        if self.config.workspace_turns_per_second:
+            os.environ["WORKSPACE_TURNS_PER_SECOND"] = self.config.workspace_turns_per_second
         # The template's allow-lists mirror IAM grants; locally there is no IAM to mirror.
         for name in ("PROVIDER_SECRET_ARNS", "PROVIDER_PARAMETER_NAMES"):
             os.environ.pop(name, None)
