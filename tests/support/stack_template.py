@@ -9,7 +9,6 @@ logical id, in region ``us-east-1`` of account ``123456789012``.
 
 from __future__ import annotations
 
-import copy
 import fnmatch
 import os
 import re
@@ -293,7 +292,3 @@ def granted_actions(statements: Iterable[Mapping[str, Any]]) -> set[str]:
         if statement["Effect"] == "Allow"
         for action in _listed(statement.get("Action", []))
     }
-
-
-def copy_template(template: Mapping[str, Any]) -> dict[str, Any]:
-    return copy.deepcopy(dict(template))
