@@ -19,7 +19,8 @@ help:
 	@echo "make test       run the whole test suite (installs chromium for the Studio test)"
 	@echo "make lint       ruff check, ruff format --check, mypy, cfn-lint"
 	@echo "make bench      print DynamoDB requests/reads per turn and cold-import figures"
-	@echo "make build      sam build (python3.13)"
+	@echo "                (run make build first for the cold imports of the built artifacts)"
+	@echo "make build      sam build: python3.13 arm64 wheels, the layer with compiled bytecode"
 	@echo "make validate   sam validate --lint and cfn-lint"
 
 $(STAMP): pyproject.toml
@@ -73,7 +74,8 @@ $(SAM):
 	@test -x $(SAM_VENV)/bin/python || $(PYTHON_BOOT) -m venv $(SAM_VENV)
 	$(SAM_VENV)/bin/pip install --quiet aws-sam-cli
 
-# sam build needs the runtime's interpreter (python3.13) on PATH.
+# sam build needs the runtime's interpreter (python3.13) on PATH: the functions' builder
+# and layers/common/Makefile (build-CommonLayer, which compiles the layer's bytecode) use it.
 build: $(SAM)
 	PATH="$(dir $(PYTHON_BOOT)):$$PATH" SAM_CLI_TELEMETRY=0 $(SAM) build
 

@@ -26,10 +26,11 @@ class Plan:
     filter_runs: int = 5
     # One conversation, measured turn by turn: the summary's cost next to the turns'.
     summary_cost_turns: int = 100
+    authorizer_runs: int = 100
 
 
-FULL = Plan(5, 7, 7, 3, 4, 15, 7)
-QUICK = Plan(2, 3, 3, 1, 2, 10, 3)
+FULL = Plan(5, 7, 7, 3, 4, 15, 7, 200)
+QUICK = Plan(2, 3, 3, 1, 2, 10, 3, 50)
 
 
 def progress(message: str) -> None:
@@ -63,7 +64,8 @@ def _attempt(
 
 def run(plan: Plan, quick: bool) -> dict[str, Any]:
     from bench.agents import agent_turn_figure
-    from bench.cold import first_invocation, import_times
+    from bench.authorizer_cost import authorizer_figures
+    from bench.cold import built_import_times, first_invocation, import_times
     from bench.content_filter import filter_figures
     from bench.serving import serving_figures, summarizer_isolation
     from bench.summary_cost import summary_cost
@@ -74,6 +76,13 @@ def run(plan: Plan, quick: bool) -> dict[str, Any]:
     with stdout_to_stderr():
         progress("import times (fresh interpreters)")
         _attempt(results, "importTimes", lambda: import_times(plan.import_runs, progress), errors)
+        progress("import times from the built artifacts (make build)")
+        _attempt(
+            results,
+            "builtImportTimes",
+            lambda: built_import_times(plan.import_runs, progress),
+            errors,
+        )
         _attempt(
             results, "firstInvocation", lambda: first_invocation(plan.cold_runs, progress), errors
         )
@@ -99,6 +108,12 @@ def run(plan: Plan, quick: bool) -> dict[str, Any]:
             results,
             "summaryCost",
             lambda: summary_cost(plan.summary_cost_turns, progress),
+            errors,
+        )
+        _attempt(
+            results,
+            "authorizer",
+            lambda: authorizer_figures(plan.authorizer_runs, progress),
             errors,
         )
     results["meta"] = {

@@ -1,12 +1,17 @@
 """Cold-start figures: each handler's ``import app`` against ``import boto3`` in fresh
-interpreters, and the predict handler's first invocation (bench/cold_probe.py)."""
+interpreters, from the source tree and from ``make build``'s artifacts (as Lambda loads
+them: read-only, no bytecode written), and the predict handler's first invocation
+(bench/cold_probe.py)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import stat
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +21,10 @@ from bench.stats import median, ratio, verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = Path(__file__).resolve().parent / "cold_probe.py"
+BUILD_DIR = ROOT / ".aws-sam" / "build"
 PREDICT_LIMIT = 1.3
+# From the built artifacts: the layer carries its bytecode, so only app.py compiles.
+BUILT_PREDICT_LIMIT = 1.1
 MARKER = "BENCH_RESULT "
 WARM_REQUESTS = 5
 TIMER = (
@@ -177,4 +185,138 @@ def first_invocation(runs: int, progress: Callable[[str], None]) -> dict[str, An
         "medianSeconds": figures,
         "boto3ImportedByApp": all(s["boto3ImportedByApp"] for s in samples),
         "coldTotalSeconds": cold_total,
+    }
+
+
+# --------------------------------------------------------------------------- built
+
+
+def built_missing(build_dir: Path = BUILD_DIR) -> str | None:
+    """Why the built artifacts cannot be measured here, or None."""
+    if not (build_dir / "template.yaml").is_file():
+        where = build_dir.relative_to(ROOT) if build_dir.is_relative_to(ROOT) else build_dir
+        return f"make build has not run (no {where}/template.yaml)"
+    if not (build_dir / "CommonLayer" / "python").is_dir():
+        return "the build has no CommonLayer/python"
+    if sys.version_info[:2] != (3, 13):
+        return f"the built bytecode is for python 3.13, this is {sys.version.split()[0]}"
+    return None
+
+
+def _read_only(path: Path) -> None:
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            target = Path(root) / name
+            target.chmod(target.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    path.chmod(path.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+
+
+def _writable(path: Path) -> None:
+    for root, dirs, _files in os.walk(path):
+        Path(root).chmod(Path(root).stat().st_mode | stat.S_IWUSR)
+        for name in dirs:
+            (Path(root) / name).chmod((Path(root) / name).stat().st_mode | stat.S_IWUSR)
+
+
+def host_layer(built: Path, into: Path, *, bytecode: bool = True) -> Path:
+    """A copy of the built layer this machine can import: the layer's own modules and
+    bytecode, with this machine's build of each native extension beside the Lambda one
+    (the build is for arm64 Linux; the pinned versions are the dev environment's)."""
+    layer = into / "opt-python"
+    shutil.copytree(built, layer, ignore=None if bytecode else shutil.ignore_patterns("*.pyc"))
+    site = Path(sysconfig.get_paths()["purelib"])
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    for extension in list(layer.rglob("*.so")):
+        if extension.name.endswith(suffix):
+            continue
+        module = extension.name.split(".", 1)[0]
+        relative = extension.parent.relative_to(layer)
+        native = site / relative / f"{module}{suffix}"
+        if native.is_file():
+            shutil.copy2(native, layer / relative / native.name)
+    return layer
+
+
+def _time_built(module: str, cwd: Path, path: list[Path], env: dict[str, str]) -> float:
+    # -S: no site-packages processing (no editable install finder); the path is exactly
+    # the function's code, the layer, then what the Lambda runtime provides (boto3).
+    env = {
+        **env,
+        "PYTHONPATH": os.pathsep.join(str(p) for p in path),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", TIMER.format(module=module, marker=MARKER)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"import {module} in {cwd} failed:\n{done.stderr[-2000:]}")
+    return float(_result_line(done.stdout))
+
+
+def built_import_times(
+    runs: int, progress: Callable[[str], None], build_dir: Path = BUILD_DIR
+) -> dict[str, Any]:
+    """Each handler's cold ``import app`` from the built artifacts, with no writable
+    bytecode cache, as a ratio to ``import boto3`` in the same run; PredictFunction also
+    from a copy of the layer without its bytecode, for comparison."""
+    missing = built_missing(build_dir)
+    if missing is not None:
+        return {"built": False, "reason": missing}
+    env = probe_env()
+    runtime = Path(sysconfig.get_paths()["purelib"])  # boto3, as the Lambda runtime has it
+    with tempfile.TemporaryDirectory(prefix="bench-built-") as tmp:
+        root = Path(tmp)
+        layer = host_layer(build_dir / "CommonLayer" / "python", root)
+        bare = host_layer(build_dir / "CommonLayer" / "python", root / "bare", bytecode=False)
+        code: dict[str, Path] = {}
+        for function in sorted(p for p in build_dir.iterdir() if (p / "app.py").is_file()):
+            code[function.name] = root / "var-task" / function.name
+            shutil.copytree(function, code[function.name])
+        _read_only(root)
+        try:
+            targets: list[tuple[str, str, Path, list[Path]]] = [("boto3", "boto3", root, [runtime])]
+            targets += [(name, "app", path, [path, layer, runtime]) for name, path in code.items()]
+            if "PredictFunction" in code:
+                predict = code["PredictFunction"]
+                targets.append(
+                    ("PredictFunction, no bytecode", "app", predict, [predict, bare, runtime])
+                )
+            samples: dict[str, list[float]] = {name: [] for name, *_ in targets}
+            for _name, module, cwd, path in targets:  # not counted: warms the page cache
+                _time_built(module, cwd, path, env)
+            for run in range(runs):
+                progress(f"built import times, round {run + 1}/{runs}")
+                shift = run % len(targets)
+                for name, module, cwd, path in targets[shift:] + targets[:shift]:
+                    samples[name].append(_time_built(module, cwd, path, env))
+        finally:
+            _writable(root)
+    boto3_s = median(samples["boto3"])
+    rows = []
+    for name in [*code, *(["PredictFunction, no bytecode"] if "PredictFunction" in code else [])]:
+        seconds = median(samples[name])
+        row: dict[str, Any] = {
+            "function": name,
+            "seconds": seconds,
+            "ratio": ratio(seconds, boto3_s),
+            "samples": samples[name],
+        }
+        if name == "PredictFunction":
+            row |= {
+                "limit": BUILT_PREDICT_LIMIT,
+                "verdict": verdict(row["ratio"], BUILT_PREDICT_LIMIT),
+            }
+        rows.append(row)
+    return {
+        "built": True,
+        "runs": runs,
+        "boto3Seconds": boto3_s,
+        "boto3Samples": samples["boto3"],
+        "rows": rows,
     }

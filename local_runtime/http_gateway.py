@@ -319,6 +319,12 @@ def internal_error(request_id: str) -> GatewayResponse:
     )
 
 
+def missing_identity() -> GatewayResponse:
+    """API Gateway's own answer when an identity source of the authorizer is missing or
+    empty: it never invokes the authorizer, and an HTTP API cannot shape this body."""
+    return json_response(401, {"message": "Unauthorized"})
+
+
 def rate_limited() -> GatewayResponse:
     """Every environment of the function is busy (Lambda throttled the invocation)."""
     return error_response(
@@ -391,6 +397,7 @@ class AuthorizerConfig:
     """The HttpApi's Lambda REQUEST authorizer (simple responses, payload 2.0)."""
 
     function: str
+    # Empty: no identity source, the authorizer runs on every request (uncached).
     identity_headers: tuple[str, ...] = ("Authorization",)
     ttl_seconds: float = 300.0
     simple_responses: bool = True
@@ -534,9 +541,8 @@ class HttpGateway(ThreadingHTTPServer):
         cache = self.auth_caches[name]
         identity = tuple(request.header(header) or "" for header in config.identity_headers)
         if not all(identity):
-            missing = " / ".join(config.identity_headers)
-            return error_response(401, "unauthorized", f"Missing {missing} header")
-        decision = cache.get(identity)
+            return missing_identity()
+        decision = cache.get(identity) if identity else None
         if decision is None:
             event = build_authorizer_event(request, match, identity)
             try:
@@ -547,7 +553,8 @@ class HttpGateway(ThreadingHTTPServer):
             except Exception:
                 _report(f"authorizer {config.function} failed (requestId {request.request_id})")
                 return internal_error(request.request_id)
-            cache.put(identity, decision)
+            if identity:
+                cache.put(identity, decision)
         if not decision.authorized:
             return error_response(401, "unauthorized", "the authorizer denied this request")
         return decision

@@ -94,11 +94,15 @@ class RuntimeConfig:
     tool_allowed_hosts: tuple[str, ...] = ()
     # CONVO_SUMMARY_* given for make run, as the functions' SUMMARY_* variables.
     summary_settings: tuple[tuple[str, str], ...] = ()
+    # CONVO_WORKSPACE_TURNS_PER_SECOND, exported as WORKSPACE_TURNS_PER_SECOND ("": the
+    # template's default, as deployed).
+    workspace_turns_per_second: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RuntimeConfig:
         """Read ``PORT``, ``LAMBDA_PORT``, ``CONVO_DEV_TOKEN(S)``,
-        ``CONVO_PROVIDER_CONNECTIONS``, ``CONVO_TOOL_ALLOWED_HOSTS``, ``CONVO_SUMMARY_*`` and the
+        ``CONVO_PROVIDER_CONNECTIONS``, ``CONVO_TOOL_ALLOWED_HOSTS``, ``CONVO_SUMMARY_*``,
+        ``CONVO_WORKSPACE_TURNS_PER_SECOND`` and the
         LOCAL_* knobs."""
         dev_token = env.get("CONVO_DEV_TOKEN", "").strip()
         generated = not dev_token
@@ -139,6 +143,9 @@ class RuntimeConfig:
                 for local, variable in LOCAL_SUMMARY_VARIABLES.items()
                 if env.get(local, "").strip()
             ),
+            workspace_turns_per_second=parse_turns_per_second(
+                env.get("CONVO_WORKSPACE_TURNS_PER_SECOND", "")
+            ),
         )
 
 
@@ -153,6 +160,19 @@ def parse_tool_allowed_hosts(raw: str) -> tuple[str, ...]:
     except ValueError as exc:
         raise ConfigError(f"CONVO_TOOL_ALLOWED_HOSTS: {exc}") from None
     return entries
+
+
+def parse_turns_per_second(raw: str) -> str:
+    """``CONVO_WORKSPACE_TURNS_PER_SECOND`` checked like the stack parameter
+    ``WorkspaceTurnsPerSecond`` (an integer, 0 to 10000; 0 turns the limit off)."""
+    raw = raw.strip()
+    if not raw:
+        return ""
+    if not raw.isdigit() or int(raw) > 10_000:
+        raise ConfigError(
+            f"CONVO_WORKSPACE_TURNS_PER_SECOND must be an integer from 0 to 10000, got {raw!r}"
+        )
+    return str(int(raw))
 
 
 def parse_provider_connections(raw: str) -> list[str]:
@@ -336,14 +356,18 @@ def _authorizer_config(
     if function is None:
         raise StartupError(f"authorizer {name}: FunctionArn must be !GetAtt <Function>.Arn")
     identity = spec.get("Identity") or {}
-    headers = tuple(str(header) for header in identity.get("Headers") or ["Authorization"])
+    # No identity source: API Gateway invokes the authorizer on every request and cannot
+    # cache its answers (there is no key to cache them by).
+    headers = tuple(str(header) for header in identity.get("Headers") or [])
     ttl = identity.get("ReauthorizeEvery", DEFAULT_REAUTHORIZE_SECONDS)
     if isinstance(ttl, dict) and "Ref" in ttl:  # a template parameter: its default
         ttl = (parameters or {}).get(str(ttl["Ref"]), DEFAULT_REAUTHORIZE_SECONDS)
+    if cache_override is not None:
+        ttl = cache_override
     return AuthorizerConfig(
         function=function,
         identity_headers=headers,
-        ttl_seconds=float(ttl if cache_override is None else cache_override),
+        ttl_seconds=float(ttl) if headers else 0.0,
         simple_responses=bool(spec.get("EnableSimpleResponses", False)),
     )
 
@@ -497,6 +521,8 @@ class LocalRuntime:
         if self.config.tool_allowed_hosts:
             os.environ["TOOL_ALLOWED_HOSTS"] = ",".join(self.config.tool_allowed_hosts)
         os.environ.update(dict(self.config.summary_settings))
+        if self.config.workspace_turns_per_second:
+            os.environ["WORKSPACE_TURNS_PER_SECOND"] = self.config.workspace_turns_per_second
         # The template's allow-lists mirror IAM grants; locally there is no IAM to mirror.
         for name in ("PROVIDER_SECRET_ARNS", "PROVIDER_PARAMETER_NAMES"):
             os.environ.pop(name, None)

@@ -23,10 +23,12 @@ def bearer_token(event: dict[str, Any]) -> str:
 
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    from convo_memory.bootstrap import get_container
+    from convo_memory.bootstrap import get_token_resolver
 
     token = bearer_token(event)
-    workspace = get_container().tokens.workspace_for(token) if token else None
+    workspace = get_token_resolver().workspace_for(token) if token else None
     if workspace is None:
-        logger.info("unknown or missing bearer token")
+        # It runs on every request, so this would be a line per unauthenticated request;
+        # the HttpApi access log already records each 401.
+        logger.debug("unknown or missing bearer token")
     return {"isAuthorized": True, "context": {"workspaceId": workspace or ""}}

@@ -9,6 +9,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 
 from convo_memory.http import (
+    admit_turn,
     container,
     idempotent,
     install_error_handlers,
@@ -28,6 +29,7 @@ def predict(capability_id: str) -> Response:
     workspace = workspace_id(app)
     body = json_body(app)
     turn = parse("TurnInput", body)
+    admit_turn(workspace)
 
     def compute() -> dict[str, Any]:
         prediction = container().turns.predict(
@@ -48,6 +50,7 @@ def predict_stream(capability_id: str) -> Response:
     workspace = workspace_id(app)
     body = json_body(app)
     turn = parse("TurnInput", body)
+    admit_turn(workspace)
     events: list[str] = []
     streamed: list[bool] = [False]
 
@@ -77,6 +80,7 @@ def session_message(session_id: str) -> Response:
     workspace = workspace_id(app)
     body = json_body(app)
     message = parse("MessageInput", body)
+    admit_turn(workspace)
 
     def compute() -> dict[str, Any]:
         prediction = container().turns.session_message(workspace, session_id, message.input)

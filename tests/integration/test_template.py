@@ -220,7 +220,12 @@ def test_creating_the_resources_twice_changes_nothing(
 def test_physical_names_carry_the_configured_prefix(session: boto3.session.Session) -> None:
     created = ensure_resources(session, template_path=TEMPLATE, prefix="e2e-7-")
 
-    assert set(created.tables) == {"ConversationsTable", "RunsTable", "IdempotencyTable"}
+    assert set(created.tables) == {
+        "ConversationsTable",
+        "RunsTable",
+        "IdempotencyTable",
+        "TurnLimitsTable",
+    }
     assert set(created.queue_urls) == {"SummaryQueue", "SummaryDLQ", "RepairQueue", "RepairDLQ"}
     assert all(name.startswith("e2e-7-") for name in created.tables.values())
     assert all(url.rsplit("/", 1)[1].startswith("e2e-7-") for url in created.queue_urls.values())
@@ -299,7 +304,9 @@ def test_every_route_sits_behind_the_token_authorizer_on_the_one_http_api() -> N
     assert authorizer["FunctionArn"] == {"Fn::GetAtt": ["AuthorizerFunction", "Arn"]}
     assert authorizer["AuthorizerPayloadFormatVersion"] == "2.0"
     assert authorizer["EnableSimpleResponses"] is True
-    assert authorizer["Identity"]["Headers"] == ["Authorization"]
+    # No identity source, no cache: it runs on every request, a missing header included,
+    # so that every 401 is the contract's body (README "Operating it" has the cost).
+    assert authorizer["Identity"] == {"ReauthorizeEvery": 0}
     for logical_id, resource in template["Resources"].items():
         for event in (resource.get("Properties") or {}).get("Events", {}).values():
             if event["Type"] == "HttpApi":
@@ -310,10 +317,22 @@ def test_every_route_sits_behind_the_token_authorizer_on_the_one_http_api() -> N
                     assert "Auth" not in event["Properties"], logical_id
 
 
-def test_the_authorizer_can_only_read_the_conversations_table() -> None:
+def test_the_authorizer_can_only_read_token_items_of_the_conversations_table() -> None:
     policies = load_template(TEMPLATE)["Resources"]["AuthorizerFunction"]["Properties"]["Policies"]
 
-    assert policies == [{"DynamoDBReadPolicy": {"TableName": {"Ref": "ConversationsTable"}}}]
+    assert policies == [
+        {
+            "Statement": [
+                {
+                    "Sid": "ReadTokens",
+                    "Effect": "Allow",
+                    "Action": ["dynamodb:GetItem"],
+                    "Resource": {"Fn::GetAtt": ["ConversationsTable", "Arn"]},
+                    "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["TOKEN#*"]}},
+                }
+            ]
+        }
+    ]
 
 
 @pytest.mark.parametrize(

@@ -260,8 +260,9 @@ def test_a_warm_turn_reads_once_writes_once_and_reads_do_not_grow_with_history(
         response = predict(api, tenant, session_id, "and what about the other one?")
         assert response.status == 200 and response.body["turn"]["userSeq"] == history + 3
         figures[history] = (dict(meter.requests), meter.items_read, meter.bytes_read)
-        # One read of the window, one conditional put of the turn: nothing else.
-        assert meter.requests == {"Query": 1, "PutItem": 1}, meter.requests
+        # One read of the window, one conditional put of the turn, and the workspace's
+        # turn counter (WorkspaceTurnsPerSecond): nothing else.
+        assert meter.requests == {"Query": 1, "PutItem": 1, "UpdateItem": 1}, meter.requests
 
     items_100, bytes_100 = figures[100][1:]
     items_1000, bytes_1000 = figures[1000][1:]
@@ -288,4 +289,4 @@ def test_the_messages_door_also_reads_once_when_warm(api: InProcessApi, tenant: 
         json_body={"input": "two"},
     )
     assert response.status == 200
-    assert meter.requests == {"Query": 1, "PutItem": 1}
+    assert meter.requests == {"Query": 1, "PutItem": 1, "UpdateItem": 1}  # + the turn counter

@@ -45,6 +45,7 @@ def test_given_every_variable_when_loading_then_each_lands_in_its_field():
     env = {
         **REQUIRED,
         "IDEMPOTENCY_TABLE_NAME": "idem",
+        "TURN_LIMITS_TABLE_NAME": "limits",
         "SUMMARY_QUEUE_URL": "https://sqs.local/summary",
         "REPAIR_QUEUE_URL": "https://sqs.local/repair",
         "MAX_INPUT_CHARS": "5000",
@@ -60,6 +61,7 @@ def test_given_every_variable_when_loading_then_each_lands_in_its_field():
         "MAX_STORED_ANSWER_CHARS": "50000",
         "ACTIVITY_GRANULARITY_SECONDS": "600",
         "DELETION_GRACE_SECONDS": "1200",
+        "WORKSPACE_TURNS_PER_SECOND": "25",
         "CURSOR_SIGNING_KEY": "k" * 32,
         "CURSOR_KEY_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:cursor",
         "TOOL_ALLOWED_HOSTS": "127.0.0.1:8080, tools.internal",
@@ -77,6 +79,7 @@ def test_given_every_variable_when_loading_then_each_lands_in_its_field():
         "table_name": "conversations",
         "runs_table_name": "runs",
         "idempotency_table_name": "idem",
+        "turn_limits_table_name": "limits",
         "summary_queue_url": "https://sqs.local/summary",
         "repair_queue_url": "https://sqs.local/repair",
         "max_input_chars": 5_000,
@@ -95,6 +98,7 @@ def test_given_every_variable_when_loading_then_each_lands_in_its_field():
         "summary_model_id": "",
         "provider_connections": {},
         "provider_timeout_cap_seconds": 25,
+        "workspace_turns_per_second": 25,
         "provider_secret_arns": None,
         "provider_parameter_names": None,
         "cursor_key_secret_arn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:cursor",
@@ -384,3 +388,24 @@ def test_a_default_summary_model_the_deployment_cannot_call_fails_the_start(
         Settings.from_env(env)
 
     assert variable in str(raised.value)
+
+
+@pytest.mark.parametrize("value", ["-1", "10001", "2.5", "lots"])
+def test_given_a_bad_turn_limit_when_loading_then_settings_error_names_it(value: str) -> None:
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env({**REQUIRED, "WORKSPACE_TURNS_PER_SECOND": value})
+
+    assert "WORKSPACE_TURNS_PER_SECOND" in str(raised.value)
+
+
+def test_given_other_bad_settings_the_token_lookup_settings_still_load() -> None:
+    from convo_memory.config import token_lookup_settings
+
+    env = {**REQUIRED, "CACHE_TTL_SECONDS": "5", "DIGEST_MAX_CHARS": "50"}
+
+    with pytest.raises(SettingsError):
+        Settings.from_env(env)
+    assert token_lookup_settings(env) == ("conversations", 5.0)
+    with pytest.raises(SettingsError) as raised:
+        token_lookup_settings({**env, "CACHE_TTL_SECONDS": "3601"})
+    assert "CACHE_TTL_SECONDS" in str(raised.value)

@@ -90,15 +90,61 @@ class TestGatewayRefusals:
         finally:
             server.server_close()
 
-    def test_an_authorizer_denial_and_a_missing_header_are_401(self) -> None:
+    def test_an_authorizer_denial_is_401_in_the_contracts_shape(self) -> None:
         deny = FakeRegistry(Open=lambda e: {}, Authorizer=lambda e: {"isAuthorized": False})
         server = gateway(deny)
         try:
-            for headers in ([("Authorization", "Bearer t")], []):
+            headers = [("Authorization", "Bearer t")]
+            response = server.handle_request_of(HttpRequest("GET", "/guarded", "", headers))
+            assert_contract_error(response.status, response.body, 401, "unauthorized")
+        finally:
+            server.server_close()
+
+    def test_a_missing_identity_source_is_api_gateways_own_401_without_the_authorizer(
+        self,
+    ) -> None:
+        # What AWS answers when the header named as identity source is absent: the
+        # authorizer is never invoked, and an HTTP API cannot shape this body.
+        invoked: list[Any] = []
+        server = gateway(FakeRegistry(Open=lambda e: {}, Authorizer=invoked.append))
+        try:
+            for headers in ([], [("Authorization", "")]):
                 response = server.handle_request_of(HttpRequest("GET", "/guarded", "", headers))
+                assert response.status == 401
+                assert ("content-type", "application/json") in response.headers
+                assert json.loads(response.body) == {"message": "Unauthorized"}
+        finally:
+            server.server_close()
+        assert invoked == []
+
+    def test_without_an_identity_source_the_authorizer_runs_for_a_missing_header(
+        self,
+    ) -> None:
+        # The template's authorizer: no identity source, so a request without the header
+        # reaches it, and the route answers the contract's 401 itself.
+        seen: list[dict[str, Any]] = []
+
+        def authorize(event: dict[str, Any]) -> dict[str, Any]:
+            seen.append(event)
+            return {"isAuthorized": True, "context": {"workspaceId": ""}}
+
+        def route(event: dict[str, Any]) -> dict[str, Any]:
+            workspace = event["requestContext"]["authorizer"]["lambda"]["workspaceId"]
+            body = {"error": {"code": "unauthorized", "message": "missing or unknown API token"}}
+            return {"statusCode": 401 if not workspace else 200, "body": json.dumps(body)}
+
+        routes = [Route("GET", "/guarded", "Open", authorizer="Auth")]
+        authorizers = {"Auth": AuthorizerConfig("Authorizer", identity_headers=(), ttl_seconds=0)}
+        registry = FakeRegistry(Open=route, Authorizer=authorize)
+        server = HttpGateway(("127.0.0.1", 0), routes, registry, authorizers)  # type: ignore[arg-type]
+        try:
+            for _ in range(2):
+                response = server.handle_request_of(HttpRequest("GET", "/guarded", "", []))
                 assert_contract_error(response.status, response.body, 401, "unauthorized")
         finally:
             server.server_close()
+        assert len(seen) == 2  # never cached
+        assert seen[0]["identitySource"] == []
 
 
 # --------------------------------------------------------------------------- sockets

@@ -573,20 +573,28 @@ class TestDevTokens:
             {"LAMBDA_PORT": "70000"},
             {"LOCAL_AUTHORIZER_CACHE_SECONDS": "-1"},
             {"CONVO_DEV_TOKEN": "has space in it, 0123456789"},
+            {"CONVO_WORKSPACE_TURNS_PER_SECOND": "-1"},
+            {"CONVO_WORKSPACE_TURNS_PER_SECOND": "10001"},
+            {"CONVO_WORKSPACE_TURNS_PER_SECOND": "fast"},
         ],
     )
     def test_bad_settings_are_refused(self, env: dict[str, str]) -> None:
         with pytest.raises(ConfigError):
             RuntimeConfig.from_env(env)
 
+    def test_the_turn_limit_is_the_templates_unless_given(self) -> None:
+        assert RuntimeConfig.from_env({}).workspace_turns_per_second == ""
+        given = RuntimeConfig.from_env({"CONVO_WORKSPACE_TURNS_PER_SECOND": " 007 "})
+        assert given.workspace_turns_per_second == "7"
+
 
 class TestTopology:
     def test_routes_authorizer_and_queues_come_from_the_template(self) -> None:
         topology = read_topology(TEMPLATE, authorizer_cache_seconds=None)
 
-        # ReauthorizeEvery is !Ref AuthorizerCacheSeconds: the parameter's default.
+        # No identity source: invoked on every request, nothing cached.
         assert topology.authorizers == {
-            "TokenAuthorizer": AuthorizerConfig("AuthorizerFunction", ("Authorization",), 60, True)
+            "TokenAuthorizer": AuthorizerConfig("AuthorizerFunction", (), 0, True)
         }
         # Every route but the not-found catch-all and the Studio page (Authorizer: NONE)
         # is authorized.
@@ -602,8 +610,8 @@ class TestTopology:
         assert keys["GET /v1/sessions/{sessionId}/messages"] == "ReadSessionsFunction"
         summary_source = ("SummarizeFunction", "SummaryQueue", 10, True, SUMMARY_MAX_CONCURRENCY)
         assert summary_source in topology.queue_sources
-        # No MaximumConcurrency on the repair queue's event source.
-        assert ("RepairFunction", "RepairQueue", 10, True, None) in topology.queue_sources
+        # The repair consumer's MaximumConcurrency (RepairMaxConcurrency's default).
+        assert ("RepairFunction", "RepairQueue", 10, True, 5) in topology.queue_sources
         names = {function.name for function in topology.functions}
         assert {"AuthorizerFunction", "PredictFunction", "SummarizeFunction"} <= names
 

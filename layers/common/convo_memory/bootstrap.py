@@ -8,13 +8,14 @@ queues, metrics, providers, clock): the services are wired the same way either w
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from convo_memory.config import Settings
+from convo_memory.config import Settings, SettingsError
 
 if TYPE_CHECKING:
     from convo_memory.adapters.registry import AdapterRegistry
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
         Stores,
         Summarizer,
         Toolbox,
+        TurnLimiter,
     )
     from convo_memory.services.admin import TokenResolver
     from convo_memory.services.catalog import CapabilityCatalog, RunTraces
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
     from convo_memory.services.sessions import SessionService
     from convo_memory.services.summaries import SummaryService
     from convo_memory.services.turns import TurnService
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -60,10 +64,14 @@ class Container:
     tools: Any = None
     cursors: Any = None
     clients: dict[str, Any] = field(default_factory=dict)
+    turn_limiter: TurnLimiter | None = None
 
 
 _lock = threading.Lock()
 _container: Container | None = None
+# A configuration this execution environment could not load: logged once, then re-raised.
+_settings_failure: SettingsError | None = None
+_token_resolver: TokenResolver | None = None
 # "Not given": build the production adapter. ``None`` means "none" (e.g. no queue).
 DEFAULT: Any = object()
 
@@ -99,13 +107,15 @@ def build_container(
     sealer: SecretSealer | None = None,
     clock: Callable[[], float] = time.time,
     monotonic: Callable[[], float] = time.monotonic,
+    turn_limiter: TurnLimiter | None = None,
     **clients: Any,
 ) -> Container:
-    """Wire the services. Ports not given are built from ``settings``; ``clients`` may
-    override the boto3 clients (``dynamodb``, ``sqs``, ``bedrock-runtime``,
-    ``secretsmanager``, ``ssm``, ``kms``)."""
+    """Wire the services. Ports not given are built from ``settings`` (over fake stores,
+    no turn limit unless one is given); ``clients`` may override the boto3 clients
+    (``dynamodb``, ``sqs``, ``bedrock-runtime``, ``secretsmanager``, ``ssm``, ``kms``)."""
     from convo_memory.adapters.registry import summary_provider
     from convo_memory.cursors import CursorCodec, key_source
+    from convo_memory.ports import NoTurnLimit
     from convo_memory.services.admin import TokenResolver
     from convo_memory.services.agent_loop import AgentLoop
     from convo_memory.services.answering import Answerer
@@ -124,6 +134,9 @@ def build_container(
 
         dynamodb = dynamodb or aws_client("dynamodb")
         stores = dynamo_stores(dynamodb, settings.table_name, settings.runs_table_name)
+        limited = settings.workspace_turns_per_second > 0 and settings.turn_limits_table_name
+        if turn_limiter is None and limited:
+            turn_limiter = DEFAULT  # the DynamoDB limiter, once metrics exist
     if summary_queue is DEFAULT:
         summary_queue = _sqs_queue(settings.summary_queue_url, clients)
     if repair_queue is DEFAULT:
@@ -132,6 +145,8 @@ def build_container(
         from convo_memory.adapters.metrics import PowertoolsMetrics
 
         metrics = PowertoolsMetrics()
+    if turn_limiter is DEFAULT:
+        turn_limiter = _dynamo_turn_limiter(settings, dynamodb, metrics, clock)
     adapters = _adapter_registry(settings, clients)
     if provider_for is None:
         from convo_memory.adapters.metering import metered
@@ -237,12 +252,27 @@ def build_container(
         adapters=adapters,
         tools=tools,
         clients={"dynamodb": dynamodb, "sqs": clients.get("sqs")},
+        turn_limiter=turn_limiter or NoTurnLimit(),
         # The key is read on the first cursor, so functions that never page need none.
         cursors=CursorCodec(
             key_source(
                 settings, lambda: clients.get("secretsmanager") or aws_client("secretsmanager")
             )
         ),
+    )
+
+
+def _dynamo_turn_limiter(
+    settings: Settings, dynamodb: Any, metrics: MetricsPort, clock: Callable[[], float]
+) -> TurnLimiter:
+    from convo_memory.adapters.dynamo.table import DynamoTable
+    from convo_memory.adapters.dynamo.turn_limiter import DynamoTurnLimiter
+
+    return DynamoTurnLimiter(
+        DynamoTable(dynamodb, settings.turn_limits_table_name),
+        settings.workspace_turns_per_second,
+        metrics,
+        clock,
     )
 
 
@@ -302,16 +332,55 @@ def _tool_adapters(
 
 
 def get_container() -> Container:
-    """The container of this Lambda execution environment, built on first use."""
-    global _container
+    """The container of this Lambda execution environment, built on first use.
+
+    An invalid configuration raises ``SettingsError`` on every call, and is logged once
+    per execution environment, naming each bad variable: the handlers answer the
+    contract's ``500 internal`` without logging it again."""
+    global _container, _settings_failure
     if _container is None:
         with _lock:
             if _container is None:
-                _container = build_container()
+                if _settings_failure is not None:
+                    raise _settings_failure
+                try:
+                    _container = build_container()
+                except SettingsError as exc:
+                    _settings_failure = exc
+                    logger.error(
+                        "%s. This function answers 500 internal until the stack is updated "
+                        "with a valid value.",
+                        exc,
+                    )
+                    raise
     return _container
+
+
+def get_token_resolver() -> TokenResolver:
+    """The bearer-token look-up of the HttpApi authorizer.
+
+    It needs only ``TABLE_NAME`` and ``CACHE_TTL_SECONDS``: when another setting is
+    invalid it still resolves tokens, so that each route's own function answers the
+    contract's ``500 internal`` (and logs the bad variable) instead of every route
+    answering API Gateway's bare 500 for a failed authorizer."""
+    global _token_resolver
+    try:
+        return get_container().tokens
+    except SettingsError:
+        if _token_resolver is None:
+            from convo_memory.adapters.dynamo.stores import dynamo_stores
+            from convo_memory.config import token_lookup_settings
+            from convo_memory.services.admin import TokenResolver
+
+            table_name, cache_ttl_seconds = token_lookup_settings()
+            stores = dynamo_stores(aws_client("dynamodb"), table_name, table_name)
+            _token_resolver = TokenResolver(stores.tokens, cache_ttl_seconds)
+        return _token_resolver
 
 
 def set_container(container: Container | None) -> None:
     """Replace (or with None, forget) the container: tests and the local runtime."""
-    global _container
+    global _container, _settings_failure, _token_resolver
     _container = container
+    _settings_failure = None
+    _token_resolver = None

@@ -12,6 +12,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    create_model,
     field_validator,
     model_validator,
 )
@@ -34,15 +35,18 @@ class Settings(BaseModel):
     table_name: str = Field(min_length=1)
     runs_table_name: str = Field(min_length=1)
     idempotency_table_name: str = ""
+    # The per-workspace turn counters; without it, turns are not limited.
+    turn_limits_table_name: str = ""
     summary_queue_url: str = ""
     repair_queue_url: str = ""
     max_input_chars: int = Field(default=32_000, ge=1, le=100_000)
     # Longer answers are stored cut (``truncated: true``); the client receives all of it.
     max_stored_answer_chars: int = Field(default=100_000, ge=1_000, le=100_000)
     digest_max_chars: int = Field(default=2_000, ge=100, le=50_000)
-    digest_retention_hours: float = Field(default=24, gt=0)
-    idle_archive_days: float = Field(default=7, gt=0)
-    purge_after_days: float = Field(default=30, gt=0)
+    # Lower bounds are inclusive (``ge``) so that the template's MinValue can equal them.
+    digest_retention_hours: float = Field(default=24, ge=1)
+    idle_archive_days: float = Field(default=7, ge=1)
+    purge_after_days: float = Field(default=30, ge=1)
     cache_ttl_seconds: float = Field(default=30, ge=0, le=3600)
     # The session head's lastActiveAt (and the byActivity index) move at most this often.
     activity_granularity_seconds: float = Field(default=3600, ge=60, le=86_400)
@@ -65,7 +69,9 @@ class Settings(BaseModel):
         default_factory=ProviderConnections.embedded_only
     )
     # No provider call waits longer than this, whatever a connection asks for.
-    provider_timeout_cap_seconds: float = Field(default=25, gt=0, le=900)
+    provider_timeout_cap_seconds: float = Field(default=25, ge=0.1, le=900)
+    # Turns one workspace may start per second, across every turn door (0: no limit).
+    workspace_turns_per_second: int = Field(default=10, ge=0, le=10_000)
     # What IAM lets the functions read. None (variable absent): not checked, e.g. locally.
     provider_secret_arns: tuple[str, ...] | None = None
     provider_parameter_names: tuple[str, ...] | None = None
@@ -75,7 +81,8 @@ class Settings(BaseModel):
     # the KMS key that encrypts webhook signing secrets.
     tool_allowed_hosts: tuple[str, ...] = ()
     tool_timeout_seconds: float = Field(default=10, gt=0, le=300)
-    turn_deadline_seconds: float = Field(default=25, ge=1, le=900)
+    # API Gateway stops waiting at 30 s: a turn ends (and is recorded) before that.
+    turn_deadline_seconds: float = Field(default=25, ge=1, le=28)
     tool_secret_key_id: str = ""
 
     @field_validator("tool_allowed_hosts", mode="before")
@@ -167,6 +174,7 @@ class Settings(BaseModel):
             "table_name": "TABLE_NAME",
             "runs_table_name": "RUNS_TABLE_NAME",
             "idempotency_table_name": "IDEMPOTENCY_TABLE_NAME",
+            "turn_limits_table_name": "TURN_LIMITS_TABLE_NAME",
             "summary_queue_url": "SUMMARY_QUEUE_URL",
             "repair_queue_url": "REPAIR_QUEUE_URL",
             "max_input_chars": "MAX_INPUT_CHARS",
@@ -189,6 +197,7 @@ class Settings(BaseModel):
             "tool_timeout_seconds": "TOOL_TIMEOUT_SECONDS",
             "turn_deadline_seconds": "TURN_DEADLINE_SECONDS",
             "tool_secret_key_id": "TOOL_SECRET_KEY_ID",
+            "workspace_turns_per_second": "WORKSPACE_TURNS_PER_SECOND",
             "cursor_signing_key": "CURSOR_SIGNING_KEY",
             "cursor_key_secret_arn": "CURSOR_KEY_SECRET_ARN",
         }
@@ -216,3 +225,23 @@ def _problem(loc: tuple[Any, ...], message: str, names: Mapping[str, str]) -> st
     where = ".".join(str(part) for part in loc[1:])
     variable = names.get(str(loc[0]), "settings")
     return f"{variable}: {where}: {message}" if where else f"{variable}: {message}"
+
+
+def token_lookup_settings(env: Mapping[str, str] | None = None) -> tuple[str, float]:
+    """``(TABLE_NAME, CACHE_TTL_SECONDS)``, validated by the same rules as ``Settings``
+    but alone: what resolving a bearer token needs, whatever else is invalid."""
+    env = os.environ if env is None else env
+    fields = Settings.model_fields
+    lookup = create_model(
+        "TokenLookupSettings",
+        table_name=(str, fields["table_name"]),
+        cache_ttl_seconds=(float, fields["cache_ttl_seconds"]),
+    )
+    names = {"table_name": "TABLE_NAME", "cache_ttl_seconds": "CACHE_TTL_SECONDS"}
+    values = {field: env[var] for field, var in names.items() if env.get(var, "") != ""}
+    try:
+        valid = lookup.model_validate(values).model_dump()
+    except ValidationError as exc:
+        problems = "; ".join(_problem(e["loc"], e["msg"], names) for e in exc.errors())
+        raise SettingsError(f"invalid configuration: {problems}") from exc
+    return str(valid["table_name"]), float(valid["cache_ttl_seconds"])

@@ -139,6 +139,14 @@ def idempotent(
     )
 
 
+def admit_turn(workspace: str) -> None:
+    """Refuse the workspace's turn over its rate limit (``429 rate_limited`` with
+    ``Retry-After``), after the input gate and before the turn or its idempotency key."""
+    limiter = container().turn_limiter
+    if limiter is not None:
+        limiter.admit(workspace)
+
+
 def request_id(app: APIGatewayHttpResolver) -> str:
     """API Gateway's id of this request (its ``apigw-requestid`` header), else Lambda's."""
     try:
@@ -168,6 +176,14 @@ def _input_gate(app: APIGatewayHttpResolver, next_middleware: NextMiddleware) ->
     return next_middleware(app)
 
 
+def misconfigured(exc: BaseException) -> bool:
+    """Whether ``exc`` is the deployment's invalid configuration (``SettingsError``)."""
+    # Imported here: config pulls in pydantic, which a handler's import must not pay for.
+    from convo_memory.config import SettingsError
+
+    return isinstance(exc, SettingsError)
+
+
 def install_error_handlers(app: APIGatewayHttpResolver) -> None:
     """Put every route behind the input gate and map every failure to the contract's
     error shape, in one place: domain errors to their status and code, anything
@@ -186,6 +202,9 @@ def install_error_handlers(app: APIGatewayHttpResolver) -> None:
     @app.exception_handler(Exception)
     def _unexpected(exc: Exception) -> Response:
         failure = InternalError(request_id(app))
+        if misconfigured(exc):
+            # Logged once, naming the variable, when the container failed to build.
+            return error_response(failure)
         logger.error(
             "unexpected %s (requestId %s)",
             type(exc).__name__,

@@ -232,6 +232,19 @@ class NullMetrics:
         return None
 
 
+class TurnLimiter(Protocol):
+    """Admits a workspace's next turn, or refuses it with ``RateLimited`` (429)."""
+
+    def admit(self, workspace_id: str) -> None: ...
+
+
+class NoTurnLimit:
+    """Admits every turn: the limit is off (0), or the services run over fakes."""
+
+    def admit(self, workspace_id: str) -> None:
+        return None
+
+
 # -- storage -----------------------------------------------------------------------------
 
 

@@ -97,6 +97,8 @@ class StreamDoor:
             logger.warning("store unavailable: %s", exc)
             return error_response(Unavailable())
         except Exception as exc:
+            if _misconfigured(exc):  # logged once, naming the variable, at the cold start
+                return error_response(InternalError(request_id))
             logger.error(
                 "unexpected %s (requestId %s)", type(exc).__name__, request_id, exc_info=exc
             )
@@ -117,6 +119,9 @@ class StreamDoor:
         input_gate.check_query(_query(raw_query))
         payload = input_gate.read_json_object(body)
         turn_input = input_gate.parse_model("TurnInput", payload)
+        limiter = self._container().turn_limiter
+        if limiter is not None:  # 429 rate_limited, like the HttpApi's turn doors
+            limiter.admit(workspace)
         return self._stream(workspace, capability_id, turn_input, payload, key, request_id)
 
     def _workspace(self, authorization: str) -> str:
@@ -207,6 +212,12 @@ class StreamDoor:
                 kind, item = events.get()
 
         return StreamResponse(200, SSE_HEADERS, chunks())
+
+
+def _misconfigured(exc: BaseException) -> bool:
+    from convo_memory.config import SettingsError  # pydantic: not at import time
+
+    return isinstance(exc, SettingsError)
 
 
 def _query(raw_query: str) -> dict[str, str]:

@@ -1,0 +1,286 @@
+"""Least privilege, checked both ways against the stack CloudFormation would deploy
+(template.yaml after the SAM transform):
+
+- enough: every route, door and worker runs a realistic scenario in the in-process
+  stack, every DynamoDB and SQS request is recorded with the function that made it, and
+  each one must be allowed by that function's role (moto enforces no IAM, so without
+  this a narrowed policy would only fail in production);
+- no more: no role may scan, only the model callers may invoke models and only the
+  configured ones, the authorizer reads token items only.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convo_memory.stream_door import StreamDoor
+from tests.support.aws_calls import AwsCallRecorder, table_arn
+from tests.support.inprocess_api import InProcessApi, inprocess_stack, new_workspace
+from tests.support.stack_template import (
+    Request,
+    Stack,
+    allows,
+    granted_actions,
+    role_statements,
+    transformed_template,
+)
+
+EVENTS = Path(__file__).resolve().parents[2] / "events"
+FUNCTIONS = (
+    "AuthorizerFunction",
+    "CapabilitiesFunction",
+    "CreateSessionFunction",
+    "ReadSessionsFunction",
+    "ModifySessionFunction",
+    "PredictFunction",
+    "StreamFunction",
+    "SummarizeFunction",
+    "RepairFunction",
+    "RetentionFunction",
+)
+MODEL_CALLERS = {"PredictFunction", "StreamFunction", "SummarizeFunction"}
+
+
+@pytest.fixture(scope="module")
+def stack() -> Stack:
+    return Stack(transformed_template())
+
+
+def _sqs_event(sample: str, bodies: list[str]) -> dict[str, Any]:
+    template = json.loads((EVENTS / sample).read_text())["Records"][0]
+    records = []
+    for index, body in enumerate(bodies):
+        record = copy.deepcopy(template)
+        record |= {"messageId": f"m-{index}", "receiptHandle": f"rh-{index}", "body": body}
+        records.append(record)
+    return {"Records": records}
+
+
+def _drain(api: InProcessApi, queue: str) -> list[str]:
+    sqs = api.container.clients["sqs"]
+    url = api.resources.queue_urls[queue]
+    bodies: list[str] = []
+    while True:
+        out = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
+        messages = out.get("Messages", [])
+        if not messages:
+            return bodies
+        for message in messages:
+            bodies.append(message["Body"])
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def _retention_event(at: datetime) -> dict[str, Any]:
+    event = json.loads((EVENTS / "retention_schedule.json").read_text())
+    event["time"] = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dict(event)
+
+
+def _stream(api: InProcessApi, token: str, path: str, body: dict[str, Any], key: str) -> str:
+    door = StreamDoor(lambda: api.container)
+    headers = {"authorization": f"Bearer {token}", "idempotency-key": key}
+    response = door.handle("POST", path, headers, json.dumps(body).encode())
+    text = b"".join(response.chunks).decode()
+    assert response.status == 200, text
+    return text
+
+
+def run_every_function(api: InProcessApi, recorder: AwsCallRecorder) -> None:
+    """One realistic pass over every route, door and worker, attributed by function."""
+    invoke = api.invoke
+
+    def attributed(function: str, event: dict[str, Any]) -> Any:
+        with recorder.running(function):
+            return invoke(function, event)
+
+    api.invoke = attributed  # type: ignore[method-assign]
+    workspace, token = new_workspace(api, "least-privilege")
+
+    def call(method: str, path: str, status: int, **kwargs: Any) -> Any:
+        response = api.call(method, path, token=token, **kwargs)
+        assert response.status == status, (method, path, response.body)
+        return response.body
+
+    # Capabilities, providers, the not-found catch-all.
+    capability = {
+        "name": "short memory",
+        "kind": "generative",
+        "replay": {"maxMessages": 2, "maxChars": 10_000, "minMessages": 1},
+    }
+    cap_id = call("POST", "/v1/capabilities", 201, json_body=capability)["id"]
+    call("GET", "/v1/capabilities", 200)
+    call("GET", f"/v1/capabilities/{cap_id}", 200)
+    call("GET", "/v1/providers", 200)
+    call("GET", "/v1/nothing-here", 404)
+
+    # Sessions, turns on every door, an agent's run trace, idempotent replays.
+    opened = {"capabilityId": cap_id, "externalRef": "customer-1"}
+    session = call("POST", "/v1/sessions", 201, json_body=opened)["id"]
+    second = call("POST", "/v1/sessions", 201, json_body=opened)["id"]
+    predict = f"/v1/capabilities/{cap_id}/predict"
+    call("POST", predict, 200, json_body={"input": "stateless"})
+    for text in ("one", "two", "three"):
+        call("POST", predict, 200, json_body={"input": text, "sessionId": session})
+    for _ in range(2):
+        call(
+            "POST",
+            f"/v1/sessions/{session}/messages",
+            200,
+            json_body={"input": "keyed"},
+            headers={"Idempotency-Key": "key-1"},
+        )
+    call("POST", f"{predict}/stream", 200, json_body={"input": "buffered", "sessionId": session})
+    agent = call("POST", "/v1/capabilities/cap-agent/predict", 200, json_body={"input": "order 7"})
+    call("GET", f"/v1/runs/{agent['runId']}", 200)
+    with recorder.running("StreamFunction"):
+        for _ in range(2):
+            _stream(api, token, f"{predict}/stream", {"input": "s", "sessionId": session}, "k2")
+
+    # The read-only session routes, paged; then a change and a deletion.
+    listed = call("GET", "/v1/sessions", 200, query={"externalRef": "customer-1", "limit": 1})
+    call(
+        "GET",
+        "/v1/sessions",
+        200,
+        query={"externalRef": "customer-1", "limit": 1, "nextToken": listed["nextToken"]},
+    )
+    call("GET", f"/v1/sessions/{session}", 200)
+    page = call("GET", f"/v1/sessions/{session}/messages", 200, query={"limit": 2})
+    call(
+        "GET",
+        f"/v1/sessions/{session}/messages",
+        200,
+        query={"limit": 2, "nextToken": page["nextToken"]},
+    )
+    call("GET", f"/v1/sessions/{session}/context", 200)
+    call("PATCH", f"/v1/sessions/{session}", 200, json_body={"metadata": {"plan": "pro"}})
+    call("DELETE", f"/v1/sessions/{second}", 204)
+
+    # The summary worker, on a job for the session whose window omits messages.
+    job = json.dumps({"workspaceId": workspace, "sessionId": session})
+    api.invoke("SummarizeFunction", _sqs_event("summarize_sqs.json", [job]))
+
+    # The repair worker, on a turn whose transcript write failed.
+    repaired = {"input": "repair me", "sessionId": session}
+    with _failing(api, "PutItem"):
+        answer = call("POST", predict, 200, json_body=repaired)
+    assert answer["recorded"] is False, answer
+    repairs = _drain(api, "RepairQueue")
+    assert repairs
+    api.invoke("RepairFunction", _sqs_event("repair_sqs.json", repairs))
+
+    # The retention run: archive the idle session, purge it, finish the deletion.
+    now = datetime.now(UTC)
+    for days in (8, 40, 80):
+        api.invoke("RetentionFunction", _retention_event(now + timedelta(days=days)))
+
+
+class _failing:
+    """Every ``operation`` on the stack's DynamoDB client fails with a 5xx inside."""
+
+    def __init__(self, api: InProcessApi, operation: str) -> None:
+        self.client = api.container.clients["dynamodb"]
+        self.event = f"before-call.dynamodb.{operation}"
+
+    def _fail(self, **_: Any) -> Any:
+        from tests.support.faults import dynamodb_error
+
+        return dynamodb_error("InternalServerError", 500)
+
+    def __enter__(self) -> None:
+        self.client.meta.events.register_first(self.event, self._fail)
+
+    def __exit__(self, *exc: object) -> None:
+        self.client.meta.events.unregister(self.event, self._fail)
+
+
+@pytest.fixture(scope="module")
+def recorded() -> Iterator[dict[str, list[Request]]]:
+    recorder = AwsCallRecorder()
+    # No in-container caches: in one process they would let a function ride on reads
+    # another function made, which on AWS it makes itself.
+    with inprocess_stack({"CACHE_TTL_SECONDS": "0"}) as api:
+        recorder.attach(api.container.clients["dynamodb"], api.container.clients["sqs"])
+        run_every_function(api, recorder)
+        yield dict(recorder.by_function)
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_every_request_a_function_makes_is_allowed_by_its_role(
+    stack: Stack, recorded: dict[str, list[Request]], function: str
+) -> None:
+    requests = recorded.get(function, [])
+    statements = role_statements(stack, function)
+
+    assert requests, f"the scenario never ran {function}"
+    refused = sorted({str(request) for request in requests if not allows(statements, request)})
+    assert refused == [], f"{function} would be refused:\n" + "\n".join(refused)
+
+
+@pytest.mark.parametrize("function", [*FUNCTIONS, "StudioFunction"])
+def test_no_role_may_scan_or_use_a_service_wildcard(stack: Stack, function: str) -> None:
+    actions = granted_actions(role_statements(stack, function))
+
+    assert not any(action.lower() in ("dynamodb:scan", "dynamodb:*", "*") for action in actions)
+    assert not any(action.endswith(":*") for action in actions), actions
+
+
+def test_the_authorizer_reads_token_items_and_nothing_else(stack: Stack) -> None:
+    statements = role_statements(stack, "AuthorizerFunction")
+    table = table_arn("ConversationsTable")
+
+    def may(action: str, key: str, resource: str = table) -> bool:
+        return allows(statements, Request(action, resource, {"dynamodb:LeadingKeys": (key,)}))
+
+    assert may("dynamodb:GetItem", "TOKEN#" + "ab" * 32)
+    assert not may("dynamodb:GetItem", "SESSION#ses_123")
+    assert not may("dynamodb:GetItem", "WS#ws_1")
+    assert not may("dynamodb:Query", "TOKEN#" + "ab" * 32)
+    assert not may("dynamodb:PutItem", "TOKEN#" + "ab" * 32)
+    assert not may("dynamodb:GetItem", "x", table_arn("RunsTable"))
+
+
+@pytest.mark.parametrize(
+    "function", ["CapabilitiesFunction", "CreateSessionFunction", "ModifySessionFunction"]
+)
+def test_functions_that_call_no_model_may_not_invoke_one(stack: Stack, function: str) -> None:
+    statements = role_statements(stack, function)
+    model = "arn:aws:bedrock:us-east-1::foundation-model/anthropic.claude-3-5-haiku"
+
+    assert not allows(statements, Request("bedrock:InvokeModel", model))
+
+
+@pytest.mark.parametrize("function", sorted(MODEL_CALLERS))
+def test_model_callers_may_invoke_only_the_configured_models(stack: Stack, function: str) -> None:
+    by_default = role_statements(stack, function)
+    pinned = role_statements(
+        Stack(
+            stack.template,
+            {"BedrockModelArns": "arn:aws:bedrock:eu-west-1::foundation-model/anthropic.*"},
+        ),
+        function,
+    )
+    here = "arn:aws:bedrock:us-east-1::foundation-model/anthropic.claude-3-5-haiku"
+    elsewhere = "arn:aws:bedrock:eu-west-1::foundation-model/anthropic.claude-3-5-haiku"
+    profile = "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude"
+
+    # By default: the stack's region (and the account's inference profiles there) only.
+    assert allows(by_default, Request("bedrock:InvokeModel", here))
+    assert allows(by_default, Request("bedrock:InvokeModel", profile))
+    assert not allows(by_default, Request("bedrock:InvokeModel", elsewhere))
+    # With BedrockModelArns: exactly those.
+    assert allows(pinned, Request("bedrock:InvokeModel", elsewhere))
+    assert not allows(pinned, Request("bedrock:InvokeModel", here))
+    assert not allows(
+        pinned,
+        Request(
+            "bedrock:InvokeModel", "arn:aws:bedrock:eu-west-1::foundation-model/amazon.nova-pro"
+        ),
+    )
