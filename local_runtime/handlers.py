@@ -157,6 +157,10 @@ class FunctionRegistry:
         max_environments: int = 10,
         wait_seconds: float = 30.0,
     ) -> None:
+        from local_runtime.isolation import isolate_resolver_state
+
+        # Environments are threads of this process: keep Powertools' request per thread.
+        isolate_resolver_state()
         self._specs = {spec.name: spec for spec in specs}
         self._pools = {
             name: _EnvironmentPool(spec, max_environments, wait_seconds)
