@@ -53,5 +53,5 @@ def isolate_resolver_state() -> None:
             (type(BaseRouter),),
             {name: _PerThread(name, store) for name in names},
         )
-        BaseRouter.__class__ = meta
+        BaseRouter.__class__ = meta  # type: ignore[method-assign]
         _installed = True

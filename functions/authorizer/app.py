@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
-logger = Logger(service="convo-memory-authorizer")
+from convo_memory.observability import http_handler, logger
 
 
 def bearer_token(event: dict[str, Any]) -> str:
@@ -21,7 +19,7 @@ def bearer_token(event: dict[str, Any]) -> str:
     return token.strip() if scheme.lower() == "bearer" else ""
 
 
-@logger.inject_lambda_context
+@http_handler
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     from convo_memory.bootstrap import get_token_resolver
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 
 from convo_memory.http import (
@@ -14,8 +13,8 @@ from convo_memory.http import (
     json_response,
     workspace_id,
 )
+from convo_memory.observability import http_handler
 
-logger = Logger(service="convo-memory")
 app = APIGatewayHttpResolver()
 install_error_handlers(app)
 
@@ -51,6 +50,6 @@ def get_run(run_id: str) -> Response:
     return json_response(200, container().runs.get(workspace_id(app), run_id))
 
 
-@logger.inject_lambda_context
+@http_handler
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return app.resolve(event, context)

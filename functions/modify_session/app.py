@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 
 from convo_memory.http import (
@@ -14,8 +13,8 @@ from convo_memory.http import (
     json_response,
     workspace_id,
 )
+from convo_memory.observability import http_handler
 
-logger = Logger(service="convo-memory")
 app = APIGatewayHttpResolver()
 install_error_handlers(app)
 
@@ -33,6 +32,6 @@ def delete_session(session_id: str) -> Response:
     return Response(status_code=204, body="")
 
 
-@logger.inject_lambda_context
+@http_handler
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return app.resolve(event, context)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 
 from convo_memory.http import install_error_handlers, json_response
+from convo_memory.observability import http_handler
 
-logger = Logger(service="convo-memory")
 app = APIGatewayHttpResolver()
 install_error_handlers(app)
 
@@ -26,6 +25,6 @@ def openapi() -> Response:
     return json_response(200, document, headers={"Cache-Control": "public, max-age=300"})
 
 
-@logger.inject_lambda_context
+@http_handler
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return app.resolve(event, context)

@@ -5,21 +5,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 
 from convo_memory.http import (
     admit_turn,
     container,
+    counted_turn,
     idempotent,
     install_error_handlers,
     json_body,
     json_response,
     parse,
+    turn_budget,
     workspace_id,
 )
+from convo_memory.observability import http_handler
 
-logger = Logger(service="convo-memory")
 app = APIGatewayHttpResolver()
 install_error_handlers(app)
 
@@ -33,12 +34,18 @@ def predict(capability_id: str) -> Response:
 
     def compute() -> dict[str, Any]:
         prediction = container().turns.predict(
-            workspace, capability_id, turn.input, turn.session_id
+            workspace,
+            capability_id,
+            turn.input,
+            turn.session_id,
+            budget_seconds=turn_budget(app.lambda_context),
         )
         result: dict[str, Any] = prediction.to_json_dict()
         return result
 
-    return json_response(200, idempotent(app, workspace, body, compute))
+    return json_response(
+        200, idempotent(app, workspace, body, lambda: counted_turn("predict", compute))
+    )
 
 
 @app.post("/v1/capabilities/<capability_id>/predict/stream")
@@ -63,12 +70,18 @@ def predict_stream(capability_id: str) -> Response:
 
     def compute() -> dict[str, Any]:
         prediction = container().turns.predict(
-            workspace, capability_id, turn.input, turn.session_id, sink=delta, on_tool=tool
+            workspace,
+            capability_id,
+            turn.input,
+            turn.session_id,
+            sink=delta,
+            on_tool=tool,
+            budget_seconds=turn_budget(app.lambda_context),
         )
         result: dict[str, Any] = prediction.to_json_dict()
         return result
 
-    result = idempotent(app, workspace, body, compute)
+    result = idempotent(app, workspace, body, lambda: counted_turn("stream-buffered", compute))
     if not streamed[0]:  # a replayed response: its answer as one delta
         events.append(sse_event("delta", {"text": result["output"]}))
     events.append(sse_event("done", result))
@@ -83,13 +96,17 @@ def session_message(session_id: str) -> Response:
     admit_turn(workspace)
 
     def compute() -> dict[str, Any]:
-        prediction = container().turns.session_message(workspace, session_id, message.input)
+        prediction = container().turns.session_message(
+            workspace, session_id, message.input, budget_seconds=turn_budget(app.lambda_context)
+        )
         result: dict[str, Any] = prediction.to_json_dict()
         return result
 
-    return json_response(200, idempotent(app, workspace, body, compute))
+    return json_response(
+        200, idempotent(app, workspace, body, lambda: counted_turn("messages", compute))
+    )
 
 
-@logger.inject_lambda_context
+@http_handler
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return app.resolve(event, context)

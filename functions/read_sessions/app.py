@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 
 from convo_memory.http import (
@@ -18,8 +17,8 @@ from convo_memory.http import (
     read_cursor,
     workspace_id,
 )
+from convo_memory.observability import http_handler
 
-logger = Logger(service="convo-memory")
 app = APIGatewayHttpResolver()
 install_error_handlers(app)
 
@@ -65,6 +64,6 @@ def get_context(session_id: str) -> Response:
     return json_response(200, view.to_json_dict())
 
 
-@logger.inject_lambda_context
+@http_handler
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return app.resolve(event, context)

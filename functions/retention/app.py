@@ -11,9 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
-logger = Logger(service="convo-memory-retention")
+from convo_memory.observability import job_handler, logger
 
 
 class InvalidScheduleEvent(ValueError):
@@ -37,7 +35,7 @@ def scheduled_time(event: Any) -> datetime:
     return now.astimezone(UTC)
 
 
-@logger.inject_lambda_context
+@job_handler
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     from convo_memory.bootstrap import get_container
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import (
     BatchProcessor,
     EventType,
@@ -26,10 +25,16 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from convo_memory.observability import (
+    job_handler,
+    logger,
+    record_correlation_id,
+    set_correlation_id,
+)
+
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 
-logger = Logger(service="convo-memory-summarize")
 # Report every failed record, even when all failed, rather than failing the invocation:
 # SQS redelivers them either way, and the response says exactly which ones failed.
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
@@ -58,6 +63,8 @@ def summary_job(body: str) -> tuple[str, str] | None:
 def fold_record(record: SQSRecord, lambda_context: Any = None) -> None:
     from convo_memory.bootstrap import get_container
 
+    # The turn's correlation id, carried by the message: its logs and the job's match.
+    set_correlation_id(record_correlation_id(record) or record.message_id)
     job = summary_job(record.body)
     container = get_container()
     if job is None:
@@ -104,7 +111,7 @@ def fold_record(record: SQSRecord, lambda_context: Any = None) -> None:
         )
 
 
-@logger.inject_lambda_context
+@job_handler
 def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
     return process_partial_response(
         event=event, record_handler=fold_record, processor=processor, context=context

@@ -290,7 +290,7 @@ def test_functions_point_at_their_code_and_share_one_handler_name() -> None:
         assert spec.handler == "app.handler"
         assert spec.code_uri.parent == ROOT / "functions"
         assert spec.code_uri.is_dir(), spec.code_uri
-    assert specs["PredictFunction"].timeout == 60
+    assert specs["PredictFunction"].timeout == 30  # the HttpApi waits 30 s; turns end sooner
     assert {spec.memory_size for spec in specs.values()} == {512}
     assert specs["AuthorizerFunction"].http_routes == []
     assert specs["AuthorizerFunction"].sqs_queue_logical_id is None

@@ -326,3 +326,34 @@ def test_tool_arguments_with_unpaired_surrogates_are_made_encodable() -> None:
     assert result.calls[0].input == toolbox.calls[0].input
     json_text = json.dumps(toolbox.calls[0].input, ensure_ascii=False)
     assert json_text.encode("utf-8")  # no longer raises
+
+
+class DrippingModel(ScriptedModel):
+    """Writes its answer word by word, each word taking ``cost`` seconds."""
+
+    def step(self, prompt: Any, rounds: Any, tools: Any, **kwargs: Any) -> ModelStep:
+        on_text = kwargs.get("on_text")
+        self.calls.append({"rounds": tuple(rounds), "final": kwargs.get("final")})
+        step = self.script.pop(0)
+        assert on_text is not None and self.clock is not None
+        for word in step.text.split(" "):
+            self.clock.now += self.cost
+            on_text(word + " ")
+        return step
+
+
+def test_a_streamed_answer_that_outlives_the_deadline_is_cut_and_kept() -> None:
+    # Given a model that keeps writing slowly (no read ever times out)
+    clock = Clock()
+    model = DrippingModel(ModelStep("one two three four five six"), clock=clock, cost=1.0)
+    streamed: list[str] = []
+
+    # When the turn has 3.5 seconds
+    result = run(
+        model, FakeToolbox(), clock=clock, deadline=clock.now + 3.5, on_text=streamed.append
+    )
+
+    # Then the stream is stopped at the deadline, and what was written is the answer
+    assert result.stop_reason == "deadline"
+    assert result.text == "one two three "
+    assert "".join(streamed) == result.text

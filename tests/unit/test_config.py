@@ -67,6 +67,7 @@ def test_given_every_variable_when_loading_then_each_lands_in_its_field():
         "TOOL_ALLOWED_HOSTS": "127.0.0.1:8080, tools.internal",
         "TOOL_TIMEOUT_SECONDS": "4",
         "TURN_DEADLINE_SECONDS": "20",
+        "STREAM_TURN_DEADLINE_SECONDS": "120",
         "TOOL_SECRET_KEY_ID": "arn:aws:kms:us-east-1:123456789012:key/abc",
     }
 
@@ -105,6 +106,7 @@ def test_given_every_variable_when_loading_then_each_lands_in_its_field():
         "tool_allowed_hosts": ("127.0.0.1:8080", "tools.internal"),
         "tool_timeout_seconds": 4,
         "turn_deadline_seconds": 20,
+        "stream_turn_deadline_seconds": 120,
         "tool_secret_key_id": "arn:aws:kms:us-east-1:123456789012:key/abc",
     }
 

@@ -44,8 +44,7 @@ def test_two_resolvers_answering_at_once_each_see_their_own_request() -> None:
 
     apps = {"a": make_app(), "b": make_app()}
     threads = [
-        threading.Thread(target=apps[name].resolve, args=(event(f"/{name}"), None))
-        for name in apps
+        threading.Thread(target=apps[name].resolve, args=(event(f"/{name}"), None)) for name in apps
     ]
     for thread in threads:
         thread.start()

@@ -83,6 +83,9 @@ class Settings(BaseModel):
     tool_timeout_seconds: float = Field(default=10, gt=0, le=300)
     # API Gateway stops waiting at 30 s: a turn ends (and is recorded) before that.
     turn_deadline_seconds: float = Field(default=25, ge=1, le=28)
+    # The streaming Function URL waits as long as its function runs (300 s): a streamed
+    # turn may take longer, and still ends in time to be recorded.
+    stream_turn_deadline_seconds: float = Field(default=240, ge=1, le=280)
     tool_secret_key_id: str = ""
 
     @field_validator("tool_allowed_hosts", mode="before")
@@ -196,6 +199,7 @@ class Settings(BaseModel):
             "tool_allowed_hosts": "TOOL_ALLOWED_HOSTS",
             "tool_timeout_seconds": "TOOL_TIMEOUT_SECONDS",
             "turn_deadline_seconds": "TURN_DEADLINE_SECONDS",
+            "stream_turn_deadline_seconds": "STREAM_TURN_DEADLINE_SECONDS",
             "tool_secret_key_id": "TOOL_SECRET_KEY_ID",
             "workspace_turns_per_second": "WORKSPACE_TURNS_PER_SECOND",
             "cursor_signing_key": "CURSOR_SIGNING_KEY",

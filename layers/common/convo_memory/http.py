@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from convo_memory import input_gate
+from convo_memory import input_gate, observability
 from convo_memory.domain.errors import (
     InternalError,
     ServiceError,
@@ -23,6 +23,7 @@ from convo_memory.domain.errors import (
     Unavailable,
     ValidationFailed,
 )
+from convo_memory.time_budget import RECORDING_MARGIN_SECONDS
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
@@ -137,6 +138,21 @@ def idempotent(
         compute=compute,
         lambda_context=app.lambda_context,
     )
+
+
+def turn_budget(lambda_context: Any) -> float | None:
+    """The turn's time: the deployment's turn deadline, or less when the invocation has
+    less left (minus the time recording takes), so Lambda never kills a turn unrecorded."""
+    remaining = getattr(lambda_context, "get_remaining_time_in_millis", None)
+    if not callable(remaining):
+        return None
+    left = float(remaining()) / 1000 - RECORDING_MARGIN_SECONDS
+    return max(0.0, min(container().settings.turn_deadline_seconds, left))
+
+
+def counted_turn(door: str, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``compute`` (one turn), counted in the ``Turns`` metric by door and outcome."""
+    return observability.counted_turn(container().metrics, door, compute)
 
 
 def admit_turn(workspace: str) -> None:

@@ -22,9 +22,12 @@ import os
 import uuid
 from collections.abc import Callable, Mapping
 from functools import wraps
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aws_lambda_powertools import Logger
+
+if TYPE_CHECKING:
+    from convo_memory.ports import MetricsPort
 
 SERVICE_NAME = "convo-memory"
 CORRELATION_ATTRIBUTE = "correlationId"
@@ -78,6 +81,30 @@ def record_correlation_id(record: Any) -> str | None:
     attribute = attributes.get(CORRELATION_ATTRIBUTE) if isinstance(attributes, Mapping) else None
     value = attribute.get("stringValue") if isinstance(attribute, Mapping) else None
     return str(value) if value else None
+
+
+def turn_outcome(result: Mapping[str, Any]) -> str:
+    """How a served turn ended, for the ``Turns`` metric."""
+    if result.get("withheld"):
+        return "withheld"
+    if result.get("sessionId") is None:
+        return "stateless"
+    return "recorded" if result.get("recorded") else "not_recorded"
+
+
+def counted_turn(
+    metrics: MetricsPort, door: str, compute: Callable[[], dict[str, Any]]
+) -> dict[str, Any]:
+    """``compute`` (one turn through ``door``), counted in the ``Turns`` metric by door
+    and outcome (how it ended, an error's contract code, or ``internal``)."""
+    try:
+        result = compute()
+    except Exception as exc:
+        outcome = str(getattr(exc, "code", "")) or "internal"
+        metrics.count("Turns", 1, door=door, outcome=outcome)
+        raise
+    metrics.count("Turns", 1, door=door, outcome=turn_outcome(result))
+    return result
 
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from convo_memory import input_gate
+from convo_memory import input_gate, observability
 from convo_memory.domain.errors import (
     InternalError,
     InvalidJson,
@@ -33,6 +33,8 @@ from convo_memory.domain.errors import (
     Unauthorized,
     Unavailable,
 )
+from convo_memory.observability import set_correlation_id
+from convo_memory.time_budget import RECORDING_MARGIN_SECONDS, Countdown
 
 logger = logging.getLogger("convo_memory.stream")
 ROUTE = re.compile(r"^/v1/capabilities/(?P<capability_id>[^/]+)/predict/stream/?$")
@@ -88,7 +90,7 @@ class StreamDoor:
         self, method: str, path: str, headers: Mapping[str, str], body: bytes
     ) -> StreamResponse:
         lowered = {k.lower(): v for k, v in headers.items()}
-        request_id = request_id_of(lowered)
+        request_id = set_correlation_id(request_id_of(lowered))
         try:
             return self._handle(method, path, lowered, body, request_id)
         except ServiceError as exc:
@@ -155,6 +157,10 @@ class StreamDoor:
         def on_tool(name: str, status: str) -> None:
             events.put(("tool", {"name": name, "status": status}))
 
+        budget = container.settings.stream_turn_deadline_seconds
+        # The key's in-progress lock lasts as long as the turn may run, not 24 hours.
+        deadline = Countdown(budget + RECORDING_MARGIN_SECONDS)
+
         def compute() -> dict[str, Any]:
             prediction = container.turns.predict(
                 workspace,
@@ -163,11 +169,16 @@ class StreamDoor:
                 turn_input.session_id,
                 sink=sink,
                 on_tool=on_tool,
+                budget_seconds=budget,
             )
             result: dict[str, Any] = prediction.to_json_dict()
             return result
 
+        def counted() -> dict[str, Any]:
+            return observability.counted_turn(container.metrics, "stream", compute)
+
         def run() -> None:
+            set_correlation_id(request_id)  # this thread's logs belong to the request too
             try:
                 if key is not None:
                     result = container.idempotency.run(
@@ -175,12 +186,13 @@ class StreamDoor:
                         key=key,
                         route=f"POST /v1/capabilities/{capability_id}/predict/stream",
                         body=payload,
-                        compute=compute,
+                        compute=counted,
+                        lambda_context=deadline,
                     )
                     if not streamed[0]:  # a replayed response: its answer as one delta
                         events.put(("delta", result["output"]))
                 else:
-                    result = compute()
+                    result = counted()
                 events.put(("done", result))
             except ServiceError as exc:
                 events.put(("error", exc))

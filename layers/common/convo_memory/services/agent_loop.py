@@ -52,6 +52,23 @@ MIN_MODEL_CALL_SECONDS = 1.0
 MODEL_RESULT_MAX_CHARS = 32_000
 RESULT_TRUNCATION_MARK = " …[truncated]"
 
+
+class OutOfTime(Exception):
+    """Raised from a streaming callback to stop a model whose turn is out of time."""
+
+
+def deadline_guard(sink: TextSink, deadline: float, monotonic: Callable[[], float]) -> TextSink:
+    """``sink``, stopping the stream (``OutOfTime``) once ``deadline`` has passed: a model
+    that keeps writing slowly never trips a per-read timeout."""
+
+    def guarded(delta: str) -> None:
+        if monotonic() >= deadline:
+            raise OutOfTime
+        sink(delta)
+
+    return guarded
+
+
 STOP_ANSWERED = "answered"
 STOP_STEP_BOUND = "step_bound"
 STOP_DEADLINE = "deadline"
@@ -143,6 +160,7 @@ class AgentLoop:
             if left < MIN_MODEL_CALL_SECONDS:
                 return None
             model_calls += 1
+            streaming = on_text is not None
             try:
                 step = model.step(
                     prompt,
@@ -150,8 +168,16 @@ class AgentLoop:
                     definitions,
                     timeout=left,
                     final=final,
-                    on_text=answer.stream if on_text is not None else None,
+                    on_text=(
+                        deadline_guard(answer.stream, deadline, self._monotonic)
+                        if streaming
+                        else None
+                    ),
                 )
+            except OutOfTime:
+                # Cut off mid-answer: keep what was written (and already streamed).
+                answer.end_step(ModelStep(""), streamed=True)
+                return None
             except ProviderError:
                 # A call cut off by the deadline after tools ran: end with what we have.
                 if rounds and self._monotonic() >= deadline - MIN_MODEL_CALL_SECONDS:

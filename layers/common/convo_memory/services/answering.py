@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from convo_memory.domain.errors import StoreRejected, StoreUnavailable
+from convo_memory.domain.errors import ProviderError, StoreRejected, StoreUnavailable
 from convo_memory.domain.models import Capability, Session, iso, utc_now
 from convo_memory.domain.prompt import Prompt
 from convo_memory.domain.turn_records import scrub_text
@@ -25,7 +25,14 @@ from convo_memory.ports import (
     ToolCallingModel,
     ToolEventSink,
 )
-from convo_memory.services.agent_loop import AgentLoop, AgentRun, truncate
+from convo_memory.services.agent_loop import (
+    MIN_MODEL_CALL_SECONDS,
+    AgentLoop,
+    AgentRun,
+    OutOfTime,
+    deadline_guard,
+    truncate,
+)
 from convo_memory.services.catalog import new_id
 
 logger = logging.getLogger(__name__)
@@ -34,6 +41,9 @@ DeltaSink = Callable[[str], None]
 # What a run trace keeps of each tool result.
 TRACE_OUTPUT_MAX_CHARS = 4_000
 DEFAULT_TURN_SECONDS = 25.0
+# What an answer cut short by the turn's time budget ends with (or is, when empty).
+CUT_OFF_MARK = " …[cut off: this turn ran out of time]"
+NO_ANSWER_IN_TIME = "[no answer: the model did not answer within this turn's time budget]"
 
 
 @dataclass(frozen=True)
@@ -81,8 +91,9 @@ class Answerer:
         no content filter stands in between); ``on_tool`` each tool call's (name,
         status); ``deadline`` (a ``monotonic`` time) bounds an agent's tool loop."""
         started = iso(utc_now())
+        deadline = deadline if deadline is not None else self._monotonic() + DEFAULT_TURN_SECONDS
         if capability.kind != "agent":
-            completion = self._generate(capability, prompt, sink)
+            completion = self._generate(capability, prompt, sink, deadline)
             output, withheld = self._filtered(capability, completion.text, sink)
             return Answer(completion, output, withheld, None)
         run_id = new_id("run")
@@ -94,7 +105,6 @@ class Answerer:
             # The session's principal, as stamped at its creation: never a request's.
             principal=session.principal if session else None,
         )
-        deadline = deadline if deadline is not None else self._monotonic() + DEFAULT_TURN_SECONDS
         calls: list[ToolCall] = []
         try:
             run = self._agent(capability, prompt, sink, context, deadline, on_tool, calls)
@@ -121,7 +131,7 @@ class Answerer:
         provider = self._provider_for(capability)
         if not isinstance(provider, ToolCallingModel) or self._toolbox_for is None:
             # A provider that cannot call tools answers as plain chat.
-            completion = self._generate(capability, prompt, sink)
+            completion = self._generate(capability, prompt, sink, deadline)
             return AgentRun(completion.text, completion.tool_calls, 1, "answered")
         return self._loop.run(
             provider,
@@ -142,19 +152,77 @@ class Answerer:
         return sink is not None and capability.conversational and not capability.content_filter
 
     def _generate(
-        self, capability: Capability, prompt: Prompt, sink: DeltaSink | None
+        self,
+        capability: Capability,
+        prompt: Prompt,
+        sink: DeltaSink | None,
+        deadline: float,
     ) -> Completion:
+        """The model's answer within the turn's time budget: every call gets at most the
+        time left, and a streamed answer is stopped when the budget runs out. The turn
+        then keeps what it has (marked as cut off, or a sentence saying no answer came in
+        time) and is recorded like any other."""
         provider = self._provider_for(capability)
-        if not self._streams_directly(capability, sink):
+        forward = sink if self._streams_directly(capability, sink) else None
+        if not isinstance(provider, ToolCallingModel):
+            # Embedded and classic models answer at once: nothing to cut short.
+            return self._at_once(provider, prompt, forward)
+        parts: list[str] = []
+
+        def collect(delta: str) -> None:
+            delta = scrub_text(delta)
+            parts.append(delta)
+            if forward is not None:
+                forward(delta)
+
+        left = deadline - self._monotonic()
+        try:
+            if left < MIN_MODEL_CALL_SECONDS:
+                raise OutOfTime
+            step = provider.step(
+                prompt,
+                (),
+                (),
+                timeout=left,
+                on_text=(
+                    deadline_guard(collect, deadline, self._monotonic)
+                    if forward is not None
+                    else None
+                ),
+            )
+        except OutOfTime:
+            return self._cut_off(capability, parts, forward)
+        except ProviderError:
+            if self._monotonic() < deadline - MIN_MODEL_CALL_SECONDS:
+                raise
+            return self._cut_off(capability, parts, forward)  # the budget's own timeout
+        text = "".join(parts) if forward is not None else scrub_text(step.text)
+        return Completion(text, usage=step.usage)
+
+    @staticmethod
+    def _at_once(provider: ModelProvider, prompt: Prompt, forward: DeltaSink | None) -> Completion:
+        if forward is None:
             completion = provider.complete(prompt)
-            return Completion(scrub_text(completion.text), completion.tool_calls)
-        assert sink is not None
+            return Completion(scrub_text(completion.text), completion.tool_calls, completion.usage)
         parts: list[str] = []
         for delta in provider.stream(prompt):
             delta = scrub_text(delta)
             parts.append(delta)
-            sink(delta)
+            forward(delta)
         return Completion(text="".join(parts))
+
+    def _cut_off(
+        self, capability: Capability, parts: list[str], forward: DeltaSink | None
+    ) -> Completion:
+        """What a turn keeps of an answer its time budget cut short."""
+        ending = CUT_OFF_MARK if parts else NO_ANSWER_IN_TIME
+        if forward is not None:
+            forward(ending)
+        self._metrics.count(
+            "TurnDeadlineReached", 1, kind=capability.kind, outcome="partial" if parts else "none"
+        )
+        logger.warning("the model was cut off by the turn's time budget")
+        return Completion("".join(parts) + ending)
 
     def _filtered(
         self, capability: Capability, text: str, sink: DeltaSink | None

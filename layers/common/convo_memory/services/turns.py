@@ -107,10 +107,12 @@ class TurnService:
         session_id: str | None,
         sink: DeltaSink | None = None,
         on_tool: ToolEventSink | None = None,
+        budget_seconds: float | None = None,
     ) -> Prediction:
         """``POST /v1/capabilities/{id}/predict`` (and its streaming twin). ``sink``
-        receives the answer's text, ``on_tool`` each agent tool call's (name, status)."""
-        deadline = self._monotonic() + self._policy.turn_deadline_seconds
+        receives the answer's text, ``on_tool`` each agent tool call's (name, status);
+        ``budget_seconds`` (else the deployment's turn deadline) is the turn's time."""
+        deadline = self._deadline(budget_seconds)
         self.check_input(user_input)
         capability = self._catalog.get(workspace_id, capability_id)
         if session_id is None:
@@ -133,9 +135,10 @@ class TurnService:
         user_input: str,
         sink: DeltaSink | None = None,
         on_tool: ToolEventSink | None = None,
+        budget_seconds: float | None = None,
     ) -> Prediction:
         """``POST /v1/sessions/{id}/messages``: a turn on the session's own capability."""
-        deadline = self._monotonic() + self._policy.turn_deadline_seconds
+        deadline = self._deadline(budget_seconds)
         self.check_input(user_input)
         capability_id = self._session_capability.get((workspace_id, session_id))
         if capability_id is None:
@@ -146,6 +149,12 @@ class TurnService:
         capability = self._catalog.get(workspace_id, capability_id)
         state = self._load(workspace_id, session_id, capability)
         return self._converse(workspace_id, capability, state, user_input, sink, on_tool, deadline)
+
+    def _deadline(self, budget_seconds: float | None) -> float:
+        """When this turn's model and tool calls must end (a ``monotonic`` time): the
+        door's budget, else the deployment's, always leaving time to record the turn."""
+        budget = self._policy.turn_deadline_seconds if budget_seconds is None else budget_seconds
+        return self._monotonic() + max(0.0, budget)
 
     # -- the one serving path ---------------------------------------------------
     def _load(self, workspace_id: str, session_id: str, capability: Capability) -> TurnState:
