@@ -126,7 +126,7 @@ def test_a_streamed_turns_idempotency_lock_expires_with_the_turn(slow: Slow) -> 
         seen.append(context.get_remaining_time_in_millis())  # type: ignore[attr-defined]
         original(context)
 
-    runner.config.register_lambda_context = register  # type: ignore[method-assign]
+    runner.config.register_lambda_context = register
     door = StreamDoor(lambda: slow.api.container)
 
     response = door.handle(
