@@ -145,6 +145,8 @@ class SummaryService:
         plan = plan_fold(
             state.recent, capability.replay_policy, state.session.message_count, through
         )
+        # How far distant memory lags what turns already leave out (alarmed on).
+        self._metrics.count("SummaryLagMessages", max(0, plan.newest_omitted - through))
         if not plan.due:
             return FoldOutcome("up_to_date", through, plan.newest_omitted)
         target = plan.target(self._policy.batch_turns)
