@@ -574,3 +574,14 @@ def test_a_warm_worker_reads_the_session_head_once() -> None:
     assert outcome.status == "caught_up"
     assert world.app.db.calls["get_session"] == 0  # the one state read checks it
     assert world.app.db.calls["load_turn_state"] == 1
+
+
+def test_each_fold_reports_how_far_the_summary_lags_what_turns_leave_out(world: World) -> None:
+    world.turns(5)  # 10 messages: the window replays 7..10, so 1..6 are left out
+    world.set_summary(2)  # distant memory covers 1..2: 4 omitted messages unsummarized
+
+    world.service().fold(WS, world.session_id)
+    world.service().fold(WS, world.session_id)  # caught up now
+
+    lags = [v for name, v, _ in world.app.metrics.events if name == "SummaryLagMessages"]
+    assert lags == [4, 0]
