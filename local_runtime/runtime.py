@@ -97,6 +97,9 @@ class RuntimeConfig:
     # CONVO_WORKSPACE_TURNS_PER_SECOND, exported as WORKSPACE_TURNS_PER_SECOND ("": the
     # template's default, as deployed).
     workspace_turns_per_second: str = ""
+    # LOCAL_TURN_WRITES_FAIL_WHILE: the embedded emulation fails turn writes while this
+    # file exists (to watch a repair).
+    turn_writes_fail_while: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RuntimeConfig:
@@ -146,6 +149,7 @@ class RuntimeConfig:
             workspace_turns_per_second=parse_turns_per_second(
                 env.get("CONVO_WORKSPACE_TURNS_PER_SECOND", "")
             ),
+            turn_writes_fail_while=env.get("LOCAL_TURN_WRITES_FAIL_WHILE", "").strip(),
         )
 
 
@@ -492,7 +496,12 @@ class LocalRuntime:
         # points elsewhere on purpose (AWS_ENDPOINT_URL_<SERVICE> beats AWS_ENDPOINT_URL).
         os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
         os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
-        self._moto = SerializedMotoServer(ip_address=HOST, port=0, verbose=False)
+        self._moto = SerializedMotoServer(
+            ip_address=HOST,
+            port=0,
+            verbose=False,
+            fail_turn_writes_while=self.config.turn_writes_fail_while,
+        )
         self._moto.start()
         host, port = self._moto.get_host_and_port()
         self.endpoint_url = f"http://{host}:{port}"

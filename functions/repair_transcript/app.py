@@ -29,7 +29,14 @@ def repair_record(record: SQSRecord) -> None:
     set_correlation_id(record_correlation_id(record) or record.message_id)
     body = json.loads(record.body)
     outcome = get_container().recorder.repair(body)
-    logger.info("transcript repair", extra={"outcome": outcome, "messageId": record.message_id})
+    logger.info(
+        "transcript repair",
+        extra={
+            "outcome": outcome,
+            "messageId": record.message_id,
+            "sessionId": body.get("sessionId"),
+        },
+    )
 
 
 @job_handler

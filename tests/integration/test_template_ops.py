@@ -376,3 +376,13 @@ def test_each_parameter_range_equals_its_settings_check(variable: str, parameter
     assert spec.get("MaxValue") == high, f"{parameter} MaxValue vs {field} le"
     # The default passes the settings check too.
     Settings.model_validate({"table_name": "t", "runs_table_name": "r", field: spec["Default"]})
+
+
+# ---------------------------------------------------------------- tracing
+
+
+def test_tracing_is_off_unless_the_operator_turns_it_on(template: dict[str, Any]) -> None:
+    for mode in ("PassThrough", "Active"):
+        stack = Stack(template) if mode == "PassThrough" else Stack(template, {"Tracing": mode})
+        modes = {name: stack.properties(name)["TracingConfig"]["Mode"] for name in functions(stack)}
+        assert set(modes.values()) == {mode}, modes

@@ -499,6 +499,21 @@ def test_given_a_queued_repair_when_the_consumer_delivers_it_twice_then_it_lands
     assert h.metrics.counts["TranscriptRepaired"] == 1
 
 
+def test_given_a_repair_lands_a_turn_then_it_asks_for_a_summary_run_once() -> None:
+    h = build()
+    h.capability("cap-gen")
+    sid = h.session("cap-gen")
+    h.db.fail_next["append_turn"] = StoreUnavailable("throttled")
+    h.container.turns.predict(WS, "cap-gen", "remember this", sid)
+    body = h.repair_queue.bodies[0]
+    assert h.summary_queue.sent == []
+
+    h.container.recorder.repair(body)
+    h.container.recorder.repair(body)  # a second delivery lands nothing, asks nothing
+
+    assert [job for job, _delay in h.summary_queue.sent] == [{"workspaceId": WS, "sessionId": sid}]
+
+
 def test_given_the_write_landed_before_its_timeout_when_the_repair_runs_then_it_is_a_no_op(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

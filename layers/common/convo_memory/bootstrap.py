@@ -171,7 +171,16 @@ def build_container(
         tool_urls=tools.policy,
         sealer=tools.sealer,
     )
-    recorder = TurnRecorder(stores.turns, stores.sessions, repair_queue, metrics)
+    trigger = SummaryTrigger(
+        summary_queue,
+        settings.summary_coalesce_seconds,
+        settings.summary_delay_seconds,
+        metrics,
+        clock,
+    )
+    recorder = TurnRecorder(
+        stores.turns, stores.sessions, repair_queue, metrics, after_repair=trigger.after_repair
+    )
     turns = TurnService(
         catalog=catalog,
         sessions=stores.sessions,
@@ -186,13 +195,7 @@ def build_container(
             monotonic=monotonic,
         ),
         recorder=recorder,
-        trigger=SummaryTrigger(
-            summary_queue,
-            settings.summary_coalesce_seconds,
-            settings.summary_delay_seconds,
-            metrics,
-            clock,
-        ),
+        trigger=trigger,
         policy=TurnPolicy(
             max_input_chars=settings.max_input_chars,
             max_stored_answer_chars=settings.max_stored_answer_chars,

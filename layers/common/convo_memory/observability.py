@@ -102,8 +102,20 @@ def counted_turn(
     except Exception as exc:
         outcome = str(getattr(exc, "code", "")) or "internal"
         metrics.count("Turns", 1, door=door, outcome=outcome)
+        logger.info("turn failed", extra={"door": door, "outcome": outcome})
         raise
-    metrics.count("Turns", 1, door=door, outcome=turn_outcome(result))
+    outcome = turn_outcome(result)
+    metrics.count("Turns", 1, door=door, outcome=outcome)
+    # One line per turn: with the correlation id, it ties the turn to its SQS jobs.
+    logger.info(
+        "turn served",
+        extra={
+            "door": door,
+            "outcome": outcome,
+            "sessionId": result.get("sessionId"),
+            "runId": result.get("runId"),
+        },
+    )
     return result
 
 

@@ -13,6 +13,7 @@ import base64
 import json
 import logging
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -43,11 +44,14 @@ class TurnRecorder:
         sessions: SessionStore,
         repair_queue: QueuePort | None,
         metrics: MetricsPort,
+        after_repair: Callable[[str, str], object] | None = None,
     ) -> None:
         self._turns = turns
         self._sessions = sessions
         self._repair_queue = repair_queue
         self._metrics = metrics
+        # Told (workspace, session) when a repair lands a turn: the summary may be due.
+        self._after_repair = after_repair
 
     def record(self, workspace_id: str, session: Session, turn: TurnRecord) -> Recorded:
         """Append the turn after the session's last message (one conditional put, plus
@@ -121,6 +125,8 @@ class TurnRecorder:
         if result.already_recorded:
             return "already_recorded"
         self._metrics.count("TranscriptRepaired")
+        if self._after_repair is not None:
+            self._after_repair(workspace_id, session_id)
         return "recorded"
 
 
