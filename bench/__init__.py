@@ -18,6 +18,10 @@ Figures, all measured in one run, nothing leaves the machine (moto in process):
 8. What the rolling summary costs per turn over a 100-turn conversation (model calls
    and tokens, DynamoDB units, SQS requests, Lambda invocations) next to the turn's own,
    and its share of the total.
+9. The missing-header 401: the uncached authorizer's cost per million requests next to
+   a cached one's.
+10. A million turns by component (Lambda requests and duration, API Gateway, DynamoDB,
+    SQS, CloudWatch Logs), from figure 8's counts and published prices.
 
 It is a report: it exits 0 whatever the figures are (1 only when one could not be
 measured).

@@ -67,6 +67,7 @@ def run(plan: Plan, quick: bool) -> dict[str, Any]:
     from bench.authorizer_cost import authorizer_figures
     from bench.cold import built_import_times, first_invocation, import_times
     from bench.content_filter import filter_figures
+    from bench.costs import cost_figure
     from bench.serving import serving_figures, summarizer_isolation
     from bench.summary_cost import summary_cost
 
@@ -110,6 +111,8 @@ def run(plan: Plan, quick: bool) -> dict[str, Any]:
             lambda: summary_cost(plan.summary_cost_turns, progress),
             errors,
         )
+        if "summaryCost" in results:
+            _attempt(results, "millionTurns", lambda: cost_figure(results["summaryCost"]), errors)
         _attempt(
             results,
             "authorizer",

@@ -16,13 +16,20 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from bench.prices import (
+    DYNAMODB_USD_PER_MILLION_READ_UNITS as DYNAMODB_READ_USD_PER_MILLION,
+)
+from bench.prices import (
+    HTTP_API_USD_PER_MILLION_REQUESTS as HTTP_API_USD_PER_MILLION,
+)
+from bench.prices import (
+    LAMBDA_ARM_USD_PER_GB_SECOND,
+)
+from bench.prices import (
+    LAMBDA_USD_PER_MILLION_REQUESTS as LAMBDA_REQUEST_USD_PER_MILLION,
+)
 from bench.stats import median
 
-# Published on-demand prices, us-east-1 (AWS pricing pages, 2025).
-HTTP_API_USD_PER_MILLION = 1.00  # first 300 million requests a month, per 512 KB
-LAMBDA_REQUEST_USD_PER_MILLION = 0.20
-LAMBDA_ARM_USD_PER_GB_SECOND = 0.0000133334
-DYNAMODB_READ_USD_PER_MILLION = 0.125  # read request units, on-demand
 CACHE_HIT_RATES = (0.5, 0.9, 0.99)
 
 

@@ -31,8 +31,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-PRICE_PER_MILLION_RRU = 0.125
-PRICE_PER_MILLION_WRU = 0.625
+from bench.prices import DYNAMODB_USD_PER_MILLION_READ_UNITS as PRICE_PER_MILLION_RRU
+from bench.prices import DYNAMODB_USD_PER_MILLION_WRITE_UNITS as PRICE_PER_MILLION_WRU
+
 READ_UNIT_BYTES = 4096
 WRITE_UNIT_BYTES = 1024
 

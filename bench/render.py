@@ -210,7 +210,7 @@ def render_authorizer(figure: dict[str, Any]) -> str:
     durations = ", ".join(f"{label} {seconds * 1000:.2f} ms" for label, seconds in warm.items())
     return "\n".join(
         [
-            _title(7, "The missing-header 401: the authorizer's cost per million requests"),
+            _title(9, "The missing-header 401: the authorizer's cost per million requests"),
             f"authorizer warm duration (median of {figure['runs']}, in process): {durations};"
             f" billed {figure['billedMs']} ms (the minimum) at {figure['memoryMb']} MB, arm64",
             table(["design", "authorizer runs", "authorizer USD", "+ API Gateway USD"], rows),
@@ -438,10 +438,40 @@ def render_summary_cost(figure: dict[str, Any]) -> str:
             f" message: {figure['turnsWithAGap']}; at the end the summary covers through seq"
             f" {figure['finalThroughSeq']} of {figure['finalOmitted']} omitted",
             "prices: model $0.80 / M input and $4 / M output tokens (a Claude 3.5 Haiku class"
-            " model), SQS $0.40 / M requests, Lambda $0.20 / M requests (duration not"
-            " modelled), DynamoDB on demand as in figure 2. SQS requests: the trigger's send"
+            " model), SQS $0.40 / M requests, Lambda $0.20 / M requests (duration: figure"
+            " 10), DynamoDB on demand as in figure 2. SQS requests: the trigger's send"
             " and the event source's receive and delete of each job; its empty polls cost the"
             " same whatever the traffic.",
+        ]
+    )
+
+
+def render_million_turns(figure: dict[str, Any]) -> str:
+    rows = [
+        [c["component"], c["perTurn"], f"${c['usd']:,.2f}", f"{c['usd'] / figure['totalUsd']:.0%}"]
+        for c in figure["components"]
+    ]
+    rows.append(["total, without the model", "", f"${figure['totalUsd']:,.2f}", "100%"])
+    functions = ", ".join(
+        f"{name} {use['invocations']:.2f} x {use['gbSeconds'] * 1000 / use['invocations']:.1f}"
+        " GB-ms"
+        for name, use in sorted(figure["functions"].items())
+        if use["invocations"]
+    )
+    logs = figure["logBytes"]
+    return "\n".join(
+        [
+            _title(10, "A million turns by component (us-east-1, on demand)"),
+            f"the counts of figure 8 (the turn and its share of the summary, over"
+            f" {figure['turns']} turns) times published prices; Lambda duration is the"
+            " handler time measured here (moto in process, a local model answering at once)",
+            table(["component", "per turn", "per M turns", "share"], rows),
+            f"invocations per turn x billed time: {functions}",
+            f"log bytes per turn: functions {logs['functions']:,.0f}, Lambda's START/END/REPORT"
+            f" {logs['platform']:,.0f}, access log {logs['accessLog']:,.0f}",
+            f"each second a turn waits on its model adds ${figure['perModelSecondUsd']:,.2f} per"
+            f" M turns of {figure['servingFunction']} duration; the model itself (reference"
+            f" price, figure 8): ${figure['modelUsd']:,.2f} per M turns",
         ]
     )
 
@@ -472,6 +502,8 @@ def render(results: dict[str, Any]) -> str:
         parts.append(render_summary_cost(results["summaryCost"]))
     if "authorizer" in results:
         parts.append(render_authorizer(results["authorizer"]))
+    if "millionTurns" in results:
+        parts.append(render_million_turns(results["millionTurns"]))
     for name, error in (results.get("errors") or {}).items():
         parts.append(f"[{name}] not measured: {error}")
     return "\n\n".join(parts) + "\n"

@@ -13,13 +13,14 @@ turn, the turn's own requests are measured apart from the summary's:
 - SQS requests: the trigger's SendMessage, and the event source mapping's ReceiveMessage
   that returned the job and its DeleteMessageBatch (an event source mapping's empty
   polls cost the same whatever the traffic: they are not counted);
-- Lambda invocations: PredictFunction for the turn (API Gateway caches the authorizer's
-  answer), SummarizeFunction for the summary.
+- Lambda invocations, counted by ``bench.costs.FunctionLedger`` with their handler
+  time and log bytes: the authorizer (it runs on every request) and the turn's function
+  for the turn, SummarizeFunction for the summary.
 
-Prices: DynamoDB on-demand (see bench/capacity.py), SQS standard $0.40 per million
-requests, Lambda $0.20 per million requests (duration is not modelled: both sides
-mostly wait on their model call), and a model at $0.80 per million input tokens and $4
-per million output tokens (Claude 3.5 Haiku on Bedrock, us-east-1, as a reference).
+Prices (bench/prices.py): DynamoDB on-demand, SQS standard $0.40 per million requests,
+Lambda $0.20 per million requests (duration is priced in figure 10: both sides mostly
+wait on their model call), and a model at $0.80 per million input tokens and $4 per
+million output tokens (Claude 3.5 Haiku on Bedrock, us-east-1, as a reference).
 """
 
 from __future__ import annotations
@@ -32,11 +33,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.costs import FunctionLedger, FunctionUse
+from bench.prices import (
+    DYNAMODB_USD_PER_MILLION_READ_UNITS,
+    DYNAMODB_USD_PER_MILLION_WRITE_UNITS,
+    LAMBDA_USD_PER_MILLION_REQUESTS,
+    MODEL_USD_PER_MILLION_INPUT_TOKENS,
+    MODEL_USD_PER_MILLION_OUTPUT_TOKENS,
+    SQS_USD_PER_MILLION_REQUESTS,
+)
+
 ROOT = Path(__file__).resolve().parent.parent
-SQS_PRICE_PER_MILLION = 0.40
-LAMBDA_PRICE_PER_MILLION = 0.20
-MODEL_INPUT_PER_MILLION_TOKENS = 0.80
-MODEL_OUTPUT_PER_MILLION_TOKENS = 4.00
 CHARS_PER_TOKEN = 4
 SHARE_LIMIT = 1 / 3
 MODEL = "bench-model-1"
@@ -54,8 +61,16 @@ class Side:
     write_units: float = 0.0
     dynamo_requests: int = 0
     sqs_requests: int = 0
-    lambda_invocations: int = 0
+    functions: dict[str, FunctionUse] = field(default_factory=dict)
     ops: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def lambda_invocations(self) -> int:
+        return sum(use.invocations for use in self.functions.values())
+
+    def add_functions(self, uses: dict[str, FunctionUse]) -> None:
+        for name, use in uses.items():
+            self.functions.setdefault(name, FunctionUse()).add(use)
 
     def add_units(self, units: Any) -> None:
         self.read_units += units.read_units
@@ -68,12 +83,17 @@ class Side:
         input_tokens = self.input_chars / CHARS_PER_TOKEN / turns
         output_tokens = self.output_chars / CHARS_PER_TOKEN / turns
         dollars = {
-            "dynamodb": (self.read_units * 0.125 + self.write_units * 0.625) / turns / 1e6,
-            "sqs": self.sqs_requests * SQS_PRICE_PER_MILLION / turns / 1e6,
-            "lambda": self.lambda_invocations * LAMBDA_PRICE_PER_MILLION / turns / 1e6,
+            "dynamodb": (
+                self.read_units * DYNAMODB_USD_PER_MILLION_READ_UNITS
+                + self.write_units * DYNAMODB_USD_PER_MILLION_WRITE_UNITS
+            )
+            / turns
+            / 1e6,
+            "sqs": self.sqs_requests * SQS_USD_PER_MILLION_REQUESTS / turns / 1e6,
+            "lambda": self.lambda_invocations * LAMBDA_USD_PER_MILLION_REQUESTS / turns / 1e6,
             "model": (
-                input_tokens * MODEL_INPUT_PER_MILLION_TOKENS
-                + output_tokens * MODEL_OUTPUT_PER_MILLION_TOKENS
+                input_tokens * MODEL_USD_PER_MILLION_INPUT_TOKENS
+                + output_tokens * MODEL_USD_PER_MILLION_OUTPUT_TOKENS
             )
             / 1e6,
         }
@@ -89,6 +109,14 @@ class Side:
             "dynamoUnits": (self.read_units + self.write_units) / turns,
             "sqsRequests": self.sqs_requests / turns,
             "lambdaInvocations": self.lambda_invocations / turns,
+            "functions": {
+                name: {
+                    "invocations": use.invocations / turns,
+                    "billedMs": use.billed_ms / turns,
+                    "logBytes": use.log_bytes / turns,
+                }
+                for name, use in sorted(self.functions.items())
+            },
             "dollars": dollars,
         }
 
@@ -174,6 +202,7 @@ def summary_cost(turns: int = 100, progress: Callable[[str], None] | None = None
                 dynamodb, side_client, table_specs(ROOT / "template.yaml", api.resources.tables)
             )
             sends = _count_calls(api.container.clients["sqs"], "SendMessage")
+            ledger = FunctionLedger().attach(api.registry)
             jobs = SummaryJobs(api)
             # The event source's receives that returned a job (one per invocation).
             job_receives = 0
@@ -182,6 +211,7 @@ def summary_cost(turns: int = 100, progress: Callable[[str], None] | None = None
             for i in range(1, turns + 1):
                 question = f"Turn {i}: and what about the other order, can you check it?"
                 meter.reset()
+                ledger.reset()
                 sends_before = sends()
                 answer = api.call(
                     "POST",
@@ -192,7 +222,7 @@ def summary_cost(turns: int = 100, progress: Callable[[str], None] | None = None
                 if answer.status != 200 or not answer.body["recorded"]:
                     raise RuntimeError(f"turn {i} failed: {answer.status} {answer.body}")
                 turn_side.add_units(meter.reset())
-                turn_side.lambda_invocations += 1
+                turn_side.add_functions(ledger.reset())
                 summary_side.sqs_requests += sends() - sends_before
                 context = answer.body["context"]
                 gaps += _gap(server.requests[seen_requests:], context["omittedMessages"])
@@ -200,7 +230,7 @@ def summary_cost(turns: int = 100, progress: Callable[[str], None] | None = None
                 invocations = jobs.invocations
                 jobs.run_pending()
                 summary_side.add_units(meter.reset())
-                summary_side.lambda_invocations += jobs.invocations - invocations
+                summary_side.add_functions(ledger.reset())
                 job_receives += jobs.invocations - invocations
                 for request in server.requests[seen_requests:]:
                     side = summary_side if _is_summary(request) else turn_side
@@ -248,10 +278,10 @@ def summary_cost(turns: int = 100, progress: Callable[[str], None] | None = None
         "finalThroughSeq": (view.get("summary") or {}).get("throughSeq"),
         "finalOmitted": view.get("omittedMessages"),
         "prices": {
-            "sqsPerMillion": SQS_PRICE_PER_MILLION,
-            "lambdaPerMillion": LAMBDA_PRICE_PER_MILLION,
-            "modelInputPerMillionTokens": MODEL_INPUT_PER_MILLION_TOKENS,
-            "modelOutputPerMillionTokens": MODEL_OUTPUT_PER_MILLION_TOKENS,
+            "sqsPerMillion": SQS_USD_PER_MILLION_REQUESTS,
+            "lambdaPerMillion": LAMBDA_USD_PER_MILLION_REQUESTS,
+            "modelInputPerMillionTokens": MODEL_USD_PER_MILLION_INPUT_TOKENS,
+            "modelOutputPerMillionTokens": MODEL_USD_PER_MILLION_OUTPUT_TOKENS,
         },
     }
 

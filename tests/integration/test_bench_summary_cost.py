@@ -10,7 +10,13 @@ def test_the_summary_cost_figure_measures_both_sides_of_a_conversation() -> None
     figure = summary_cost(turns=30)
 
     turn, summary, share = figure["turn"], figure["summary"], figure["summaryShare"]
-    assert turn["modelCalls"] == 1 and turn["lambdaInvocations"] == 1
+    # The authorizer runs on every request (no cache), then the turn's function.
+    assert turn["modelCalls"] == 1 and turn["lambdaInvocations"] == 2
+    assert {name: use["invocations"] for name, use in turn["functions"].items()} == {
+        "AuthorizerFunction": 1,
+        "PredictFunction": 1,
+    }
+    assert set(summary["functions"]) == {"SummarizeFunction"}
     assert turn["sqsRequests"] == 0  # the trigger's send is the summary's
     # Folds at turns 10, 15, ..., 30: one model call and one invocation per batch.
     assert summary["modelCalls"] == summary["lambdaInvocations"] == 5 / 30

@@ -109,7 +109,7 @@ def test_the_authorizer_figure_names_both_designs() -> None:
 
     text = render_authorizer(figure)
 
-    assert text.startswith("7. The missing-header 401")
+    assert text.startswith("9. The missing-header 401")
     assert "uncached, no identity source (this stack)" in text and "1.2067" in text
     assert "90% hits" in text and "100000" in text
     assert '{"message":"Unauthorized"}' in text

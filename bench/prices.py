@@ -1,0 +1,25 @@
+"""Published on-demand prices the benchmark multiplies its measured counts by.
+
+us-east-1, from AWS's pricing pages as of 2025 (DynamoDB after the November 2024
+reduction), without free tiers or volume discounts. One place, so that every figure
+prices a request the same way.
+"""
+
+from __future__ import annotations
+
+# Lambda, arm64 (the template's architecture).
+LAMBDA_USD_PER_MILLION_REQUESTS = 0.20
+LAMBDA_ARM_USD_PER_GB_SECOND = 0.0000133334
+# API Gateway HTTP API: the first 300 million requests a month, per 512 KB.
+HTTP_API_USD_PER_MILLION_REQUESTS = 1.00
+# DynamoDB on demand, standard table class.
+DYNAMODB_USD_PER_MILLION_READ_UNITS = 0.125
+DYNAMODB_USD_PER_MILLION_WRITE_UNITS = 0.625
+# SQS standard queues, per request (a batch of up to 10 messages is one request).
+SQS_USD_PER_MILLION_REQUESTS = 0.40
+# CloudWatch Logs, standard log class: ingestion per GB (storage, $0.03 per GB-month of
+# compressed data, is left out: it depends on LogRetentionDays and compression).
+LOGS_USD_PER_GB_INGESTED = 0.50
+# A reference model: Claude 3.5 Haiku on Bedrock (the service does not own the model).
+MODEL_USD_PER_MILLION_INPUT_TOKENS = 0.80
+MODEL_USD_PER_MILLION_OUTPUT_TOKENS = 4.00
