@@ -14,12 +14,12 @@ an answer without tools (the loop ignores any tool request in that reply).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from convo_memory.adapters.providers.tool_input import tool_request
 from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.prompt import ChatMessage, Prompt
 from convo_memory.ports import (
@@ -28,7 +28,6 @@ from convo_memory.ports import (
     TextSink,
     TokenUsage,
     ToolDefinition,
-    ToolRequest,
     ToolRound,
 )
 
@@ -291,17 +290,6 @@ def tool_spec(tool: ToolDefinition) -> dict[str, Any]:
     return {"toolSpec": spec}
 
 
-def _tool_request(call_id: str, name: str, raw_input: Any) -> ToolRequest:
-    if isinstance(raw_input, str):
-        try:
-            raw_input = json.loads(raw_input) if raw_input.strip() else {}
-        except ValueError:
-            return ToolRequest(call_id, name, {}, "the model's tool input was not valid JSON")
-    if not isinstance(raw_input, dict):
-        return ToolRequest(call_id, name, {}, "the model's tool input was not a JSON object")
-    return ToolRequest(call_id, name, raw_input)
-
-
 def usage_of(usage: Any) -> TokenUsage | None:
     """Converse's ``usage`` (or a stream's ``metadata.usage``) as token counts."""
     if not isinstance(usage, Mapping):
@@ -319,7 +307,7 @@ def _step_of(response: Mapping[str, Any]) -> ModelStep:
     if response.get("stopReason") != "tool_use":
         return ModelStep(text, usage=usage)
     requests = tuple(
-        _tool_request(
+        tool_request(
             str(b["toolUse"].get("toolUseId", "")),
             str(b["toolUse"].get("name", "")),
             b["toolUse"].get("input"),
@@ -373,7 +361,7 @@ def _streamed_step(events: Any, on_text: TextSink) -> ModelStep:
     if stop_reason != "tool_use":
         return ModelStep("".join(text), usage=usage)
     requests = tuple(
-        _tool_request(str(tool["id"]), str(tool["name"]), "".join(tool["input"]))
+        tool_request(str(tool["id"]), str(tool["name"]), "".join(tool["input"]))
         for _, tool in sorted(tools.items())
     )
     return ModelStep("".join(text), requests, usage)

@@ -28,6 +28,7 @@ import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
+from convo_memory.adapters.providers.tool_input import tool_request
 from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.prompt import Prompt
 from convo_memory.ports import (
@@ -423,16 +424,7 @@ def _tool_request(index: int, call: Any) -> ToolRequest:
     function = call.get("function") if isinstance(call.get("function"), dict) else {}
     call_id = str(call.get("id") or f"call_{index}")
     name = str(function.get("name") or "")
-    arguments = function.get("arguments")
-    if isinstance(arguments, dict):
-        return ToolRequest(call_id, name, arguments)
-    try:
-        parsed = json.loads(arguments) if isinstance(arguments, str) and arguments.strip() else {}
-    except ValueError:
-        return ToolRequest(call_id, name, {}, "the model's tool arguments were not valid JSON")
-    if not isinstance(parsed, dict):
-        return ToolRequest(call_id, name, {}, "the model's tool arguments were not a JSON object")
-    return ToolRequest(call_id, name, parsed)
+    return tool_request(call_id, name, function.get("arguments"), "arguments")
 
 
 def usage_of(usage: Any) -> TokenUsage | None:
