@@ -11,7 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from convo_memory.adapters.providers.openai_compat import UNREACHABLE, OpenAICompatibleProvider
+from convo_memory.adapters.providers.openai_compat import OpenAICompatibleProvider
+from convo_memory.adapters.providers.openai_http import UNREACHABLE
 from convo_memory.adapters.registry import AdapterRegistry
 from convo_memory.adapters.secrets import SecretResolver
 from convo_memory.domain.connections import parse_connections

@@ -9,25 +9,25 @@ carries ``tool_calls`` (streamed as pieces, accumulated by index), answered in t
 call by ``role: "tool"`` messages. The final call of a loop that ran out of steps sends
 ``tool_choice: "none"`` and asks in words for the answer.
 
-The endpoint and the key come from an operator's connection, never from a workspace.
-Still, the provider treats the endpoint as untrusted: no redirects are followed, bodies
-are read up to a size cap, every read is bounded by the connection's timeout (a whole
-completion by it too), the key never appears in an error text, and a failure to connect
-says only that the provider could not be reached (not why: refused, filtered, timed out).
+The endpoint and the key come from an operator's connection, never from a workspace;
+``openai_http`` sends the requests and reads the answers within bounds.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
-import logging
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
+from convo_memory.adapters.providers.openai_http import (
+    MAX_COMPLETION_BYTES,
+    MAX_STREAM_BYTES,
+    ChatCompletionsEndpoint,
+)
 from convo_memory.adapters.providers.tool_input import tool_request
 from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.prompt import Prompt
@@ -41,36 +41,10 @@ from convo_memory.ports import (
     ToolRound,
 )
 
-logger = logging.getLogger(__name__)
-
-_ERROR_DETAIL_CHARS = 200
-# A completion body above this is refused (no model answer needs more).
-MAX_COMPLETION_BYTES = 4 * 1024 * 1024
-# A stream carries each delta in a JSON event, several times the text it delivers.
-MAX_STREAM_BYTES = 16 * 1024 * 1024
-MAX_SSE_LINE_BYTES = 1024 * 1024
-_READ_CHUNK_BYTES = 64 * 1024
-UNREACHABLE = "Model provider error: could not reach the provider."
 FINAL_ANSWER_REQUEST = (
     "You have used every tool call this turn allows. Answer my message now from the tool "
     "results above, without calling any tool."
 )
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """Never follow redirects: a redirect would re-send the Authorization header to a
-    host the capability did not name."""
-
-    def redirect_request(
-        self,
-        req: urllib.request.Request,
-        fp: Any,
-        code: int,
-        msg: str,
-        headers: Any,
-        newurl: str,
-    ) -> urllib.request.Request | None:
-        return None
 
 
 class OpenAICompatibleProvider:
@@ -101,17 +75,16 @@ class OpenAICompatibleProvider:
             raise ProviderError("Model provider error: the connection's baseUrl is not http(s).")
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
-        self._api_key: Callable[[], str | None] = (
-            api_key if callable(api_key) else (lambda: api_key or None)
-        )
-        # Every key this provider has sent: error texts never repeat any of them.
-        self._sent_keys: set[str] = set()
         self.timeout = timeout
         self.max_tokens = max_tokens
         self.temperature = temperature
-        self.max_completion_bytes = max_completion_bytes
-        self.max_stream_bytes = max_stream_bytes
-        self._opener = urllib.request.build_opener(_NoRedirect)
+        self._endpoint = ChatCompletionsEndpoint(
+            self.url,
+            api_key if callable(api_key) else (lambda: api_key or None),
+            timeout,
+            max_completion_bytes,
+            max_stream_bytes,
+        )
 
     def __repr__(self) -> str:  # never show the key
         return f"OpenAICompatibleProvider(url={self.url!r}, model={self.model!r})"
@@ -212,8 +185,8 @@ class OpenAICompatibleProvider:
         state: dict[str, bool] = {}
         finished = False
         usage: TokenUsage | None = None
-        with self._open(body, timeout) as response:
-            for chunk in self._events(response, state):
+        with self._endpoint.open(body, timeout) as response:
+            for chunk in self._endpoint.events(response, state):
                 usage = usage_of(chunk.get("usage")) or usage
                 choices = chunk.get("choices") or []
                 if not choices or not isinstance(choices[0], dict):
@@ -256,8 +229,8 @@ class OpenAICompatibleProvider:
         """``choices[0].message`` of a non-streaming call, within ``timeout`` seconds, and
         the tokens it reports."""
         deadline = time.monotonic() + timeout
-        with self._open(body, timeout) as response:
-            raw = self._read_body(response, deadline)
+        with self._endpoint.open(body, timeout) as response:
+            raw = self._endpoint.read_body(response, deadline)
         try:
             data = json.loads(raw)
             message = data["choices"][0]["message"]
@@ -270,34 +243,12 @@ class OpenAICompatibleProvider:
             ) from exc
         return message, usage_of(data.get("usage"))
 
-    def _read_body(self, response: Any, deadline: float) -> bytes:
-        """The whole body, refused above ``max_completion_bytes`` or past ``deadline``
-        (a server trickling bytes would otherwise reset the per-read timeout forever)."""
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            try:
-                chunk = response.read1(_READ_CHUNK_BYTES)
-            except (OSError, http.client.HTTPException) as exc:
-                self._fail_io(exc)
-            if not chunk:
-                return b"".join(chunks)
-            size += len(chunk)
-            if size > self.max_completion_bytes:
-                raise ProviderError(
-                    "Model provider error: the OpenAI-compatible endpoint sent a response "
-                    f"larger than {self.max_completion_bytes} bytes."
-                )
-            chunks.append(chunk)
-            if time.monotonic() > deadline:
-                self._fail_io(TimeoutError("the completion took longer than the timeout"))
-
     def stream(self, prompt: Prompt) -> Iterator[str]:
         """``stream: true``: yield each ``choices[0].delta.content`` until ``[DONE]``."""
-        with self._open(self.payload(prompt, stream=True)) as response:
+        with self._endpoint.open(self.payload(prompt, stream=True)) as response:
             finished = False
             state: dict[str, bool] = {}
-            for chunk in self._events(response, state):
+            for chunk in self._endpoint.events(response, state):
                 text, done = _delta_text(chunk)
                 finished = finished or done
                 if text:
@@ -307,104 +258,7 @@ class OpenAICompatibleProvider:
                     "Model provider error: the OpenAI-compatible stream ended before it finished."
                 )
 
-    def _events(self, response: Any, state: dict[str, bool]) -> Iterator[dict[str, Any]]:
-        """The JSON chunks of a server-sent event stream, until ``[DONE]`` (which sets
-        ``state["done"]``) or the end of the body; an error chunk raises."""
-        data_lines: list[str] = []
-        received = 0
-        while True:
-            try:
-                raw_line = response.readline(MAX_SSE_LINE_BYTES + 1)
-            except (OSError, http.client.HTTPException) as exc:
-                self._fail_io(exc)
-            received += len(raw_line)
-            if len(raw_line) > MAX_SSE_LINE_BYTES or received > self.max_stream_bytes:
-                raise ProviderError(
-                    "Model provider error: the OpenAI-compatible stream exceeded its size limit."
-                )
-            line = raw_line.decode("utf-8", errors="replace").rstrip("\r\n")
-            if line:
-                # SSE fields: only "data" matters; comments (":...") and
-                # event/id/retry lines are ignored.
-                if line.startswith("data:"):
-                    value = line[5:]
-                    data_lines.append(value[1:] if value.startswith(" ") else value)
-                continue
-            # A blank line (or the end of the body) dispatches the event.
-            if data_lines:
-                data, data_lines = "\n".join(data_lines), []
-                if data.strip() == "[DONE]":
-                    state["done"] = True
-                    return
-                yield self._parse_event(data)
-            if not raw_line:
-                break  # end of body
-
     # --- internals -------------------------------------------------------------------
-
-    def _parse_event(self, data: str) -> dict[str, Any]:
-        """One stream chunk; an error chunk raises."""
-        try:
-            chunk = json.loads(data)
-        except ValueError as exc:
-            raise ProviderError(
-                "Model provider error: the OpenAI-compatible stream sent malformed JSON."
-            ) from exc
-        if not isinstance(chunk, dict):
-            raise ProviderError("Model provider error: unexpected OpenAI-compatible stream data.")
-        if "error" in chunk:
-            detail = self._redact(_error_detail(chunk))
-            raise ProviderError(
-                f"Model provider error: the OpenAI-compatible endpoint failed mid-stream: {detail}"
-            )
-        return chunk
-
-    def _open(self, body: dict[str, Any], timeout: float | None = None) -> Any:
-        headers = {
-            "Content-Type": "application/json",
-            "Accept": "text/event-stream" if body["stream"] else "application/json",
-        }
-        api_key = self._api_key()
-        if api_key:
-            self._sent_keys.add(api_key)
-            headers["Authorization"] = f"Bearer {api_key}"
-        request = urllib.request.Request(
-            self.url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST"
-        )
-        try:
-            return self._opener.open(request, timeout=timeout or self.timeout)
-        except urllib.error.HTTPError as exc:
-            with exc:
-                try:
-                    detail = _error_detail(json.loads(exc.read(4096) or b"null"))
-                except (ValueError, OSError, http.client.HTTPException):
-                    detail = ""
-            detail = self._redact(detail)
-            logger.warning("OpenAI-compatible endpoint returned HTTP %s", exc.code)
-            message = (
-                f"Model provider error: the OpenAI-compatible endpoint returned HTTP {exc.code}"
-            )
-            raise ProviderError(f"{message}: {detail}" if detail else f"{message}.") from exc
-        except urllib.error.URLError as exc:
-            self._fail_io(exc)
-        except (OSError, http.client.HTTPException) as exc:
-            self._fail_io(exc)
-
-    def _fail_io(self, exc: BaseException) -> NoReturn:
-        # The same text for refused, unresolvable, filtered and timed out: an error must
-        # not map the network behind the endpoint. The log keeps the kind of failure.
-        reason = getattr(exc, "reason", exc)
-        logger.warning(
-            "OpenAI-compatible endpoint unreachable: %s after at most %gs",
-            type(reason).__name__,
-            self.timeout,
-        )
-        raise ProviderError(UNREACHABLE) from None
-
-    def _redact(self, text: str) -> str:
-        for key in self._sent_keys:
-            text = text.replace(key, "***")
-        return text
 
 
 def _delta_text(chunk: dict[str, Any]) -> tuple[str, bool]:
@@ -435,20 +289,3 @@ def usage_of(usage: Any) -> TokenUsage | None:
         return TokenUsage(int(usage["prompt_tokens"]), int(usage["completion_tokens"]))
     except (KeyError, TypeError, ValueError):
         return None
-
-
-def _error_detail(body: Any) -> str:
-    """The upstream ``error.message`` (or ``error`` string / ``detail``), shortened."""
-    detail: Any = ""
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict):
-            detail = error.get("message", "")
-        elif isinstance(error, str):
-            detail = error
-        elif isinstance(body.get("detail"), str):
-            detail = body["detail"]
-    text = str(detail).strip()
-    if len(text) > _ERROR_DETAIL_CHARS:
-        text = text[: _ERROR_DETAIL_CHARS - 1] + "\u2026"
-    return text
