@@ -4,10 +4,8 @@ ConverseStream."""
 
 from __future__ import annotations
 
-import binascii
 import itertools
 import json
-import struct
 from collections.abc import Generator, Iterator
 from typing import Any
 
@@ -31,6 +29,7 @@ from convo_memory.adapters.providers.bedrock import (
 )
 from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.prompt import ChatMessage, Prompt
+from tests.support.bedrock_events import event, exception_event, text_delta
 
 MODEL_ID = "anthropic.claude-3-haiku-20240307-v1:0"
 
@@ -261,42 +260,6 @@ def test_the_client_is_built_on_first_use_only() -> None:
 # --- ConverseStream with a real event-stream body ------------------------------------
 
 
-def _header(name: str, value: str) -> bytes:
-    encoded = value.encode()
-    return bytes([len(name)]) + name.encode() + b"\x07" + struct.pack(">H", len(encoded)) + encoded
-
-
-def _message(headers: dict[str, str], payload: dict[str, Any]) -> bytes:
-    header_bytes = b"".join(_header(n, v) for n, v in headers.items())
-    body = json.dumps(payload).encode()
-    total = 12 + len(header_bytes) + len(body) + 4
-    prelude = struct.pack(">II", total, len(header_bytes))
-    message = prelude + struct.pack(">I", binascii.crc32(prelude)) + header_bytes + body
-    return message + struct.pack(">I", binascii.crc32(message))
-
-
-def event(kind: str, payload: dict[str, Any]) -> bytes:
-    return _message(
-        {":message-type": "event", ":event-type": kind, ":content-type": "application/json"},
-        payload,
-    )
-
-
-def exception_event(kind: str, message: str) -> bytes:
-    return _message(
-        {
-            ":message-type": "exception",
-            ":exception-type": kind,
-            ":content-type": "application/json",
-        },
-        {"message": message},
-    )
-
-
-def delta(text: str) -> bytes:
-    return event("contentBlockDelta", {"delta": {"text": text}, "contentBlockIndex": 0})
-
-
 class _RawStream:
     """What botocore reads an event stream from: chunks, in order."""
 
@@ -333,9 +296,9 @@ def test_stream_yields_each_delta_as_it_is_parsed(client: Any) -> None:
     # Given a stream of Bedrock events, one per network chunk
     chunks = [
         event("messageStart", {"role": "assistant"}),
-        delta("Hel"),
-        delta("lo"),
-        delta(" there"),
+        text_delta("Hel"),
+        text_delta("lo"),
+        text_delta(" there"),
         event("contentBlockStop", {"contentBlockIndex": 0}),
         event("messageStop", {"stopReason": "end_turn"}),
     ]
@@ -357,7 +320,7 @@ def test_stream_yields_each_delta_as_it_is_parsed(client: Any) -> None:
 
 
 def test_an_exception_event_mid_stream_becomes_a_provider_error(client: Any) -> None:
-    serve_stream(client, [delta("partial"), exception_event("throttlingException", "slow")])
+    serve_stream(client, [text_delta("partial"), exception_event("throttlingException", "slow")])
     stream = BedrockConverseProvider(client, MODEL_ID).stream(prompt(("user", "hi")))
     assert next(stream) == "partial"
     with pytest.raises(ProviderError, match="ThrottlingException") as raised:
@@ -366,7 +329,7 @@ def test_an_exception_event_mid_stream_becomes_a_provider_error(client: Any) -> 
 
 
 def test_stopping_early_closes_the_stream(client: Any) -> None:
-    _, raw = serve_stream(client, [delta("a"), delta("b"), delta("c")])
+    _, raw = serve_stream(client, [text_delta("a"), text_delta("b"), text_delta("c")])
     stream = BedrockConverseProvider(client, MODEL_ID).stream(prompt(("user", "hi")))
     assert isinstance(stream, Generator)
     assert next(stream) == "a"

@@ -34,6 +34,18 @@ def event(kind: str, payload: dict[str, Any]) -> bytes:
     )
 
 
+def exception_event(kind: str, message: str) -> bytes:
+    """A modelled exception in mid-stream (``throttlingException``, ...)."""
+    return _message(
+        {
+            ":message-type": "exception",
+            ":exception-type": kind,
+            ":content-type": "application/json",
+        },
+        {"message": message},
+    )
+
+
 def text_delta(text: str, index: int = 0) -> bytes:
     return event("contentBlockDelta", {"delta": {"text": text}, "contentBlockIndex": index})
 
