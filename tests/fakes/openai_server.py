@@ -21,7 +21,6 @@ attributes, which tests set before calling:
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -29,15 +28,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-
-class _QuietServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that gave up (a timeout test) is expected, not an error.
-        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
-            return
-        super().handle_error(request, client_address)
+from tests.fakes.quiet_server import QuietServer
 
 
 @dataclass
@@ -211,7 +202,7 @@ class FakeOpenAIServer:
                 self._chunk("data: [DONE]\n\n")
                 self.wfile.write(b"0\r\n\r\n")
 
-        self._server = _QuietServer(("127.0.0.1", 0), Handler)
+        self._server = QuietServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         return self

@@ -18,12 +18,13 @@ import contextlib
 import hashlib
 import hmac
 import json
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.fakes.quiet_server import QuietServer
 
 
 def verify(
@@ -59,15 +60,6 @@ class ReceivedCall:
     @property
     def principal(self) -> Any:
         return self.body["principal"]
-
-
-class _QuietServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
-            return
-        super().handle_error(request, client_address)
 
 
 @dataclass
@@ -137,7 +129,7 @@ class WebhookServer:
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     self.wfile.write(data)
 
-        self._server = _QuietServer(("127.0.0.1", 0), Handler)
+        self._server = QuietServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 
