@@ -11,14 +11,13 @@ API request's id.
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.e2e.conftest import DEV_TOKEN, RuntimeProcess, StartRuntime
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -35,17 +34,6 @@ def log_records(runtime: RuntimeProcess) -> list[dict[str, Any]]:
             except ValueError:
                 continue
     return records
-
-
-def wait_for(condition: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {WAIT_SECONDS} s waiting for {what}")
-        time.sleep(0.25)
 
 
 def the_line(runtime: RuntimeProcess, message: str, session_id: str) -> dict[str, Any] | None:
@@ -87,12 +75,18 @@ def test_a_turn_its_repair_and_its_summary_job_log_one_correlation_id(
     assert turn["recorded"] is False  # the write failed; the answer still came back
     outage.unlink()
 
-    served = wait_for(lambda: the_line(runtime, "turn served", session_id), "the turn's line")
+    served = wait_for(
+        lambda: the_line(runtime, "turn served", session_id), WAIT_SECONDS, "the turn's line"
+    )
     repaired = wait_for(
-        lambda: the_line(runtime, "transcript repair", session_id), "the repair's line"
+        lambda: the_line(runtime, "transcript repair", session_id),
+        WAIT_SECONDS,
+        "the repair's line",
     )
     summarized = wait_for(
-        lambda: the_line(runtime, "summary job done", session_id), "the summary job's line"
+        lambda: the_line(runtime, "summary job done", session_id),
+        WAIT_SECONDS,
+        "the summary job's line",
     )
 
     request_id = headers["apigw-requestid"]

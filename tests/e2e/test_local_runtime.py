@@ -30,6 +30,7 @@ from tests.e2e.conftest import (
     free_port,
     launch_runtime,
 )
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -71,16 +72,6 @@ def authorizer_event(token: str) -> dict[str, Any]:
 def invoke(runtime: RuntimeProcess, function: str, event: Any) -> tuple[dict[str, Any], Any]:
     response = lambda_client(runtime).invoke(FunctionName=function, Payload=json.dumps(event))
     return response, json.loads(response["Payload"].read())
-
-
-def wait_for(condition: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 # --------------------------------------------------------------------------- the API

@@ -11,7 +11,6 @@ deleting the file) and watch the summary catch up.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,22 +18,12 @@ import pytest
 
 from tests.e2e.conftest import DEV_TOKEN, RuntimeProcess, StartRuntime
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
 SMALL_REPLAY = {"maxMessages": 4, "maxChars": 10_000, "minMessages": 1}
 WAIT_SECONDS = 20.0
-
-
-def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.25)
 
 
 def short_memory_session(runtime: RuntimeProcess) -> str:

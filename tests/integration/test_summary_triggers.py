@@ -7,27 +7,16 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from botocore.exceptions import EndpointConnectionError
 
 from tests.support.inprocess_api import inprocess_stack, new_workspace
 from tests.support.summary_jobs import SummaryJobs
+from tests.support.waiting import wait_for
 
 OUTAGE_SECONDS = 4.0
 CATCH_UP_SECONDS = 30.0
-
-
-def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.1)
 
 
 class SqsOutage:
@@ -90,7 +79,12 @@ def test_after_sqs_sends_fail_for_a_while_the_next_turn_brings_the_summary_up_to
         with SummaryJobs(api):
             turn(1)
             turn(2)  # one more turn would omit messages: the summary is folded ahead
-            wait_for(lambda: view()["summary"], CATCH_UP_SECONDS, "the summary before the outage")
+            wait_for(
+                lambda: view()["summary"],
+                CATCH_UP_SECONDS,
+                "the summary before the outage",
+                every=0.1,
+            )
 
             outage.down.set()
             began = time.monotonic()
@@ -110,7 +104,7 @@ def test_after_sqs_sends_fail_for_a_while_the_next_turn_brings_the_summary_up_to
             # a failed send did not count as sent, so this turn sends. Then no more turns.
             turn(6)
 
-            after = wait_for(caught_up, CATCH_UP_SECONDS, "the summary to catch up")
+            after = wait_for(caught_up, CATCH_UP_SECONDS, "the summary to catch up", every=0.1)
 
         assert after["omittedMessages"] == 8
         assert after["summary"]["throughSeq"] >= 8
