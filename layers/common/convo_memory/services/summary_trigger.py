@@ -74,12 +74,11 @@ class SummaryTrigger:
         """Send a summary job after a turn landed late through the repair queue: the
         repair read no window to decide with, and the job itself finds out whether a fold
         is due (one read when none is). True when SQS took one."""
-        if self._queue is None:
-            return False
         return self._send(workspace_id, session_id)
 
     def _send(self, workspace_id: str, session_id: str) -> bool:
-        assert self._queue is not None
+        if self._queue is None:
+            return False
         now = self._clock()
         sent_at = self._sent_at.get(session_id)
         if sent_at is not None and now - sent_at < self._coalesce:
