@@ -17,16 +17,10 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.prices import (
-    DYNAMODB_USD_PER_MILLION_READ_UNITS as DYNAMODB_READ_USD_PER_MILLION,
-)
-from bench.prices import (
-    HTTP_API_USD_PER_MILLION_REQUESTS as HTTP_API_USD_PER_MILLION,
-)
-from bench.prices import (
+    DYNAMODB_USD_PER_MILLION_READ_UNITS,
+    HTTP_API_USD_PER_MILLION_REQUESTS,
     LAMBDA_ARM_USD_PER_GB_SECOND,
-)
-from bench.prices import (
-    LAMBDA_USD_PER_MILLION_REQUESTS as LAMBDA_REQUEST_USD_PER_MILLION,
+    LAMBDA_USD_PER_MILLION_REQUESTS,
 )
 from bench.stats import median
 
@@ -38,14 +32,14 @@ def cost_per_million(billed_ms: int, memory_mb: int, hit_rate: float) -> dict[st
     and duration when a fraction ``hit_rate`` of them is answered from a cache."""
     invocations = round(1_000_000 * (1 - hit_rate))
     gb_seconds = invocations * billed_ms / 1000 * memory_mb / 1024
-    requests_usd = invocations / 1_000_000 * LAMBDA_REQUEST_USD_PER_MILLION
+    requests_usd = invocations / 1_000_000 * LAMBDA_USD_PER_MILLION_REQUESTS
     duration_usd = gb_seconds * LAMBDA_ARM_USD_PER_GB_SECOND
     return {
         "hitRate": hit_rate,
         "invocations": invocations,
         "lambdaUsd": requests_usd + duration_usd,
-        "apiGatewayUsd": HTTP_API_USD_PER_MILLION,
-        "totalUsd": HTTP_API_USD_PER_MILLION + requests_usd + duration_usd,
+        "apiGatewayUsd": HTTP_API_USD_PER_MILLION_REQUESTS,
+        "totalUsd": HTTP_API_USD_PER_MILLION_REQUESTS + requests_usd + duration_usd,
     }
 
 
@@ -82,5 +76,5 @@ def authorizer_figures(runs: int, progress: Callable[[str], None]) -> dict[str, 
         "billedMs": billed_ms,
         "uncached": cost_per_million(billed_ms, memory_mb, 0.0),
         "cached": [cost_per_million(billed_ms, memory_mb, rate) for rate in CACHE_HIT_RATES],
-        "tokenReadUsdPerMillionWorstCase": DYNAMODB_READ_USD_PER_MILLION,
+        "tokenReadUsdPerMillionWorstCase": DYNAMODB_USD_PER_MILLION_READ_UNITS,
     }

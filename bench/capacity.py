@@ -31,8 +31,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from bench.prices import DYNAMODB_USD_PER_MILLION_READ_UNITS as PRICE_PER_MILLION_RRU
-from bench.prices import DYNAMODB_USD_PER_MILLION_WRITE_UNITS as PRICE_PER_MILLION_WRU
+from bench.prices import (
+    DYNAMODB_USD_PER_MILLION_READ_UNITS,
+    DYNAMODB_USD_PER_MILLION_WRITE_UNITS,
+)
 
 READ_UNIT_BYTES = 4096
 WRITE_UNIT_BYTES = 1024
@@ -143,7 +145,10 @@ class Units:
     @property
     def dollars_per_million(self) -> float:
         writes = self.table_write_units + self.index_write_units
-        return self.read_units * PRICE_PER_MILLION_RRU + writes * PRICE_PER_MILLION_WRU
+        return (
+            self.read_units * DYNAMODB_USD_PER_MILLION_READ_UNITS
+            + writes * DYNAMODB_USD_PER_MILLION_WRITE_UNITS
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
