@@ -108,14 +108,16 @@ def resolve(
     host: str,
     port: int,
     deadline: Deadline,
-    resolver: Callable[[str, int], Sequence[str]] = system_resolve,
+    resolver: Callable[[str, int], Sequence[str]] | None = None,
 ) -> list[str]:
-    """The addresses of ``host`` (an IP literal as it is), resolved within the deadline."""
+    """The addresses of ``host`` (an IP literal as it is), resolved within the deadline
+    (by ``resolver``, else the system's)."""
     try:
         return [str(ipaddress.ip_address(host))]
     except ValueError:
         pass
-    return list(within(deadline, lambda: resolver(host, port), "name resolution"))
+    lookup = resolver or system_resolve
+    return list(within(deadline, lambda: lookup(host, port), "name resolution"))
 
 
 def connect(addresses: Sequence[str], port: int, deadline: Deadline) -> socket.socket:
