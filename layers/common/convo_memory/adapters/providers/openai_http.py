@@ -11,6 +11,7 @@ Proxy variables (``HTTPS_PROXY``) are not used: the endpoint is reached directly
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import logging
@@ -36,6 +37,12 @@ MAX_STREAM_BYTES = 16 * 1024 * 1024
 MAX_SSE_LINE_BYTES = 1024 * 1024
 UNREACHABLE = "Model provider error: could not reach the provider."
 USER_AGENT = "convo-memory/1"
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """The system's trust store, loaded once (on the first https call, not at import)."""
+    return ssl.create_default_context()
 
 
 def redact_secrets(text: str, secrets: Iterable[str]) -> str:
@@ -95,7 +102,7 @@ class ChatCompletionsEndpoint:
         self._host = parts.hostname or ""
         self._port = parts.port or (443 if parts.scheme == "https" else 80)
         self._path = parts.path + (f"?{parts.query}" if parts.query else "")
-        self._tls = ssl.create_default_context() if parts.scheme == "https" else None
+        self._https = parts.scheme == "https"
         self._api_key = api_key
         # Every key this endpoint has sent: error texts never repeat any part of them.
         self._sent_keys: set[str] = set()
@@ -142,7 +149,7 @@ class ChatCompletionsEndpoint:
                 json.dumps(body).encode("utf-8"),
                 headers,
                 deadline,
-                tls=self._tls,
+                tls=_tls_context() if self._https else None,
             )
         except (OSError, http.client.HTTPException) as exc:
             self._fail_io(exc)
@@ -171,8 +178,9 @@ class ChatCompletionsEndpoint:
 
     def detail(self, text: str) -> str:
         """Upstream error text as an error may show it: redacted first, then shortened
-        (cutting first could leave the start of a key in view)."""
-        return shorten(redact_secrets(text, self._sent_keys))
+        (cutting first could leave the start of a key in view). Only the start of a long
+        text is looked at; a key cut at its end still leaves 8+ characters to find."""
+        return shorten(redact_secrets(text[:_ERROR_BODY_BYTES], self._sent_keys))
 
     def read_body(self, response: Exchange) -> bytes:
         """The whole body, refused above ``max_completion_bytes``; the exchange's
