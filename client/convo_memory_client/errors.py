@@ -29,6 +29,7 @@ __all__ = [
     "NotFoundError",
     "PayloadTooLarge",
     "PrincipalImmutable",
+    "ProviderError",
     "RateLimited",
     "RouteNotFound",
     "RunNotFound",
@@ -244,6 +245,13 @@ class Internal(ServerError):
     status, code = 500, "internal"
 
 
+class ProviderError(ServerError):
+    """502 ``provider_error``: the model provider failed, answered badly or did not answer
+    in time; the service logged it under ``request_id``."""
+
+    status, code = 502, "provider_error"
+
+
 class Unavailable(ServerError):
     """503 ``unavailable``: storage briefly unavailable; ``retry_after`` says when to try
     again."""
@@ -271,6 +279,7 @@ _BY_CODE: dict[str, type[ConversationsError]] = {
         IdempotencyKeyReused,
         RateLimited,
         Internal,
+        ProviderError,
         Unavailable,
     )
 }

@@ -34,6 +34,7 @@ from convo_memory_client import (
     Prediction,
     PrincipalImmutable,
     Provider,
+    ProviderError,
     RateLimited,
     RouteNotFound,
     RunNotFound,
@@ -376,6 +377,7 @@ CONTRACT_ERRORS = [
     (422, "validation_error", ValidationError),
     (429, "rate_limited", RateLimited),
     (500, "internal", Internal),
+    (502, "provider_error", ProviderError),
     (503, "unavailable", Unavailable),
 ]
 

@@ -208,12 +208,12 @@ def install_error_handlers(app: APIGatewayHttpResolver) -> None:
 
     @app.exception_handler(ServiceError)
     def _service_error(exc: ServiceError) -> Response:
-        return error_response(exc)
+        return error_response(exc.in_request(request_id(app)))
 
     @app.exception_handler(StoreUnavailable)
     def _unavailable(exc: StoreUnavailable) -> Response:
         logger.warning("store unavailable: %s", exc)
-        return error_response(Unavailable())
+        return error_response(Unavailable().in_request(request_id(app)))
 
     @app.exception_handler(Exception)
     def _unexpected(exc: Exception) -> Response:

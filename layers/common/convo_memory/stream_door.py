@@ -94,10 +94,10 @@ class StreamDoor:
         try:
             return self._handle(method, path, lowered, body, request_id)
         except ServiceError as exc:
-            return error_response(exc)
+            return error_response(exc.in_request(request_id))
         except StoreUnavailable as exc:
             logger.warning("store unavailable: %s", exc)
-            return error_response(Unavailable())
+            return error_response(Unavailable().in_request(request_id))
         except Exception as exc:
             if _misconfigured(exc):  # logged once, naming the variable, at the cold start
                 return error_response(InternalError(request_id))
@@ -195,10 +195,10 @@ class StreamDoor:
                     result = counted()
                 events.put(("done", result))
             except ServiceError as exc:
-                events.put(("error", exc))
+                events.put(("error", exc.in_request(request_id)))
             except StoreUnavailable as exc:
                 logger.warning("store unavailable: %s", exc)
-                events.put(("error", Unavailable()))
+                events.put(("error", Unavailable().in_request(request_id)))
             except Exception as exc:
                 logger.error("stream turn failed (requestId %s)", request_id, exc_info=exc)
                 events.put(("error", InternalError(request_id)))

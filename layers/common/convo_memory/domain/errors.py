@@ -3,23 +3,35 @@ mapping to a response lives in one place (``convo_memory.http``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
 
 
 class ServiceError(Exception):
     status: int = 500
     code: str = "internal"
+    # The id of the request a server error (5xx) happened in; its body names it.
+    request_id: str | None = None
 
     def __init__(self, message: str, *, details: list[Any] | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.details = details
 
+    def in_request(self, request_id: str) -> Self:
+        """This error, naming ``request_id`` in its body when it is a server error (as
+        the contract asks of every 5xx) and names none yet."""
+        if self.status >= 500 and self.request_id is None:
+            self.request_id = request_id
+        return self
+
     def to_body(self) -> dict[str, Any]:
-        """The contract's error body: ``{"error": {"code", "message", ...}}``."""
+        """The contract's error body: ``{"error": {"code", "message", ...}}``, with
+        ``requestId`` on a server error that knows its request."""
         error: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.details:
             error["details"] = self.details
+        if self.request_id is not None:
+            error["requestId"] = self.request_id
         return {"error": error}
 
     def headers(self) -> dict[str, str]:
@@ -124,11 +136,6 @@ class InternalError(ServiceError):
         super().__init__(message)
         self.request_id = request_id
 
-    def to_body(self) -> dict[str, Any]:
-        body = super().to_body()
-        body["error"]["requestId"] = self.request_id
-        return body
-
 
 class StoreUnavailable(Exception):
     """The store could not be reached or refused for capacity (throttling, 5xx, timeout).
@@ -146,4 +153,8 @@ class StoreRejected(Exception):
 
 
 class ProviderError(ServiceError):
+    """The model provider failed or answered badly. Raised deep in an adapter, so its
+    request id is added where it becomes a response (``in_request``). Its message must
+    never carry a credential: adapters redact upstream text before they quote it."""
+
     status, code = 502, "provider_error"

@@ -1,6 +1,6 @@
 """Any OpenAI-compatible chat-completions endpoint (OpenAI, Ollama, vLLM, llama.cpp).
 
-Standard library only (urllib): no SDK to import at cold start and no new dependency.
+Standard library only (http.client): no SDK to import at cold start and no new dependency.
 Streaming reads the server-sent events line by line, so deltas reach the caller as the
 server produces them.
 
@@ -16,13 +16,11 @@ The endpoint and the key come from an operator's connection, never from a worksp
 from __future__ import annotations
 
 import json
-import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from convo_memory.adapters.deadline_http import Deadline, Exchange
 from convo_memory.adapters.providers.openai_http import (
     MAX_COMPLETION_BYTES,
     MAX_STREAM_BYTES,
@@ -50,8 +48,9 @@ FINAL_ANSWER_REQUEST = (
 class OpenAICompatibleProvider:
     """POSTs ``{base_url}/chat/completions``; ``base_url`` is like ``http://host:11434/v1``.
 
-    ``timeout`` (seconds) bounds connecting and each read, so a stream fails when the
-    server goes quiet for longer than that.
+    ``timeout`` (seconds) bounds a whole completion, a stream's head (everything up to
+    the end of its headers) and every wait for more of a stream; a turn's own deadline
+    bounds all of a streamed answer.
     """
 
     def __init__(
@@ -67,8 +66,8 @@ class OpenAICompatibleProvider:
         max_stream_bytes: int = MAX_STREAM_BYTES,
     ) -> None:
         """``api_key`` is the key, or a function that returns it on each call (so that a
-        rotated secret is picked up); ``timeout`` (seconds) bounds connecting, each read,
-        and a whole non-streaming completion."""
+        rotated secret is picked up); ``timeout`` (seconds) bounds a whole non-streaming
+        completion, a stream's head and each wait for more of a stream."""
         parsed = urllib.parse.urlsplit(base_url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             # A ProviderError (502 with a clear message), not a crash of the turn.
@@ -165,11 +164,12 @@ class OpenAICompatibleProvider:
         final: bool = False,
         on_text: TextSink | None = None,
     ) -> ModelStep:
-        """One chat-completions call of the tool loop (streamed with ``on_text``)."""
-        timeout = max(0.001, min(self.timeout, timeout))
+        """One chat-completions call of the tool loop (streamed with ``on_text``), over
+        by ``timeout`` (the time left of the turn)."""
+        left = max(0.001, timeout)
         body = self.tool_payload(prompt, rounds, tools, final=final, stream=on_text is not None)
         if on_text is None:
-            message, usage = self._message(body, timeout)
+            message, usage = self._message(body, min(self.timeout, left))
             content = message.get("content")
             text = content if isinstance(content, str) else ""
             calls = message.get("tool_calls") or []
@@ -177,15 +177,15 @@ class OpenAICompatibleProvider:
                 calls = []
             requests = tuple(_tool_request(i, call) for i, call in enumerate(calls))
             return ModelStep(text, requests, usage)
-        return self._streamed_step(body, timeout, on_text)
+        return self._streamed_step(body, left, on_text)
 
-    def _streamed_step(self, body: dict[str, Any], timeout: float, on_text: TextSink) -> ModelStep:
+    def _streamed_step(self, body: dict[str, Any], left: float, on_text: TextSink) -> ModelStep:
         text: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
         state: dict[str, bool] = {}
         finished = False
         usage: TokenUsage | None = None
-        with self._endpoint.open(body, timeout) as response:
+        with self._open_stream(body, left) as response:
             for chunk in self._endpoint.events(response, state):
                 usage = usage_of(chunk.get("usage")) or usage
                 choices = chunk.get("choices") or []
@@ -228,9 +228,8 @@ class OpenAICompatibleProvider:
     ) -> tuple[dict[str, Any], TokenUsage | None]:
         """``choices[0].message`` of a non-streaming call, within ``timeout`` seconds, and
         the tokens it reports."""
-        deadline = time.monotonic() + timeout
-        with self._endpoint.open(body, timeout) as response:
-            raw = self._endpoint.read_body(response, deadline)
+        with self._endpoint.open(body, Deadline(timeout)) as response:
+            raw = self._endpoint.read_body(response)
         try:
             data = json.loads(raw)
             message = data["choices"][0]["message"]
@@ -245,7 +244,7 @@ class OpenAICompatibleProvider:
 
     def stream(self, prompt: Prompt) -> Iterator[str]:
         """``stream: true``: yield each ``choices[0].delta.content`` until ``[DONE]``."""
-        with self._endpoint.open(self.payload(prompt, stream=True)) as response:
+        with self._open_stream(self.payload(prompt, stream=True), None) as response:
             finished = False
             state: dict[str, bool] = {}
             for chunk in self._endpoint.events(response, state):
@@ -257,6 +256,17 @@ class OpenAICompatibleProvider:
                 raise ProviderError(
                     "Model provider error: the OpenAI-compatible stream ended before it finished."
                 )
+
+    def _open_stream(self, body: dict[str, Any], left: float | None) -> Exchange:
+        """A stream's head within ``timeout``; then its body within ``left`` (the turn's
+        time, when known) and never quiet for longer than ``timeout``."""
+        head_seconds = self.timeout if left is None else min(self.timeout, left)
+        deadline = Deadline(head_seconds)
+        response = self._endpoint.open(body, deadline)
+        # The same deadline, moved on for the body (the socket reads by it).
+        body_seconds = float("inf") if left is None else left
+        deadline.postpone(body_seconds - head_seconds, idle=self.timeout)
+        return response
 
     # --- internals -------------------------------------------------------------------
 

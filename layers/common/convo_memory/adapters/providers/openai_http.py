@@ -1,56 +1,93 @@
 """The HTTP side of an OpenAI-compatible endpoint: one POST, read within bounds.
 
 The endpoint comes from an operator's connection, but it is still treated as untrusted:
-no redirects are followed, bodies are read up to a size cap, every read is bounded by
-the connection's timeout (a whole completion by it too), the key never appears in an
-error text, and a failure to connect says only that the provider could not be reached
-(not why: refused, filtered, timed out).
+no redirects are followed, bodies are read up to a size cap, one deadline bounds the
+whole exchange (name resolution, connect, TLS, the status line, each header, the body;
+``adapters.deadline_http``), so a server that trickles bytes cannot hold a turn open,
+no part of the key ever appears in an error text, and a failure to connect says only
+that the provider could not be reached (not why: refused, filtered, timed out).
+Proxy variables (``HTTPS_PROXY``) are not used: the endpoint is reached directly.
 """
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import logging
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterator
+import ssl
+import urllib.parse
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NoReturn
 
+from convo_memory.adapters.deadline_http import BodyTooLarge, Deadline, Exchange, send
 from convo_memory.domain.errors import ProviderError
 
 logger = logging.getLogger(__name__)
 
 _ERROR_DETAIL_CHARS = 200
+# What of an error body is read: enough for any message worth showing.
+_ERROR_BODY_BYTES = 4096
+# A credential fragment this long or longer is never shown (shorter ones are common text).
+MIN_SECRET_FRAGMENT = 8
 # A completion body above this is refused (no model answer needs more).
 MAX_COMPLETION_BYTES = 4 * 1024 * 1024
 # A stream carries each delta in a JSON event, several times the text it delivers.
 MAX_STREAM_BYTES = 16 * 1024 * 1024
 MAX_SSE_LINE_BYTES = 1024 * 1024
-_READ_CHUNK_BYTES = 64 * 1024
 UNREACHABLE = "Model provider error: could not reach the provider."
+USER_AGENT = "convo-memory/1"
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """Never follow redirects: a redirect would re-send the Authorization header to a
-    host the capability did not name."""
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """The system's trust store, loaded once (on the first https call, not at import)."""
+    return ssl.create_default_context()
 
-    def redirect_request(
-        self,
-        req: urllib.request.Request,
-        fp: Any,
-        code: int,
-        msg: str,
-        headers: Any,
-        newurl: str,
-    ) -> urllib.request.Request | None:
-        return None
+
+def redact_secrets(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every secret, and every run of ``MIN_SECRET_FRAGMENT`` or more
+    characters taken from one, replaced by ``***``."""
+    hidden = [False] * len(text)
+    for secret in secrets:
+        if not secret:
+            continue
+        if len(secret) < MIN_SECRET_FRAGMENT:
+            # Too short to have fragments worth hiding: only the whole secret.
+            start = text.find(secret)
+            while start >= 0:
+                hidden[start : start + len(secret)] = [True] * len(secret)
+                start = text.find(secret, start + 1)
+            continue
+        # Any fragment of 8+ characters is covered by the 8-character pieces it is made
+        # of, so hiding every piece the secret contains hides every such fragment.
+        pieces = {
+            secret[i : i + MIN_SECRET_FRAGMENT]
+            for i in range(len(secret) - MIN_SECRET_FRAGMENT + 1)
+        }
+        for i in range(len(text) - MIN_SECRET_FRAGMENT + 1):
+            if text[i : i + MIN_SECRET_FRAGMENT] in pieces:
+                hidden[i : i + MIN_SECRET_FRAGMENT] = [True] * MIN_SECRET_FRAGMENT
+    if not any(hidden):
+        return text
+    out: list[str] = []
+    for i, char in enumerate(text):
+        if not hidden[i]:
+            out.append(char)
+        elif i == 0 or not hidden[i - 1]:
+            out.append("***")
+    return "".join(out)
+
+
+def shorten(text: str, limit: int = _ERROR_DETAIL_CHARS) -> str:
+    """``text`` stripped and cut to ``limit`` characters (an ellipsis marks the cut)."""
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
 class ChatCompletionsEndpoint:
     """POSTs JSON to ``url`` with the connection's key; reads the answer whole (bounded)
-    or as server-sent events (bounded per line and in total)."""
+    or as server-sent events (bounded per line and in total), all by a ``Deadline``."""
 
     def __init__(
         self,
@@ -61,13 +98,17 @@ class ChatCompletionsEndpoint:
         max_stream_bytes: int = MAX_STREAM_BYTES,
     ) -> None:
         self.url = url
+        parts = urllib.parse.urlsplit(url)
+        self._host = parts.hostname or ""
+        self._port = parts.port or (443 if parts.scheme == "https" else 80)
+        self._path = parts.path + (f"?{parts.query}" if parts.query else "")
+        self._https = parts.scheme == "https"
         self._api_key = api_key
-        # Every key this endpoint has sent: error texts never repeat any of them.
+        # Every key this endpoint has sent: error texts never repeat any part of them.
         self._sent_keys: set[str] = set()
         self.timeout = timeout
         self.max_completion_bytes = max_completion_bytes
         self.max_stream_bytes = max_stream_bytes
-        self._opener = urllib.request.build_opener(_NoRedirect)
 
     def _parse_event(self, data: str) -> dict[str, Any]:
         """One stream chunk; an error chunk raises."""
@@ -80,82 +121,81 @@ class ChatCompletionsEndpoint:
         if not isinstance(chunk, dict):
             raise ProviderError("Model provider error: unexpected OpenAI-compatible stream data.")
         if "error" in chunk:
-            detail = self.redact(_error_detail(chunk))
+            detail = self.detail(_error_detail(chunk))
             raise ProviderError(
                 f"Model provider error: the OpenAI-compatible endpoint failed mid-stream: {detail}"
             )
         return chunk
 
-    def open(self, body: dict[str, Any], timeout: float | None = None) -> Any:
+    def open(self, body: dict[str, Any], deadline: Deadline | None = None) -> Exchange:
+        """POST ``body`` and read the response's head by ``deadline`` (else within the
+        endpoint's timeout); a non-2xx answer (a redirect too) raises ProviderError."""
+        deadline = deadline or Deadline(self.timeout)
         headers = {
             "Content-Type": "application/json",
             "Accept": "text/event-stream" if body["stream"] else "application/json",
+            "User-Agent": USER_AGENT,
         }
         api_key = self._api_key()
         if api_key:
             self._sent_keys.add(api_key)
             headers["Authorization"] = f"Bearer {api_key}"
-        request = urllib.request.Request(
-            self.url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST"
-        )
         try:
-            return self._opener.open(request, timeout=timeout or self.timeout)
-        except urllib.error.HTTPError as exc:
-            with exc:
-                try:
-                    detail = _error_detail(json.loads(exc.read(4096) or b"null"))
-                except (ValueError, OSError, http.client.HTTPException):
-                    detail = ""
-            detail = self.redact(detail)
-            logger.warning("OpenAI-compatible endpoint returned HTTP %s", exc.code)
-            message = (
-                f"Model provider error: the OpenAI-compatible endpoint returned HTTP {exc.code}"
+            exchange = send(
+                "POST",
+                self._host,
+                self._port,
+                self._path,
+                json.dumps(body).encode("utf-8"),
+                headers,
+                deadline,
+                tls=_tls_context() if self._https else None,
             )
-            raise ProviderError(f"{message}: {detail}" if detail else f"{message}.") from exc
-        except urllib.error.URLError as exc:
-            self._fail_io(exc)
         except (OSError, http.client.HTTPException) as exc:
             self._fail_io(exc)
+        if 200 <= exchange.status < 300:
+            return exchange
+        with exchange:
+            try:
+                detail = _error_detail(json.loads(exchange.response.read(_ERROR_BODY_BYTES)))
+            except (ValueError, OSError, http.client.HTTPException):
+                detail = ""
+        status = exchange.status
+        logger.warning("OpenAI-compatible endpoint returned HTTP %s", status)
+        message = f"Model provider error: the OpenAI-compatible endpoint returned HTTP {status}"
+        detail = self.detail(detail)
+        raise ProviderError(f"{message}: {detail}" if detail else f"{message}.")
 
     def _fail_io(self, exc: BaseException) -> NoReturn:
         # The same text for refused, unresolvable, filtered and timed out: an error must
         # not map the network behind the endpoint. The log keeps the kind of failure.
-        reason = getattr(exc, "reason", exc)
         logger.warning(
             "OpenAI-compatible endpoint unreachable: %s after at most %gs",
-            type(reason).__name__,
+            type(exc).__name__,
             self.timeout,
         )
         raise ProviderError(UNREACHABLE) from None
 
-    def redact(self, text: str) -> str:
-        for key in self._sent_keys:
-            text = text.replace(key, "***")
-        return text
+    def detail(self, text: str) -> str:
+        """Upstream error text as an error may show it: redacted first, then shortened
+        (cutting first could leave the start of a key in view). Only the start of a long
+        text is looked at; a key cut at its end still leaves 8+ characters to find."""
+        return shorten(redact_secrets(text[:_ERROR_BODY_BYTES], self._sent_keys))
 
-    def read_body(self, response: Any, deadline: float) -> bytes:
-        """The whole body, refused above ``max_completion_bytes`` or past ``deadline``
-        (a server trickling bytes would otherwise reset the per-read timeout forever)."""
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            try:
-                chunk = response.read1(_READ_CHUNK_BYTES)
-            except (OSError, http.client.HTTPException) as exc:
-                self._fail_io(exc)
-            if not chunk:
-                return b"".join(chunks)
-            size += len(chunk)
-            if size > self.max_completion_bytes:
-                raise ProviderError(
-                    "Model provider error: the OpenAI-compatible endpoint sent a response "
-                    f"larger than {self.max_completion_bytes} bytes."
-                )
-            chunks.append(chunk)
-            if time.monotonic() > deadline:
-                self._fail_io(TimeoutError("the completion took longer than the timeout"))
+    def read_body(self, response: Exchange) -> bytes:
+        """The whole body, refused above ``max_completion_bytes``; the exchange's
+        deadline bounds it (a server trickling bytes cannot hold it open)."""
+        try:
+            return response.read_up_to(self.max_completion_bytes)
+        except BodyTooLarge:
+            raise ProviderError(
+                "Model provider error: the OpenAI-compatible endpoint sent a response "
+                f"larger than {self.max_completion_bytes} bytes."
+            ) from None
+        except (OSError, http.client.HTTPException) as exc:
+            self._fail_io(exc)
 
-    def events(self, response: Any, state: dict[str, bool]) -> Iterator[dict[str, Any]]:
+    def events(self, response: Exchange, state: dict[str, bool]) -> Iterator[dict[str, Any]]:
         """The JSON chunks of a server-sent event stream, until ``[DONE]`` (which sets
         ``state["done"]``) or the end of the body; an error chunk raises."""
         data_lines: list[str] = []
@@ -190,7 +230,8 @@ class ChatCompletionsEndpoint:
 
 
 def _error_detail(body: Any) -> str:
-    """The upstream ``error.message`` (or ``error`` string / ``detail``), shortened."""
+    """The upstream ``error.message`` (or ``error`` string / ``detail``), whole: it is
+    redacted before it is shortened."""
     detail: Any = ""
     if isinstance(body, dict):
         error = body.get("error")
@@ -200,7 +241,4 @@ def _error_detail(body: Any) -> str:
             detail = error
         elif isinstance(body.get("detail"), str):
             detail = body["detail"]
-    text = str(detail).strip()
-    if len(text) > _ERROR_DETAIL_CHARS:
-        text = text[: _ERROR_DETAIL_CHARS - 1] + "\u2026"
-    return text
+    return str(detail)

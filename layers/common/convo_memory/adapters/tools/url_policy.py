@@ -5,20 +5,31 @@ addresses, unless the operator allows the host (``ToolAllowedHosts``; then plain
 The check runs when a capability is created and again on every call, and a call then
 connects to the very address that was checked: a host whose DNS answer changes between
 the check and the call (DNS rebinding) cannot steer the call elsewhere.
+
+A refusal never says what a name resolved to, and a name that does not resolve (or not
+in time) is refused in the same words as one that resolves to a private address: the
+policy is no DNS oracle for the network behind the service.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import socket
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+from convo_memory.adapters.deadline_http import Deadline, resolve, system_resolve
 
 # (host, port) -> the addresses the host resolves to (IP literals as text).
 Resolver = Callable[[str, int], Sequence[str]]
 
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+# How long a check made outside a call (a capability's creation) waits for the resolver.
+RESOLVE_SECONDS = 5.0
+NOT_ALLOWED = (
+    "this host is not allowed: tool URLs must resolve only to public internet addresses "
+    "unless the operator allows the host"
+)
 
 
 class ToolUrlRefused(ValueError):
@@ -105,17 +116,6 @@ def is_public_address(address: str) -> bool:
     )
 
 
-def resolve_host(host: str, port: int) -> list[str]:
-    """Every address ``host`` resolves to (the system resolver), in its order."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    seen: list[str] = []
-    for info in infos:
-        address = str(info[4][0])
-        if address not in seen:
-            seen.append(address)
-    return seen
-
-
 class UrlPolicy:
     """The deployment's rule for webhook URLs (implements ``ports.ToolUrlPolicy``)."""
 
@@ -123,7 +123,7 @@ class UrlPolicy:
         self, allowed_hosts: Iterable[AllowedHost] = (), resolve: Resolver | None = None
     ) -> None:
         self.allowed_hosts = tuple(allowed_hosts)
-        self._resolve = resolve or resolve_host
+        self._resolve = resolve or system_resolve
 
     def problem(self, url: str) -> str | None:
         """Why ``url`` may not be called, or None."""
@@ -133,8 +133,12 @@ class UrlPolicy:
             return str(refused)
         return None
 
-    def target(self, url: str) -> ToolTarget:
-        """Check ``url`` now and say where to connect; raises ``ToolUrlRefused``."""
+    def target(self, url: str, deadline: Deadline | None = None) -> ToolTarget:
+        """Check ``url`` now and say where to connect; raises ``ToolUrlRefused``.
+
+        With a call's ``deadline``, resolving the host that takes past it raises
+        ``TimeoutError``; without one (a creation check) a slow resolver is given
+        ``RESOLVE_SECONDS`` and then counts as a name that does not resolve."""
         try:
             parts = urlsplit(url)
             port = parts.port
@@ -151,28 +155,23 @@ class UrlPolicy:
             raise ToolUrlRefused(
                 "tool URLs must use https (plain http only for hosts the operator allows)"
             )
-        addresses = self._addresses(host, port)
-        if not allowed:
-            private = [a for a in addresses if not is_public_address(a)]
-            if private:
-                raise ToolUrlRefused(
-                    f"{host} resolves to a non-public address ({private[0]}); tools must be "
-                    "reachable on the public internet unless the operator allows the host"
-                )
+        addresses = self._addresses(host, port, deadline)
+        if not allowed and (not addresses or not all(map(is_public_address, addresses))):
+            raise ToolUrlRefused(NOT_ALLOWED)
+        if not addresses:  # an allowed host: the operator's own name, no oracle to fear
+            raise ToolUrlRefused("the allowed host could not be resolved")
         path = parts.path or "/"
         if parts.query:
             path += f"?{parts.query}"
         return ToolTarget(parts.scheme, host, port, path, addresses[0], allowed)
 
-    def _addresses(self, host: str, port: int) -> list[str]:
+    def _addresses(self, host: str, port: int, deadline: Deadline | None) -> list[str]:
+        """The host's addresses; none when it does not resolve."""
         try:
-            return [str(ipaddress.ip_address(host))]
-        except ValueError:
-            pass
-        try:
-            addresses = list(self._resolve(host, port))
+            return resolve(host, port, deadline or Deadline(RESOLVE_SECONDS), self._resolve)
+        except TimeoutError:
+            if deadline is not None:
+                raise  # the call's own time ran out: a timeout, not a refusal
+            return []
         except (OSError, UnicodeError):
-            addresses = []
-        if not addresses:
-            raise ToolUrlRefused(f"the host {host} could not be resolved")
-        return addresses
+            return []
