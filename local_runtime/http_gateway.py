@@ -17,11 +17,19 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from email.utils import formatdate
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
-from convo_memory.cors import ALLOWED_METHODS, allowed_origins, is_preflight, preflight
+from convo_memory.cors import (
+    ALLOWED_METHODS,
+    actual_response_headers,
+    allowed_origins,
+    is_cors_header,
+    is_preflight,
+    preflight,
+)
+from convo_memory.http_framing import BodyTooLarge, MalformedBody, StrictRequestHandler
 from local_runtime.handlers import ACCOUNT_ID, FunctionRegistry, TooManyRequestsError, region
 
 API_ID = "local"
@@ -564,11 +572,9 @@ def _report(what: str) -> None:
     print(f"[local_runtime] {what}:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
 
 
-class _GatewayRequestHandler(BaseHTTPRequestHandler):
+class _GatewayRequestHandler(StrictRequestHandler):
     server: HttpGateway
     protocol_version = "HTTP/1.1"
-    server_version = "local-apigw"
-    sys_version = ""
 
     def setup(self) -> None:
         super().setup()
@@ -600,10 +606,16 @@ class _GatewayRequestHandler(BaseHTTPRequestHandler):
         self._write(response)
 
     def _serve(self) -> None:
+        # What the HttpApi's CorsConfiguration and the Function URL's Cors add to every
+        # actual response (API Gateway drops the ones a function sets itself).
+        cors = actual_response_headers(dict(self.headers), allowed_origins())
         try:
-            body = read_body(self)
-        except _BodyError as exc:
-            self._write(exc.response)
+            body = self.read_body(MAX_BODY_BYTES)
+        except BodyTooLarge:
+            self._write(_too_large(), cors)
+            return
+        except MalformedBody as exc:
+            self._write(_unreadable(str(exc)), cors)
             return
         raw_path, _, raw_query = self.path.partition("?")
         request = HttpRequest(
@@ -623,23 +635,26 @@ class _GatewayRequestHandler(BaseHTTPRequestHandler):
             return
         door = self.server.stream_door
         if door is not None and STREAM_PATH.match(request.raw_path):
-            self._stream(door.handle(request.method, request.raw_path, self.headers, body))
+            self._stream(door.handle(request.method, request.raw_path, self.headers, body), cors)
             return
         response = self.server.handle_request_of(request)
         response.headers.append(("apigw-requestid", request.request_id))
-        self._write(response)
+        self._write(response, cors)
 
-    def _stream(self, response: Any) -> None:
+    def _stream(self, response: Any, cors: Sequence[tuple[str, str]]) -> None:
         """What a Function URL in RESPONSE_STREAM mode does: each chunk as produced."""
         from convo_memory.sse import write_chunked
 
-        headers = [*response.headers, ("Date", formatdate(usegmt=True))]
+        headers = [*response.headers, *cors, ("Date", formatdate(usegmt=True))]
         write_chunked(self, response.status, headers, response.chunks)
 
-    def _write(self, response: GatewayResponse) -> None:
+    def _write(self, response: GatewayResponse, cors: Sequence[tuple[str, str]] = ()) -> None:
         self.send_response(response.status)
-        names = {name.lower() for name, _ in response.headers}
-        for name, value in response.headers:
+        headers = response.headers
+        if cors:
+            headers = [(n, v) for n, v in headers if not is_cors_header(n)] + list(cors)
+        names = {name.lower() for name, _ in headers}
+        for name, value in headers:
             if name.lower() not in ("content-length", "transfer-encoding", "connection"):
                 self.send_header(name, value)
         if "date" not in names:
@@ -657,50 +672,6 @@ class _GatewayRequestHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         if self.server.access_log:
             super().log_message(format, *args)
-
-
-class _BodyError(Exception):
-    def __init__(self, response: GatewayResponse) -> None:
-        super().__init__(response.status)
-        self.response = response
-
-
-def read_body(handler: BaseHTTPRequestHandler) -> bytes:
-    """The request body, by Content-Length or chunked transfer encoding."""
-    if "chunked" in (handler.headers.get("Transfer-Encoding") or "").lower():
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            size_line = handler.rfile.readline(1024)
-            try:
-                size = int(size_line.split(b";", 1)[0].strip() or b"0", 16)
-            except ValueError:
-                handler.close_connection = True
-                raise _BodyError(_unreadable("malformed chunked transfer encoding")) from None
-            if size == 0:
-                while handler.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
-                    pass
-                return b"".join(chunks)
-            total += size
-            if total > MAX_BODY_BYTES:
-                handler.close_connection = True
-                raise _BodyError(_too_large())
-            chunks.append(handler.rfile.read(size))
-            handler.rfile.readline(1024)
-    length_header = handler.headers.get("Content-Length")
-    if not length_header:
-        return b""
-    try:
-        length = int(length_header)
-    except ValueError:
-        length = -1
-    if length < 0:
-        handler.close_connection = True
-        raise _BodyError(_unreadable("malformed Content-Length"))
-    if length > MAX_BODY_BYTES:
-        handler.close_connection = True
-        raise _BodyError(_too_large())
-    return handler.rfile.read(length) if length > 0 else b""
 
 
 def _unreadable(what: str) -> GatewayResponse:

@@ -2,6 +2,11 @@
 
 ``POST /2015-03-31/functions/{FunctionName}/invocations`` with the event as the body;
 FunctionName is the template's logical id (a function ARN ending in it works too).
+
+It has no auth, like ``sam local start-lambda``, and invokes any function with any event
+(an authorizer context naming any workspace included), so it refuses what a web page
+could send: a request with an ``Origin`` header (a page's fetch or form), or one whose
+``Host`` is not a loopback name (a page whose DNS name was rebound to 127.0.0.1): 403.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import sys
 import threading
 import traceback
 import uuid
+from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
@@ -25,6 +31,18 @@ from local_runtime.handlers import (
 
 _INVOKE_PATH = re.compile(r"^/2015-03-31/functions/([^/]+)/invocations/?$")
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024  # synchronous invocation limit
+# The names a request to 127.0.0.1 may carry as its Host, with or without a port.
+_LOOPBACK_HOST = re.compile(r"^(?:127\.0\.0\.1|localhost|\[::1\])(?::[0-9]{1,5})?$", re.IGNORECASE)
+
+
+def browser_refusal(headers: Message) -> str | None:
+    """Why a request looks like it came from a web page (None: it does not)."""
+    if headers.get("Origin") is not None:
+        return "a request with an Origin header (from a web page) is refused"
+    hosts = headers.get_all("Host") or []
+    if len(hosts) != 1 or not _LOOPBACK_HOST.fullmatch(hosts[0].strip()):
+        return "the Host must be 127.0.0.1, localhost or [::1]"
+    return None
 
 
 def function_name_of(raw: str) -> str:
@@ -67,6 +85,28 @@ class _LambdaRequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "local-lambda"
     sys_version = ""
+
+    def parse_request(self) -> bool:
+        if not super().parse_request():
+            return False
+        reason = browser_refusal(self.headers)
+        if reason is None:
+            return True
+        self.close_connection = True
+        self._discard_body()  # so that the client reads the 403, not a reset connection
+        body = json.dumps({"error": {"code": "forbidden", "message": reason}})
+        self._send(
+            403,
+            body.encode("utf-8"),
+            str(uuid.uuid4()),
+            [("x-amzn-ErrorType", "AccessDeniedException")],
+        )
+        return False
+
+    def _discard_body(self) -> None:
+        raw = self.headers.get("Content-Length") or ""
+        if raw.isdigit() and int(raw) <= MAX_PAYLOAD_BYTES:
+            self.rfile.read(int(raw))
 
     def do_POST(self) -> None:
         try:

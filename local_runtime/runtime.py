@@ -2,8 +2,9 @@
 
 1. AWS: an in-process moto server (or ``AWS_ENDPOINT_URL`` when set), with the tables
    and queues of template.yaml and the functions' environment exported.
-2. Seeding: the dev workspace (``CONVO_DEV_TOKEN``), one per ``CONVO_DEV_TOKENS`` pair,
-   one capability of each kind in each.
+2. Seeding: the dev workspace ``ws-dev`` (``CONVO_DEV_TOKEN``), one ``ws-<name>`` per
+   ``CONVO_DEV_TOKENS`` pair, one capability of each kind in each; and in ``ws-dev`` the
+   demo session and run the sample events in ``events/`` name (``demo_data``).
 3. The HttpApi on ``PORT`` (3000), the Lambda Invoke API on ``LAMBDA_PORT`` (3001), and
    one poller per SQS event source.
 """
@@ -414,6 +415,7 @@ class LocalRuntime:
         self._threads: list[threading.Thread] = []
         self.skipped: list[str] = []
         self.capabilities: list[str] = []
+        self.workspace_ids: list[str] = []  # "name (id)", as the banner shows them
 
     # start ------------------------------------------------------------------
 
@@ -449,7 +451,7 @@ class LocalRuntime:
             aws_emulated=self._moto is not None,
             dev_token=self.config.dev_token,
             dev_token_generated=self.config.dev_token_generated,
-            workspaces=[DEV_WORKSPACE, *(name for name, _ in self.config.workspaces)],
+            workspaces=self.workspace_ids,
             capabilities=self.capabilities,
             connections=self.config.connection_names,
             tool_hosts=self.config.tool_allowed_hosts,
@@ -545,16 +547,21 @@ class LocalRuntime:
         from convo_memory.bootstrap import get_container
         from convo_memory.config import SettingsError
         from convo_memory.services.admin import create_workspace, seed_capabilities
+        from local_runtime.demo_data import seed_demo_records, workspace_id_for
 
         try:
             stores = get_container().stores
         except SettingsError as exc:
             raise StartupError(str(exc)) from None
         for name, token in ((DEV_WORKSPACE, self.config.dev_token), *self.config.workspaces):
-            credentials = create_workspace(stores.tokens, name, token)
+            credentials = create_workspace(stores.tokens, name, token, workspace_id_for(name))
             capabilities = seed_capabilities(stores.capabilities, credentials.workspace_id)
             if not self.capabilities:
                 self.capabilities = [_capability_label(cap) for cap in capabilities]
+            if name == DEV_WORKSPACE:
+                # What the sample events in events/ name (workspace ws-dev, demo ids).
+                seed_demo_records(stores, credentials.workspace_id)
+            self.workspace_ids.append(f"{name} ({credentials.workspace_id})")
 
     def _start_pollers(
         self,

@@ -1,6 +1,6 @@
 """Every sample event in events/ goes through its function's real handler (as
-`sam local invoke <Function> -e events/<file>` would), with its placeholder ids
-replaced by real ones."""
+`sam local invoke <Function> -e events/<file>` would), with the demo ids that `make run`
+seeds replaced by real ones (tests/e2e/test_sample_events_e2e.py invokes them as they are)."""
 
 from __future__ import annotations
 
@@ -35,10 +35,12 @@ def test_each_event_runs_through_its_handler(
     run_id = predict(api, tenant, session_id, "Where is order 12345?", cap="cap-agent").body[
         "runId"
     ]
+    # The second demo session (events/delete_session.json deletes it).
+    second_session_id = open_session(api, tenant, capability="cap-agent")
     raw = (EVENTS / file).read_text()
     for placeholder, real in {
-        "cap-0000000000000000000000": "cap-agent",
         "ses-0000000000000000000000": session_id,
+        "ses-1111111111111111111111": second_session_id,
         "run-0000000000000000000000": run_id,
         '"ws-dev"': json.dumps(tenant.workspace_id),
         '\\"ws-dev\\"': json.dumps(json.dumps(tenant.workspace_id))[1:-1],

@@ -48,6 +48,16 @@ def test_given_no_token_when_creating_a_workspace_then_a_fresh_one_is_returned_o
         )
 
 
+def test_given_a_workspace_id_when_creating_a_workspace_then_it_gets_that_id() -> None:
+    db = FakeDatabase()
+
+    credentials = create_workspace(db.stores.tokens, "dev", token=TOKEN, workspace_id="ws-dev")
+
+    assert credentials.workspace_id == "ws-dev"
+    assert db.stores.tokens.workspace_for_token(hash_token(TOKEN)) == "ws-dev"
+    assert db.workspaces["ws-dev"]["name"] == "dev"
+
+
 def test_given_an_existing_token_when_creating_again_then_the_same_workspace_is_returned():
     db = FakeDatabase()
     first = create_workspace(db.stores.tokens, "Acme", token=TOKEN)

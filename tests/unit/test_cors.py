@@ -76,3 +76,17 @@ def test_a_preflight_is_an_options_request_asking_for_a_method_from_an_origin() 
 def test_a_blank_setting_falls_back_to_the_default() -> None:
     assert allowed_origins({"CORS_ALLOWED_ORIGINS": " , "}) == ("*",)
     assert not preflight(request(origin=""), ("*",)).allowed
+
+
+def test_an_actual_response_gets_the_allow_origin_header_only_for_an_allowed_origin() -> None:
+    from convo_memory.cors import actual_response_headers
+
+    listed = (STUDIO, "http://127.0.0.1:3000")
+
+    assert actual_response_headers({"Origin": STUDIO}) == (("access-control-allow-origin", "*"),)
+    assert actual_response_headers({"origin": STUDIO + "/"}, listed) == (
+        ("access-control-allow-origin", STUDIO + "/"),
+        ("vary", "Origin"),
+    )
+    assert actual_response_headers({"Origin": "https://evil.example"}, listed) == ()
+    assert actual_response_headers({}) == ()  # no Origin: not a cross-origin request

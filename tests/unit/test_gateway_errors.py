@@ -327,3 +327,42 @@ def test_a_keep_alive_connection_still_serves_requests_before_the_timeout(
             assert response.status == 200 and json.loads(response.read()) == {"ok": True}
     finally:
         connection.close()
+
+
+STREAM_LINE = b"POST /v1/capabilities/c/predict/stream HTTP/1.1\r\n"
+
+
+@pytest.mark.parametrize("line_break", [b"\n", b"\r"], ids=["bare LF", "bare CR"])
+def test_a_bare_line_break_in_a_header_value_is_refused_by_both_servers(
+    served: tuple[str, int], stream_app: tuple[str, int], line_break: bytes
+) -> None:
+    # Split there, "Content-Length: 0" would be a header of its own.
+    headers = b"X-A: a" + line_break + b"Content-Length: 0\r\nConnection: close\r\n\r\n"
+
+    for address, line in ((served, b"GET /open HTTP/1.1\r\n"), (stream_app, STREAM_LINE)):
+        status, body = exchange(address, line + headers)
+        parsed = assert_contract_error(status, body, 400, "invalid_json")
+        assert "bare CR or LF" in parsed["error"]["message"]
+
+
+def test_the_gateway_reads_a_chunked_body_and_refuses_a_negative_chunk_size(
+    served: tuple[str, int],
+) -> None:
+    chunked = b"GET /open HTTP/1.1\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+
+    status, body = exchange(served, chunked + b"2;ext=1\r\n{}\r\n0\r\nX-Trailer: t\r\n\r\n")
+    negative = exchange(served, chunked + b"-1\r\n")  # was read as "everything until EOF"
+
+    assert status == 200 and json.loads(body) == {"ok": True}
+    assert_contract_error(*negative, 400, "invalid_json")
+
+
+def test_the_stream_app_refuses_a_chunked_body_over_the_limit_before_reading_it(
+    stream_app: tuple[str, int],
+) -> None:
+    too_large = STREAM_LINE + b"Transfer-Encoding: chunked\r\n\r\n100001\r\n"  # 1 MiB + 1
+
+    status, body = exchange(stream_app, too_large)
+
+    parsed = assert_contract_error(status, body, 413, "payload_too_large")
+    assert parsed["error"]["message"] == "the request body is larger than 1048576 bytes"

@@ -1,9 +1,10 @@
-"""CORS preflight answers for the doors a browser page calls from another origin.
+"""CORS answers for the doors a browser page calls from another origin.
 
 On AWS the Studio page is served by the HttpApi and streams from the Function URL, a
 different origin. API Gateway and the Function URL answer preflight themselves from the
-template's CORS settings; the streaming app behind the Lambda Web Adapter answers the
-``OPTIONS`` requests that reach it with the same rules, and so does the local runtime.
+template's CORS settings, and add ``Access-Control-Allow-Origin`` to the actual responses;
+the streaming app behind the Lambda Web Adapter answers the ``OPTIONS`` requests that
+reach it with the same rules, and the local runtime does both, as AWS does.
 
 Pure: no I/O, no AWS, no Powertools. The API is authorized by a bearer token in the
 ``Authorization`` header, never by cookies, so credentials are never allowed.
@@ -91,3 +92,28 @@ def preflight(
             *vary,
         ),
     )
+
+
+def actual_response_headers(
+    headers: Mapping[str, str], origins: Sequence[str] = DEFAULT_ALLOWED_ORIGINS
+) -> tuple[tuple[str, str], ...]:
+    """The CORS headers API Gateway and a Function URL add to an actual (not preflight)
+    response, given the request's headers: ``Access-Control-Allow-Origin`` when the
+    request names an allowed ``Origin`` (``*`` when any origin is allowed, else the origin
+    itself, with ``Vary: Origin``); nothing for a request without one or from elsewhere.
+    No ``Access-Control-Expose-Headers``: the template exposes none."""
+    origin = next(
+        (value.strip() for name, value in headers.items() if name.lower() == "origin"), ""
+    )
+    if not origin:
+        return ()
+    if "*" in origins:
+        return (("access-control-allow-origin", "*"),)
+    if origin.rstrip("/") in origins:
+        return (("access-control-allow-origin", origin), ("vary", "Origin"))
+    return ()
+
+
+def is_cors_header(name: str) -> bool:
+    """A response header that CORS settings own (API Gateway drops the backend's)."""
+    return name.lower().startswith("access-control-")

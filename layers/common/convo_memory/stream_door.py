@@ -33,6 +33,7 @@ from convo_memory.domain.errors import (
     Unauthorized,
     Unavailable,
 )
+from convo_memory.http_framing import BodyTooLarge, MalformedBody, StrictRequestHandler
 from convo_memory.observability import set_correlation_id
 from convo_memory.time_budget import RECORDING_MARGIN_SECONDS, Countdown
 
@@ -254,28 +255,27 @@ def request_timeout_seconds(env: Mapping[str, str] | None = None) -> float:
     return value if value > 0 else DEFAULT_REQUEST_TIMEOUT_SECONDS
 
 
-class StreamRequestHandler(BaseHTTPRequestHandler):
+class StreamRequestHandler(StrictRequestHandler):
     """The door over HTTP/1.1. A client that stalls mid-request is cut off after
-    ``timeout`` seconds (the socket's timeout), so it cannot hold a thread forever."""
+    ``timeout`` seconds (the socket's timeout), so it cannot hold a thread forever.
 
-    protocol_version = "HTTP/1.1"
+    Real responses carry no CORS headers: on AWS the Function URL adds them from its
+    ``Cors`` settings, and a second ``Access-Control-Allow-Origin`` from the app would make
+    the browser refuse the response."""
+
     door: StreamDoor
     timeout = DEFAULT_REQUEST_TIMEOUT_SECONDS
 
     def do_POST(self) -> None:
-        length_header = self.headers.get("content-length") or "0"
-        try:
-            length = int(length_header)
-        except ValueError:
-            length = -1
-        if length < 0:
-            self._refuse(InvalidJson("malformed Content-Length"))
-            return
-        if length > input_gate.MAX_BODY_BYTES:
-            self._refuse(PayloadTooLarge("the request body is too large"))
-            return
         # A client that stalls mid-body times out here; the stdlib closes the connection.
-        body = self.rfile.read(length) if length else b""
+        try:
+            body = self.read_body(input_gate.MAX_BODY_BYTES)
+        except BodyTooLarge as exc:  # the same message as input_gate's, on every door
+            write_response(self, error_response(PayloadTooLarge(str(exc))))
+            return
+        except MalformedBody as exc:
+            write_response(self, error_response(InvalidJson(str(exc))))
+            return
         write_response(self, self.door.handle("POST", self.path, dict(self.headers), body))
 
     def do_GET(self) -> None:
@@ -292,13 +292,9 @@ class StreamRequestHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    def _refuse(self, error: ServiceError) -> None:
-        self.close_connection = True
-        write_response(self, error_response(error))
-
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """The stdlib's own refusals (bad request line, unsupported method, headers too
-        large) in the contract's shape instead of its HTML page."""
+        """The stdlib's own refusals (bad request line or header lines, unsupported
+        method, headers too large) in the contract's shape instead of its HTML page."""
         self.close_connection = True
         self.request_version = self.protocol_version  # never the HTTP/0.9 of a broken line
         write_response(self, error_response(_stdlib_error(code, message)))
@@ -321,4 +317,6 @@ def serve(port: int, host: str = "127.0.0.1") -> None:
     """The HTTP server the Lambda Web Adapter proxies Function URL requests to."""
     StreamRequestHandler.door = StreamDoor()
     StreamRequestHandler.timeout = request_timeout_seconds()
-    ThreadingHTTPServer((host, port), StreamRequestHandler).serve_forever()
+    server = ThreadingHTTPServer((host, port), StreamRequestHandler)
+    server.daemon_threads = True  # a stalled client never holds up the process's exit
+    server.serve_forever()

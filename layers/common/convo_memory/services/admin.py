@@ -44,10 +44,12 @@ def token_id_of(token_hash: str) -> str:
 
 
 def create_workspace(
-    store: TokenStore, name: str, token: str | None = None
+    store: TokenStore, name: str, token: str | None = None, workspace_id: str | None = None
 ) -> WorkspaceCredentials:
     """Create a workspace and its token. With a token that already exists, return
-    that token's workspace instead (so seeding is idempotent)."""
+    that token's workspace instead (so seeding is idempotent). ``workspace_id`` fixes the
+    new workspace's id (local seeding: ``ws-dev``, which the sample events name); else a
+    fresh one."""
     token = token or f"cm_{secrets.token_urlsafe(32)}"
     if len(token) < 16:
         raise ValueError("a workspace token must be at least 16 characters")
@@ -56,7 +58,7 @@ def create_workspace(
     existing = store.workspace_for_token(digest)
     if existing:
         return WorkspaceCredentials(existing, name, token, token_id)
-    workspace_id = new_id("ws")
+    workspace_id = workspace_id or new_id("ws")
     now = iso(utc_now())
     store.put_workspace(workspace_id, name, now)
     if not store.put_token(digest, workspace_id, name, now):
