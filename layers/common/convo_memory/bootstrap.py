@@ -268,12 +268,12 @@ def build_container(
 def _dynamo_turn_limiter(
     settings: Settings, dynamodb: Any, metrics: MetricsPort, clock: Callable[[], float]
 ) -> TurnLimiter:
+    from convo_memory.adapters.dynamo.rate_limit import RateLimit, WorkspaceRateLimiter
     from convo_memory.adapters.dynamo.table import DynamoTable
-    from convo_memory.adapters.dynamo.turn_limiter import DynamoTurnLimiter
 
-    return DynamoTurnLimiter(
+    return WorkspaceRateLimiter(
         DynamoTable(dynamodb, settings.turn_limits_table_name),
-        settings.workspace_turns_per_second,
+        RateLimit(settings.workspace_turns_per_second, settings.workspace_turn_burst),
         metrics,
         clock,
     )

@@ -70,8 +70,10 @@ class Settings(BaseModel):
     )
     # No provider call waits longer than this, whatever a connection asks for.
     provider_timeout_cap_seconds: float = Field(default=25, ge=0.1, le=900)
-    # Turns one workspace may start per second, across every turn door (0: no limit).
+    # The per-workspace turn rate, across every turn door (0: no limit), and the turns
+    # a workspace may start at the same moment: 40 at once, or 20 a second for 4 s.
     workspace_turns_per_second: int = Field(default=10, ge=0, le=10_000)
+    workspace_turn_burst: int = Field(default=40, ge=1, le=100_000)
     # What IAM lets the functions read. None (variable absent): not checked, e.g. locally.
     provider_secret_arns: tuple[str, ...] | None = None
     provider_parameter_names: tuple[str, ...] | None = None
@@ -202,6 +204,7 @@ class Settings(BaseModel):
             "stream_turn_deadline_seconds": "STREAM_TURN_DEADLINE_SECONDS",
             "tool_secret_key_id": "TOOL_SECRET_KEY_ID",
             "workspace_turns_per_second": "WORKSPACE_TURNS_PER_SECOND",
+            "workspace_turn_burst": "WORKSPACE_TURN_BURST",
             "cursor_signing_key": "CURSOR_SIGNING_KEY",
             "cursor_key_secret_arn": "CURSOR_KEY_SECRET_ARN",
         }
