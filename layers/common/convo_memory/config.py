@@ -39,6 +39,8 @@ class Settings(BaseModel):
     turn_limits_table_name: str = ""
     summary_queue_url: str = ""
     repair_queue_url: str = ""
+    # The repair function, invoked asynchronously when the repair queue takes no job.
+    repair_function_name: str = ""
     max_input_chars: int = Field(default=32_000, ge=1, le=100_000)
     # Longer answers are stored cut (``truncated: true``); the client receives all of it.
     max_stored_answer_chars: int = Field(default=100_000, ge=1_000, le=100_000)
@@ -182,6 +184,7 @@ class Settings(BaseModel):
             "turn_limits_table_name": "TURN_LIMITS_TABLE_NAME",
             "summary_queue_url": "SUMMARY_QUEUE_URL",
             "repair_queue_url": "REPAIR_QUEUE_URL",
+            "repair_function_name": "REPAIR_FUNCTION_NAME",
             "max_input_chars": "MAX_INPUT_CHARS",
             "max_stored_answer_chars": "MAX_STORED_ANSWER_CHARS",
             "digest_max_chars": "DIGEST_MAX_CHARS",
