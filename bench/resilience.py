@@ -137,7 +137,8 @@ def render_outage(figure: dict[str, Any], table: Callable[..., str], title: str)
         [
             f"{r['fault_rate']:.0%}",
             r["answered"],
-            r["write_failures"],
+            r["faults_injected"],
+            r["unrecorded_answers"],
             r["queued_repairs"],
             r["invoked_repairs"],
             f"{r['lost']} ({r['lostShare']:.1%})",
@@ -156,7 +157,8 @@ def render_outage(figure: dict[str, Any], table: Callable[..., str], title: str)
                 [
                     "failing",
                     "answered",
-                    "writes failed",
+                    "faults",
+                    "recorded: false",
                     "to RepairQueue",
                     "to RepairFunction",
                     "lost",

@@ -25,7 +25,7 @@ def test_answered_turns_survive_an_outage_of_writes_and_sends(
     result = run_outage_soak(fault_rate, turns=turns, sessions=10)
 
     assert result.answered == turns
-    assert result.write_failures > turns * fault_rate / 2  # the outage did strike
+    assert result.faults_injected > turns * fault_rate / 2  # the outage did strike
     assert result.lost <= result.answered * max_lost_share, result
     assert result.lost == result.counted_lost  # what is lost is counted (and alarmed)
     assert result.duplicated == 0, result

@@ -50,7 +50,8 @@ class SoakResult:
     # Seconds from the faults' end until RepairQueue and Lambda's event queue were both
     # empty (None: not within SETTLE_LIMIT_SECONDS).
     settled_after_seconds: float | None
-    write_failures: int
+    faults_injected: int
+    unrecorded_answers: int
     queued_repairs: int
     invoked_repairs: int
     counted_lost: int
@@ -84,10 +85,13 @@ class Outage:
     def __init__(self, rate: float, seed: int) -> None:
         self.rate = rate
         self.on = False
+        self.injected = 0
         self._random = random.Random(seed)
 
     def _strikes(self) -> bool:
-        return self.on and self._random.random() < self.rate
+        strikes = self.on and self._random.random() < self.rate
+        self.injected += strikes
+        return strikes
 
     def attach(self, dynamodb: Any, sqs: Any) -> None:
         def turn_write(params: dict[str, Any], **_: Any) -> Any:
@@ -243,9 +247,9 @@ def run_outage_soak(
             lost=sum(1 for text in answered if text not in seen),
             duplicated=sum(1 for text in answered if seen.get(text, 0) > 1),
             settled_after_seconds=settled,
-            write_failures=metrics.counts["TranscriptWriteFailed"],
+            faults_injected=outage.injected,
+            unrecorded_answers=metrics.counts["TranscriptWriteFailed"],
             queued_repairs=metrics.counts["TranscriptWriteFailed"]
-            - metrics.counts["TranscriptWriteRetried"]
             - metrics.counts["TranscriptRepairInvoked"]
             - metrics.counts["TranscriptLost"],
             invoked_repairs=metrics.counts["TranscriptRepairInvoked"],

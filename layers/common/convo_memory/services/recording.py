@@ -104,9 +104,10 @@ class TurnRecorder:
             result = self._turns.append_turn(session.id, session.message_count, turn)
         except Exception as exc:
             self._log_write_failure(session.id, exc)
-            self._metrics.count("TranscriptWriteFailed")
             retried = self._retry_write(session, turn, exc, until)
             if retried is None:
+                # Answered ``recorded: false`` (TurnsNotRecordedAlarm counts these).
+                self._metrics.count("TranscriptWriteFailed")
                 self._hand_over(
                     RepairJob.of(workspace_id, session.id, session.message_count + 1, turn)
                 )
