@@ -22,6 +22,10 @@ Figures, all measured in one run, nothing leaves the machine (moto in process):
    a cached one's.
 10. A million turns by component (Lambda requests and duration, API Gateway, DynamoDB,
     SQS, CloudWatch Logs), from figure 8's counts and published prices.
+11. The turn rate limit's DynamoDB requests and write units per turn (steady, a burst,
+    a flood) and its cost per million turns.
+12. Turns through an outage: answered turns lost and duplicated, and the seconds until
+    every repair landed, while 25% and 60% of transcript writes and SQS sends fail.
 
 It is a report: it exits 0 whatever the figures are (1 only when one could not be
 measured).

@@ -27,10 +27,12 @@ class Plan:
     # One conversation, measured turn by turn: the summary's cost next to the turns'.
     summary_cost_turns: int = 100
     authorizer_runs: int = 100
+    # Turns of the outage soak (figure 12), at each fault rate.
+    outage_turns: int = 400
 
 
 FULL = Plan(5, 7, 7, 3, 4, 15, 7, 200)
-QUICK = Plan(2, 3, 3, 1, 2, 10, 3, 50)
+QUICK = Plan(2, 3, 3, 1, 2, 10, 3, 50, outage_turns=100)
 
 
 def progress(message: str) -> None:
@@ -68,6 +70,7 @@ def run(plan: Plan, quick: bool) -> dict[str, Any]:
     from bench.cold import built_import_times, first_invocation, import_times
     from bench.content_filter import filter_figures
     from bench.costs import cost_figure
+    from bench.resilience import outage_figure, rate_limit_figure
     from bench.serving import serving_figures, summarizer_isolation
     from bench.summary_cost import summary_cost
 
@@ -119,6 +122,8 @@ def run(plan: Plan, quick: bool) -> dict[str, Any]:
             lambda: authorizer_figures(plan.authorizer_runs, progress),
             errors,
         )
+        _attempt(results, "rateLimit", lambda: rate_limit_figure(progress), errors)
+        _attempt(results, "outage", lambda: outage_figure(plan.outage_turns, progress), errors)
     results["meta"] = {
         "quick": quick,
         "python": platform.python_version(),

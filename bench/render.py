@@ -504,6 +504,16 @@ def render(results: dict[str, Any]) -> str:
         parts.append(render_authorizer(results["authorizer"]))
     if "millionTurns" in results:
         parts.append(render_million_turns(results["millionTurns"]))
+    if "rateLimit" in results:
+        from bench.resilience import render_rate_limit
+
+        title = _title(11, "The turn rate limit: DynamoDB cost per turn")
+        parts.append(render_rate_limit(results["rateLimit"], table, title))
+    if "outage" in results:
+        from bench.resilience import render_outage
+
+        title = _title(12, "Turns through an outage of DynamoDB writes and SQS sends")
+        parts.append(render_outage(results["outage"], table, title))
     for name, error in (results.get("errors") or {}).items():
         parts.append(f"[{name}] not measured: {error}")
     return "\n\n".join(parts) + "\n"

@@ -71,6 +71,9 @@ def error_payload(exc: BaseException) -> dict[str, Any]:
 class LambdaApi(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    # Lambda's queue for InvocationType=Event (retries, on-failure destination); set by
+    # the runtime. Without one, an event runs once in a thread of its own.
+    async_events: Any = None
 
     def __init__(
         self, address: tuple[str, int], registry: FunctionRegistry, access_log: bool = False
@@ -176,6 +179,9 @@ class _LambdaRequestHandler(BaseHTTPRequestHandler):
         self._send(200, body, request_id)
 
     def _invoke_async(self, name: str, event: Any, request_id: str) -> None:
+        if self.server.async_events is not None:
+            self.server.async_events.submit(name, event, request_id)
+            return
         try:
             self.server.registry.invoke(name, event, request_id)
         except Exception:

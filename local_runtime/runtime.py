@@ -412,6 +412,7 @@ class LocalRuntime:
         self.gateway: HttpGateway | None = None
         self.lambda_api: LambdaApi | None = None
         self.pollers: list[QueuePoller] = []
+        self.async_events: Any = None
         self._threads: list[threading.Thread] = []
         self.skipped: list[str] = []
         self.capabilities: list[str] = []
@@ -441,6 +442,7 @@ class LocalRuntime:
             else:
                 log(f"warning: {function.name}: no handler file {function.handler_file} yet")
         self._start_pollers(topology, registry, resources, {f.name for f in missing})
+        self._start_async_events(registry, resources)
         assert self.gateway is not None and self.lambda_api is not None
         self._serve(self.gateway)
         self._serve(self.lambda_api)
@@ -534,6 +536,12 @@ class LocalRuntime:
         os.environ.update(dict(self.config.summary_settings))
         if self.config.workspace_turns_per_second:
             os.environ["WORKSPACE_TURNS_PER_SECOND"] = self.config.workspace_turns_per_second
+        # A turn the repair queue does not take goes to RepairFunction as an asynchronous
+        # invocation: the functions' Lambda clients call this runtime's Lambda API port.
+        if self.lambda_api is not None:
+            lambda_url = f"http://{HOST}:{self.lambda_api.server_address[1]}"
+            os.environ.setdefault("AWS_ENDPOINT_URL_LAMBDA", lambda_url)
+            os.environ.setdefault("REPAIR_FUNCTION_NAME", "RepairFunction")
         # The template's allow-lists mirror IAM grants; locally there is no IAM to mirror.
         for name in ("PROVIDER_SECRET_ARNS", "PROVIDER_PARAMETER_NAMES"):
             os.environ.pop(name, None)
@@ -592,6 +600,23 @@ class LocalRuntime:
             poller.start()
             self.pollers.append(poller)
 
+    def _start_async_events(self, registry: FunctionRegistry, resources: Any) -> None:
+        """Lambda's asynchronous invocations (retries, on-failure destinations): the
+        functions' own boto3 Lambda clients reach them through the Lambda API port."""
+        import boto3
+
+        from local_runtime.async_events import AsyncEvents, async_invoke_configs
+        from local_runtime.aws_resources import load_template
+
+        assert self.lambda_api is not None
+        configs = async_invoke_configs(
+            load_template(self.config.template_path), resources.queue_urls
+        )
+        sqs = boto3.client("sqs", endpoint_url=self.endpoint_url)
+        self.async_events = AsyncEvents(registry, configs, lambda: sqs)
+        self.lambda_api.async_events = self.async_events
+        self.async_events.start()
+
     def _serve(self, server: HttpGateway | LambdaApi) -> None:
         thread = threading.Thread(
             target=server.serve_forever,
@@ -614,6 +639,8 @@ class LocalRuntime:
             server.server_close()
         for poller in self.pollers:
             poller.stop()
+        if self.async_events is not None:
+            self.async_events.stop()
         for poller in self.pollers:
             poller.join(POLLER_JOIN_SECONDS)
             if poller.is_alive():

@@ -1,17 +1,31 @@
-"""RepairQueue consumer: lands turns whose transcript write failed on the request path."""
+"""The transcript repair worker: lands turns whose transcript write failed on the
+request path. It takes a ``RepairJob`` two ways:
+
+- from RepairQueue (an SQS batch): one attempt per delivery; a record that fails is
+  made visible again after 2, 4, 8 ... up to 60 seconds (by its receive count), so a
+  repair retries within seconds rather than after the queue's visibility timeout, and
+  moves to RepairDLQ after ``RepairMaxReceiveCount`` deliveries;
+- as an asynchronous invocation, when the serving path could not send to the queue:
+  retried here with backoff, then handed to the queue; failing both, the invocation
+  fails, so Lambda runs it again and finally sends it to the function's on-failure
+  destination (RepairQueue).
+
+A body that is no ``RepairJob`` is failed, not dropped (``convo_memory.job_batches``).
+"""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from aws_lambda_powertools.utilities.batch import (
-    BatchProcessor,
-    EventType,
-    process_partial_response,
-)
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.batch import process_partial_response
 
+from convo_memory.domain.jobs import RepairJob
+from convo_memory.job_batches import (
+    JobBatch,
+    RepairJobRecord,
+    fail_malformed_repair_job,
+    receive_count,
+)
 from convo_memory.observability import (
     job_handler,
     logger,
@@ -19,28 +33,76 @@ from convo_memory.observability import (
     set_correlation_id,
 )
 
-# Report every failed record, even when all failed, rather than failing the invocation.
-processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+REDELIVER_FIRST_SECONDS = 2
+REDELIVER_MAX_SECONDS = 60
 
 
-def repair_record(record: SQSRecord) -> None:
+def _count(name: str) -> None:
     from convo_memory.bootstrap import get_container
 
-    set_correlation_id(record_correlation_id(record) or record.message_id)
-    body = json.loads(record.body)
-    outcome = get_container().recorder.repair(body)
+    get_container().metrics.count(name)
+
+
+processor = JobBatch(RepairJobRecord, fail_malformed_repair_job(_count))
+
+
+def redeliver_seconds(deliveries: int) -> int:
+    """How long a repair that failed its ``deliveries``-th delivery waits for the next."""
+    return min(REDELIVER_MAX_SECONDS, REDELIVER_FIRST_SECONDS * 2 ** (max(1, deliveries) - 1))
+
+
+def repair_record(record: RepairJobRecord) -> None:
+    from convo_memory.bootstrap import get_container
+
+    set_correlation_id(record_correlation_id(record) or record.messageId)
+    container = get_container()
+    job = record.body
+    try:
+        outcome = container.recorder.repair(job)
+    except Exception:
+        wait = redeliver_seconds(receive_count(record))
+        logger.warning(
+            "transcript repair failed; retried in %d s",
+            wait,
+            exc_info=True,
+            extra={"messageId": record.messageId, "sessionId": job.session_id},
+        )
+        container.metrics.count("TranscriptRepairRetried")
+        queue = container.repair_queue
+        if queue is not None and hasattr(queue, "redeliver_after"):
+            try:
+                queue.redeliver_after(record.receiptHandle, wait)
+            except Exception:  # the queue's visibility timeout applies instead
+                logger.warning("could not shorten the repair's visibility", exc_info=True)
+        raise
     logger.info(
         "transcript repair",
-        extra={
-            "outcome": outcome,
-            "messageId": record.message_id,
-            "sessionId": body.get("sessionId"),
-        },
+        extra={"outcome": outcome, "messageId": record.messageId, "sessionId": job.session_id},
     )
+
+
+def repair_event(event: dict[str, Any], context: Any) -> dict[str, str]:
+    """An asynchronous invocation's job (the serving path's fallback)."""
+    from convo_memory.bootstrap import get_container
+
+    job = RepairJob.model_validate(event)  # malformed: fails, and Lambda keeps it
+
+    def time_left() -> float:
+        remaining = getattr(context, "get_remaining_time_in_millis", None)
+        return float(remaining()) / 1000 if callable(remaining) else 60.0
+
+    outcome = get_container().recorder.repair_async(job, time_left)
+    logger.info(
+        "transcript repair (asynchronous invocation)",
+        extra={"outcome": outcome, "sessionId": job.session_id},
+    )
+    return {"outcome": outcome}
 
 
 @job_handler
 def handler(event: dict[str, Any], context: Any) -> Any:
-    return process_partial_response(
-        event=event, record_handler=repair_record, processor=processor, context=context
-    )
+    if isinstance(event, dict) and "Records" in event:
+        return process_partial_response(
+            event=event, record_handler=repair_record, processor=processor, context=context
+        )
+    return repair_event(event, context)

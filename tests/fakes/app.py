@@ -126,6 +126,7 @@ def fake_app(
         tool_urls=UrlPolicy(parse_allowed_hosts(wall.tool_allowed_hosts), resolve=resolver),
         sealer=sealer,
         clock=clock,
+        sleep=lambda seconds: None,  # a retry's backoff: no waiting in unit tests
         **extra,
     )
     return FakeApp(

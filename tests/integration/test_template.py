@@ -169,16 +169,18 @@ def test_stateful_tables_survive_stack_deletion_and_replacement() -> None:
 
 
 @pytest.mark.parametrize(
-    ("queue", "dlq"), [("SummaryQueue", "SummaryDLQ"), ("RepairQueue", "RepairDLQ")]
+    ("queue", "dlq", "receives"),
+    # A repair retries within seconds (2..60 s): 20 receives ride out a longer outage.
+    [("SummaryQueue", "SummaryDLQ", 5), ("RepairQueue", "RepairDLQ", 20)],
 )
-def test_work_queues_redrive_to_their_dead_letter_queue_after_five_receives(
-    session: boto3.session.Session, resources: LocalResources, queue: str, dlq: str
+def test_work_queues_redrive_to_their_dead_letter_queue_after_their_receives(
+    session: boto3.session.Session, resources: LocalResources, queue: str, dlq: str, receives: int
 ) -> None:
     dlq_arn = _queue_attributes(session, resources.queue_urls[dlq])["QueueArn"]
     redrive = json.loads(_queue_attributes(session, resources.queue_urls[queue])["RedrivePolicy"])
 
     assert redrive["deadLetterTargetArn"] == dlq_arn
-    assert int(redrive["maxReceiveCount"]) == 5
+    assert int(redrive["maxReceiveCount"]) == receives
     assert "RedrivePolicy" not in _queue_attributes(session, resources.queue_urls[dlq])
 
 

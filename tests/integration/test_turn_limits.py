@@ -1,25 +1,30 @@
-"""Per-workspace turn limits (WorkspaceTurnsPerSecond): every turn door counts a turn in
-one DynamoDB counter per workspace and second; over the limit the door answers
-``429 rate_limited`` with ``Retry-After`` before anything runs or is stored, and other
-workspaces are not affected. The clock is injected, so a second never ends mid-test."""
+"""Per-workspace turn limits (WorkspaceTurnsPerSecond, WorkspaceTurnBurst): a rate with
+room for bursts, counted by every turn door in one DynamoDB item per workspace; over it
+the door answers ``429 rate_limited`` with ``Retry-After`` before anything runs or is
+stored, and other workspaces are not affected. The clock is injected: "at once" is one
+instant, "20 a second" is 50 ms steps, and nothing sleeps."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
-from convo_memory.adapters.dynamo.turn_limiter import COUNTER_TTL_SECONDS, counter_key
+from convo_memory.adapters.dynamo.rate_limit import COUNTER_TTL_SECONDS, MICROS, counter_key
 from convo_memory.ports import NoTurnLimit
 from convo_memory.stream_door import StreamDoor
+from local_runtime.aws_resources import DEFAULT_TEMPLATE, load_template, parameter_defaults
 from tests.fakes.adapters import FakeClock, FakeMetrics
 from tests.integration.conftest import Tenant
 from tests.support.faults import dynamodb_error, inject
 from tests.support.inprocess_api import ApiResponse, InProcessApi, inprocess_stack, new_workspace
 
-LIMIT = 3
+DEFAULTS = parameter_defaults(load_template(DEFAULT_TEMPLATE))
+RATE = int(DEFAULTS["WorkspaceTurnsPerSecond"])
+BURST = int(DEFAULTS["WorkspaceTurnBurst"])
 
 
 @pytest.fixture
@@ -34,7 +39,8 @@ def metrics() -> FakeMetrics:
 
 @pytest.fixture
 def limited(clock: FakeClock, metrics: FakeMetrics) -> Iterator[InProcessApi]:
-    env = {"WORKSPACE_TURNS_PER_SECOND": str(LIMIT)}
+    """The stack under the template's default limit (the in-process stack's own is high)."""
+    env = {"WORKSPACE_TURNS_PER_SECOND": str(RATE), "WORKSPACE_TURN_BURST": str(BURST)}
     with inprocess_stack(env, clock=clock, metrics=metrics) as api:
         yield api
 
@@ -50,13 +56,13 @@ def _session(api: InProcessApi, tenant: Tenant) -> str:
     return str(response.body["id"])
 
 
-def _turn(api: InProcessApi, tenant: Tenant, door: str, session_id: str) -> ApiResponse:
+def _turn(api: InProcessApi, tenant: Tenant, door: str, session_id: str | None) -> ApiResponse:
     if door == "messages":
         path, body = f"/v1/sessions/{session_id}/messages", {"input": "hello"}
     else:
         suffix = "/stream" if door == "buffered stream" else ""
         path = f"/v1/capabilities/cap-generative/predict{suffix}"
-        body = {"input": "hello", "sessionId": session_id}
+        body = {"input": "hello", **({"sessionId": session_id} if session_id else {})}
     return api.call("POST", path, token=tenant.token, json_body=body)
 
 
@@ -65,59 +71,116 @@ def _message_count(api: InProcessApi, tenant: Tenant, session_id: str) -> int:
     return int(response.body["messageCount"])
 
 
+def _retry_after(response: ApiResponse) -> int:
+    return int({k.lower(): v for k, v in response.headers.items()}["retry-after"])
+
+
 def _assert_rate_limited(response: ApiResponse) -> None:
     assert response.status == 429, response.body
     assert set(response.body) == {"error"}
     assert response.body["error"]["code"] == "rate_limited"
     assert response.body["error"]["message"]
-    assert {k.lower(): v for k, v in response.headers.items()}["retry-after"] == "1"
+    assert _retry_after(response) >= 1
 
 
-def test_a_tenant_over_its_limit_gets_429_and_another_tenant_is_not_affected(
+def test_the_template_defaults_allow_the_contracts_bursts() -> None:
+    # 16 at once, and 20 a second for 3 seconds, fit; a sustained flood does not.
+    assert BURST >= 16
+    assert BURST + RATE * 2 >= 60  # 20 at each of t = 0, 1 and 2 s
+    assert RATE < 20
+
+
+def test_sixteen_turns_started_at_the_same_moment_are_all_served(
+    limited: InProcessApi, metrics: FakeMetrics
+) -> None:
+    tenant = _tenant(limited, "sixteen users")
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        responses = list(pool.map(lambda _: _turn(limited, tenant, "predict", None), range(16)))
+
+    assert [r.status for r in responses] == [200] * 16
+    assert metrics.counts["TurnsRateLimited"] == 0
+
+
+@pytest.mark.parametrize("pattern", ["evenly", "twenty at each second"])
+def test_twenty_turns_a_second_for_three_seconds_are_all_served(
+    limited: InProcessApi, clock: FakeClock, metrics: FakeMetrics, pattern: str
+) -> None:
+    tenant = _tenant(limited, "busy hour")
+    statuses = []
+    for index in range(60):
+        if pattern == "evenly" and index:
+            clock.advance(0.05)
+        elif pattern != "evenly" and index and index % 20 == 0:
+            clock.advance(1.0)
+        statuses.append(_turn(limited, tenant, "predict", None).status)
+
+    assert statuses == [200] * 60
+    assert metrics.counts["TurnsRateLimited"] == 0
+
+
+def test_a_four_second_flood_is_refused_with_retry_after_and_others_are_served(
     limited: InProcessApi, clock: FakeClock, metrics: FakeMetrics
 ) -> None:
     noisy, quiet = _tenant(limited, "noisy"), _tenant(limited, "quiet")
     noisy_session, quiet_session = _session(limited, noisy), _session(limited, quiet)
-
-    # The limit counts turns on every door of the HttpApi together.
-    for door in ("predict", "messages", "buffered stream"):
-        assert _turn(limited, noisy, door, noisy_session).status == 200
     stored = _message_count(limited, noisy, noisy_session)
-    refused = [_turn(limited, noisy, door, noisy_session) for door in ("predict", "messages")]
-    quiet_turns = [_turn(limited, quiet, "predict", quiet_session) for _ in range(LIMIT)]
+    served = refused = 0
+    quiet_statuses = []
+    last_refusal: ApiResponse | None = None
+    for step in range(200):  # 50 turns a second for 4 seconds
+        if step:
+            clock.advance(0.02)
+        response = _turn(limited, noisy, "predict", noisy_session)
+        if response.status == 200:
+            served += 1
+        else:
+            _assert_rate_limited(response)
+            refused += 1
+            last_refusal = response
+        if step % 50 == 25:
+            quiet_statuses.append(_turn(limited, quiet, "predict", quiet_session).status)
 
-    for response in refused:
-        _assert_rate_limited(response)
-    assert _message_count(limited, noisy, noisy_session) == stored  # nothing stored
-    assert [response.status for response in quiet_turns] == [200] * LIMIT
-    assert metrics.counts["TurnsRateLimited"] == 2
-
-    # The next second admits the noisy tenant again.
-    clock.advance(1)
+    # The burst, then the rate: nothing more (one turn of slack for rounding).
+    assert BURST + RATE * 3 <= served <= BURST + RATE * 4 + 1
+    assert refused == 200 - served and metrics.counts["TurnsRateLimited"] == refused
+    assert _message_count(limited, noisy, noisy_session) == stored + 2 * served
+    assert quiet_statuses == [200] * 4
+    # Retry-After is honest: after it, the workspace is served again.
+    assert last_refusal is not None
+    clock.advance(_retry_after(last_refusal))
     assert _turn(limited, noisy, "predict", noisy_session).status == 200
 
 
-def test_the_streaming_door_shares_the_workspaces_limit(limited: InProcessApi) -> None:
-    tenant = _tenant(limited, "streamer")
+def test_every_turn_door_shares_the_workspaces_limit(
+    limited: InProcessApi, metrics: FakeMetrics
+) -> None:
+    tenant = _tenant(limited, "every door")
     session_id = _session(limited, tenant)
-    for _ in range(LIMIT):
-        assert _turn(limited, tenant, "predict", session_id).status == 200
-    door = StreamDoor(lambda: limited.container)
-    body = json.dumps({"input": "one more", "sessionId": session_id}).encode()
+    doors = ["predict", "messages", "buffered stream"]
+    for index in range(BURST):
+        assert _turn(limited, tenant, doors[index % 3], session_id).status == 200
+    stored = _message_count(limited, tenant, session_id)
 
-    response = door.handle(
+    refused = [_turn(limited, tenant, door, session_id) for door in ("predict", "messages")]
+    stream = StreamDoor(lambda: limited.container).handle(
         "POST",
         "/v1/capabilities/cap-generative/predict/stream",
         {"authorization": f"Bearer {tenant.token}"},
-        body,
+        json.dumps({"input": "one more", "sessionId": session_id}).encode(),
     )
 
-    assert response.status == 429
-    assert ("Retry-After", "1") in response.headers
-    assert json.loads(b"".join(response.chunks))["error"]["code"] == "rate_limited"
+    for response in refused:
+        _assert_rate_limited(response)
+    assert _message_count(limited, tenant, session_id) == stored  # nothing stored
+    assert stream.status == 429
+    headers = dict(stream.headers)
+    assert int(headers["Retry-After"]) >= 1
+    assert json.loads(b"".join(stream.chunks))["error"]["code"] == "rate_limited"
+    assert metrics.counts["TurnsRateLimited"] == 3
 
 
-def test_each_counter_is_one_item_of_its_own_table_that_expires_by_ttl(
+def test_each_workspace_is_one_item_of_its_own_table_that_expires_by_ttl(
     limited: InProcessApi, clock: FakeClock
 ) -> None:
     tenant = _tenant(limited, "counted")
@@ -127,16 +190,18 @@ def test_each_counter_is_one_item_of_its_own_table_that_expires_by_ttl(
     client = limited.container.clients["dynamodb"]
     settings = limited.container.settings
 
-    second = int(clock())
+    items = client.scan(TableName=settings.turn_limits_table_name)["Items"]
     item = client.get_item(
         TableName=settings.turn_limits_table_name,
-        Key=counter_key(tenant.workspace_id, second),
+        Key=counter_key(tenant.workspace_id),
         ConsistentRead=True,
     )["Item"]
     ttl = client.describe_time_to_live(TableName=settings.turn_limits_table_name)
 
-    assert item["turns"] == {"N": "2"}
-    assert item["expiresAt"] == {"N": str(second + COUNTER_TTL_SECONDS)}
+    assert [i["id"]["S"] for i in items] == [tenant.workspace_id]
+    now_us = round(clock() * MICROS)
+    assert int(item["tat"]["N"]) == now_us + 2 * (MICROS // RATE)  # two turns' backlog
+    assert int(item["expiresAt"]["N"]) >= int(item["tat"]["N"]) // MICROS + COUNTER_TTL_SECONDS
     assert ttl["TimeToLiveDescription"]["AttributeName"] == "expiresAt"
     # The conversations table never holds a counter.
     conversations = client.scan(TableName=settings.table_name)["Items"]
@@ -148,11 +213,9 @@ def test_each_counter_is_one_item_of_its_own_table_that_expires_by_ttl(
 def test_an_unavailable_counter_admits_the_turn_and_is_counted(
     limited: InProcessApi, metrics: FakeMetrics
 ) -> None:
-
     tenant = _tenant(limited, "unlucky")
     session_id = _session(limited, tenant)
     client = limited.container.clients["dynamodb"]
-
     counters = limited.container.settings.turn_limits_table_name
 
     def throttled(params: dict[str, Any]) -> Any:
@@ -162,12 +225,12 @@ def test_an_unavailable_counter_admits_the_turn_and_is_counted(
 
     heal = inject(client, "UpdateItem", throttled)
     try:
-        responses = [_turn(limited, tenant, "predict", session_id) for _ in range(LIMIT + 1)]
+        responses = [_turn(limited, tenant, "predict", session_id) for _ in range(BURST + 1)]
     finally:
         heal()
 
-    assert [response.status for response in responses] == [200] * (LIMIT + 1)
-    assert metrics.counts["TurnLimiterUnavailable"] == LIMIT + 1
+    assert [response.status for response in responses] == [200] * (BURST + 1)
+    assert metrics.counts["TurnLimiterUnavailable"] == BURST + 1
 
 
 def test_zero_turns_the_limit_off() -> None:

@@ -36,6 +36,7 @@ from local_runtime.runtime import read_topology
 
 REGION = "us-east-1"
 IN_PROCESS_TURNS_PER_SECOND = "1000"
+IN_PROCESS_TURN_BURST = "1000"
 
 
 @dataclass
@@ -151,6 +152,7 @@ def inprocess_stack(env: dict[str, str] | None = None, **clients: Any) -> Iterat
             # Tests and the bench run turns faster than a tenant's limit allows; the
             # limiter still counts every turn (its write is in the bench's figures).
             os.environ["WORKSPACE_TURNS_PER_SECOND"] = IN_PROCESS_TURNS_PER_SECOND
+            os.environ["WORKSPACE_TURN_BURST"] = IN_PROCESS_TURN_BURST
             os.environ.update(env or {})
             clients.setdefault("dynamodb", serialized(boto3.client("dynamodb", region_name=REGION)))
             clients.setdefault("sqs", serialized(boto3.client("sqs", region_name=REGION)))

@@ -22,13 +22,14 @@ from convo_memory.domain.errors import (
     StoreUnavailable,
     ValidationFailed,
 )
+from convo_memory.domain.jobs import RepairJob
 from convo_memory.domain.models import ReplayPolicy, Summary, ToolSpec, iso, parse_iso
 from convo_memory.domain.prompt import ChatMessage, Prompt
 from convo_memory.domain.replay_window import select_replay_window
 from convo_memory.domain.tool_digest import build_tool_digest
 from convo_memory.domain.turn_records import AppendResult, TurnRecord
 from convo_memory.ports import ToolCall
-from convo_memory.services.recording import open_repair_body, turn_from_dict
+from convo_memory.services.recording import RecordingPolicy
 from tests.fakes.adapters import FakeProvider
 from tests.fakes.app import WS, FakeApp, fake_app
 
@@ -53,6 +54,16 @@ def build(
     }
     values.update(settings)
     return fake_app(provider=provider, with_repair_queue=with_repair_queue, **values)
+
+
+def predict_unrecorded(h: FakeApp, session_id: str, text: str) -> Any:
+    """A turn whose transcript write fails on every attempt the turn makes: answered
+    with ``recorded: false`` and handed to the repair paths."""
+    h.db.fail_always["append_turn"] = StoreUnavailable("throttled")
+    try:
+        return h.container.turns.predict(WS, "cap-gen", text, session_id)
+    finally:
+        del h.db.fail_always["append_turn"]
 
 
 def small_replay(max_messages: int = 4, max_chars: int = 10_000, min_messages: int = 1) -> dict:
@@ -434,9 +445,10 @@ def test_given_the_store_fails_on_append_when_predicting_then_answer_is_served_a
     h = build()
     h.capability("cap-gen")
     sid = h.session("cap-gen")
-    h.db.fail_next["append_turn"] = failure
+    h.db.fail_always["append_turn"] = failure  # every attempt within the turn fails
 
     prediction = h.container.turns.predict(WS, "cap-gen", "remember this", sid)
+    del h.db.fail_always["append_turn"]
 
     assert prediction.output == "the answer"
     assert prediction.recorded is False
@@ -445,7 +457,7 @@ def test_given_the_store_fails_on_append_when_predicting_then_answer_is_served_a
     assert prediction.context is not None
     assert h.db.messages_of(sid) == []
     assert len(h.repair_queue.bodies) == 1
-    body = open_repair_body(h.repair_queue.bodies[0])
+    body = RepairJob.model_validate(h.repair_queue.bodies[0]).to_body()
     assert body["workspaceId"] == WS
     assert body["sessionId"] == sid
     assert body["position"] == 1
@@ -462,9 +474,8 @@ def test_given_a_queued_repair_when_it_is_applied_twice_then_the_turn_is_recorde
     h = build()
     h.capability("cap-gen")
     sid = h.session("cap-gen")
-    h.db.fail_next["append_turn"] = StoreUnavailable("throttled")
-    h.container.turns.predict(WS, "cap-gen", "remember this", sid)
-    record = turn_from_dict(open_repair_body(h.repair_queue.bodies[0])["turn"])
+    predict_unrecorded(h, sid, "remember this")
+    record = RepairJob.model_validate(h.repair_queue.bodies[0]).turn.record()
 
     first = h.db.stores.turns.append_turn(sid, 0, record)
     again = h.db.stores.turns.append_turn(sid, 0, record)
@@ -481,8 +492,7 @@ def test_given_a_queued_repair_when_the_consumer_delivers_it_twice_then_it_lands
     h = build()
     h.capability("cap-gen")
     sid = h.session("cap-gen")
-    h.db.fail_next["append_turn"] = StoreUnavailable("throttled")
-    h.container.turns.predict(WS, "cap-gen", "remember this", sid)
+    predict_unrecorded(h, sid, "remember this")
     h.db.add_turn(sid, "a later question", "a later answer")  # landed meanwhile
     body = h.repair_queue.bodies[0]
 
@@ -503,8 +513,7 @@ def test_given_a_repair_lands_a_turn_then_it_asks_for_a_summary_run_once() -> No
     h = build()
     h.capability("cap-gen")
     sid = h.session("cap-gen")
-    h.db.fail_next["append_turn"] = StoreUnavailable("throttled")
-    h.container.turns.predict(WS, "cap-gen", "remember this", sid)
+    predict_unrecorded(h, sid, "remember this")
     body = h.repair_queue.bodies[0]
     assert h.summary_queue.sent == []
 
@@ -527,9 +536,14 @@ def test_given_the_write_landed_before_its_timeout_when_the_repair_runs_then_it_
         append_turn(session_id, after_seq, turn)
         raise StoreUnavailable("read timeout: the put landed, its answer did not")
 
+    def unreadable(session_id: str, turn_id: str, from_seq: int) -> None:
+        raise StoreUnavailable("the turn's own retries cannot look either")
+
     monkeypatch.setattr(turns, "append_turn", lands_then_times_out)
+    monkeypatch.setattr(turns, "find_turn", unreadable)
     prediction = h.container.turns.predict(WS, "cap-gen", "did it land?", sid)
     assert prediction.recorded is False and len(h.repair_queue.bodies) == 1
+    monkeypatch.undo()
     h.settle()
 
     outcome = h.container.recorder.repair(h.repair_queue.bodies[0])
@@ -543,12 +557,55 @@ def test_given_the_write_landed_before_its_timeout_when_the_repair_runs_then_it_
     assert h.metrics.counts["TranscriptRepaired"] == 0
 
 
-def test_given_a_turn_the_store_refuses_for_good_when_repairing_then_it_is_counted_and_dropped():
+def test_given_the_write_landed_before_its_timeout_then_the_turns_retry_finds_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    h = build()
+    h.capability("cap-gen")
+    sid = h.session("cap-gen")
+    turns = h.db.stores.turns
+    append_turn = turns.append_turn
+    calls = {"append": 0}
+
+    def lands_then_times_out(session_id: str, after_seq: int, turn: TurnRecord) -> AppendResult:
+        calls["append"] += 1
+        append_turn(session_id, after_seq, turn)
+        raise StoreUnavailable("read timeout: the put landed, its answer did not")
+
+    monkeypatch.setattr(turns, "append_turn", lands_then_times_out)
+    prediction = h.container.turns.predict(WS, "cap-gen", "did it land?", sid)
+
+    assert prediction.recorded is True and prediction.turn is not None
+    assert (prediction.turn.user_seq, prediction.turn.assistant_seq) == (1, 2)
+    assert calls["append"] == 1  # found where it landed, not written again
+    assert h.repair_queue.bodies == []
+    assert chat(h, sid) == [
+        ChatMessage("user", "did it land?"),
+        ChatMessage("assistant", "the answer"),
+    ]
+    assert h.metrics.counts["TranscriptWriteRetried"] == 1
+
+
+def test_given_a_write_fails_once_then_the_turn_retries_it_and_queues_nothing() -> None:
     h = build()
     h.capability("cap-gen")
     sid = h.session("cap-gen")
     h.db.fail_next["append_turn"] = StoreUnavailable("throttled")
-    h.container.turns.predict(WS, "cap-gen", "remember this", sid)
+
+    prediction = h.container.turns.predict(WS, "cap-gen", "remember this", sid)
+
+    assert prediction.recorded is True
+    assert h.repair_queue.bodies == []
+    assert chat(h, sid)[0] == ChatMessage("user", "remember this")
+    assert h.metrics.counts["TranscriptWriteFailed"] == 0  # it was recorded after all
+    assert h.metrics.counts["TranscriptWriteRetried"] == 1
+
+
+def test_given_a_turn_the_store_refuses_for_good_when_repairing_then_it_is_counted_and_dropped():
+    h = build()
+    h.capability("cap-gen")
+    sid = h.session("cap-gen")
+    predict_unrecorded(h, sid, "remember this")
     h.db.fail_next["append_turn"] = StoreRejected("item size has exceeded the maximum")
 
     outcome = h.container.recorder.repair(h.repair_queue.bodies[0])
@@ -563,8 +620,7 @@ def test_given_a_repair_that_is_throttled_when_repairing_then_it_raises_for_the_
     h = build()
     h.capability("cap-gen")
     sid = h.session("cap-gen")
-    h.db.fail_next["append_turn"] = StoreUnavailable("throttled")
-    h.container.turns.predict(WS, "cap-gen", "remember this", sid)
+    predict_unrecorded(h, sid, "remember this")
     body = h.repair_queue.bodies[0]
     h.db.fail_next["append_turn"] = StoreUnavailable("still throttled")
 
@@ -579,26 +635,25 @@ def test_given_the_repair_queue_also_fails_when_predicting_then_the_answer_is_st
     h = build()
     h.capability("cap-gen")
     sid = h.session("cap-gen")
-    h.db.fail_next["append_turn"] = StoreUnavailable("throttled")
     h.repair_queue.fail_with = StoreUnavailable("SQS down")
 
-    prediction = h.container.turns.predict(WS, "cap-gen", "remember this", sid)
+    prediction = predict_unrecorded(h, sid, "remember this")
 
     assert prediction.output == "the answer"
     assert prediction.recorded is False
     assert prediction.turn is None
-    assert h.repair_queue.attempts == 1
+    # Each path is tried a few times (then the repair function, when one is configured).
+    assert h.repair_queue.attempts == RecordingPolicy().handoff_attempts
     assert h.metrics.counts["TranscriptWriteFailed"] == 1
     assert h.metrics.counts["TranscriptRepairEnqueueFailed"] == 1
+    assert h.metrics.counts["TranscriptLost"] == 1
 
 
 def test_given_no_repair_queue_when_the_append_fails_then_the_answer_is_still_returned():
     h = build(with_repair_queue=False)
     h.capability("cap-gen")
     sid = h.session("cap-gen")
-    h.db.fail_next["append_turn"] = StoreUnavailable("throttled")
-
-    prediction = h.container.turns.predict(WS, "cap-gen", "remember this", sid)
+    prediction = predict_unrecorded(h, sid, "remember this")
 
     assert (prediction.output, prediction.recorded) == ("the answer", False)
     assert h.metrics.counts["TranscriptRepairEnqueueFailed"] == 1
@@ -909,9 +964,7 @@ def test_given_a_summary_is_due_when_the_transcript_write_fails_then_no_summary_
     h.capability("cap-gen", **small_replay(max_messages=2))
     sid = h.session("cap-gen")
     h.db.add_turn(sid, "q1", "a1")
-    h.db.fail_next["append_turn"] = StoreUnavailable("throttled")
-
-    prediction = h.container.turns.predict(WS, "cap-gen", "q2", sid)  # would omit 1-2
+    prediction = predict_unrecorded(h, sid, "q2")  # would omit 1-2
 
     assert prediction.recorded is False
     assert h.summary_queue.sent == []

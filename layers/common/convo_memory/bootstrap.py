@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from convo_memory.adapters.tools.url_policy import UrlPolicy
     from convo_memory.domain.models import Capability
     from convo_memory.ports import (
+        AsyncInvokePort,
         ContentFilter,
         MetricsPort,
         ModelProvider,
@@ -107,6 +108,7 @@ def build_container(
     sealer: SecretSealer | None = None,
     clock: Callable[[], float] = time.time,
     monotonic: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
     turn_limiter: TurnLimiter | None = None,
     **clients: Any,
 ) -> Container:
@@ -179,7 +181,14 @@ def build_container(
         clock,
     )
     recorder = TurnRecorder(
-        stores.turns, stores.sessions, repair_queue, metrics, after_repair=trigger.after_repair
+        stores.turns,
+        stores.sessions,
+        repair_queue,
+        metrics,
+        after_repair=trigger.after_repair,
+        repair_fallback=_repair_fallback(settings, clients),
+        monotonic=monotonic,
+        sleep=sleep,
     )
     turns = TurnService(
         catalog=catalog,
@@ -268,14 +277,26 @@ def build_container(
 def _dynamo_turn_limiter(
     settings: Settings, dynamodb: Any, metrics: MetricsPort, clock: Callable[[], float]
 ) -> TurnLimiter:
+    from convo_memory.adapters.dynamo.rate_limit import RateLimit, WorkspaceRateLimiter
     from convo_memory.adapters.dynamo.table import DynamoTable
-    from convo_memory.adapters.dynamo.turn_limiter import DynamoTurnLimiter
 
-    return DynamoTurnLimiter(
+    return WorkspaceRateLimiter(
         DynamoTable(dynamodb, settings.turn_limits_table_name),
-        settings.workspace_turns_per_second,
+        RateLimit(settings.workspace_turns_per_second, settings.workspace_turn_burst),
         metrics,
         clock,
+    )
+
+
+def _repair_fallback(settings: Settings, clients: dict[str, Any]) -> AsyncInvokePort | None:
+    """The repair function, invoked asynchronously: the path a turn takes when the
+    repair queue does not take it (its client is built on first use)."""
+    if not settings.repair_function_name:
+        return None
+    from convo_memory.adapters.lambda_invoke import LambdaAsyncInvoke
+
+    return LambdaAsyncInvoke(
+        lambda: clients.get("lambda") or aws_client("lambda"), settings.repair_function_name
     )
 
 

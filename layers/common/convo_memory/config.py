@@ -39,6 +39,8 @@ class Settings(BaseModel):
     turn_limits_table_name: str = ""
     summary_queue_url: str = ""
     repair_queue_url: str = ""
+    # The repair function, invoked asynchronously when the repair queue takes no job.
+    repair_function_name: str = ""
     max_input_chars: int = Field(default=32_000, ge=1, le=100_000)
     # Longer answers are stored cut (``truncated: true``); the client receives all of it.
     max_stored_answer_chars: int = Field(default=100_000, ge=1_000, le=100_000)
@@ -70,8 +72,10 @@ class Settings(BaseModel):
     )
     # No provider call waits longer than this, whatever a connection asks for.
     provider_timeout_cap_seconds: float = Field(default=25, ge=0.1, le=900)
-    # Turns one workspace may start per second, across every turn door (0: no limit).
+    # The per-workspace turn rate, across every turn door (0: no limit), and the turns
+    # a workspace may start at the same moment: 40 at once, or 20 a second for 4 s.
     workspace_turns_per_second: int = Field(default=10, ge=0, le=10_000)
+    workspace_turn_burst: int = Field(default=40, ge=1, le=100_000)
     # What IAM lets the functions read. None (variable absent): not checked, e.g. locally.
     provider_secret_arns: tuple[str, ...] | None = None
     provider_parameter_names: tuple[str, ...] | None = None
@@ -180,6 +184,7 @@ class Settings(BaseModel):
             "turn_limits_table_name": "TURN_LIMITS_TABLE_NAME",
             "summary_queue_url": "SUMMARY_QUEUE_URL",
             "repair_queue_url": "REPAIR_QUEUE_URL",
+            "repair_function_name": "REPAIR_FUNCTION_NAME",
             "max_input_chars": "MAX_INPUT_CHARS",
             "max_stored_answer_chars": "MAX_STORED_ANSWER_CHARS",
             "digest_max_chars": "DIGEST_MAX_CHARS",
@@ -202,6 +207,7 @@ class Settings(BaseModel):
             "stream_turn_deadline_seconds": "STREAM_TURN_DEADLINE_SECONDS",
             "tool_secret_key_id": "TOOL_SECRET_KEY_ID",
             "workspace_turns_per_second": "WORKSPACE_TURNS_PER_SECOND",
+            "workspace_turn_burst": "WORKSPACE_TURN_BURST",
             "cursor_signing_key": "CURSOR_SIGNING_KEY",
             "cursor_key_secret_arn": "CURSOR_KEY_SECRET_ARN",
         }

@@ -75,7 +75,12 @@ def http_request_id(event: Mapping[str, Any]) -> str | None:
 
 
 def record_correlation_id(record: Any) -> str | None:
-    """The correlation id an SQS record carries (its ``correlationId`` attribute)."""
+    """The correlation id an SQS record carries (its ``correlationId`` attribute), from
+    the event's dict, Powertools' ``SQSRecord`` or a parsed ``SqsRecordModel``."""
+    parsed = getattr(record, "messageAttributes", None)
+    if isinstance(parsed, Mapping):  # a parsed model: attribute models by name
+        value = getattr(parsed.get(CORRELATION_ATTRIBUTE), "stringValue", None)
+        return str(value) if value else None
     raw = getattr(record, "raw_event", record)
     attributes = raw.get("messageAttributes") if isinstance(raw, Mapping) else None
     attribute = attributes.get(CORRELATION_ATTRIBUTE) if isinstance(attributes, Mapping) else None

@@ -214,6 +214,14 @@ class QueuePort(Protocol):
     def send(self, body: dict[str, Any], delay_seconds: int = 0) -> None: ...
 
 
+class AsyncInvokePort(Protocol):
+    """An asynchronous invocation of a function (Lambda's ``InvocationType=Event``):
+    ``invoke`` returns once Lambda has queued the event, which it then runs and retries
+    on its own. Raises ``StoreUnavailable`` when Lambda did not take it."""
+
+    def invoke(self, payload: dict[str, Any]) -> None: ...
+
+
 class MetricsPort(Protocol):
     """Operational metrics (CloudWatch EMF on AWS). ``dimensions`` split a metric, e.g.
     ``count("Turns", door="predict", outcome="recorded")``."""

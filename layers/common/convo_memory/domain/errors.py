@@ -107,11 +107,15 @@ class ValidationFailed(ServiceError):
 class RateLimited(ServiceError):
     status, code = 429, "rate_limited"
 
-    def __init__(self, message: str = "too many requests; retry later") -> None:
+    def __init__(
+        self, message: str = "too many requests; retry later", *, retry_after: int = 1
+    ) -> None:
         super().__init__(message)
+        # Whole seconds until a retry can succeed (at least 1).
+        self.retry_after = max(1, retry_after)
 
     def headers(self) -> dict[str, str]:
-        return {"Retry-After": "1"}
+        return {"Retry-After": str(self.retry_after)}
 
 
 class Unavailable(ServiceError):

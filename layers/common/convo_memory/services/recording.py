@@ -1,40 +1,70 @@
 """Recording a turn exactly once, and repairing the turns whose write failed.
 
 A failed transcript write never fails the request: the inference was already paid for.
-Any failure (capacity, availability, a refused item, an unexpected error) returns the
-answer with ``recorded: false`` and hands the turn to the durable repair queue. The
-repair consumer lands it once: the turn's id is stored with it, so a write that did land
-before its timeout, or a second delivery, is found and not written again.
+The recorder keeps trying within the turn's time (with backoff); a turn it still cannot
+write is answered with ``recorded: false`` and handed, as a ``RepairJob``, to the first
+durable path that takes it:
+
+1. the repair queue (SQS), tried a few times;
+2. an asynchronous invocation of the repair function (Lambda's own queue, which shares
+   nothing with SQS: Lambda retries it, then sends it to its on-failure destination);
+3. neither: the turn is lost, logged with its id and counted (``TranscriptLost``, which
+   the template alarms on).
+
+A repair lands the turn once: the turn's id is stored with it, so a write that did land
+before its timeout, or a second delivery by either path, is found and not written again.
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
-import zlib
+import random
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from convo_memory.domain.errors import StoreRejected, StoreUnavailable
+from convo_memory.domain.jobs import RepairJob
 from convo_memory.domain.models import Session, TurnSeqs
-from convo_memory.domain.turn_records import AppendResult, TurnRecord, cut_to_bytes
-from convo_memory.ports import MetricsPort, QueuePort, SessionStore, TurnStore
+from convo_memory.domain.turn_records import AppendResult, TurnRecord
+from convo_memory.ports import AsyncInvokePort, MetricsPort, QueuePort, SessionStore, TurnStore
 
 logger = logging.getLogger(__name__)
 
-# SQS takes at most 256 KiB per message; a larger repair body is compressed, and cut
-# only if even that does not fit.
-MAX_QUEUE_BODY_BYTES = 250 * 1024
-
-RepairOutcome = Literal["recorded", "already_recorded", "session_gone", "unlandable"]
+RepairOutcome = Literal["recorded", "already_recorded", "session_gone", "unlandable", "queued"]
 
 
 @dataclass(frozen=True)
 class Recorded:
     seqs: TurnSeqs | None
     recorded: bool
+
+
+@dataclass(frozen=True)
+class RecordingPolicy:
+    """How hard the serving path tries before it hands a turn over, and how hard the
+    repair function tries on an asynchronous event before it hands it to the queue.
+    Each delay doubles from ``first_delay`` up to ``max_delay``, with jitter."""
+
+    write_attempts: int = 4
+    # The serving path stops retrying the write this long after the first failure (the
+    # client is waiting), or earlier when the turn's time runs out.
+    write_seconds: float = 2.0
+    handoff_attempts: int = 3
+    first_delay: float = 0.1
+    max_delay: float = 1.0
+    # An asynchronous repair's attempts, and the time it keeps for handing over.
+    async_attempts: int = 6
+    async_reserve_seconds: float = 5.0
+
+
+class _WriteFailed(Exception):
+    """The write did not land; ``cause`` says whether trying again can help."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 class TurnRecorder:
@@ -45,6 +75,10 @@ class TurnRecorder:
         repair_queue: QueuePort | None,
         metrics: MetricsPort,
         after_repair: Callable[[str, str], object] | None = None,
+        repair_fallback: AsyncInvokePort | None = None,
+        policy: RecordingPolicy | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._turns = turns
         self._sessions = sessions
@@ -52,28 +86,166 @@ class TurnRecorder:
         self._metrics = metrics
         # Told (workspace, session) when a repair lands a turn: the summary may be due.
         self._after_repair = after_repair
+        self._fallback = repair_fallback
+        self._policy = policy or RecordingPolicy()
+        self._monotonic = monotonic
+        self._sleep = sleep
 
-    def record(self, workspace_id: str, session: Session, turn: TurnRecord) -> Recorded:
+    # -- the serving path -------------------------------------------------------------
+
+    def record(
+        self, workspace_id: str, session: Session, turn: TurnRecord, until: float | None = None
+    ) -> Recorded:
         """Append the turn after the session's last message (one conditional put, plus
-        the digest on turns that called tools). Never raises."""
+        the digest on turns that called tools), retrying a capacity or availability
+        failure until ``until`` (a ``monotonic`` time: the turn's end) at the latest.
+        Never raises."""
         try:
             result = self._turns.append_turn(session.id, session.message_count, turn)
         except Exception as exc:
-            level = logging.WARNING if isinstance(exc, StoreUnavailable) else logging.ERROR
-            logger.log(
-                level,
-                "transcript write failed for session %s (%s); queued for repair",
-                session.id,
-                type(exc).__name__,
-                exc_info=not isinstance(exc, StoreUnavailable),
-            )
-            self._metrics.count("TranscriptWriteFailed")
-            self._queue_repair(workspace_id, session, turn)
-            return Recorded(None, False)
+            self._log_write_failure(session.id, exc)
+            retried = self._retry_write(session, turn, exc, until)
+            if retried is None:
+                # Answered ``recorded: false`` (TurnsNotRecordedAlarm counts these).
+                self._metrics.count("TranscriptWriteFailed")
+                self._hand_over(
+                    RepairJob.of(workspace_id, session.id, session.message_count + 1, turn)
+                )
+                return Recorded(None, False)
+            self._metrics.count("TranscriptWriteRetried")
+            result = retried
         self._store_digest(session.id, result, turn)
         return Recorded(
             TurnSeqs(user_seq=result.user_seq, assistant_seq=result.assistant_seq), True
         )
+
+    def _retry_write(
+        self, session: Session, turn: TurnRecord, failure: Exception, until: float | None
+    ) -> AppendResult | None:
+        policy = self._policy
+        stop = self._monotonic() + policy.write_seconds
+        if until is not None:
+            stop = min(stop, until - policy.write_seconds / 2)  # keep time to hand over
+        position = session.message_count + 1
+        for attempt in range(1, policy.write_attempts):
+            if not isinstance(failure, StoreUnavailable):
+                return None  # refused for good, or unknown: the repair decides
+            delay = self._delay(attempt)
+            if self._monotonic() + delay > stop:
+                return None
+            self._sleep(delay)
+            try:
+                return self._land(session.id, session.message_count, position, turn)
+            except _WriteFailed as exc:
+                failure = exc.cause
+        return None
+
+    def _land(
+        self, session_id: str, after_seq: int, position: int, turn: TurnRecord
+    ) -> AppendResult:
+        """The turn's place in the transcript: where an earlier attempt put it (a write
+        that landed though its answer was lost), else a new append."""
+        try:
+            found = self._turns.find_turn(session_id, turn.turn_id, position)
+            if found is not None:
+                return AppendResult(found.user_seq, found.assistant_seq, already_recorded=True)
+            return self._turns.append_turn(session_id, after_seq, turn)
+        except Exception as exc:
+            raise _WriteFailed(exc) from exc
+
+    def _hand_over(self, job: RepairJob) -> None:
+        """Give the turn to the first durable path that takes it; count it lost if none."""
+        message = job.to_message()
+        queue, fallback = self._repair_queue, self._fallback
+        if queue is not None and self._send(queue.send, message, "repair queue"):
+            return
+        if fallback is not None and self._send(fallback.invoke, message, "repair function"):
+            self._metrics.count("TranscriptRepairInvoked")
+            return
+        logger.error(
+            "turn %s of session %s is lost: no repair path took it",
+            job.turn.turn_id,
+            job.session_id,
+        )
+        self._metrics.count("TranscriptRepairEnqueueFailed")
+        self._metrics.count("TranscriptLost")
+
+    def _send(
+        self, send: Callable[[dict[str, Any]], None], message: dict[str, Any], name: str
+    ) -> bool:
+        """``send(message)``, tried ``handoff_attempts`` times; whether it was taken."""
+        for attempt in range(1, self._policy.handoff_attempts + 1):
+            try:
+                send(message)
+                return True
+            except Exception as exc:
+                logger.warning("could not hand a transcript repair to the %s: %s", name, exc)
+                if attempt < self._policy.handoff_attempts:
+                    self._sleep(self._delay(attempt) / 2)
+        return False
+
+    # -- the repair function ------------------------------------------------------------
+
+    def repair(self, job: RepairJob | dict[str, Any]) -> RepairOutcome:
+        """Land a turn whose transcript write failed on the request path, once (one
+        attempt: the repair queue retries it with backoff).
+
+        Appends at the session's current end unless the turn is already stored (a write
+        that landed before its timeout). Capacity errors propagate so the queue retries;
+        a turn the store refuses for good is counted and dropped instead of cycling
+        through the queue into its DLQ."""
+        job = job if isinstance(job, RepairJob) else RepairJob.model_validate(job)
+        session = self._sessions.get_session(job.session_id)
+        if session is None or session.workspace_id != job.workspace_id:
+            logger.warning("repair for a deleted session %s dropped", job.session_id)
+            return "session_gone"
+        turn = job.turn.record()
+        try:
+            result = self._land(job.session_id, session.message_count, job.position, turn)
+        except _WriteFailed as exc:
+            if isinstance(exc.cause, StoreRejected):
+                logger.error(
+                    "turn %s of session %s cannot be stored: %s",
+                    turn.turn_id,
+                    job.session_id,
+                    exc.cause,
+                )
+                self._metrics.count("TranscriptRepairFailed")
+                return "unlandable"
+            raise exc.cause from None
+        self._store_digest(job.session_id, result, turn)
+        if result.already_recorded:
+            return "already_recorded"
+        self._metrics.count("TranscriptRepaired")
+        if self._after_repair is not None:
+            self._after_repair(job.workspace_id, job.session_id)
+        return "recorded"
+
+    def repair_async(self, job: RepairJob, time_left: Callable[[], float]) -> RepairOutcome:
+        """A repair handed over by an asynchronous invocation: retried here with backoff
+        while the invocation has time, then given to the repair queue. Raises when
+        neither worked, so that Lambda runs the event again later (and finally sends it
+        to the function's on-failure destination)."""
+        policy = self._policy
+        for attempt in range(1, policy.async_attempts + 1):
+            try:
+                return self.repair(job)
+            except Exception as exc:
+                failure = exc
+                logger.warning("asynchronous repair attempt %d failed: %s", attempt, exc)
+            delay = self._delay(attempt)
+            if (
+                attempt == policy.async_attempts
+                or time_left() - delay < policy.async_reserve_seconds
+            ):
+                break
+            self._sleep(delay)
+        queue = self._repair_queue
+        if queue is not None and self._send(queue.send, job.to_message(), "repair queue"):
+            return "queued"
+        raise StoreUnavailable(f"turn {job.turn.turn_id} not landed yet: {failure}")
+
+    # -- shared ----------------------------------------------------------------------------
 
     def _store_digest(self, session_id: str, result: AppendResult, turn: TurnRecord) -> None:
         if not turn.has_digest:
@@ -85,110 +257,18 @@ class TurnRecorder:
             logger.exception("tool digest write failed for session %s", session_id)
             self._metrics.count("DigestWriteFailed")
 
-    def _queue_repair(self, workspace_id: str, session: Session, turn: TurnRecord) -> None:
-        if self._repair_queue is None:
-            logger.error("no repair queue configured; turn %s is lost", turn.turn_id)
-            self._metrics.count("TranscriptRepairEnqueueFailed")
-            return
-        body = repair_body(workspace_id, session.id, session.message_count + 1, turn)
-        try:
-            self._repair_queue.send(body)
-        except Exception:
-            logger.exception("could not enqueue transcript repair for turn %s", turn.turn_id)
-            self._metrics.count("TranscriptRepairEnqueueFailed")
+    def _delay(self, attempt: int) -> float:
+        """The backoff before retry ``attempt`` (1-based), with jitter."""
+        base = min(self._policy.max_delay, self._policy.first_delay * 2 ** (attempt - 1))
+        return base * (0.5 + random.random() / 2)
 
-    def repair(self, body: dict[str, Any]) -> RepairOutcome:
-        """Land a turn whose transcript write failed on the request path, once.
-
-        Appends at the session's current end unless the turn is already stored (a write
-        that landed before its timeout). Capacity errors propagate so the queue retries;
-        a turn the store refuses for good is counted and dropped instead of cycling
-        through the queue into its DLQ."""
-        job = open_repair_body(body)
-        workspace_id, session_id = str(job["workspaceId"]), str(job["sessionId"])
-        turn = turn_from_dict(job["turn"])
-        session = self._sessions.get_session(session_id)
-        if session is None or session.workspace_id != workspace_id:
-            logger.warning("repair for a deleted session %s dropped", session_id)
-            return "session_gone"
-        try:
-            found = self._turns.find_turn(session_id, turn.turn_id, int(job.get("position", 1)))
-            if found is not None:
-                self._store_digest(session_id, found, turn)
-                return "already_recorded"
-            result = self._turns.append_turn(session_id, session.message_count, turn)
-        except StoreRejected:
-            logger.exception("turn %s of session %s cannot be stored", turn.turn_id, session_id)
-            self._metrics.count("TranscriptRepairFailed")
-            return "unlandable"
-        self._store_digest(session_id, result, turn)
-        if result.already_recorded:
-            return "already_recorded"
-        self._metrics.count("TranscriptRepaired")
-        if self._after_repair is not None:
-            self._after_repair(workspace_id, session_id)
-        return "recorded"
-
-
-def turn_to_dict(turn: TurnRecord) -> dict[str, Any]:
-    return {
-        "turnId": turn.turn_id,
-        "userContent": turn.user_content,
-        "answer": turn.answer,
-        "withheld": turn.withheld,
-        "truncated": turn.truncated,
-        "createdAt": turn.created_at,
-        "digestTools": list(turn.digest_tools),
-        "digestText": turn.digest_text,
-        "digestExpiresAt": turn.digest_expires_at,
-        "runId": turn.run_id,
-    }
-
-
-def turn_from_dict(data: dict[str, Any]) -> TurnRecord:
-    return TurnRecord(
-        turn_id=str(data["turnId"]),
-        user_content=str(data["userContent"]),
-        answer=str(data["answer"]),
-        withheld=bool(data["withheld"]),
-        truncated=bool(data.get("truncated", False)),
-        created_at=str(data["createdAt"]),
-        digest_tools=tuple(data.get("digestTools") or ()),
-        digest_text=data.get("digestText"),
-        digest_expires_at=data.get("digestExpiresAt"),
-        run_id=data.get("runId"),
-    )
-
-
-def repair_body(
-    workspace_id: str, session_id: str, position: int, turn: TurnRecord
-) -> dict[str, Any]:
-    """The repair queue's message for a turn: plain JSON when it fits, else compressed;
-    an answer too large even compressed is cut (and marked truncated)."""
-    job = {
-        "workspaceId": workspace_id,
-        "sessionId": session_id,
-        "position": position,
-        "turn": turn_to_dict(turn),
-    }
-    raw = json.dumps(job, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    if len(raw) <= MAX_QUEUE_BODY_BYTES:
-        return job
-    packed = base64.b64encode(zlib.compress(raw, 9)).decode("ascii")
-    if len(packed) <= MAX_QUEUE_BODY_BYTES:
-        return {"workspaceId": workspace_id, "sessionId": session_id, "packed": packed}
-    if not turn.answer:
-        return job  # nothing left to cut: the send fails and is counted
-    # Incompressible and huge: cut the stored answer until it fits (the client has it all).
-    answer_bytes = len(turn.answer.encode("utf-8"))
-    room = MAX_QUEUE_BODY_BYTES - (len(raw) - answer_bytes) - 4096
-    room = min(max(0, room), answer_bytes // 2)
-    smaller = replace(turn, answer=cut_to_bytes(turn.answer, room), truncated=True)
-    return repair_body(workspace_id, session_id, position, smaller)
-
-
-def open_repair_body(body: dict[str, Any]) -> dict[str, Any]:
-    if "packed" in body:
-        job: dict[str, Any] = json.loads(zlib.decompress(base64.b64decode(body["packed"])))
-        return job
-    return body
+    @staticmethod
+    def _log_write_failure(session_id: str, exc: Exception) -> None:
+        unavailable = isinstance(exc, StoreUnavailable)
+        logger.log(
+            logging.WARNING if unavailable else logging.ERROR,
+            "transcript write failed for session %s (%s); retrying or handing it to repair",
+            session_id,
+            type(exc).__name__,
+            exc_info=not unavailable,
+        )

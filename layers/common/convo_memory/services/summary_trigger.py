@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from convo_memory.domain.jobs import SummaryJob
 from convo_memory.domain.models import ReplayPolicy
 from convo_memory.domain.summary_plan import plan_after_turn
 from convo_memory.domain.turn_records import TurnState
@@ -84,9 +85,8 @@ class SummaryTrigger:
         if sent_at is not None and now - sent_at < self._coalesce:
             return False
         try:
-            self._queue.send(
-                {"workspaceId": workspace_id, "sessionId": session_id}, delay_seconds=self._delay
-            )
+            job = SummaryJob(workspace_id=workspace_id, session_id=session_id)
+            self._queue.send(job.to_body(), delay_seconds=self._delay)
         except Exception:
             # Distant memory can wait; the conversation must not. Nothing is marked as
             # sent, so the session's next turn sends it.

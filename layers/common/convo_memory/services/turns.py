@@ -41,6 +41,7 @@ from convo_memory.services.catalog import CapabilityCatalog
 from convo_memory.services.recording import TurnRecorder
 from convo_memory.services.sessions import live_digests
 from convo_memory.services.summary_trigger import SummaryTrigger
+from convo_memory.time_budget import RECORDING_MARGIN_SECONDS
 
 MAX_REMEMBERED_SESSIONS = 10_000
 
@@ -207,7 +208,10 @@ class TurnService:
             workspace_id, capability, session, prompt, sink, on_tool=on_tool, deadline=deadline
         )
         turn = self._turn_record(user_input, answer, self._clock())
-        recorded = self._recorder.record(workspace_id, session, turn)
+        # The turn's time includes recording it (or handing it over) after its deadline.
+        recorded = self._recorder.record(
+            workspace_id, session, turn, until=deadline + RECORDING_MARGIN_SECONDS
+        )
         if recorded.recorded:
             self._trigger.after_turn(workspace_id, state, policy, user_input, turn.answer)
         return Prediction(

@@ -1,0 +1,143 @@
+"""The bodies of the service's background jobs, as typed models: what a turn hands the
+summary worker (``SummaryJob``) and the transcript repair worker (``RepairJob``).
+
+Both are camelCase JSON. Unknown fields are ignored, so that a producer deployed before
+its consumer (or after) never turns its jobs into poison pills. A repair job too large
+for SQS travels compressed (``{"workspaceId", "sessionId", "packed"}``) and, if even
+that does not fit, with its stored answer cut; ``RepairJob`` reads every form it can
+arrive in, including the record Lambda sends to an on-failure destination after an
+asynchronous invocation failed (the job is its ``requestPayload``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+
+from convo_memory.domain.turn_records import TurnRecord, cut_to_bytes
+
+# SQS takes at most 256 KiB per message (an asynchronous Lambda invocation at least as
+# much); a larger repair body is compressed, and cut only if even that does not fit.
+MAX_JOB_BODY_BYTES = 250 * 1024
+
+
+class JobModel(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True
+    )
+
+    def to_body(self) -> dict[str, Any]:
+        """The JSON object a queue or an invocation carries."""
+        return self.model_dump(by_alias=True, mode="json")
+
+
+class SummaryJob(JobModel):
+    """Fold this session's summary ahead of its replay window."""
+
+    workspace_id: str = Field(min_length=1)
+    session_id: str = Field(min_length=1)
+
+
+class TurnBody(JobModel):
+    """A turn whose transcript write missed the serving path (``TurnRecord`` on the wire)."""
+
+    turn_id: str = Field(min_length=1)
+    user_content: str
+    answer: str
+    withheld: bool
+    truncated: bool = False
+    created_at: str
+    digest_tools: tuple[str, ...] = ()
+    digest_text: str | None = None
+    digest_expires_at: float | None = None
+    run_id: str | None = None
+
+    @classmethod
+    def of(cls, turn: TurnRecord) -> TurnBody:
+        return cls(
+            turn_id=turn.turn_id,
+            user_content=turn.user_content,
+            answer=turn.answer,
+            withheld=turn.withheld,
+            truncated=turn.truncated,
+            created_at=turn.created_at,
+            digest_tools=turn.digest_tools,
+            digest_text=turn.digest_text,
+            digest_expires_at=turn.digest_expires_at,
+            run_id=turn.run_id,
+        )
+
+    def record(self) -> TurnRecord:
+        return TurnRecord(
+            turn_id=self.turn_id,
+            user_content=self.user_content,
+            answer=self.answer,
+            withheld=self.withheld,
+            truncated=self.truncated,
+            created_at=self.created_at,
+            digest_tools=self.digest_tools,
+            digest_text=self.digest_text,
+            digest_expires_at=self.digest_expires_at,
+            run_id=self.run_id,
+        )
+
+
+class RepairJob(JobModel):
+    """Land this turn in this session's transcript, once. ``position`` is the user seq
+    its failed write aimed at: the turn, if it landed after all, is at or after it."""
+
+    workspace_id: str = Field(min_length=1)
+    session_id: str = Field(min_length=1)
+    position: int = Field(default=1, ge=1)
+    turn: TurnBody
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unwrap(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("requestPayload"), dict):
+            data = data["requestPayload"]  # a Lambda on-failure destination's record
+        if isinstance(data, dict) and isinstance(data.get("packed"), str):
+            try:
+                data = json.loads(zlib.decompress(base64.b64decode(data["packed"], validate=True)))
+            except (ValueError, zlib.error) as exc:
+                raise ValueError(f"packed repair job cannot be opened: {exc}") from exc
+        return data
+
+    @classmethod
+    def of(cls, workspace_id: str, session_id: str, position: int, turn: TurnRecord) -> RepairJob:
+        return cls(
+            workspace_id=workspace_id,
+            session_id=session_id,
+            position=max(1, position),
+            turn=TurnBody.of(turn),
+        )
+
+    def to_message(self) -> dict[str, Any]:
+        """The body for SQS or an asynchronous invocation: plain JSON when it fits, else
+        compressed; an answer too large even compressed is cut (and marked truncated)."""
+        body = self.to_body()
+        raw = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        if len(raw) <= MAX_JOB_BODY_BYTES:
+            return body
+        packed = base64.b64encode(zlib.compress(raw, 9)).decode("ascii")
+        if len(packed) <= MAX_JOB_BODY_BYTES:
+            return {
+                "workspaceId": self.workspace_id,
+                "sessionId": self.session_id,
+                "packed": packed,
+            }
+        if not self.turn.answer:
+            return body  # nothing left to cut: the send fails and is counted
+        # Incompressible and huge: cut the stored answer until it fits (the client has it all).
+        answer_bytes = len(self.turn.answer.encode("utf-8"))
+        room = MAX_JOB_BODY_BYTES - (len(raw) - answer_bytes) - 4096
+        room = min(max(0, room), answer_bytes // 2)
+        cut = self.turn.model_copy(
+            update={"answer": cut_to_bytes(self.turn.answer, room), "truncated": True}
+        )
+        return self.model_copy(update={"turn": cut}).to_message()
