@@ -33,7 +33,7 @@ if TYPE_CHECKING:
         Toolbox,
         TurnLimiter,
     )
-    from convo_memory.services.admin import TokenResolver
+    from convo_memory.services.auth import TokenResolver
     from convo_memory.services.catalog import CapabilityCatalog, RunTraces
     from convo_memory.services.recording import TurnRecorder
     from convo_memory.services.retention import RetentionService
@@ -116,9 +116,9 @@ def build_container(
     from convo_memory.adapters.registry import summary_provider
     from convo_memory.cursors import CursorCodec, key_source
     from convo_memory.ports import NoTurnLimit
-    from convo_memory.services.admin import TokenResolver
     from convo_memory.services.agent_loop import AgentLoop
     from convo_memory.services.answering import Answerer
+    from convo_memory.services.auth import TokenResolver
     from convo_memory.services.catalog import CapabilityCatalog, RunTraces
     from convo_memory.services.recording import TurnRecorder
     from convo_memory.services.retention import RetentionPolicy, RetentionService
@@ -373,7 +373,7 @@ def get_token_resolver() -> TokenResolver:
         if _token_resolver is None:
             from convo_memory.adapters.dynamo.stores import dynamo_stores
             from convo_memory.config import token_lookup_settings
-            from convo_memory.services.admin import TokenResolver
+            from convo_memory.services.auth import TokenResolver
 
             table_name, cache_ttl_seconds = token_lookup_settings()
             stores = dynamo_stores(aws_client("dynamodb"), table_name, table_name)
