@@ -10,6 +10,7 @@ from typing import Any
 
 from convo_memory.domain.connections import ProviderConnections, provider_problem
 from convo_memory.domain.errors import CapabilityNotFound, RunNotFound, ValidationFailed
+from convo_memory.domain.ids import new_id
 from convo_memory.domain.models import (
     Capability,
     CapabilityCreate,
@@ -22,10 +23,6 @@ from convo_memory.ports import CapabilityStore, RunStore, SecretSealer, ToolUrlP
 
 # A webhook signing secret: 32 random bytes, URL-safe text.
 SIGNING_SECRET_PREFIX = "whsec_"
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{secrets.token_hex(10)}"
 
 
 def new_signing_secret() -> str:

@@ -34,12 +34,17 @@ from convo_memory.domain.models import (
 from convo_memory.domain.prompt import build_prompt
 from convo_memory.domain.replay_window import select_replay_window
 from convo_memory.domain.tool_digest import build_tool_digest
-from convo_memory.domain.turn_records import MAX_INPUT_BYTES, TurnRecord, TurnState, fit_answer
+from convo_memory.domain.turn_records import (
+    MAX_INPUT_BYTES,
+    TurnRecord,
+    TurnState,
+    fit_answer,
+    live_digests,
+)
 from convo_memory.ports import SessionStore, ToolEventSink, TurnStore
 from convo_memory.services.answering import Answer, Answerer, DeltaSink
 from convo_memory.services.catalog import CapabilityCatalog
 from convo_memory.services.recording import TurnRecorder
-from convo_memory.services.sessions import live_digests
 from convo_memory.services.summary_trigger import SummaryTrigger
 
 MAX_REMEMBERED_SESSIONS = 10_000
