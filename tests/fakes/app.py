@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from convo_memory.adapters.tools.url_policy import UrlPolicy, parse_allowed_hosts
+from convo_memory.api_models import CapabilityCreate, SessionCreate
 from convo_memory.bootstrap import Container, build_container
 from convo_memory.config import Settings
-from convo_memory.domain.models import Capability, CapabilityCreate, SessionCreate
+from convo_memory.domain.models import Capability
 from convo_memory.ports import ContentFilter, Summarizer, Toolbox
 from tests.fakes.adapters import (
     FakeClock,

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from convo_memory import input_gate, observability
 from convo_memory.domain.errors import (
@@ -35,6 +35,9 @@ from convo_memory.domain.errors import (
 )
 from convo_memory.observability import set_correlation_id
 from convo_memory.time_budget import RECORDING_MARGIN_SECONDS, Countdown
+
+if TYPE_CHECKING:
+    from convo_memory.api_models import TurnInput
 
 logger = logging.getLogger("convo_memory.stream")
 ROUTE = re.compile(r"^/v1/capabilities/(?P<capability_id>[^/]+)/predict/stream/?$")
@@ -109,6 +112,8 @@ class StreamDoor:
     def _handle(
         self, method: str, path: str, headers: Mapping[str, str], body: bytes, request_id: str
     ) -> StreamResponse:
+        from convo_memory.api_models import TurnInput  # pydantic: not at import time
+
         # The gate, in the HttpApi's order: route, token, path id, headers, query, body.
         raw_path, _, raw_query = path.partition("?")
         match = ROUTE.match(raw_path)
@@ -120,7 +125,7 @@ class StreamDoor:
         key = input_gate.idempotency_key(headers)
         input_gate.check_query(_query(raw_query))
         payload = input_gate.read_json_object(body)
-        turn_input = input_gate.parse_model("TurnInput", payload)
+        turn_input = input_gate.parse_model(TurnInput, payload)
         limiter = self._container().turn_limiter
         if limiter is not None:  # 429 rate_limited, like the HttpApi's turn doors
             limiter.admit(workspace)
@@ -139,7 +144,7 @@ class StreamDoor:
         self,
         workspace: str,
         capability_id: str,
-        turn_input: Any,
+        turn_input: TurnInput,
         payload: dict[str, Any],
         key: str | None,
         request_id: str,

@@ -6,9 +6,10 @@ import re
 import secrets
 from dataclasses import dataclass
 
+from convo_memory.api_models import CapabilityCreate
 from convo_memory.domain.errors import CapabilityNotFound
 from convo_memory.domain.ids import new_id
-from convo_memory.domain.models import CapabilityCreate, ToolSpec, iso, utc_now
+from convo_memory.domain.models import ToolSpec, iso, utc_now
 from convo_memory.ports import CapabilityStore, TokenStore
 from convo_memory.services.auth import hash_token
 from convo_memory.services.catalog import CapabilityCatalog

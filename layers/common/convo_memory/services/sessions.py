@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from convo_memory.api_models import ContextView, SessionCreate, SessionPatch
 from convo_memory.domain.errors import (
     CapabilityNotConversational,
     ExternalRefImmutable,
@@ -14,14 +15,7 @@ from convo_memory.domain.errors import (
     ValidationFailed,
 )
 from convo_memory.domain.ids import new_id
-from convo_memory.domain.models import (
-    ContextView,
-    Message,
-    Session,
-    SessionCreate,
-    SessionPatch,
-    iso_at,
-)
+from convo_memory.domain.models import Message, Session, iso_at
 from convo_memory.domain.replay_window import select_replay_window
 from convo_memory.domain.turn_records import live_digests
 from convo_memory.ports import SessionStore, TurnStore

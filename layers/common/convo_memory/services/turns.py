@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from convo_memory.api_models import Prediction, TurnContext
 from convo_memory.domain.errors import (
     CapabilityNotConversational,
     PayloadTooLarge,
@@ -23,14 +24,7 @@ from convo_memory.domain.errors import (
     SessionNotFound,
     ValidationFailed,
 )
-from convo_memory.domain.models import (
-    Capability,
-    Prediction,
-    Session,
-    TurnContext,
-    iso_at,
-    parse_iso,
-)
+from convo_memory.domain.models import Capability, Session, iso_at, parse_iso
 from convo_memory.domain.prompt import build_prompt
 from convo_memory.domain.replay_window import select_replay_window
 from convo_memory.domain.tool_digest import build_tool_digest
