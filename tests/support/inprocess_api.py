@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -15,8 +16,10 @@ from urllib.parse import urlencode
 import boto3
 from moto import mock_aws
 
+from convo_memory.adapters.aws_clients import AwsClients
 from convo_memory.bootstrap import Container, build_container, set_container
 from convo_memory.config import Settings
+from convo_memory.ports import MetricsPort
 from convo_memory.services.admin import create_workspace, seed_capabilities
 from local_runtime.aws_resources import (
     DEFAULT_TEMPLATE,
@@ -125,9 +128,16 @@ def serialized(client: Any) -> Any:
 
 
 @contextmanager
-def inprocess_stack(env: dict[str, str] | None = None, **clients: Any) -> Iterator[InProcessApi]:
+def inprocess_stack(
+    env: dict[str, str] | None = None,
+    *,
+    clock: Callable[[], float] = time.time,
+    metrics: MetricsPort | None = None,
+    **clients: Any,
+) -> Iterator[InProcessApi]:
     """Moto for every AWS call; tables and queues from template.yaml; the container
-    the handlers use is built from the template's environment (plus ``env``)."""
+    the handlers use is built from the template's environment (plus ``env``), over
+    ``clients`` (boto3 clients by service name) where given."""
     import os
 
     saved = dict(os.environ)
@@ -154,7 +164,8 @@ def inprocess_stack(env: dict[str, str] | None = None, **clients: Any) -> Iterat
             os.environ.update(env or {})
             clients.setdefault("dynamodb", serialized(boto3.client("dynamodb", region_name=REGION)))
             clients.setdefault("sqs", serialized(boto3.client("sqs", region_name=REGION)))
-            container = build_container(Settings.from_env(), **clients)
+            aws = AwsClients(clients)
+            container = build_container(Settings.from_env(), aws, clock=clock, metrics=metrics)
             set_container(container)
             try:
                 yield InProcessApi(container, resources)

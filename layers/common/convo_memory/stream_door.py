@@ -38,6 +38,7 @@ from convo_memory.time_budget import RECORDING_MARGIN_SECONDS, Countdown
 
 if TYPE_CHECKING:
     from convo_memory.api_models import TurnInput
+    from convo_memory.bootstrap import Container
 
 logger = logging.getLogger("convo_memory.stream")
 ROUTE = re.compile(r"^/v1/capabilities/(?P<capability_id>[^/]+)/predict/stream/?$")
@@ -82,7 +83,7 @@ def request_id_of(headers: Mapping[str, str]) -> str:
 class StreamDoor:
     """Turns one HTTP request into a streamed turn."""
 
-    def __init__(self, container_factory: Callable[[], Any] | None = None) -> None:
+    def __init__(self, container_factory: Callable[[], Container] | None = None) -> None:
         if container_factory is None:
             from convo_memory.bootstrap import get_container
 
@@ -126,9 +127,8 @@ class StreamDoor:
         input_gate.check_query(_query(raw_query))
         payload = input_gate.read_json_object(body)
         turn_input = input_gate.parse_model(TurnInput, payload)
-        limiter = self._container().turn_limiter
-        if limiter is not None:  # 429 rate_limited, like the HttpApi's turn doors
-            limiter.admit(workspace)
+        # 429 rate_limited, like the HttpApi's turn doors.
+        self._container().turn_limiter.admit(workspace)
         return self._stream(workspace, capability_id, turn_input, payload, key, request_id)
 
     def _workspace(self, authorization: str) -> str:
@@ -185,8 +185,9 @@ class StreamDoor:
         def run() -> None:
             set_correlation_id(request_id)  # this thread's logs belong to the request too
             try:
-                if key is not None:
-                    result = container.idempotency.run(
+                runner = container.idempotency
+                if key is not None and runner is not None:
+                    result = runner.run(
                         workspace_id=workspace,
                         key=key,
                         route=f"POST /v1/capabilities/{capability_id}/predict/stream",
