@@ -161,15 +161,16 @@ def build_adapters(
 ) -> Adapters:
     """Every production adapter over ``clients``: DynamoDB stores and turn limit, SQS
     queues, models, filters and summarizers over the operator's connections, webhook
-    tools, signed cursors, idempotency. ``metrics`` defaults to Powertools EMF."""
+    tools, signed cursors, idempotency. ``metrics`` defaults to the invocation's EMF
+    record (``observability.metrics``), which every door flushes."""
+    from convo_memory import observability
     from convo_memory.adapters.dynamo.stores import dynamo_stores
     from convo_memory.adapters.metering import metered
-    from convo_memory.adapters.metrics import PowertoolsMetrics
     from convo_memory.adapters.registry import summary_provider
     from convo_memory.cursors import CursorCodec, key_source
     from convo_memory.ports import NoTurnLimit
 
-    metrics = metrics or PowertoolsMetrics()
+    metrics = metrics or observability.metrics
     registry = _adapter_registry(settings, clients)
     tools = _tool_adapters(settings, clients)
     default_summary = settings.summary_default_provider

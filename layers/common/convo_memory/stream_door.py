@@ -109,6 +109,9 @@ class StreamDoor:
                 "unexpected %s (requestId %s)", type(exc).__name__, request_id, exc_info=exc
             )
             return error_response(InternalError(request_id))
+        finally:
+            # What this thread counted (a refusal); the turn's thread writes its own.
+            observability.flush_metrics()
 
     def _handle(
         self, method: str, path: str, headers: Mapping[str, str], body: bytes, request_id: str
@@ -208,6 +211,8 @@ class StreamDoor:
             except Exception as exc:
                 logger.error("stream turn failed (requestId %s)", request_id, exc_info=exc)
                 events.put(("error", InternalError(request_id)))
+            finally:
+                observability.flush_metrics()  # the turn's one record, a failed one too
 
         threading.Thread(target=run, name="stream-turn", daemon=True).start()
         first_kind, first = events.get()
