@@ -187,6 +187,7 @@ class StreamDoor:
 
         def run() -> None:
             set_correlation_id(request_id)  # this thread's logs belong to the request too
+            last: tuple[str, Any]
             try:
                 runner = container.idempotency
                 if key is not None and runner is not None:
@@ -202,17 +203,19 @@ class StreamDoor:
                         events.put(("delta", result["output"]))
                 else:
                     result = counted()
-                events.put(("done", result))
+                last = ("done", result)
             except ServiceError as exc:
-                events.put(("error", exc))
+                last = ("error", exc)
             except StoreUnavailable as exc:
                 logger.warning("store unavailable: %s", exc)
-                events.put(("error", Unavailable()))
+                last = ("error", Unavailable())
             except Exception as exc:
                 logger.error("stream turn failed (requestId %s)", request_id, exc_info=exc)
-                events.put(("error", InternalError(request_id)))
+                last = ("error", InternalError(request_id))
             finally:
-                observability.flush_metrics()  # the turn's one record, a failed one too
+                # The turn's one record (a failed turn's too), before the stream ends.
+                observability.flush_metrics()
+            events.put(last)
 
         threading.Thread(target=run, name="stream-turn", daemon=True).start()
         first_kind, first = events.get()
