@@ -105,10 +105,6 @@ class Container:
         return self.adapters.summary_queue
 
     @property
-    def repair_queue(self) -> QueuePort | None:
-        return self.adapters.repair_queue
-
-    @property
     def turn_limiter(self) -> TurnLimiter:
         return self.adapters.turn_limiter
 
@@ -119,10 +115,6 @@ class Container:
     @property
     def idempotency(self) -> IdempotentRunner | None:
         return self.adapters.idempotency
-
-    @property
-    def tools(self) -> ToolAdapters:
-        return self.adapters.tools
 
     @property
     def clients(self) -> AwsClients:
