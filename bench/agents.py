@@ -89,9 +89,9 @@ def agent_turn_figure(progress: Callable[[str], None]) -> dict[str, Any]:
         capability = created["id"]
 
         prompts: list[Any] = []
-        registry = api.container.adapters
+        registry = api.container.adapters.registry
         build = registry.provider
-        registry.provider = lambda *a, **kw: _RecordingProvider(build(*a, **kw), prompts)
+        registry.provider = lambda *a, **kw: _RecordingProvider(build(*a, **kw), prompts)  # type: ignore[method-assign]
 
         def session() -> str:
             response = api.call(
@@ -115,7 +115,7 @@ def agent_turn_figure(progress: Callable[[str], None]) -> dict[str, Any]:
 
         turn(session(), QUESTION)  # warm: capability cached, signing secret decrypted
         kms: list[str] = []
-        api.container.tools.sealer.client.meta.events.register(
+        api.container.clients["kms"].meta.events.register(
             "after-call.kms", lambda model, **_: kms.append(model.name)
         )
         side = boto3.client("dynamodb", region_name="us-east-1")

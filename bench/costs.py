@@ -13,9 +13,10 @@ those counts:
   cost of each second of model latency beside it;
 - API Gateway: one HTTP API request per turn (the turn's answer is far below 512 KB);
 - DynamoDB and SQS: the measured units and requests;
-- CloudWatch Logs: the bytes the functions wrote (Powertools' JSON lines and EMF
-  metrics), Lambda's own START/END/REPORT lines per invocation, and one access-log line
-  per request in the template's format.
+- CloudWatch Logs: the bytes the functions wrote (Powertools' JSON lines, and the one
+  EMF metrics record each invocation writes when it ends), Lambda's own START/END/REPORT
+  lines per invocation, and one access-log line per request in the template's format.
+  The functions' share is held to ``LOG_BYTES_BUDGET`` per turn.
 
 The model is the customer's: it is shown apart, at a reference price.
 """
@@ -45,6 +46,11 @@ from bench.prices import (
 TEMPLATE = Path(__file__).resolve().parent.parent / "template.yaml"
 MILLION = 1_000_000
 GB = 1024**3
+# What the functions may write to their logs per turn (the turn's lines and metrics, and
+# its share of the summary job's).
+LOG_BYTES_BUDGET = 1_000
+# How a line of EMF metrics starts (Powertools writes the ``_aws`` member first).
+EMF_PREFIX = b'{"_aws":'
 REQUEST_ID = "8f507cfc-5b2e-4b5a-9c3d-0123456789ab"
 # Lambda's own lines per invocation in its text log format (the template's default).
 PLATFORM_LINES = (
@@ -80,16 +86,29 @@ def access_log_line_bytes(log_format: str) -> int:
 
 @dataclass
 class FunctionUse:
-    """One function's invocations, billed milliseconds and log bytes."""
+    """One function's invocations, billed milliseconds and log bytes (of which
+    ``metric_bytes`` in ``metric_records`` EMF records)."""
 
     invocations: int = 0
     billed_ms: int = 0
     log_bytes: int = 0
+    metric_records: int = 0
+    metric_bytes: int = 0
 
     def add(self, other: FunctionUse) -> None:
         self.invocations += other.invocations
         self.billed_ms += other.billed_ms
         self.log_bytes += other.log_bytes
+        self.metric_records += other.metric_records
+        self.metric_bytes += other.metric_bytes
+
+    def weigh(self, output: bytes) -> None:
+        """Count what one invocation wrote: every byte, and its EMF records apart."""
+        self.log_bytes += len(output)
+        for line in output.splitlines(keepends=True):
+            if line.startswith(EMF_PREFIX):
+                self.metric_records += 1
+                self.metric_bytes += len(line)
 
 
 @dataclass
@@ -119,12 +138,12 @@ class FunctionLedger:
                     sys.stdout.flush()
                     os.dup2(saved, 1)
                     os.close(saved)
-                    size = os.fstat(sink.fileno()).st_size
                     sink.seek(0)
-                    os.write(1, sink.read())
+                    output = sink.read()
+                    os.write(1, output)
                     use.invocations += 1
                     use.billed_ms += max(1, math.ceil(spent * 1000))
-                    use.log_bytes += size
+                    use.weigh(output)
 
         registry.invoke = ledgered
         return self
@@ -143,17 +162,19 @@ def million_turns(
     functions: dict[str, dict[str, float]] = {}
     for side in sides:
         for name, use in side["functions"].items():
-            total = functions.setdefault(name, {"invocations": 0.0, "gbSeconds": 0.0})
+            total = functions.setdefault(
+                name, {"invocations": 0.0, "gbSeconds": 0.0, "metricRecords": 0.0}
+            )
             total["invocations"] += use["invocations"]
             total["gbSeconds"] += use["billedMs"] / 1000 * memory_mb[name] / 1024
+            total["metricRecords"] += use.get("metricRecords", 0.0)
     invocations = sum(f["invocations"] for f in functions.values())
     gb_seconds = sum(f["gbSeconds"] for f in functions.values())
     read_units = sum(side["readUnits"] for side in sides)
     write_units = sum(side["writeUnits"] for side in sides)
     sqs_requests = sum(side["sqsRequests"] for side in sides)
-    function_log_bytes = sum(
-        use["logBytes"] for side in sides for use in side["functions"].values()
-    )
+    uses = [use for side in sides for use in side["functions"].values()]
+    function_log_bytes = sum(use["logBytes"] for use in uses)
     log_bytes = function_log_bytes + invocations * PLATFORM_LOG_BYTES + access_log_bytes
     components = [
         {
@@ -198,6 +219,8 @@ def million_turns(
         "functions": functions,
         "logBytes": {
             "functions": function_log_bytes,
+            "metrics": sum(use.get("metricBytes", 0.0) for use in uses),
+            "budget": LOG_BYTES_BUDGET,
             "platform": invocations * PLATFORM_LOG_BYTES,
             "accessLog": access_log_bytes,
         },

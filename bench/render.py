@@ -458,7 +458,14 @@ def render_million_turns(figure: dict[str, Any]) -> str:
         for name, use in sorted(figure["functions"].items())
         if use["invocations"]
     )
+    records = ", ".join(
+        f"{name} {use['metricRecords'] / use['invocations']:.2f}"
+        for name, use in sorted(figure["functions"].items())
+        if use["invocations"]
+    )
     logs = figure["logBytes"]
+    budget = logs["budget"]
+    within = "within" if logs["functions"] <= budget else "OVER"
     return "\n".join(
         [
             _title(10, "A million turns by component (us-east-1, on demand)"),
@@ -467,8 +474,10 @@ def render_million_turns(figure: dict[str, Any]) -> str:
             " handler time measured here (moto in process, a local model answering at once)",
             table(["component", "per turn", "per M turns", "share"], rows),
             f"invocations per turn x billed time: {functions}",
-            f"log bytes per turn: functions {logs['functions']:,.0f}, Lambda's START/END/REPORT"
-            f" {logs['platform']:,.0f}, access log {logs['accessLog']:,.0f}",
+            f"log bytes per turn: functions {logs['functions']:,.0f} ({within} the budget of"
+            f" {budget:,}; EMF metrics {logs['metrics']:,.0f} of it), Lambda's"
+            f" START/END/REPORT {logs['platform']:,.0f}, access log {logs['accessLog']:,.0f}",
+            f"EMF metrics records per invocation: {records}",
             f"each second a turn waits on its model adds ${figure['perModelSecondUsd']:,.2f} per"
             f" M turns of {figure['servingFunction']} duration; the model itself (reference"
             f" price, figure 8): ${figure['modelUsd']:,.2f} per M turns",

@@ -114,6 +114,8 @@ class Side:
                     "invocations": use.invocations / turns,
                     "billedMs": use.billed_ms / turns,
                     "logBytes": use.log_bytes / turns,
+                    "metricRecords": use.metric_records / turns,
+                    "metricBytes": use.metric_bytes / turns,
                 }
                 for name, use in sorted(self.functions.items())
             },

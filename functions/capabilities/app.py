@@ -21,9 +21,11 @@ install_error_handlers(app)
 
 @app.post("/v1/capabilities")
 def create_capability() -> Response:
+    from convo_memory.api_models import CapabilityCreate
+
     workspace = workspace_id(app)
     # With webhook tools, the answer carries toolSigningSecret: the only time it is shown.
-    created = container().catalog.register(workspace, body_as(app, "CapabilityCreate"))
+    created = container().catalog.register(workspace, body_as(app, CapabilityCreate))
     return json_response(201, created.to_json_dict())
 
 

@@ -21,8 +21,10 @@ install_error_handlers(app)
 
 @app.post("/v1/sessions")
 def create_session() -> Response:
+    from convo_memory.api_models import SessionCreate
+
     workspace = workspace_id(app)
-    session = container().sessions.create(workspace, body_as(app, "SessionCreate"))
+    session = container().sessions.create(workspace, body_as(app, SessionCreate))
     return json_response(201, session.to_json_dict())
 
 

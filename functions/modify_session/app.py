@@ -21,8 +21,10 @@ install_error_handlers(app)
 
 @app.patch("/v1/sessions/<session_id>")
 def patch_session(session_id: str) -> Response:
+    from convo_memory.api_models import SessionPatch
+
     workspace = workspace_id(app)
-    session = container().sessions.patch(workspace, session_id, body_as(app, "SessionPatch"))
+    session = container().sessions.patch(workspace, session_id, body_as(app, SessionPatch))
     return json_response(200, session.to_json_dict())
 
 

@@ -15,10 +15,10 @@ from convo_memory.http import (
     install_error_handlers,
     json_body,
     json_response,
-    parse,
     turn_budget,
     workspace_id,
 )
+from convo_memory.input_gate import parse_model
 from convo_memory.observability import http_handler
 
 app = APIGatewayHttpResolver()
@@ -27,9 +27,11 @@ install_error_handlers(app)
 
 @app.post("/v1/capabilities/<capability_id>/predict")
 def predict(capability_id: str) -> Response:
+    from convo_memory.api_models import TurnInput  # pydantic: on first use, not at import
+
     workspace = workspace_id(app)
     body = json_body(app)
-    turn = parse("TurnInput", body)
+    turn = parse_model(TurnInput, body)
     admit_turn(workspace)
 
     def compute() -> dict[str, Any]:
@@ -52,11 +54,12 @@ def predict(capability_id: str) -> Response:
 def predict_stream(capability_id: str) -> Response:
     """The streaming door behind API Gateway, which buffers: the same events, delivered
     at once. The Function URL (``StreamFunction``) streams them as they are produced."""
+    from convo_memory.api_models import TurnInput
     from convo_memory.sse import sse_event
 
     workspace = workspace_id(app)
     body = json_body(app)
-    turn = parse("TurnInput", body)
+    turn = parse_model(TurnInput, body)
     admit_turn(workspace)
     events: list[str] = []
     streamed: list[bool] = [False]
@@ -90,9 +93,11 @@ def predict_stream(capability_id: str) -> Response:
 
 @app.post("/v1/sessions/<session_id>/messages")
 def session_message(session_id: str) -> Response:
+    from convo_memory.api_models import MessageInput
+
     workspace = workspace_id(app)
     body = json_body(app)
-    message = parse("MessageInput", body)
+    message = parse_model(MessageInput, body)
     admit_turn(workspace)
 
     def compute() -> dict[str, Any]:

@@ -68,7 +68,7 @@ def repair_record(record: RepairJobRecord) -> None:
             extra={"messageId": record.messageId, "sessionId": job.session_id},
         )
         container.metrics.count("TranscriptRepairRetried")
-        queue = container.repair_queue
+        queue = container.adapters.repair_queue
         if queue is not None and hasattr(queue, "redeliver_after"):
             try:
                 queue.redeliver_after(record.receiptHandle, wait)

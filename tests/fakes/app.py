@@ -1,5 +1,5 @@
-"""The application wired by the real composition root (``bootstrap.build_container``)
-with a fake for every port: what the unit tier tests."""
+"""The application wired by the real composition root (``bootstrap.build_services``)
+over fake ``Adapters``: a fake for every port, what the unit tier tests."""
 
 from __future__ import annotations
 
@@ -7,11 +7,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from convo_memory.adapters.aws_clients import AwsClients
+from convo_memory.adapters.registry import AdapterRegistry
+from convo_memory.adapters.tools.toolbox import ToolAdapters
 from convo_memory.adapters.tools.url_policy import UrlPolicy, parse_allowed_hosts
-from convo_memory.bootstrap import Container, build_container
+from convo_memory.api_models import CapabilityCreate, SessionCreate
+from convo_memory.bootstrap import Adapters, Container, build_services
 from convo_memory.config import Settings
-from convo_memory.domain.models import Capability, CapabilityCreate, SessionCreate
-from convo_memory.ports import ContentFilter, Summarizer, Toolbox
+from convo_memory.cursors import CursorCodec
+from convo_memory.domain.models import Capability
+from convo_memory.ports import ContentFilter, NoTurnLimit, Summarizer, Toolbox
 from tests.fakes.adapters import (
     FakeClock,
     FakeContentFilter,
@@ -112,23 +117,27 @@ def fake_app(
             raise AssertionError("this test's app has no summarizer")
         return summarizer
 
-    extra: dict[str, Any] = {} if monotonic is None else {"monotonic": monotonic}
-    container = build_container(
-        wall,
+    tool_urls = UrlPolicy(parse_allowed_hosts(wall.tool_allowed_hosts), resolve=resolver)
+    adapters = Adapters(
         stores=db.stores,
+        metrics=metrics,
         summary_queue=summary_queue if with_summary_queue else None,
         repair_queue=repair_queue if with_repair_queue else None,
-        metrics=metrics,
+        repair_fallback=None,
+        turn_limiter=NoTurnLimit(),
         provider_for=lambda capability: provider,
         filter_for=filter_for,
         summarizer_for=summarizer_for,
         toolbox_for=toolbox_for or (lambda capability: toolbox),
-        tool_urls=UrlPolicy(parse_allowed_hosts(wall.tool_allowed_hosts), resolve=resolver),
-        sealer=sealer,
-        clock=clock,
-        sleep=lambda seconds: None,  # a retry's backoff: no waiting in unit tests
-        **extra,
+        tools=ToolAdapters(tool_urls, sealer),
+        registry=AdapterRegistry(),
+        cursors=CursorCodec(lambda: b"unit-tier-cursor-key-0123456789abcdef"),
+        idempotency=None,
+        clients=AwsClients(),  # never asked: every port above is a fake
     )
+    extra: dict[str, Any] = {} if monotonic is None else {"monotonic": monotonic}
+    # A failed write's backoff: no waiting in unit tests.
+    container = build_services(adapters, wall, clock, sleep=lambda seconds: None, **extra)
     return FakeApp(
         db,
         container,

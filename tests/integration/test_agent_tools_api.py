@@ -82,7 +82,7 @@ def test_the_signing_secret_is_shown_once_and_stored_only_encrypted(
     )["Item"]
     assert secret not in json.dumps(item)
     ciphertext = json.loads(item["body"]["S"])["toolSecretCiphertext"]
-    kms = api.container.tools.sealer.client
+    kms = api.container.clients["kms"]
     import base64
 
     blob = base64.b64decode(ciphertext)
@@ -242,7 +242,7 @@ def test_the_secret_is_decrypted_once_per_container(
     api: InProcessApi, token: str, hook: WebhookServer, agent: str
 ) -> None:
     decrypts: list[Any] = []
-    api.container.tools.sealer.client.meta.events.register(
+    api.container.clients["kms"].meta.events.register(
         "after-call.kms.Decrypt", lambda **kw: decrypts.append(kw)
     )
     session_id = open_session(api, token, agent)

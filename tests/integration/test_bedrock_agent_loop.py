@@ -11,7 +11,7 @@ import pytest
 from botocore.config import Config
 from botocore.stub import Stubber
 
-from convo_memory.adapters.bedrock_clients import BedrockClients
+from convo_memory.adapters.aws_clients import AwsClients, Patience
 from convo_memory.adapters.providers.bedrock import FINAL_ANSWER_REQUEST, BedrockConverseProvider
 from convo_memory.adapters.providers.factory import build_provider
 from convo_memory.domain.connections import parse_connections
@@ -262,8 +262,8 @@ def test_unreadable_streamed_tool_input_reaches_the_model_as_an_error() -> None:
 def test_each_step_uses_a_client_whose_timeout_fits_the_time_left() -> None:
     built: list[tuple[str | None, float]] = []
 
-    def build(region: str | None, timeout: float) -> Any:
-        built.append((region, timeout))
+    def build(service: str, region: str | None, patience: Patience) -> Any:
+        built.append((region, patience.read_timeout))
         return make_client()
 
     connections = parse_connections(
@@ -274,7 +274,7 @@ def test_each_step_uses_a_client_whose_timeout_fits_the_time_left() -> None:
         MODEL_ID,
         "agent",
         timeout_seconds=20,
-        bedrock_clients=BedrockClients(build),
+        bedrock_clients=AwsClients(build=build).bedrock_runtime,
     )
     assert isinstance(provider, BedrockConverseProvider)
     for left in (3.2, 3.9, 60.0):

@@ -19,7 +19,7 @@ from botocore.stub import Stubber
 from hypothesis import given
 from hypothesis import strategies as st
 
-from convo_memory.adapters.bedrock_clients import BedrockClients
+from convo_memory.adapters.aws_clients import AwsClients
 from convo_memory.adapters.providers.bedrock import (
     EMPTY_CONTENT_PLACEHOLDER,
     LEADING_USER_PLACEHOLDER,
@@ -216,7 +216,7 @@ def test_clients_take_the_connection_timeout_and_two_attempts(
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-2")  # the function's own region
-    clients = BedrockClients()
+    clients = AwsClients().bedrock_runtime
 
     fast = clients("eu-west-1", 7)
     default_region = clients(None, 20)

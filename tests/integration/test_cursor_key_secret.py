@@ -10,6 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from convo_memory.adapters.aws_clients import AwsClients
 from convo_memory.bootstrap import build_container
 from convo_memory.config import Settings
 from convo_memory.cursors import CursorCodec, CursorKeyUnavailable, key_from_secret, key_source
@@ -52,7 +53,8 @@ def test_the_container_signs_cursors_with_the_secret_fetched_once(secrets_client
     settings = Settings.from_env(
         {"TABLE_NAME": "t", "RUNS_TABLE_NAME": "r", "CURSOR_KEY_SECRET_ARN": arn}
     )
-    container = build_container(settings, dynamodb=object(), sqs=object(), secretsmanager=client)
+    given = {"dynamodb": object(), "sqs": object(), "secretsmanager": client}
+    container = build_container(settings, AwsClients(given))
     assert calls == []  # nothing read until a cursor is needed
 
     tokens = [container.cursors.issue({"after": n}, SCOPE) for n in range(3)]

@@ -13,7 +13,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from convo_memory.adapters.secrets import SecretResolver, build_secrets_client
+from convo_memory.adapters.aws_clients import AwsClients
+from convo_memory.adapters.secrets import SecretResolver
 from convo_memory.domain.connections import ApiKeyRef
 from convo_memory.domain.errors import ProviderError
 
@@ -51,7 +52,7 @@ def built() -> list[tuple[str, str | None]]:
 def resolver(aws: None, built: list[tuple[str, str | None]]) -> SecretResolver:
     def client_for(service: str, region: str | None) -> Any:
         built.append((service, region))
-        return build_secrets_client(service, region)
+        return AwsClients().secrets(service, region)
 
     return SecretResolver(client_for, ttl_seconds=300, clock=Clock())
 

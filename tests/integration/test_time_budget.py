@@ -119,14 +119,15 @@ def test_a_streamed_turns_idempotency_lock_expires_with_the_turn(slow: Slow) -> 
     # Powertools derives the in-progress lock's expiry from the "Lambda context" it is
     # given: the door gives it the streamed turn's own time left, not a day.
     runner = slow.api.container.idempotency
+    assert runner is not None
     seen: list[int] = []
     original = runner.config.register_lambda_context
 
     def register(context: object) -> None:
         seen.append(context.get_remaining_time_in_millis())  # type: ignore[attr-defined]
-        original(context)
+        original(context)  # type: ignore[arg-type]
 
-    runner.config.register_lambda_context = register
+    runner.config.register_lambda_context = register  # type: ignore[method-assign,assignment]
     door = StreamDoor(lambda: slow.api.container)
 
     response = door.handle(

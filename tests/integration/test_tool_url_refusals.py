@@ -11,11 +11,14 @@ import ipaddress
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from convo_memory.adapters.tools.toolbox import ToolAdapters
 from convo_memory.adapters.tools.url_policy import NOT_ALLOWED, UrlPolicy
+from convo_memory.bootstrap import Adapters
 from convo_memory.services.admin import create_workspace
 from tests.fakes.adapters import FakeResolver
 from tests.support.agent_api import (
@@ -67,7 +70,11 @@ def resolver() -> FakeResolver:
 
 @pytest.fixture
 def api(resolver: FakeResolver) -> Iterator[InProcessApi]:
-    with inprocess_stack(tool_urls=UrlPolicy(resolve=resolver)) as stack:
+    def with_fake_dns(adapters: Adapters) -> Adapters:
+        tools = ToolAdapters(UrlPolicy(resolve=resolver), adapters.tools.sealer)
+        return replace(adapters, tools=tools, toolbox_for=tools.toolbox)
+
+    with inprocess_stack(adapt=with_fake_dns) as stack:
         yield stack
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -15,8 +16,16 @@ from urllib.parse import urlencode
 import boto3
 from moto import mock_aws
 
-from convo_memory.bootstrap import Container, build_container, set_container
+from convo_memory.adapters.aws_clients import AwsClients
+from convo_memory.bootstrap import (
+    Adapters,
+    Container,
+    build_adapters,
+    build_services,
+    set_container,
+)
 from convo_memory.config import Settings
+from convo_memory.ports import MetricsPort
 from convo_memory.services.admin import create_workspace, seed_capabilities
 from local_runtime.aws_resources import (
     DEFAULT_TEMPLATE,
@@ -126,9 +135,19 @@ def serialized(client: Any) -> Any:
 
 
 @contextmanager
-def inprocess_stack(env: dict[str, str] | None = None, **clients: Any) -> Iterator[InProcessApi]:
+def inprocess_stack(
+    env: dict[str, str] | None = None,
+    *,
+    clock: Callable[[], float] = time.time,
+    monotonic: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    metrics: MetricsPort | None = None,
+    adapt: Callable[[Adapters], Adapters] | None = None,
+    **clients: Any,
+) -> Iterator[InProcessApi]:
     """Moto for every AWS call; tables and queues from template.yaml; the container
-    the handlers use is built from the template's environment (plus ``env``)."""
+    the handlers use is built from the template's environment (plus ``env``), over
+    ``clients`` (boto3 clients by service name) where given."""
     import os
 
     saved = dict(os.environ)
@@ -156,7 +175,14 @@ def inprocess_stack(env: dict[str, str] | None = None, **clients: Any) -> Iterat
             os.environ.update(env or {})
             clients.setdefault("dynamodb", serialized(boto3.client("dynamodb", region_name=REGION)))
             clients.setdefault("sqs", serialized(boto3.client("sqs", region_name=REGION)))
-            container = build_container(Settings.from_env(), **clients)
+            aws = AwsClients(clients)
+            settings = Settings.from_env()
+            adapters = build_adapters(settings, aws, clock=clock, metrics=metrics)
+            # ``adapt``: a test's own adapter in place of a production one (a URL policy
+            # over a fake resolver, say), wired into the services like any other.
+            container = build_services(
+                adapt(adapters) if adapt else adapters, settings, clock, monotonic, sleep
+            )
             set_container(container)
             try:
                 yield InProcessApi(container, resources)

@@ -6,14 +6,12 @@ import pytest
 
 from convo_memory.services.admin import (
     DEMO_CAPABILITIES,
-    TokenResolver,
     create_workspace,
-    hash_token,
     revoke_token,
     seed_capabilities,
     token_id_of,
-    tokens_match,
 )
+from convo_memory.services.auth import TokenResolver, hash_token, tokens_match
 from tests.fakes.stores import FakeDatabase, FakeTokenStore
 
 TOKEN = "cm_test-token-0123456789abcdefghij"

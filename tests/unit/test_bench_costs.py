@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from bench.costs import (
+    LOG_BYTES_BUDGET,
     PLATFORM_LOG_BYTES,
     FunctionLedger,
     access_log_line_bytes,
@@ -31,7 +32,13 @@ SUMMARY_COST = {
     "turn": side(
         {
             "AuthorizerFunction": {"invocations": 1.0, "billedMs": 1.0, "logBytes": 0.0},
-            "PredictFunction": {"invocations": 1.0, "billedMs": 20.0, "logBytes": 1000.0},
+            "PredictFunction": {
+                "invocations": 1.0,
+                "billedMs": 20.0,
+                "logBytes": 1000.0,
+                "metricRecords": 1.0,
+                "metricBytes": 450.0,
+            },
         },
         read=2.0,
         write=2.0,
@@ -138,3 +145,47 @@ def test_the_report_carries_the_figure_after_the_others() -> None:
 
     assert "10. A million turns by component" in render({"meta": meta, "millionTurns": figure})
     assert "10. A million turns" not in render({"meta": meta})
+
+
+class MeteredRegistry:
+    """A function that logs a line and, when it ends, one EMF metrics record."""
+
+    def invoke(self, function: str, event: Any) -> Any:
+        os.write(1, b'{"level":"INFO","message":"turn served"}\n')
+        os.write(1, b'{"_aws":{"Timestamp":1,"CloudWatchMetrics":[]},"Turns":[1.0]}\n')
+        return {}
+
+
+def test_the_ledger_weighs_the_metrics_records_apart(capfd: pytest.CaptureFixture[str]) -> None:
+    registry = MeteredRegistry()
+    ledger = FunctionLedger().attach(registry)
+
+    registry.invoke("PredictFunction", {})
+    registry.invoke("PredictFunction", {})
+
+    use = ledger.reset()["PredictFunction"]
+    record = len('{"_aws":{"Timestamp":1,"CloudWatchMetrics":[]},"Turns":[1.0]}\n')
+    assert (use.metric_records, use.metric_bytes) == (2, 2 * record)
+    assert use.log_bytes == 2 * (record + len('{"level":"INFO","message":"turn served"}\n'))
+
+
+def test_the_figure_holds_the_functions_log_bytes_to_the_budget() -> None:
+    figure = million_turns(SUMMARY_COST, MEMORY, access_log_bytes=300)
+
+    text = render_million_turns(figure)
+
+    assert LOG_BYTES_BUDGET == 1_000
+    assert figure["logBytes"]["metrics"] == 450
+    assert "log bytes per turn: functions 1,200 (OVER the budget of 1,000" in text
+    assert (
+        "EMF metrics records per invocation: AuthorizerFunction 0.00, PredictFunction 1.00" in text
+    )
+    lean = {
+        **SUMMARY_COST,
+        "summary": side(
+            {"SummarizeFunction": {"invocations": 0.2, "billedMs": 4.0, "logBytes": 0.0}}
+        ),
+    }
+    assert "functions 1,000 (within the budget of 1,000" in render_million_turns(
+        million_turns(lean, MEMORY, access_log_bytes=300)
+    )

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from convo_memory.api_models import CapabilityCreate
 from convo_memory.domain.errors import ValidationFailed
-from convo_memory.domain.models import CapabilityCreate, tool_secret_context
+from convo_memory.domain.models import tool_secret_context
 from convo_memory.input_gate import parse_model
 from convo_memory.services.catalog import SIGNING_SECRET_PREFIX
 from tests.fakes.app import WS, FakeApp, fake_app
@@ -26,7 +27,7 @@ def agent(*tools: dict[str, Any], **extra: Any) -> dict[str, Any]:
 
 
 def create(app: FakeApp, body: dict[str, Any]) -> Any:
-    return app.container.catalog.register(WS, parse_model("CapabilityCreate", body))
+    return app.container.catalog.register(WS, parse_model(CapabilityCreate, body))
 
 
 def refused(app: FakeApp, body: dict[str, Any]) -> ValidationFailed:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from convo_memory import input_gate
+from convo_memory.api_models import SessionCreate, SessionPatch
 from convo_memory.domain.errors import (
     CapabilityNotFound,
     InvalidJson,
@@ -18,7 +19,6 @@ from convo_memory.domain.errors import (
     SessionNotFound,
     ValidationFailed,
 )
-from convo_memory.domain.models import SessionCreate
 
 
 def nested(levels: int) -> str:
@@ -185,7 +185,7 @@ class TestHeadersIdsQuery:
 class TestSchema:
     def test_schema_violations_are_422_with_details(self) -> None:
         with pytest.raises(ValidationFailed) as refused:
-            input_gate.parse_model("SessionCreate", {"externalRef": "x"})
+            input_gate.parse_model(SessionCreate, {"externalRef": "x"})
 
         assert refused.value.status == 422
         assert refused.value.details and refused.value.details[0]["loc"] == ["capabilityId"]
@@ -210,7 +210,7 @@ class TestSchema:
         body = {"capabilityId": "cap-generative", "externalRef": "end-user", **extra}
 
         with pytest.raises(ValidationFailed):
-            input_gate.parse_model("SessionCreate", body)
+            input_gate.parse_model(SessionCreate, body)
 
     def test_the_same_bounds_hold_for_a_patch(self) -> None:
         for body in (
@@ -219,7 +219,7 @@ class TestSchema:
             {"externalRef": "r" * 257},
         ):
             with pytest.raises(ValidationFailed):
-                input_gate.parse_model("SessionPatch", body)
+                input_gate.parse_model(SessionPatch, body)
 
     def test_session_fields_at_their_bounds_are_accepted(self) -> None:
         body = {
@@ -229,6 +229,6 @@ class TestSchema:
             "metadata": json.loads(nested(8)) | {"text": "é" * 4000},
         }
 
-        parsed = input_gate.parse_model("SessionCreate", body)
+        parsed = input_gate.parse_model(SessionCreate, body)
 
-        assert len(parsed.principal) == 32
+        assert parsed.principal is not None and len(parsed.principal) == 32

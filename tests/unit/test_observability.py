@@ -60,7 +60,8 @@ def test_a_metered_call_reports_its_latency_outcome_and_tokens() -> None:
     assert model.complete(PROMPT).text == "answer"
 
     assert metrics.timings["ModelLatency"] == [250.0]
-    assert ("ModelCalls", 1, {"outcome": "ok", "connection": "bedrock"}) in metrics.events
+    assert ("ModelCalls", 1, {"connection": "bedrock"}) in metrics.events
+    assert "ModelErrors" not in metrics.counts
     assert ("ModelInputTokens", 12, {"connection": "bedrock"}) in metrics.events
     assert ("ModelOutputTokens", 3, {"connection": "bedrock"}) in metrics.events
 
@@ -72,7 +73,8 @@ def test_a_failed_call_is_counted_as_an_error_and_still_raises() -> None:
     with pytest.raises(ProviderError):
         model.complete(PROMPT)
 
-    assert ("ModelCalls", 1, {"outcome": "error", "connection": "ollama"}) in metrics.events
+    assert ("ModelCalls", 1, {"connection": "ollama"}) in metrics.events
+    assert ("ModelErrors", 1, {"connection": "ollama"}) in metrics.events
     assert "ModelInputTokens" not in metrics.counts
 
 

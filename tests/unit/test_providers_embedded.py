@@ -341,7 +341,7 @@ def test_importing_the_adapters_does_not_import_boto3_or_urllib() -> None:
         "import sys\n"
         "import convo_memory.adapters.providers.factory, convo_memory.adapters.registry\n"
         "import convo_memory.adapters.filters, convo_memory.adapters.summarizers\n"
-        "import convo_memory.adapters.secrets, convo_memory.adapters.bedrock_clients\n"
+        "import convo_memory.adapters.secrets, convo_memory.adapters.aws_clients\n"
         "heavy = {'boto3', 'botocore', 'urllib.request'} & set(sys.modules)\n"
         "assert not heavy, heavy\n"
     )

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from convo_memory.api_models import SessionCreate, SessionPatch
 from convo_memory.domain.errors import (
     CapabilityNotConversational,
     CapabilityNotFound,
@@ -19,15 +20,7 @@ from convo_memory.domain.errors import (
     StoreUnavailable,
     ValidationFailed,
 )
-from convo_memory.domain.models import (
-    ReplayPolicy,
-    Session,
-    SessionCreate,
-    SessionPatch,
-    Summary,
-    ToolSpec,
-    parse_iso,
-)
+from convo_memory.domain.models import ReplayPolicy, Session, Summary, ToolSpec, parse_iso
 from convo_memory.domain.prompt import ChatMessage
 from convo_memory.domain.replay_window import select_replay_window
 from convo_memory.ports import ToolCall

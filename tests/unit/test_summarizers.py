@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from convo_memory.adapters.facts import EMPTY_SUMMARY, MAX_FACT_CHARS, extract_facts
+from convo_memory.adapters.fact_summarizer import EMPTY_SUMMARY, MAX_FACT_CHARS, extract_facts
 from convo_memory.adapters.providers.bedrock import BedrockConverseProvider
 from convo_memory.adapters.providers.openai_compat import OpenAICompatibleProvider
 from convo_memory.adapters.registry import AdapterRegistry, summary_provider

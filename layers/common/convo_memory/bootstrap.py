@@ -1,9 +1,13 @@
 """The composition root: the one place adapters are built and wired into services.
 
-Production calls ``get_container()``: everything is built once per container (cold
-start), lazily, so that importing a handler stays cheap and clients are reused across
-warm invocations. Tests call ``build_container`` with fakes for any port (stores,
-queues, metrics, providers, clock): the services are wired the same way either way.
+Two typed steps, as in cosmicpython's ``bootstrap.py``: ``build_adapters(settings,
+clients)`` makes every adapter from the deployment's settings, and ``build_services(
+adapters, settings, clock)`` wires the services over them. Production calls
+``get_container()``: everything is built once per container (cold start), lazily (a
+handler imports this module on its first request, and adapters import boto3 on first
+use), so importing a handler stays cheap and clients are reused across warm invocations.
+The unit tests hand ``build_services`` fake ``Adapters`` (``tests/fakes/app.py``): the
+services are wired the same way either way.
 """
 
 from __future__ import annotations
@@ -12,15 +16,27 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from convo_memory.config import Settings, SettingsError
+from convo_memory.services.agent_loop import AgentLoop
+from convo_memory.services.answering import Answerer
+from convo_memory.services.auth import TokenResolver
+from convo_memory.services.catalog import CapabilityCatalog, RunTraces
+from convo_memory.services.recording import TurnRecorder
+from convo_memory.services.retention import RetentionPolicy, RetentionService
+from convo_memory.services.sessions import SessionService
+from convo_memory.services.summaries import CHUNK_MESSAGES, SummaryPolicy, SummaryService
+from convo_memory.services.summary_trigger import SummaryTrigger
+from convo_memory.services.turns import TurnPolicy, TurnService
 
 if TYPE_CHECKING:
+    from convo_memory.adapters.aws_clients import AwsClients
+    from convo_memory.adapters.idempotency import IdempotentRunner
     from convo_memory.adapters.registry import AdapterRegistry
     from convo_memory.adapters.tools.toolbox import ToolAdapters
-    from convo_memory.adapters.tools.url_policy import UrlPolicy
+    from convo_memory.cursors import CursorCodec
     from convo_memory.domain.models import Capability
     from convo_memory.ports import (
         AsyncInvokePort,
@@ -28,27 +44,47 @@ if TYPE_CHECKING:
         MetricsPort,
         ModelProvider,
         QueuePort,
-        SecretSealer,
         Stores,
         Summarizer,
         Toolbox,
         TurnLimiter,
     )
-    from convo_memory.services.admin import TokenResolver
-    from convo_memory.services.catalog import CapabilityCatalog, RunTraces
-    from convo_memory.services.recording import TurnRecorder
-    from convo_memory.services.retention import RetentionService
-    from convo_memory.services.sessions import SessionService
-    from convo_memory.services.summaries import SummaryService
-    from convo_memory.services.turns import TurnService
 
 logger = logging.getLogger(__name__)
 
+Clock = Callable[[], float]
 
-@dataclass
-class Container:
-    settings: Settings
+
+@dataclass(frozen=True)
+class Adapters:
+    """The outside world behind the ports: what the services are given, and what the
+    doors use themselves (cursors, idempotency, the turn limit, metrics)."""
+
     stores: Stores
+    metrics: MetricsPort
+    summary_queue: QueuePort | None
+    repair_queue: QueuePort | None
+    # The repair function, invoked asynchronously: a turn's path when the queue fails.
+    repair_fallback: AsyncInvokePort | None
+    turn_limiter: TurnLimiter
+    # A capability's model (every call measured), content filter, summarizer and tools.
+    provider_for: Callable[[Capability], ModelProvider]
+    filter_for: Callable[[Capability], ContentFilter | None]
+    summarizer_for: Callable[[Capability], Summarizer]
+    toolbox_for: Callable[[Capability], Toolbox]
+    tools: ToolAdapters
+    registry: AdapterRegistry
+    cursors: CursorCodec
+    idempotency: IdempotentRunner | None
+    clients: AwsClients
+
+
+@dataclass(frozen=True)
+class Container:
+    """The services over their adapters: what the handlers call."""
+
+    settings: Settings
+    adapters: Adapters
     catalog: CapabilityCatalog
     runs: RunTraces
     sessions: SessionService
@@ -57,15 +93,35 @@ class Container:
     summaries: SummaryService
     retention: RetentionService
     tokens: TokenResolver
-    metrics: MetricsPort
-    summary_queue: QueuePort | None = None
-    repair_queue: QueuePort | None = None
-    idempotency: Any = None
-    adapters: Any = None
-    tools: Any = None
-    cursors: Any = None
-    clients: dict[str, Any] = field(default_factory=dict)
-    turn_limiter: TurnLimiter | None = None
+
+    # The adapters a door or a test reaches for itself.
+    @property
+    def stores(self) -> Stores:
+        return self.adapters.stores
+
+    @property
+    def metrics(self) -> MetricsPort:
+        return self.adapters.metrics
+
+    @property
+    def summary_queue(self) -> QueuePort | None:
+        return self.adapters.summary_queue
+
+    @property
+    def turn_limiter(self) -> TurnLimiter:
+        return self.adapters.turn_limiter
+
+    @property
+    def cursors(self) -> CursorCodec:
+        return self.adapters.cursors
+
+    @property
+    def idempotency(self) -> IdempotentRunner | None:
+        return self.adapters.idempotency
+
+    @property
+    def clients(self) -> AwsClients:
+        return self.adapters.clients
 
 
 _lock = threading.Lock()
@@ -73,99 +129,85 @@ _container: Container | None = None
 # A configuration this execution environment could not load: logged once, then re-raised.
 _settings_failure: SettingsError | None = None
 _token_resolver: TokenResolver | None = None
-# "Not given": build the production adapter. ``None`` means "none" (e.g. no queue).
-DEFAULT: Any = object()
-
-
-def aws_client(service: str, **config: Any) -> Any:
-    """A boto3 client with short timeouts and standard retries (a session per client:
-    boto3's default session is not thread-safe)."""
-    import boto3
-    from botocore.config import Config
-
-    defaults: dict[str, Any] = {
-        "connect_timeout": 2,
-        "read_timeout": 10,
-        "retries": {"max_attempts": 3, "mode": "standard"},
-    }
-    defaults.update(config)
-    session: Any = boto3.session.Session()
-    return session.client(service, config=Config(**defaults))
 
 
 def build_container(
     settings: Settings | None = None,
+    clients: AwsClients | None = None,
     *,
-    stores: Stores | None = None,
-    summary_queue: Any = DEFAULT,
-    repair_queue: Any = DEFAULT,
-    metrics: MetricsPort | None = None,
-    provider_for: Callable[[Capability], ModelProvider] | None = None,
-    filter_for: Callable[[Capability], ContentFilter | None] | None = None,
-    summarizer_for: Callable[[Capability], Summarizer] | None = None,
-    toolbox_for: Callable[[Capability], Toolbox] | None = None,
-    tool_urls: UrlPolicy | None = None,
-    sealer: SecretSealer | None = None,
-    clock: Callable[[], float] = time.time,
-    monotonic: Callable[[], float] = time.monotonic,
+    clock: Clock = time.time,
+    monotonic: Clock = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-    turn_limiter: TurnLimiter | None = None,
-    **clients: Any,
+    metrics: MetricsPort | None = None,
 ) -> Container:
-    """Wire the services. Ports not given are built from ``settings`` (over fake stores,
-    no turn limit unless one is given); ``clients`` may override the boto3 clients
-    (``dynamodb``, ``sqs``, ``bedrock-runtime``, ``secretsmanager``, ``ssm``, ``kms``)."""
+    """The production container: adapters from ``settings`` (default: the environment)
+    over ``clients`` (default: built on first use), and the services over them."""
+    from convo_memory.adapters.aws_clients import AwsClients
+
+    settings = settings or Settings.from_env()
+    adapters = build_adapters(settings, clients or AwsClients(), clock=clock, metrics=metrics)
+    return build_services(adapters, settings, clock, monotonic, sleep)
+
+
+def build_adapters(
+    settings: Settings,
+    clients: AwsClients,
+    *,
+    clock: Clock = time.time,
+    metrics: MetricsPort | None = None,
+) -> Adapters:
+    """Every production adapter over ``clients``: DynamoDB stores and turn limit, SQS
+    queues, models, filters and summarizers over the operator's connections, webhook
+    tools, signed cursors, idempotency. ``metrics`` defaults to the invocation's EMF
+    record (``observability.metrics``), which every door flushes."""
+    from convo_memory import observability
+    from convo_memory.adapters.dynamo.stores import dynamo_stores
+    from convo_memory.adapters.metering import metered
     from convo_memory.adapters.registry import summary_provider
     from convo_memory.cursors import CursorCodec, key_source
     from convo_memory.ports import NoTurnLimit
-    from convo_memory.services.admin import TokenResolver
-    from convo_memory.services.agent_loop import AgentLoop
-    from convo_memory.services.answering import Answerer
-    from convo_memory.services.catalog import CapabilityCatalog, RunTraces
-    from convo_memory.services.recording import TurnRecorder
-    from convo_memory.services.retention import RetentionPolicy, RetentionService
-    from convo_memory.services.sessions import SessionService
-    from convo_memory.services.summaries import CHUNK_MESSAGES, SummaryPolicy, SummaryService
-    from convo_memory.services.summary_trigger import SummaryTrigger
-    from convo_memory.services.turns import TurnPolicy, TurnService
 
-    settings = settings or Settings.from_env()
-    dynamodb = clients.get("dynamodb")
-    if stores is None:
-        from convo_memory.adapters.dynamo.stores import dynamo_stores
-
-        dynamodb = dynamodb or aws_client("dynamodb")
-        stores = dynamo_stores(dynamodb, settings.table_name, settings.runs_table_name)
-        limited = settings.workspace_turns_per_second > 0 and settings.turn_limits_table_name
-        if turn_limiter is None and limited:
-            turn_limiter = DEFAULT  # the DynamoDB limiter, once metrics exist
-    if summary_queue is DEFAULT:
-        summary_queue = _sqs_queue(settings.summary_queue_url, clients)
-    if repair_queue is DEFAULT:
-        repair_queue = _sqs_queue(settings.repair_queue_url, clients)
-    if metrics is None:
-        from convo_memory.adapters.metrics import PowertoolsMetrics
-
-        metrics = PowertoolsMetrics()
-    if turn_limiter is DEFAULT:
-        turn_limiter = _dynamo_turn_limiter(settings, dynamodb, metrics, clock)
-    adapters = _adapter_registry(settings, clients)
-    if provider_for is None:
-        from convo_memory.adapters.metering import metered
-
-        def provider_for(cap: Capability) -> ModelProvider:
-            # Every model call measured (latency, tokens), by connection.
-            provider = adapters.provider(cap.provider, cap.kind, cap.tools)
-            return metered(provider, metrics, cap.provider.connection)
-
-    filter_for = filter_for or (lambda cap: adapters.content_filter(cap.content_filter))
+    metrics = metrics or observability.metrics
+    registry = _adapter_registry(settings, clients)
+    tools = _tool_adapters(settings, clients)
     default_summary = settings.summary_default_provider
-    summarizer_for = summarizer_for or (
-        lambda cap: adapters.summarizer(summary_provider(cap, default_summary))
+    limited = settings.workspace_turns_per_second > 0 and settings.turn_limits_table_name
+    return Adapters(
+        stores=dynamo_stores(clients["dynamodb"], settings.table_name, settings.runs_table_name),
+        metrics=metrics,
+        summary_queue=_sqs_queue(settings.summary_queue_url, clients),
+        repair_queue=_sqs_queue(settings.repair_queue_url, clients),
+        repair_fallback=_repair_fallback(settings, clients),
+        turn_limiter=(
+            _dynamo_turn_limiter(settings, clients["dynamodb"], metrics, clock)
+            if limited
+            else NoTurnLimit()
+        ),
+        provider_for=lambda cap: metered(
+            registry.provider(cap.provider, cap.kind, cap.tools), metrics, cap.provider.connection
+        ),
+        filter_for=lambda cap: registry.content_filter(cap.content_filter),
+        summarizer_for=lambda cap: registry.summarizer(summary_provider(cap, default_summary)),
+        toolbox_for=tools.toolbox,
+        tools=tools,
+        registry=registry,
+        # The key is read on the first cursor, so functions that never page need none.
+        cursors=CursorCodec(key_source(settings, lambda: clients["secretsmanager"])),
+        idempotency=_idempotency(settings, clients),
+        clients=clients,
     )
-    tools = _tool_adapters(settings, clients, tool_urls, sealer)
-    toolbox_for = toolbox_for or tools.toolbox
 
+
+def build_services(
+    adapters: Adapters,
+    settings: Settings,
+    clock: Clock = time.time,
+    monotonic: Clock = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Container:
+    """The services over ``adapters``, with the deployment's policies from ``settings``
+    (``sleep``: a failed transcript write's backoff)."""
+    stores, metrics, tools = adapters.stores, adapters.metrics, adapters.tools
     catalog = CapabilityCatalog(
         stores.capabilities,
         settings.cache_ttl_seconds,
@@ -174,7 +216,7 @@ def build_container(
         sealer=tools.sealer,
     )
     trigger = SummaryTrigger(
-        summary_queue,
+        adapters.summary_queue,
         settings.summary_coalesce_seconds,
         settings.summary_delay_seconds,
         metrics,
@@ -183,94 +225,103 @@ def build_container(
     recorder = TurnRecorder(
         stores.turns,
         stores.sessions,
-        repair_queue,
+        adapters.repair_queue,
         metrics,
         after_repair=trigger.after_repair,
-        repair_fallback=_repair_fallback(settings, clients),
+        repair_fallback=adapters.repair_fallback,
         monotonic=monotonic,
         sleep=sleep,
     )
-    turns = TurnService(
-        catalog=catalog,
-        sessions=stores.sessions,
-        turns=stores.turns,
-        answerer=Answerer(
-            provider_for,
-            filter_for,
-            stores.runs,
-            metrics,
-            toolbox_for=toolbox_for,
-            loop=AgentLoop(tool_timeout_seconds=settings.tool_timeout_seconds, monotonic=monotonic),
-            monotonic=monotonic,
-        ),
-        recorder=recorder,
-        trigger=trigger,
-        policy=TurnPolicy(
-            max_input_chars=settings.max_input_chars,
-            max_stored_answer_chars=settings.max_stored_answer_chars,
-            digest_max_chars=settings.digest_max_chars,
-            digest_retention_seconds=settings.digest_retention_hours * 3600,
-            activity_granularity_seconds=settings.activity_granularity_seconds,
-            turn_deadline_seconds=settings.turn_deadline_seconds,
-        ),
-        clock=clock,
-        monotonic=monotonic,
-    )
-    summaries = SummaryService(
-        sessions=stores.sessions,
-        turns=stores.turns,
-        summaries=stores.summaries,
-        catalog=catalog,
-        summarizer_for=summarizer_for,
-        policy=SummaryPolicy(
-            batch_turns=settings.summary_batch_turns,
-            # A steady conversation's batch is always one summarizer call.
-            chunk_messages=max(CHUNK_MESSAGES, 2 * settings.summary_batch_turns),
-        ),
-        metrics=metrics,
-        clock=clock,
-    )
-    retention = RetentionService(
-        stores.retention,
-        RetentionPolicy(
-            idle_archive_days=settings.idle_archive_days,
-            purge_after_days=settings.purge_after_days,
-            deletion_grace_seconds=settings.deletion_grace_seconds,
-        ),
-        metrics,
-    )
-    idempotency = None
-    if settings.idempotency_table_name:
-        from convo_memory.adapters.idempotency import IdempotentRunner
-
-        idempotency = IdempotentRunner(
-            settings.idempotency_table_name, dynamodb or aws_client("dynamodb")
-        )
     return Container(
         settings=settings,
-        stores=stores,
+        adapters=adapters,
         catalog=catalog,
         runs=RunTraces(stores.runs),
         sessions=SessionService(stores.sessions, stores.turns, catalog, clock),
-        turns=turns,
+        turns=_turn_service(adapters, settings, catalog, recorder, trigger, clock, monotonic),
         recorder=recorder,
-        summaries=summaries,
-        retention=retention,
-        tokens=TokenResolver(stores.tokens, settings.cache_ttl_seconds),
-        metrics=metrics,
-        summary_queue=summary_queue,
-        repair_queue=repair_queue,
-        idempotency=idempotency,
-        adapters=adapters,
-        tools=tools,
-        clients={"dynamodb": dynamodb, "sqs": clients.get("sqs")},
-        turn_limiter=turn_limiter or NoTurnLimit(),
-        # The key is read on the first cursor, so functions that never page need none.
-        cursors=CursorCodec(
-            key_source(
-                settings, lambda: clients.get("secretsmanager") or aws_client("secretsmanager")
-            )
+        summaries=SummaryService(
+            sessions=stores.sessions,
+            turns=stores.turns,
+            summaries=stores.summaries,
+            catalog=catalog,
+            summarizer_for=adapters.summarizer_for,
+            policy=_summary_policy(settings),
+            metrics=metrics,
+            clock=clock,
         ),
+        retention=RetentionService(stores.retention, _retention_policy(settings), metrics),
+        tokens=TokenResolver(stores.tokens, settings.cache_ttl_seconds),
+    )
+
+
+def table_stores(table_name: str, clients: AwsClients) -> Stores:
+    """The stores of the conversations table alone (tokens, capabilities): what the
+    operator CLI and the authorizer's fallback need."""
+    from convo_memory.adapters.dynamo.stores import dynamo_stores
+
+    return dynamo_stores(clients["dynamodb"], table_name, table_name)
+
+
+# -- the parts ---------------------------------------------------------------------------
+
+
+def _turn_service(
+    adapters: Adapters,
+    settings: Settings,
+    catalog: CapabilityCatalog,
+    recorder: TurnRecorder,
+    trigger: SummaryTrigger,
+    clock: Clock,
+    monotonic: Clock,
+) -> TurnService:
+    """The serving path: a capability's model (or agent loop), filter and tools."""
+    answerer = Answerer(
+        adapters.provider_for,
+        adapters.filter_for,
+        adapters.stores.runs,
+        adapters.metrics,
+        toolbox_for=adapters.toolbox_for,
+        loop=AgentLoop(tool_timeout_seconds=settings.tool_timeout_seconds, monotonic=monotonic),
+        monotonic=monotonic,
+    )
+    return TurnService(
+        catalog=catalog,
+        sessions=adapters.stores.sessions,
+        turns=adapters.stores.turns,
+        answerer=answerer,
+        recorder=recorder,
+        trigger=trigger,
+        policy=_turn_policy(settings),
+        clock=clock,
+        monotonic=monotonic,
+    )
+
+
+def _turn_policy(settings: Settings) -> TurnPolicy:
+    return TurnPolicy(
+        max_input_chars=settings.max_input_chars,
+        max_stored_answer_chars=settings.max_stored_answer_chars,
+        digest_max_chars=settings.digest_max_chars,
+        digest_retention_seconds=settings.digest_retention_hours * 3600,
+        activity_granularity_seconds=settings.activity_granularity_seconds,
+        turn_deadline_seconds=settings.turn_deadline_seconds,
+    )
+
+
+def _summary_policy(settings: Settings) -> SummaryPolicy:
+    return SummaryPolicy(
+        batch_turns=settings.summary_batch_turns,
+        # A steady conversation's batch is always one summarizer call.
+        chunk_messages=max(CHUNK_MESSAGES, 2 * settings.summary_batch_turns),
+    )
+
+
+def _retention_policy(settings: Settings) -> RetentionPolicy:
+    return RetentionPolicy(
+        idle_archive_days=settings.idle_archive_days,
+        purge_after_days=settings.purge_after_days,
+        deletion_grace_seconds=settings.deletion_grace_seconds,
     )
 
 
@@ -288,71 +339,60 @@ def _dynamo_turn_limiter(
     )
 
 
-def _repair_fallback(settings: Settings, clients: dict[str, Any]) -> AsyncInvokePort | None:
+def _repair_fallback(settings: Settings, clients: AwsClients) -> AsyncInvokePort | None:
     """The repair function, invoked asynchronously: the path a turn takes when the
     repair queue does not take it (its client is built on first use)."""
     if not settings.repair_function_name:
         return None
     from convo_memory.adapters.lambda_invoke import LambdaAsyncInvoke
 
-    return LambdaAsyncInvoke(
-        lambda: clients.get("lambda") or aws_client("lambda"), settings.repair_function_name
-    )
+    return LambdaAsyncInvoke(lambda: clients["lambda"], settings.repair_function_name)
 
 
-def _sqs_queue(url: str, clients: dict[str, Any]) -> QueuePort | None:
+def _sqs_queue(url: str, clients: AwsClients) -> QueuePort | None:
     if not url:
         return None
     from convo_memory.adapters.queues import SqsQueue
 
-    if clients.get("sqs") is None:
-        clients["sqs"] = aws_client("sqs")
     return SqsQueue(clients["sqs"], url)
 
 
-def _adapter_registry(settings: Settings, clients: dict[str, Any]) -> AdapterRegistry:
+def _adapter_registry(settings: Settings, clients: AwsClients) -> AdapterRegistry:
     """Providers, filters and summarizers over the operator's connections; secrets are
     resolved server-side, Bedrock clients built per region and timeout on first use."""
-    from convo_memory.adapters.bedrock_clients import BedrockClients
     from convo_memory.adapters.registry import AdapterRegistry
-    from convo_memory.adapters.secrets import SecretResolver, build_secrets_client
+    from convo_memory.adapters.secrets import SecretResolver
 
-    def secrets_client(service: str, region: str | None) -> Any:
-        return clients.get(service) or build_secrets_client(service, region)
-
-    bedrock_override = clients.get("bedrock-runtime")
     return AdapterRegistry(
         settings.provider_connections,
         timeout_cap_seconds=settings.provider_timeout_cap_seconds,
-        secrets=SecretResolver(secrets_client),
-        bedrock_clients=BedrockClients(
-            None if bedrock_override is None else lambda region, timeout: bedrock_override
-        ),
+        secrets=SecretResolver(clients.secrets),
+        bedrock_clients=clients.bedrock_runtime,
     )
 
 
-def _tool_adapters(
-    settings: Settings,
-    clients: dict[str, Any],
-    tool_urls: UrlPolicy | None,
-    sealer: SecretSealer | None,
-) -> ToolAdapters:
-    """Webhook calls under the deployment's URL policy (``TOOL_ALLOWED_HOSTS``; tests may
-    give their own), and signing secrets sealed with its KMS key (``TOOL_SECRET_KEY_ID``;
-    the client is built on first use)."""
+def _tool_adapters(settings: Settings, clients: AwsClients) -> ToolAdapters:
+    """Webhook calls under the deployment's URL policy (``TOOL_ALLOWED_HOSTS``), and
+    signing secrets sealed with its KMS key (``TOOL_SECRET_KEY_ID``; the client is built
+    on first use)."""
     from convo_memory.adapters.tools.sealing import KmsSealer, NoSealer
     from convo_memory.adapters.tools.toolbox import ToolAdapters
     from convo_memory.adapters.tools.url_policy import UrlPolicy, parse_allowed_hosts
 
-    policy = tool_urls or UrlPolicy(parse_allowed_hosts(settings.tool_allowed_hosts))
-    if sealer is None:
-        key_id = settings.tool_secret_key_id
-        sealer = (
-            KmsSealer(lambda: clients.get("kms") or aws_client("kms"), key_id)
-            if key_id
-            else NoSealer()
-        )
-    return ToolAdapters(policy, sealer)
+    key_id = settings.tool_secret_key_id
+    sealer = KmsSealer(lambda: clients["kms"], key_id) if key_id else NoSealer()
+    return ToolAdapters(UrlPolicy(parse_allowed_hosts(settings.tool_allowed_hosts)), sealer)
+
+
+def _idempotency(settings: Settings, clients: AwsClients) -> IdempotentRunner | None:
+    if not settings.idempotency_table_name:
+        return None
+    from convo_memory.adapters.idempotency import IdempotentRunner
+
+    return IdempotentRunner(settings.idempotency_table_name, clients["dynamodb"])
+
+
+# -- once per execution environment -------------------------------------------------------
 
 
 def get_container() -> Container:
@@ -392,12 +432,11 @@ def get_token_resolver() -> TokenResolver:
         return get_container().tokens
     except SettingsError:
         if _token_resolver is None:
-            from convo_memory.adapters.dynamo.stores import dynamo_stores
+            from convo_memory.adapters.aws_clients import AwsClients
             from convo_memory.config import token_lookup_settings
-            from convo_memory.services.admin import TokenResolver
 
             table_name, cache_ttl_seconds = token_lookup_settings()
-            stores = dynamo_stores(aws_client("dynamodb"), table_name, table_name)
+            stores = table_stores(table_name, AwsClients())
             _token_resolver = TokenResolver(stores.tokens, cache_ttl_seconds)
         return _token_resolver
 

@@ -37,11 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     revoke.add_argument("--table", required=True, help="the stack's ConversationsTable name")
     args = parser.parse_args(argv)
 
-    import boto3
+    from convo_memory.adapters.aws_clients import AwsClients
+    from convo_memory.bootstrap import table_stores
 
-    from convo_memory.adapters.dynamo.stores import dynamo_stores
-
-    stores = dynamo_stores(boto3.client("dynamodb"), args.table, "unused")
+    stores = table_stores(args.table, AwsClients())
     if args.command == "revoke-token":
         return _revoke(stores.tokens, args.token_id)
 

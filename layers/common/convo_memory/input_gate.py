@@ -18,7 +18,8 @@ the same status and the same error body wherever it arrives:
 - query values are bounded and checked like body strings.
 
 Pure: the standard library and the domain only. Field rules (``externalRef``,
-``principal``, ``metadata``) are in the domain models, which ``parse_model`` applies.
+``principal``, ``metadata``) are in the request models (``convo_memory.api_models``),
+which ``parse_model`` applies.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import math
 import re
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from convo_memory.domain.errors import (
     CapabilityNotFound,
@@ -41,6 +42,11 @@ from convo_memory.domain.errors import (
     SessionNotFound,
     ValidationFailed,
 )
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+Model = TypeVar("Model", bound="BaseModel")
 
 MAX_BODY_BYTES = 1024 * 1024
 MAX_DEPTH = 32
@@ -215,14 +221,11 @@ def external_ref(value: str | None) -> str:
 # --------------------------------------------------------------------------- schema
 
 
-def parse_model(model_name: str, data: Any) -> Any:
-    """Validate ``data`` against ``convo_memory.domain.models.<model_name>``; schema
-    violations become 422 ``validation_error`` with per-field details."""
+def parse_model(model: type[Model], data: Any) -> Model:
+    """``data`` validated as a ``model`` (a request model of ``convo_memory.api_models``);
+    schema violations become 422 ``validation_error`` with per-field details."""
     from pydantic import ValidationError
 
-    from convo_memory.domain import models
-
-    model = getattr(models, model_name)
     try:
         return model.model_validate(data)
     except ValidationError as exc:

@@ -1,6 +1,7 @@
 """One observability module: the Powertools Logger every function and the layer's own
-code write through (one service name, JSON, the request's correlation id), and the
-correlation id's trip from an API request into the SQS jobs it causes.
+code write through (one service name, JSON, the request's correlation id), the
+correlation id's trip from an API request into the SQS jobs it causes, and the metrics
+of an invocation, written as one CloudWatch EMF record when it ends.
 
 - Functions log with ``logger``; the layer's modules keep ``logging.getLogger(__name__)``
   and their records go through the same handler and formatter (``convo_memory.*`` is
@@ -10,15 +11,22 @@ correlation id's trip from an API request into the SQS jobs it causes.
   consumer, the ``correlationId`` message attribute the producer copied from its own
   request: one turn, its summary job and its repair share one id. It is kept per thread
   (the local runtime serves requests concurrently in one process).
-- Metrics go through the services' metrics port (``adapters.metrics``), Tracer is off by
-  default (template parameter ``Tracing``): the serving path's own metrics explain more
-  per dollar than empty traces.
+- Metrics go through the services' metrics port, implemented here by ``metrics``
+  (``InvocationMetrics``): what an invocation counts is kept and written as one EMF
+  record by ``flush_metrics()``, which every door calls in a ``finally`` (the handler
+  decorators below, the streaming door), so a failed invocation still counts.
+- Each line carries the function's name and request id, not its ARN, memory size or cold
+  start (the log group and Lambda's REPORT line carry those), to keep lines short.
+- Tracer is off by default (template parameter ``Tracing``): the serving path's own
+  metrics explain more per dollar than empty traces.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import threading
 import uuid
 from collections.abc import Callable, Mapping
 from functools import wraps
@@ -32,6 +40,10 @@ if TYPE_CHECKING:
 SERVICE_NAME = "convo-memory"
 CORRELATION_ATTRIBUTE = "correlationId"
 _CORRELATION_KEY = "correlation_id"
+_INVOCATION_KEYS = ("function_name", "function_request_id")
+# Written at once when an invocation counts this many: below the 100 values a record may
+# hold, at which Powertools would write a metric on its own.
+MAX_SAMPLES = 99
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or SERVICE_NAME)
 
@@ -65,6 +77,105 @@ def correlation_id() -> str | None:
 
 def clear_correlation_id() -> None:
     logger.thread_safe_remove_keys([_CORRELATION_KEY])
+
+
+# -- metrics -----------------------------------------------------------------------------
+
+# (name, unit, value, dimensions)
+Sample = tuple[str, str, float, tuple[tuple[str, str], ...]]
+
+
+class InvocationMetrics:
+    """The services' metrics port on CloudWatch EMF through Powertools: an invocation's
+    metrics are kept (per thread: the local runtime serves invocations concurrently in
+    one process) and written as one EMF record by ``flush``. Each metric keeps its own
+    dimensions (one directive per set of them in the record); two metrics that give one
+    dimension different values, or one metric with two sets, go to a record of their own."""
+
+    def __init__(self, namespace: str | None = None) -> None:
+        self._namespace = namespace
+        self._local = threading.local()
+
+    def count(self, name: str, value: int = 1, **dimensions: str) -> None:
+        self._add(name, "Count", value, dimensions)
+
+    def timing(self, name: str, milliseconds: float, **dimensions: str) -> None:
+        # A tenth of a millisecond is precision enough, and shorter in the log.
+        self._add(name, "Milliseconds", round(milliseconds, 1), dimensions)
+
+    def _samples(self) -> list[Sample]:
+        samples: list[Sample] | None = getattr(self._local, "samples", None)
+        if samples is None:
+            samples = self._local.samples = []
+        return samples
+
+    def _add(self, name: str, unit: str, value: float, dimensions: Mapping[str, str]) -> None:
+        samples = self._samples()
+        samples.append((name, unit, value, tuple((k, str(v)) for k, v in dimensions.items())))
+        if len(samples) >= MAX_SAMPLES:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what this thread's invocation counted (nothing when it counted nothing).
+        Never raises: it runs in a ``finally``, after the answer is decided."""
+        samples, self._local.samples = self._samples(), []
+        if not samples:
+            return
+        try:
+            for record in emf_records(samples, self._namespace):
+                print(json.dumps(record, separators=(",", ":")), flush=True)
+        except Exception:
+            logging.getLogger(__name__).warning("metrics not written", exc_info=True)
+
+
+def emf_records(samples: list[Sample], namespace: str | None = None) -> list[dict[str, Any]]:
+    """The EMF records of ``samples``: one per invocation unless two metrics disagree on
+    a dimension. Powertools validates and serializes each set of dimensions; the sets
+    then share records (``POWERTOOLS_METRICS_DISABLED`` writes none)."""
+    from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+    from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import (
+        AmazonCloudWatchEMFProvider,
+    )
+
+    if is_metrics_disabled():
+        return []
+    namespace = namespace or os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "ConvoMemory"
+    groups: dict[tuple[tuple[str, str], ...], list[Sample]] = {}
+    for sample in samples:
+        groups.setdefault(sample[3], []).append(sample)
+    records: list[dict[str, Any]] = []
+    for dimensions, group in groups.items():
+        provider = AmazonCloudWatchEMFProvider(namespace=namespace)
+        for name, unit, value, _ in group:
+            provider.add_metric(name=name, unit=unit, value=value)
+        for key, dimension in dimensions:
+            provider.add_dimension(name=key, value=dimension)
+        part: dict[str, Any] = dict(provider.serialize_metric_set())
+        home = next((record for record in records if _fits(record, part)), None)
+        if home is None:
+            records.append(part)
+        else:
+            home["_aws"]["CloudWatchMetrics"].extend(part["_aws"]["CloudWatchMetrics"])
+            home.update((key, value) for key, value in part.items() if key != "_aws")
+    return records
+
+
+def _fits(record: Mapping[str, Any], part: Mapping[str, Any]) -> bool:
+    """Whether ``part`` can join ``record``: the members they share are dimensions with
+    the same value (a metric's values are a list, so a metric is never shared)."""
+    return all(
+        key not in record or (isinstance(value, str) and record[key] == value)
+        for key, value in part.items()
+        if key != "_aws"
+    )
+
+
+metrics = InvocationMetrics()
+
+
+def flush_metrics() -> None:
+    """Write this invocation's metrics as one EMF record (every door, in a ``finally``)."""
+    metrics.flush()
 
 
 def http_request_id(event: Mapping[str, Any]) -> str | None:
@@ -107,38 +218,58 @@ def counted_turn(
     except Exception as exc:
         outcome = str(getattr(exc, "code", "")) or "internal"
         metrics.count("Turns", 1, door=door, outcome=outcome)
-        logger.info("turn failed", extra={"door": door, "outcome": outcome})
+        _turn_line("turn failed", door=door, outcome=outcome)
         raise
     outcome = turn_outcome(result)
     metrics.count("Turns", 1, door=door, outcome=outcome)
     # One line per turn: with the correlation id, it ties the turn to its SQS jobs.
-    logger.info(
+    _turn_line(
         "turn served",
-        extra={
-            "door": door,
-            "outcome": outcome,
-            "sessionId": result.get("sessionId"),
-            "runId": result.get("runId"),
-        },
+        door=door,
+        outcome=outcome,
+        sessionId=result.get("sessionId"),
+        runId=result.get("runId"),
     )
     return result
+
+
+def _turn_line(message: str, **fields: Any) -> None:
+    """The line every turn writes, without ``location``: it would always name this
+    module (a key set to None is left out of the line)."""
+    logger.thread_safe_append_keys(location=None)
+    try:
+        logger.info(message, extra=fields)
+    finally:
+        logger.thread_safe_remove_keys(["location"])
 
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
 
-def http_handler(handler: Handler) -> Handler:
-    """Decorate an HTTP API Lambda handler: Lambda context in every log line, and the
-    request's id as the correlation id."""
+def _begin_invocation(context: Any, correlation: str | None) -> None:
+    logger.thread_safe_append_keys(
+        function_name=getattr(context, "function_name", None),
+        function_request_id=getattr(context, "aws_request_id", None),
+    )
+    set_correlation_id(correlation)
 
-    @logger.inject_lambda_context
+
+def _end_invocation() -> None:
+    flush_metrics()
+    logger.thread_safe_remove_keys([*_INVOCATION_KEYS, _CORRELATION_KEY])
+
+
+def http_handler(handler: Handler) -> Handler:
+    """Decorate an HTTP API Lambda handler: the function's name and request id in every
+    log line, the API request's id as the correlation id, and one metrics record."""
+
     @wraps(handler)
     def wrapped(event: Any, context: Any) -> Any:
-        set_correlation_id(http_request_id(event))
+        _begin_invocation(context, http_request_id(event))
         try:
             return handler(event, context)
         finally:
-            clear_correlation_id()
+            _end_invocation()
 
     return wrapped  # type: ignore[return-value]
 
@@ -147,13 +278,12 @@ def job_handler(handler: Handler) -> Handler:
     """Decorate a Lambda handler that is not an HTTP route (SQS consumers set each
     record's correlation id themselves; a schedule gets the invocation's)."""
 
-    @logger.inject_lambda_context
     @wraps(handler)
     def wrapped(event: Any, context: Any) -> Any:
-        set_correlation_id(getattr(context, "aws_request_id", None))
+        _begin_invocation(context, getattr(context, "aws_request_id", None))
         try:
             return handler(event, context)
         finally:
-            clear_correlation_id()
+            _end_invocation()
 
     return wrapped  # type: ignore[return-value]

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import models_json_schema
 
+from convo_memory import api_models as api
 from convo_memory.domain import models as m
 
 API_VERSION = "2.0.0"
@@ -160,21 +161,21 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("GET", "/v1/providers", "listProviders", "The deployment's provider connections",
               "capabilities", response=ProviderList),
     Operation("POST", "/v1/capabilities", "createCapability", "Create a capability",
-              "capabilities", 201, m.Capability, m.CapabilityCreate),
+              "capabilities", 201, m.Capability, api.CapabilityCreate),
     Operation("GET", "/v1/capabilities", "listCapabilities", "The workspace's capabilities",
               "capabilities", response=CapabilityList),
     Operation("GET", "/v1/capabilities/{capabilityId}", "getCapability", "A capability",
               "capabilities", response=m.Capability, not_found=_CAP),
     Operation("POST", "/v1/capabilities/{capabilityId}/predict", "predict",
               "A turn (stateless, or on a session with sessionId)", "turns",
-              response=m.Prediction, body=m.TurnInput, not_found=_CAP + _SES,
+              response=api.Prediction, body=api.TurnInput, not_found=_CAP + _SES,
               conflicts=TURN_CONFLICTS, reused_key=True, turn=True),
     Operation("POST", "/v1/capabilities/{capabilityId}/predict/stream", "predictStream",
               "The same turn as Server-Sent Events (delta, tool, done, error)", "turns",
-              body=m.TurnInput, not_found=_CAP + _SES, conflicts=TURN_CONFLICTS,
+              body=api.TurnInput, not_found=_CAP + _SES, conflicts=TURN_CONFLICTS,
               reused_key=True, turn=True, stream=True),
     Operation("POST", "/v1/sessions", "createSession", "Open a session for an end user",
-              "sessions", 201, m.Session, m.SessionCreate, not_found=_CAP,
+              "sessions", 201, m.Session, api.SessionCreate, not_found=_CAP,
               conflicts=("capability_not_conversational",)),
     Operation("GET", "/v1/sessions", "listSessions", "An end user's sessions, newest first",
               "sessions", response=SessionPage,
@@ -186,7 +187,7 @@ OPERATIONS: tuple[Operation, ...] = (
               "sessions", response=m.Session, not_found=_SES),
     Operation("PATCH", "/v1/sessions/{sessionId}", "updateSession",
               "Replace a session's metadata", "sessions", response=m.Session,
-              body=m.SessionPatch, not_found=_SES,
+              body=api.SessionPatch, not_found=_SES,
               conflicts=("principal_immutable", "external_ref_immutable")),
     Operation("DELETE", "/v1/sessions/{sessionId}", "deleteSession",
               "Delete the conversation (never its run traces)", "sessions", 204,
@@ -197,11 +198,11 @@ OPERATIONS: tuple[Operation, ...] = (
               query=(("limit", _LIMIT, False, "Page size (default 50)."),
                      ("nextToken", _TOKEN, False, "From the previous page."))),
     Operation("POST", "/v1/sessions/{sessionId}/messages", "sendMessage",
-              "A turn on the session's own capability", "turns", response=m.Prediction,
-              body=m.MessageInput, not_found=_SES + _CAP, conflicts=TURN_CONFLICTS,
+              "A turn on the session's own capability", "turns", response=api.Prediction,
+              body=api.MessageInput, not_found=_SES + _CAP, conflicts=TURN_CONFLICTS,
               reused_key=True, turn=True),
     Operation("GET", "/v1/sessions/{sessionId}/context", "getContext",
-              "Exactly what the next turn would see", "sessions", response=m.ContextView,
+              "Exactly what the next turn would see", "sessions", response=api.ContextView,
               not_found=_SES),
     Operation("GET", "/v1/runs/{runId}", "getRun", "An agent run's trace", "runs",
               response=RunTrace, not_found=("run_not_found",)),

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from convo_memory import input_gate, observability
 from convo_memory.domain.errors import (
@@ -36,6 +36,10 @@ from convo_memory.domain.errors import (
 from convo_memory.http_framing import BodyTooLarge, MalformedBody, StrictRequestHandler
 from convo_memory.observability import set_correlation_id
 from convo_memory.time_budget import RECORDING_MARGIN_SECONDS, Countdown
+
+if TYPE_CHECKING:
+    from convo_memory.api_models import TurnInput
+    from convo_memory.bootstrap import Container
 
 logger = logging.getLogger("convo_memory.stream")
 ROUTE = re.compile(r"^/v1/capabilities/(?P<capability_id>[^/]+)/predict/stream/?$")
@@ -80,7 +84,7 @@ def request_id_of(headers: Mapping[str, str]) -> str:
 class StreamDoor:
     """Turns one HTTP request into a streamed turn."""
 
-    def __init__(self, container_factory: Callable[[], Any] | None = None) -> None:
+    def __init__(self, container_factory: Callable[[], Container] | None = None) -> None:
         if container_factory is None:
             from convo_memory.bootstrap import get_container
 
@@ -106,10 +110,15 @@ class StreamDoor:
                 "unexpected %s (requestId %s)", type(exc).__name__, request_id, exc_info=exc
             )
             return error_response(InternalError(request_id))
+        finally:
+            # What this thread counted (a refusal); the turn's thread writes its own.
+            observability.flush_metrics()
 
     def _handle(
         self, method: str, path: str, headers: Mapping[str, str], body: bytes, request_id: str
     ) -> StreamResponse:
+        from convo_memory.api_models import TurnInput  # pydantic: not at import time
+
         # The gate, in the HttpApi's order: route, token, path id, headers, query, body.
         raw_path, _, raw_query = path.partition("?")
         match = ROUTE.match(raw_path)
@@ -121,10 +130,9 @@ class StreamDoor:
         key = input_gate.idempotency_key(headers)
         input_gate.check_query(_query(raw_query))
         payload = input_gate.read_json_object(body)
-        turn_input = input_gate.parse_model("TurnInput", payload)
-        limiter = self._container().turn_limiter
-        if limiter is not None:  # 429 rate_limited, like the HttpApi's turn doors
-            limiter.admit(workspace)
+        turn_input = input_gate.parse_model(TurnInput, payload)
+        # 429 rate_limited, like the HttpApi's turn doors.
+        self._container().turn_limiter.admit(workspace)
         return self._stream(workspace, capability_id, turn_input, payload, key, request_id)
 
     def _workspace(self, authorization: str) -> str:
@@ -140,7 +148,7 @@ class StreamDoor:
         self,
         workspace: str,
         capability_id: str,
-        turn_input: Any,
+        turn_input: TurnInput,
         payload: dict[str, Any],
         key: str | None,
         request_id: str,
@@ -180,9 +188,11 @@ class StreamDoor:
 
         def run() -> None:
             set_correlation_id(request_id)  # this thread's logs belong to the request too
+            last: tuple[str, Any]
             try:
-                if key is not None:
-                    result = container.idempotency.run(
+                runner = container.idempotency
+                if key is not None and runner is not None:
+                    result = runner.run(
                         workspace_id=workspace,
                         key=key,
                         route=f"POST /v1/capabilities/{capability_id}/predict/stream",
@@ -194,15 +204,19 @@ class StreamDoor:
                         events.put(("delta", result["output"]))
                 else:
                     result = counted()
-                events.put(("done", result))
+                last = ("done", result)
             except ServiceError as exc:
-                events.put(("error", exc.in_request(request_id)))
+                last = ("error", exc.in_request(request_id))
             except StoreUnavailable as exc:
                 logger.warning("store unavailable: %s", exc)
-                events.put(("error", Unavailable().in_request(request_id)))
+                last = ("error", Unavailable().in_request(request_id))
             except Exception as exc:
                 logger.error("stream turn failed (requestId %s)", request_id, exc_info=exc)
-                events.put(("error", InternalError(request_id)))
+                last = ("error", InternalError(request_id))
+            finally:
+                # The turn's one record (a failed turn's too), before the stream ends.
+                observability.flush_metrics()
+            events.put(last)
 
         threading.Thread(target=run, name="stream-turn", daemon=True).start()
         first_kind, first = events.get()

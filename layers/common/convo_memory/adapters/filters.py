@@ -10,7 +10,7 @@ from convo_memory.input_gate import has_lone_surrogate
 from convo_memory.ports import ContentFilter, FilterVerdict
 
 if TYPE_CHECKING:
-    from convo_memory.adapters.bedrock_clients import BedrockClientFactory
+    from convo_memory.adapters.aws_clients import BedrockClientFactory
     from convo_memory.domain.models import ContentFilterConfig
 
 logger = logging.getLogger(__name__)
@@ -129,7 +129,7 @@ def build_content_filter(
     if config.type == "embedded":
         return EmbeddedContentFilter(config.blocked_terms, config.blocked_patterns)
     if config.type == "bedrock-guardrail":
-        from convo_memory.adapters.bedrock_clients import client_factory_for
+        from convo_memory.adapters.aws_clients import client_factory_for
 
         return BedrockGuardrailFilter(
             guardrail_id=config.guardrail_id or "",

@@ -1,7 +1,7 @@
 """Model calls, measured: a provider wrapped so that every call emits its latency and,
 when the provider reports them, its tokens (metrics ``ModelLatency``, ``ModelCalls``,
-``ModelInputTokens``, ``ModelOutputTokens``, split by connection). The services see the
-same ports and know nothing of it."""
+``ModelErrors``, ``ModelInputTokens``, ``ModelOutputTokens``, split by connection). The
+services see the same ports and know nothing of it."""
 
 from __future__ import annotations
 
@@ -40,7 +40,11 @@ class MeteredModel:
     def _measured(self, began: float, usage: TokenUsage | None, outcome: str) -> None:
         dimensions = {"connection": self._connection}
         self._metrics.timing("ModelLatency", (self._clock() - began) * 1000, **dimensions)
-        self._metrics.count("ModelCalls", 1, outcome=outcome, **dimensions)
+        # Failures apart, not as an ``outcome`` dimension: every model metric then has the
+        # same dimensions, and the turn's one EMF record holds them in one directive.
+        self._metrics.count("ModelCalls", 1, **dimensions)
+        if outcome != "ok":
+            self._metrics.count("ModelErrors", 1, **dimensions)
         if usage is not None:
             self._metrics.count("ModelInputTokens", usage.input_tokens, **dimensions)
             self._metrics.count("ModelOutputTokens", usage.output_tokens, **dimensions)

@@ -16,7 +16,7 @@ from convo_memory.domain.connections import ProviderConnections, provider_proble
 from convo_memory.domain.errors import ProviderError
 
 if TYPE_CHECKING:
-    from convo_memory.adapters.bedrock_clients import BedrockClientFactory
+    from convo_memory.adapters.aws_clients import BedrockClientFactory
     from convo_memory.adapters.secrets import SecretResolver
     from convo_memory.domain.models import (
         Capability,
@@ -63,6 +63,10 @@ class AdapterRegistry:
         self.connections = connections or ProviderConnections.embedded_only()
         self.timeout_cap_seconds = timeout_cap_seconds
         self.secrets = secrets
+        if bedrock_clients is None:
+            from convo_memory.adapters.aws_clients import AwsClients
+
+            bedrock_clients = AwsClients().bedrock_runtime
         self.bedrock_clients = bedrock_clients
         self.max_entries = max_entries
         self._entries: OrderedDict[Hashable, Any] = OrderedDict()

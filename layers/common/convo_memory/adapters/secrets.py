@@ -30,7 +30,8 @@ _UNREADABLE = "Model provider error: the provider's API key could not be read."
 
 
 class SecretResolver:
-    """Reads and caches connection API keys; thread-safe; clients built on first use."""
+    """Reads and caches connection API keys; thread-safe; clients built on first use
+    (``client_for``: the container's ``AwsClients.secrets``)."""
 
     def __init__(
         self,
@@ -40,7 +41,11 @@ class SecretResolver:
         clock: Callable[[], float] = time.monotonic,
         environ: Mapping[str, str] | None = None,
     ) -> None:
-        self._build_client = client_for or build_secrets_client
+        if client_for is None:
+            from convo_memory.adapters.aws_clients import AwsClients
+
+            client_for = AwsClients().secrets
+        self._build_client = client_for
         self._clients: dict[tuple[str, str | None], Any] = {}
         self._ttl = ttl_seconds
         self._clock = clock
@@ -132,16 +137,3 @@ def _secret_text(response: Mapping[str, Any]) -> str:
             return str(document["apiKey"])
         return ""
     return text
-
-
-def build_secrets_client(service: str, region: str | None) -> Any:
-    """A ``secretsmanager`` or ``ssm`` client: short timeouts, two attempts in total."""
-    import boto3
-    from botocore.config import Config
-
-    config = Config(
-        connect_timeout=2, read_timeout=5, retries={"total_max_attempts": 2, "mode": "standard"}
-    )
-    # A session per client: boto3's default session is not thread-safe.
-    session: Any = boto3.session.Session()
-    return session.client(service, region_name=region, config=config)

@@ -15,7 +15,7 @@ import os
 import secrets
 from typing import TYPE_CHECKING
 
-from convo_memory.adapters.facts import summarize_facts
+from convo_memory.adapters.fact_summarizer import summarize_facts
 from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.prompt import ChatMessage, Prompt, fence
 
@@ -38,7 +38,7 @@ def _outage() -> str | None:
 
 class EmbeddedSummarizer:
     """Deterministic, no network: keeps the salient facts of the whole conversation
-    (``convo_memory.adapters.facts``), not its lines. It reads its previous summary back
+    (``convo_memory.adapters.fact_summarizer``), not its lines. It reads its previous summary back
     into facts, adds the new messages' facts, and renders them within ``max_chars``,
     dropping small talk first."""
 

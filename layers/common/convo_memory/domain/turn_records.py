@@ -96,6 +96,17 @@ def turn_messages(
     )
 
 
+def live_digests(state: TurnState, replayed: tuple[Message, ...], now: float) -> list[ToolDigest]:
+    """Digests of replayed turns whose retention window has not passed. DynamoDB TTL
+    deletes lazily, so expiry is enforced on read too."""
+    seqs = {m.seq for m in replayed}
+    return [
+        digest
+        for seq, digest in sorted(state.digests.items())
+        if seq in seqs and state.digest_expiry.get(seq, 0) > now
+    ]
+
+
 def utf8_len(text: str) -> int:
     return len(text.encode("utf-8"))
 

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import re
 import secrets
 from dataclasses import dataclass
 
+from convo_memory.api_models import CapabilityCreate
 from convo_memory.domain.errors import CapabilityNotFound
-from convo_memory.domain.models import CapabilityCreate, ToolSpec, iso, utc_now
+from convo_memory.domain.ids import new_id
+from convo_memory.domain.models import ToolSpec, iso, utc_now
 from convo_memory.ports import CapabilityStore, TokenStore
-from convo_memory.services.catalog import CapabilityCatalog, new_id
+from convo_memory.services.auth import hash_token
+from convo_memory.services.catalog import CapabilityCatalog
 
 
 @dataclass(frozen=True)
@@ -20,16 +21,6 @@ class WorkspaceCredentials:
     name: str
     token: str
     token_id: str = ""
-
-
-def hash_token(token: str) -> str:
-    """Tokens are stored only as SHA-256 hashes (they are high-entropy secrets, so a
-    fast hash is enough; look-ups are by hash, so no comparison leaks timing)."""
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-def tokens_match(token: str, stored_hash: str) -> bool:
-    return hmac.compare_digest(hash_token(token), stored_hash)
 
 
 TOKEN_ID_PREFIX = "tok_"
@@ -121,29 +112,3 @@ def seed_capabilities(store: CapabilityStore, workspace_id: str) -> list[str]:
         except CapabilityNotFound:
             catalog.create(workspace_id, body, cap_id=cap_id)
     return list(DEMO_CAPABILITIES)
-
-
-class TokenResolver:
-    """Bearer token -> workspace id, cached per warm container for a short time.
-    Unknown tokens are cached too (briefly), so a flood of bad tokens costs no reads."""
-
-    def __init__(self, store: TokenStore, ttl_seconds: float = 30) -> None:
-        import time
-
-        self._store = store
-        self._ttl = ttl_seconds
-        self._clock = time.monotonic
-        self._cache: dict[str, tuple[float, str | None]] = {}
-
-    def workspace_for(self, token: str) -> str | None:
-        if not token:
-            return None
-        digest = hash_token(token)
-        cached = self._cache.get(digest)
-        if cached and self._clock() - cached[0] < self._ttl:
-            return cached[1]
-        workspace_id = self._store.workspace_for_token(digest)
-        if len(self._cache) > 10_000:
-            self._cache.clear()
-        self._cache[digest] = (self._clock(), workspace_id)
-        return workspace_id

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from convo_memory.domain.errors import ProviderError, StoreRejected, StoreUnavailable
+from convo_memory.domain.ids import new_id
 from convo_memory.domain.models import Capability, Session, iso, utc_now
 from convo_memory.domain.prompt import Prompt
 from convo_memory.domain.turn_records import scrub_text
@@ -33,7 +34,6 @@ from convo_memory.services.agent_loop import (
     deadline_guard,
     truncate,
 )
-from convo_memory.services.catalog import new_id
 
 logger = logging.getLogger(__name__)
 

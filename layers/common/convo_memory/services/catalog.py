@@ -8,24 +8,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from convo_memory.api_models import CapabilityCreate
 from convo_memory.domain.connections import ProviderConnections, provider_problem
 from convo_memory.domain.errors import CapabilityNotFound, RunNotFound, ValidationFailed
-from convo_memory.domain.models import (
-    Capability,
-    CapabilityCreate,
-    ProviderConfig,
-    iso,
-    tool_secret_context,
-    utc_now,
-)
+from convo_memory.domain.ids import new_id
+from convo_memory.domain.models import Capability, ProviderConfig, iso, tool_secret_context, utc_now
 from convo_memory.ports import CapabilityStore, RunStore, SecretSealer, ToolUrlPolicy
 
 # A webhook signing secret: 32 random bytes, URL-safe text.
 SIGNING_SECRET_PREFIX = "whsec_"
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{secrets.token_hex(10)}"
 
 
 def new_signing_secret() -> str:

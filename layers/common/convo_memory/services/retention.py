@@ -5,7 +5,7 @@ Three windows, narrowest first (``Settings`` validates the order at start-up):
 
 1. **Tool digests** expire ``DIGEST_RETENTION_HOURS`` after their turn. That window is
    enforced by DynamoDB TTL (each digest item's ``ttl`` = its ``expiresAt``) and, because
-   TTL deletes lazily, by the read path (``services.sessions.live_digests``), which
+   TTL deletes lazily, by the read path (``domain.turn_records.live_digests``), which
    ignores an expired digest that is still stored. This run does not look for digests.
 2. **Idle sessions** are archived ``IDLE_ARCHIVE_DAYS`` after their last turn. The run
    reads the ``ACTIVE#NN`` shards of the sparse, keys-only ``byActivity`` index (sort key:

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from convo_memory.api_models import ContextView, SessionCreate, SessionPatch
 from convo_memory.domain.errors import (
     CapabilityNotConversational,
     ExternalRefImmutable,
@@ -13,30 +14,12 @@ from convo_memory.domain.errors import (
     SessionNotFound,
     ValidationFailed,
 )
-from convo_memory.domain.models import (
-    ContextView,
-    Message,
-    Session,
-    SessionCreate,
-    SessionPatch,
-    ToolDigest,
-    iso_at,
-)
+from convo_memory.domain.ids import new_id
+from convo_memory.domain.models import Message, Session, iso_at
 from convo_memory.domain.replay_window import select_replay_window
-from convo_memory.domain.turn_records import TurnState
+from convo_memory.domain.turn_records import live_digests
 from convo_memory.ports import SessionStore, TurnStore
-from convo_memory.services.catalog import CapabilityCatalog, new_id
-
-
-def live_digests(state: TurnState, replayed: tuple[Message, ...], now: float) -> list[ToolDigest]:
-    """Digests of replayed turns whose retention window has not passed. DynamoDB TTL
-    deletes lazily, so expiry is enforced on read too."""
-    seqs = {m.seq for m in replayed}
-    return [
-        digest
-        for seq, digest in sorted(state.digests.items())
-        if seq in seqs and state.digest_expiry.get(seq, 0) > now
-    ]
+from convo_memory.services.catalog import CapabilityCatalog
 
 
 class SessionService:

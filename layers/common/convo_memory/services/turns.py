@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from convo_memory.api_models import Prediction, TurnContext
 from convo_memory.domain.errors import (
     CapabilityNotConversational,
     PayloadTooLarge,
@@ -23,23 +24,21 @@ from convo_memory.domain.errors import (
     SessionNotFound,
     ValidationFailed,
 )
-from convo_memory.domain.models import (
-    Capability,
-    Prediction,
-    Session,
-    TurnContext,
-    iso_at,
-    parse_iso,
-)
+from convo_memory.domain.models import Capability, Session, iso_at, parse_iso
 from convo_memory.domain.prompt import build_prompt
 from convo_memory.domain.replay_window import select_replay_window
 from convo_memory.domain.tool_digest import build_tool_digest
-from convo_memory.domain.turn_records import MAX_INPUT_BYTES, TurnRecord, TurnState, fit_answer
+from convo_memory.domain.turn_records import (
+    MAX_INPUT_BYTES,
+    TurnRecord,
+    TurnState,
+    fit_answer,
+    live_digests,
+)
 from convo_memory.ports import SessionStore, ToolEventSink, TurnStore
 from convo_memory.services.answering import Answer, Answerer, DeltaSink
 from convo_memory.services.catalog import CapabilityCatalog
 from convo_memory.services.recording import TurnRecorder
-from convo_memory.services.sessions import live_digests
 from convo_memory.services.summary_trigger import SummaryTrigger
 from convo_memory.time_budget import RECORDING_MARGIN_SECONDS
 

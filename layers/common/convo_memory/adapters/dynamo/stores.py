@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from convo_memory.adapters.dynamo.catalog import DynamoCapabilityStore, DynamoTokenStore
+from convo_memory.adapters.dynamo.capabilities import DynamoCapabilityStore
 from convo_memory.adapters.dynamo.retention import DynamoRetentionStore
 from convo_memory.adapters.dynamo.runs import DynamoRunStore
 from convo_memory.adapters.dynamo.sessions import DynamoSessionStore
 from convo_memory.adapters.dynamo.summaries import DynamoSummaryStore
 from convo_memory.adapters.dynamo.table import DynamoTable
+from convo_memory.adapters.dynamo.tokens import DynamoTokenStore
 from convo_memory.adapters.dynamo.turns import DynamoTurnStore
 from convo_memory.ports import Stores
 

@@ -1,7 +1,7 @@
 """Amazon Bedrock through the Converse / ConverseStream API, tool calling included.
 
 The bedrock-runtime client is injected (or built lazily on first use, with the
-connection's timeout: see ``convo_memory.adapters.bedrock_clients``), so importing this
+connection's timeout: see ``convo_memory.adapters.aws_clients``), so importing this
 module never imports boto3. botocore errors become ``ProviderError``
 chosen by error code, never by message text.
 

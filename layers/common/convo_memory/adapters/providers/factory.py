@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from convo_memory.adapters.bedrock_clients import BedrockClientFactory, client_factory_for
+from convo_memory.adapters.aws_clients import BedrockClientFactory, client_factory_for
 from convo_memory.adapters.providers.classic import ClassicModelProvider
 from convo_memory.adapters.providers.embedded import EmbeddedAgentProvider, EmbeddedChatProvider
 

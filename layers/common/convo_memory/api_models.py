@@ -1,0 +1,254 @@
+"""The HTTP API's request bodies and the answers built for it, as pydantic models
+(camelCase JSON, unknown fields refused). A request model carries the field rules every
+door applies (``input_gate.parse_model``); the entities themselves are
+``convo_memory.domain.models``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+
+from convo_memory.domain.models import (
+    ApiModel,
+    CapabilityKind,
+    ContentFilterConfig,
+    Message,
+    Principal,
+    ProviderConfig,
+    ReplayPolicy,
+    Summary,
+    SummaryConfig,
+    ToolDigest,
+    ToolSpec,
+    TurnSeqs,
+)
+
+BUILTIN_TOOL_NAMES: tuple[str, ...] = ("lookup_order", "search_kb")
+MAX_TOOLS = 16
+MAX_INPUT_SCHEMA_BYTES = 16 * 1024
+MAX_INPUT_SCHEMA_DEPTH = 16
+MAX_TOOL_STEPS = 10
+
+# -- capabilities --------------------------------------------------------------------
+
+
+class NewToolSpec(ToolSpec):
+    """A tool declared by a new capability: a webhook ``{name, description, inputSchema,
+    url}`` or a built-in ``{name: "lookup_order" | "search_kb"}``. Whether ``url`` may be
+    called (https, public addresses, the operator's allowed hosts) depends on the
+    deployment and is checked by the capability catalog."""
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+
+    @model_validator(mode="after")
+    def _webhook_or_builtin(self) -> NewToolSpec:
+        if self.url is None:
+            if self.name not in BUILTIN_TOOL_NAMES:
+                raise ValueError(
+                    f"tool {self.name!r} is neither a built-in tool "
+                    f"({', '.join(BUILTIN_TOOL_NAMES)}) nor a webhook (give url and inputSchema)"
+                )
+            if self.input_schema is not None:
+                raise ValueError(f"the built-in tool {self.name!r} takes no inputSchema")
+            return self
+        if self.name in BUILTIN_TOOL_NAMES:
+            raise ValueError(f"{self.name!r} is a built-in tool's name; name the webhook otherwise")
+        check_tool_url_syntax(self.url)
+        if self.input_schema is None:
+            raise ValueError(f"the webhook tool {self.name!r} needs an inputSchema")
+        check_input_schema(self.input_schema)
+        return self
+
+
+def check_tool_url_syntax(url: str) -> None:
+    """``http(s)://host[:port]/path[?query]``: no userinfo, no fragment."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise ValueError("url is not a valid URL") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("url must be an https URL with a host")
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        raise ValueError("url must not carry credentials")
+    if parts.fragment or url.endswith("#"):
+        raise ValueError("url must not have a fragment")
+    if port == 0:
+        raise ValueError("url has an invalid port")
+    if any(c.isspace() or not c.isprintable() for c in url):
+        raise ValueError("url must not contain whitespace or control characters")
+
+
+def check_input_schema(schema: dict[str, Any]) -> None:
+    """A JSON Schema of the tool's input: an object schema, bounded in size and depth
+    (every provider type offers tools an object of named arguments)."""
+    import json
+
+    if _depth(schema) > MAX_INPUT_SCHEMA_DEPTH:
+        raise ValueError(f"inputSchema is at most {MAX_INPUT_SCHEMA_DEPTH} levels deep")
+    compact = json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
+    if len(compact.encode("utf-8", "surrogatepass")) > MAX_INPUT_SCHEMA_BYTES:
+        raise ValueError(f"inputSchema is at most {MAX_INPUT_SCHEMA_BYTES} bytes of compact JSON")
+    if schema.get("type") != "object":
+        raise ValueError('inputSchema must describe an object: {"type": "object", ...}')
+    properties = schema.get("properties", {})
+    if not isinstance(properties, dict) or not all(
+        isinstance(value, dict) for value in properties.values()
+    ):
+        raise ValueError("inputSchema.properties must map names to schemas")
+    required = schema.get("required", [])
+    if not isinstance(required, list) or not all(isinstance(name, str) for name in required):
+        raise ValueError("inputSchema.required must be a list of names")
+
+
+class CapabilityCreate(ApiModel):
+    name: str = Field(min_length=1, max_length=200)
+    kind: CapabilityKind
+    provider: ProviderConfig = Field(default_factory=ProviderConfig)
+    instructions: str | None = Field(default=None, max_length=20_000)
+    replay: ReplayPolicy | None = None
+    summary: SummaryConfig | None = None
+    tools: list[NewToolSpec] = Field(default_factory=list, max_length=MAX_TOOLS)
+    max_tool_steps: int | None = Field(default=None, ge=1, le=MAX_TOOL_STEPS)
+    content_filter: ContentFilterConfig | None = None
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _checked_as_new(cls, value: Any) -> Any:
+        # A ToolSpec built in code is checked like one sent as JSON.
+        if isinstance(value, list):
+            return [t.model_dump() if isinstance(t, ToolSpec) else t for t in value]
+        return value
+
+    @model_validator(mode="after")
+    def _kind_rules(self) -> CapabilityCreate:
+        if self.kind == "classic" and (self.replay is not None or self.summary is not None):
+            raise ValueError("replay and summary apply to generative and agent capabilities")
+        if self.kind != "agent" and (self.tools or self.max_tool_steps is not None):
+            raise ValueError("tools and maxToolSteps apply to agent capabilities")
+        names = [tool.name for tool in self.tools]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"tool names must be unique: {', '.join(duplicates)}")
+        return self
+
+    @property
+    def webhook_tools(self) -> list[NewToolSpec]:
+        return [tool for tool in self.tools if tool.is_webhook]
+
+
+# -- sessions ------------------------------------------------------------------------
+
+
+class SessionCreate(ApiModel):
+    capability_id: str = Field(min_length=1, max_length=128)
+    external_ref: str = Field(min_length=1, max_length=256)
+    principal: Principal | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _limits(self) -> SessionCreate:
+        _check_principal(self.principal)
+        _check_metadata(self.metadata)
+        return self
+
+
+class SessionPatch(ApiModel):
+    """A PATCH body. principal/externalRef are accepted only to be compared: naming them
+    with a different value is refused (409), never silently dropped. The same limits as
+    at creation apply (422 first), so every door checks a field the same way."""
+
+    metadata: dict[str, Any] | None = None
+    principal: Principal | None = None
+    external_ref: str | None = Field(default=None, min_length=1, max_length=256)
+
+    @model_validator(mode="after")
+    def _limits(self) -> SessionPatch:
+        _check_principal(self.principal)
+        if self.metadata is not None:
+            _check_metadata(self.metadata)
+        return self
+
+
+MAX_PRINCIPAL_CLAIMS = 32
+MAX_CLAIM_NAME_CHARS = 64
+MAX_CLAIM_VALUE_CHARS = 1024
+MAX_METADATA_BYTES = 8 * 1024
+MAX_METADATA_DEPTH = 8
+
+
+def _check_principal(principal: Principal | None) -> None:
+    if principal is None:
+        return
+    if len(principal) > MAX_PRINCIPAL_CLAIMS:
+        raise ValueError(f"principal has at most {MAX_PRINCIPAL_CLAIMS} claims")
+    for key, value in principal.items():
+        if not 1 <= len(key) <= MAX_CLAIM_NAME_CHARS or len(value) > MAX_CLAIM_VALUE_CHARS:
+            raise ValueError(
+                f"principal claim names are 1-{MAX_CLAIM_NAME_CHARS} characters, "
+                f"values at most {MAX_CLAIM_VALUE_CHARS}"
+            )
+
+
+def _check_metadata(metadata: dict[str, Any]) -> None:
+    import json
+
+    # Depth first: it also bounds the work of serializing below.
+    if _depth(metadata) > MAX_METADATA_DEPTH:
+        raise ValueError(f"metadata is at most {MAX_METADATA_DEPTH} levels deep")
+    compact = json.dumps(metadata, separators=(",", ":"), ensure_ascii=False)
+    if len(compact.encode("utf-8", "surrogatepass")) > MAX_METADATA_BYTES:
+        raise ValueError(f"metadata is at most {MAX_METADATA_BYTES} bytes of compact JSON")
+
+
+def _depth(value: Any) -> int:
+    """Levels of nested objects and arrays (``{}`` is 1), walked without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth + 1)
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+# -- turns ---------------------------------------------------------------------------
+
+
+class TurnInput(ApiModel):
+    input: str
+    session_id: str | None = Field(default=None, max_length=128)
+
+
+class MessageInput(ApiModel):
+    input: str
+
+
+class TurnContext(ApiModel):
+    replayed_messages: int
+    replayed_chars: int
+    omitted_messages: int
+    summary_included: bool
+
+
+class Prediction(ApiModel):
+    output: str
+    withheld: bool
+    session_id: str | None
+    turn: TurnSeqs | None
+    recorded: bool
+    run_id: str | None
+    context: TurnContext | None
+
+
+class ContextView(ApiModel):
+    summary: Summary | None
+    messages: list[Message]
+    tool_digests: list[ToolDigest]
+    omitted_messages: int
+    replayed_chars: int
