@@ -558,6 +558,10 @@ REFINEMENTS = {
 
 
 def _refine(defs: dict[str, Any]) -> None:
+    # A renamed model must not silently lose its rules.
+    missing = set(REFINEMENTS) - set(defs)
+    if missing:
+        raise LookupError(f"no component schema named {sorted(missing)}")
     for name, schema in defs.items():
         _principals(schema)
         for refine in REFINEMENTS.get(name, ()):
