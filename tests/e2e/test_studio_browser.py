@@ -9,10 +9,13 @@ Screenshots land in ``tests/e2e/artifacts/`` (not committed).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -97,9 +100,11 @@ def browser() -> Iterator[Browser]:
             chromium.close()
 
 
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1360, "height": 900})
+@contextmanager
+def browser_page(browser: Browser, width: int, height: int) -> Iterator[Page]:
+    """A fresh page (its own context: no storage shared) that fails the test on any
+    uncaught error of the page's script."""
+    context = browser.new_context(viewport={"width": width, "height": height})
     context.set_default_timeout(UI_TIMEOUT_MS)
     page = context.new_page()
     page.add_init_script(RECORD_TRANSCRIPT)
@@ -121,8 +126,34 @@ def page(browser: Browser) -> Iterator[Page]:
     assert not errors, f"uncaught errors in the page: {errors}"
 
 
-def shoot(page: Page, name: str) -> None:
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    with browser_page(browser, 1360, 900) as page:
+        yield page
+
+
+# The two sizes every Studio item is checked at: a laptop and a phone.
+SIZES = {"desktop": (1280, 800), "phone": (390, 844)}
+
+
+@dataclass
+class Sized:
+    page: Page
+    size: str
+
+    def shoot(self, name: str, *, full_page: bool = True) -> None:
+        shoot(self.page, f"{name}-{self.size}", full_page=full_page)
+
+
+@pytest.fixture(params=list(SIZES))
+def sized(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Sized]:
+    width, height = SIZES[request.param]
+    with browser_page(browser, width, height) as page:
+        yield Sized(page, request.param)
+
+
+def shoot(page: Page, name: str, *, full_page: bool = True) -> None:
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=full_page)
 
 
 def open_studio(page: Page, runtime: RuntimeProcess, token: str) -> None:
@@ -292,3 +323,421 @@ def test_the_local_runtime_answers_cors_preflights_like_the_deployed_doors(
         "OPTIONS", stream, headers={**asks, "Access-Control-Request-Method": "DELETE"}
     )
     assert status == 204 and "access-control-allow-origin" not in headers
+
+
+# ---------------------------------------------------------------- each item at both sizes
+
+STREAM_ROUTE = "**/v1/capabilities/*/predict/stream"
+
+
+def load_token(page: Page, runtime: RuntimeProcess, token: str) -> None:
+    open_studio(page, runtime, token)
+    expect(page.get_by_label("Capability")).to_be_enabled()
+    expect(page.get_by_role("button", name="Send")).to_be_enabled()
+
+
+def recent(page: Page) -> Any:
+    return page.get_by_role("navigation", name="Recent conversations")
+
+
+def session_ids_opened_by(page: Page) -> list[str]:
+    """Ids of the sessions the page creates from now on (filled as their answers come)."""
+    opened: list[str] = []
+
+    def record(response: Any) -> None:
+        if response.request.method == "POST" and response.url.endswith("/v1/sessions"):
+            opened.append(json.loads(response.text())["id"])
+
+    page.on("response", record)
+    return opened
+
+
+def box(page: Page, selector: str) -> dict[str, float]:
+    """Where an element is, with the viewport's size and the page's scroll offset."""
+    return dict(
+        page.eval_on_selector(
+            selector,
+            """el => { const r = el.getBoundingClientRect();
+              return {top: r.top, bottom: r.bottom, left: r.left, right: r.right,
+                      height: innerHeight, width: innerWidth, scrollY: scrollY}; }""",
+        )
+    )
+
+
+def assert_in_view(page: Page, *selectors: str) -> None:
+    for selector in selectors:
+        where = box(page, selector)
+        assert where["top"] >= 0 and where["bottom"] <= where["height"], (selector, where)
+        assert where["left"] >= 0 and where["right"] <= where["width"], (selector, where)
+
+
+@pytest.fixture(scope="module")
+def buried_sessions(studio_runtime: RuntimeProcess) -> dict[str, Any]:
+    """In workspace "other": two older Studio conversations on cap-generative, then 22
+    newer ones on cap-agent (more than one listing page of 20), then an empty one."""
+
+    def conversation(capability: str, text: str) -> str:
+        token = studio_runtime.tokens["other"]
+        status, _, session = studio_runtime.call(
+            "POST",
+            "/v1/sessions",
+            token=token,
+            json={"capabilityId": capability, "externalRef": "studio", "principal": None},
+        )
+        assert status == 201, session
+        if text:
+            status, _, body = studio_runtime.call(
+                "POST", f"/v1/sessions/{session['id']}/messages", token=token, json={"input": text}
+            )
+            assert status == 200, body
+        return str(session["id"])
+
+    older = [conversation("cap-generative", f"older conversation {n}") for n in range(2)]
+    newer = [conversation("cap-agent", f"newer conversation {n}") for n in range(22)]
+    empty = conversation("cap-generative", "")
+    return {"older": older, "newer": newer, "empty": empty}
+
+
+def test_the_recent_list_is_per_capability_even_under_newer_sessions_of_another(
+    sized: Sized, studio_runtime: RuntimeProcess, buried_sessions: dict[str, Any]
+) -> None:
+    page = sized.page
+    load_token(page, studio_runtime, studio_runtime.tokens["other"])
+    pick(page, "cap-generative")
+
+    listed = recent(page).locator("button[data-session-id]")
+    expect(listed).to_have_count(2)
+    ids = listed.evaluate_all("nodes => nodes.map(n => n.dataset.sessionId)")
+    assert ids == buried_sessions["older"][::-1]  # newest first; the empty one left out
+    expect(recent(page)).not_to_contain_text("None yet")
+    expect(recent(page).get_by_role("button", name="2 messages")).to_have_count(2)
+    sized.shoot("studio-recent-per-capability")
+
+    pick(page, "cap-agent")
+    expect(listed).to_have_count(22)
+    assert set(listed.evaluate_all("nodes => nodes.map(n => n.dataset.sessionId)")) == set(
+        buried_sessions["newer"]
+    )
+
+    # And an older conversation reopens from the list.
+    pick(page, "cap-generative")
+    listed.first.click()
+    expect(page.get_by_role("log").locator(".msg")).to_have_count(2)
+    expect(page.get_by_role("log")).to_contain_text("older conversation 1")
+
+
+def test_the_recent_list_reads_a_bounded_number_of_pages_then_offers_older_ones(
+    sized: Sized, studio_runtime: RuntimeProcess
+) -> None:
+    page = sized.page
+    asked: list[str] = []
+
+    def listing(route: Any) -> None:
+        # 100 agent conversations a page; the generative one is on page 7.
+        query = route.request.url.split("?", 1)[1]
+        asked.append(query)
+        page_number = int(query.split("nextToken=p", 1)[1]) if "nextToken=p" in query else 1
+        sessions: list[dict[str, Any]] = [
+            {
+                "id": f"ses_p{page_number}_{n}",
+                "capabilityId": "cap-generative" if page_number == 7 and n == 0 else "cap-agent",
+                "externalRef": "studio",
+                "principal": None,
+                "metadata": {},
+                "status": "active",
+                "createdAt": "2025-01-01T00:00:00.000Z",
+                "lastActiveAt": "2025-01-01T00:00:00.000Z",
+                "messageCount": 2,
+            }
+            for n in range(100)
+        ]
+        next_token = f"p{page_number + 1}" if page_number < 20 else None
+        route.fulfill(json={"sessions": sessions, "nextToken": next_token})
+
+    page.route("**/v1/sessions?*", listing)
+    load_token(page, studio_runtime, studio_runtime.tokens["dev"])
+    assert page.get_by_label("Capability").input_value() == "cap-generative"
+
+    more = recent(page).get_by_role("button", name="Show older conversations")
+    expect(more).to_be_visible()
+    expect(recent(page)).to_contain_text("None among the newest Studio conversations.")
+    assert len(asked) == 5 and all("limit=100" in q for q in asked), asked
+    sized.shoot("studio-recent-bounded")
+
+    more.click()
+    expect(recent(page).locator("button[data-session-id]")).to_have_count(1)
+    expect(recent(page).locator('button[data-session-id="ses_p7_0"]')).to_be_visible()
+    # Pages 6 to 10: each load reads at most five, and offers to go on.
+    assert len(asked) == 10, asked
+    assert asked[-1].endswith("nextToken=p10")
+    expect(more).to_be_visible()
+    expect(recent(page)).not_to_contain_text("None")
+
+
+def test_the_message_box_starts_and_stays_in_view(
+    sized: Sized, studio_runtime: RuntimeProcess
+) -> None:
+    page = sized.page
+    load_token(page, studio_runtime, studio_runtime.tokens["dev"])
+    pick(page, "cap-generative")
+
+    assert box(page, "#message")["scrollY"] == 0  # nothing scrolled: where the page opens
+    assert_in_view(page, "#message", "#send")
+    sized.shoot("studio-message-in-view-start", full_page=False)
+
+    send_with_enter(page, "Keep me in view")
+    wait_done(page, 0)
+    send_with_enter(page, "x" * 32_001)  # an error banner above the layout
+    expect(page.get_by_role("alert")).to_contain_text("payload_too_large (413)")
+    assert_in_view(page, "#message", "#send")
+    # Nothing is wider than the screen (no sideways scrolling on a phone).
+    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
+    sized.shoot("studio-message-in-view-after-error", full_page=False)
+
+
+def test_long_unbroken_text_wraps_inside_its_bubble(
+    sized: Sized, studio_runtime: RuntimeProcess
+) -> None:
+    page = sized.page
+    url = "https://docs.example.com/a/very/long/path?" + "&".join(
+        f"key{n}=value{n}" for n in range(40)
+    )
+    load_token(page, studio_runtime, studio_runtime.tokens["dev"])
+    pick(page, "cap-generative")
+
+    send_with_enter(page, url)
+    assert url in wait_done(page, 0)
+
+    overflow = page.get_by_role("log").evaluate(
+        """log => {
+          const frame = log.getBoundingClientRect();
+          return [...log.querySelectorAll('.msg')].map(m => {
+            const r = m.getBoundingClientRect();
+            return {scroll: m.scrollWidth, client: m.clientWidth,
+                    inside: r.left >= frame.left && r.right <= frame.right};
+          }).concat([{scroll: log.scrollWidth, client: log.clientWidth, inside: true}]);
+        }"""
+    )
+    assert len(overflow) == 3
+    assert all(o["scroll"] <= o["client"] and o["inside"] for o in overflow), overflow
+    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
+    sized.shoot("studio-long-text-wraps")
+
+
+def test_network_down_says_so(sized: Sized, studio_runtime: RuntimeProcess) -> None:
+    page = sized.page
+    page.route("**/v1/**", lambda route: route.abort("internetdisconnected"))
+    open_studio(page, studio_runtime, studio_runtime.tokens["dev"])
+
+    alert = page.get_by_role("alert")
+    expect(alert).to_contain_text("Network error: cannot reach 127.0.0.1:")
+    expect(alert).to_contain_text("Check the connection")
+    assert "TypeError" not in alert.inner_text() and "Failed to fetch" not in alert.inner_text()
+    expect(recent(page)).not_to_contain_text("None yet")
+    expect(recent(page)).to_contain_text("Not loaded")
+    expect(page.get_by_role("button", name="Send")).to_be_disabled()
+    expect(page.locator("#readiness")).to_contain_text("could not be loaded")
+    sized.shoot("studio-network-down")
+
+    # Back online: Enter in the token field loads again.
+    page.unroute("**/v1/**")
+    page.get_by_label("API token").press("Enter")
+    expect(alert).to_be_hidden()
+    expect(page.get_by_role("button", name="Send")).to_be_enabled()
+
+    # The connection drops during a turn: said the same way, and the message is kept.
+    opened = session_ids_opened_by(page)
+    page.route(STREAM_ROUTE, lambda route: route.abort("internetdisconnected"))
+    pick(page, "cap-generative")
+    send_with_enter(page, "Are you there?")
+    expect(alert).to_contain_text("Network error: cannot reach 127.0.0.1:")
+    expect(answers(page).first).to_have_attribute("data-state", "error")
+    expect(page.get_by_label("Message")).to_have_value("Are you there?")
+    expect(page.locator("#session-label")).to_have_text("(new)")
+    assert len(opened) == 1
+    status, _, _ = studio_runtime.call(
+        "GET", f"/v1/sessions/{opened[0]}", token=studio_runtime.tokens["dev"]
+    )
+    assert status == 404  # the empty session the turn opened was removed
+    sized.shoot("studio-network-down-mid-turn")
+
+
+def test_a_stream_error_shows_its_code_and_request_id(
+    sized: Sized, studio_runtime: RuntimeProcess
+) -> None:
+    page = sized.page
+    error = {
+        "code": "provider_error",
+        "message": "The model provider failed.",
+        "requestId": "req-7f3a9c",
+    }
+    body = (
+        f'event: delta\ndata: {{"text":"Partial "}}\n\nevent: error\ndata: {json.dumps(error)}\n\n'
+    )
+    page.route(
+        STREAM_ROUTE,
+        lambda route: route.fulfill(status=200, content_type="text/event-stream", body=body),
+    )
+    load_token(page, studio_runtime, studio_runtime.tokens["dev"])
+    pick(page, "cap-generative")
+    opened = session_ids_opened_by(page)
+
+    send_with_enter(page, "Please fail")
+
+    alert = page.get_by_role("alert")
+    expect(alert).to_have_text(
+        "provider_error: The model provider failed. \u00b7 requestId req-7f3a9c"
+    )
+    assert "(200)" not in alert.inner_text()
+    answer = answers(page).first
+    expect(answer).to_have_attribute("data-state", "error")
+    expect(answer.locator(".note")).to_contain_text("requestId req-7f3a9c")
+    expect(answer.locator(".text")).to_have_text("Partial ")
+
+    # The failed first turn left no empty session behind, on the server or in the list.
+    expect(page.locator("#session-label")).to_have_text("(new)")
+    sized.shoot("studio-stream-error")
+    status, _, _ = studio_runtime.call(
+        "GET", f"/v1/sessions/{opened[0]}", token=studio_runtime.tokens["dev"]
+    )
+    assert status == 404
+    expect(recent(page).locator(f'button[data-session-id="{opened[0]}"]')).to_have_count(0)
+
+
+def test_a_failed_first_turn_leaves_no_empty_session(
+    sized: Sized, studio_runtime: RuntimeProcess
+) -> None:
+    page = sized.page
+    load_token(page, studio_runtime, studio_runtime.tokens["dev"])
+    pick(page, "cap-agent")
+    opened = session_ids_opened_by(page)
+
+    send_with_enter(page, "y" * 32_001)  # refused by the streaming door: 413
+    expect(page.get_by_role("alert")).to_contain_text("payload_too_large (413)")
+    expect(page.locator("#session-label")).to_have_text("(new)")
+    status, _, _ = studio_runtime.call(
+        "GET", f"/v1/sessions/{opened[0]}", token=studio_runtime.tokens["dev"]
+    )
+    assert status == 404
+    assert all(s["messageCount"] > 0 for s in studio_sessions(studio_runtime))
+
+    # The next try opens a session of its own and keeps it.
+    field = page.get_by_label("Message")
+    field.fill("Now a short one")
+    field.press("Enter")
+    wait_done(page, 1)
+    assert len(opened) == 2
+    expect(recent(page).locator(f'button[data-session-id="{opened[1]}"]')).to_have_count(1)
+    expect(page.locator("#session-label")).to_have_text(opened[1])
+    sized.shoot("studio-failed-first-turn")
+
+
+def test_send_says_what_to_do_until_a_token_and_a_capability_are_chosen(
+    sized: Sized, studio_runtime: RuntimeProcess
+) -> None:
+    page = sized.page
+    opened = session_ids_opened_by(page)
+    page.goto(f"{studio_runtime.base_url}/studio")
+    send = page.get_by_role("button", name="Send")
+    readiness = page.locator("#readiness")
+
+    expect(send).to_be_disabled()
+    expect(readiness).to_have_text(
+        "Enter your API token above, then press Enter to load its capabilities."
+    )
+    expect(page.get_by_label("Message")).to_have_attribute(
+        "aria-describedby", "readiness message-hint"
+    )
+    expect(recent(page)).to_contain_text("Enter a token and pick a capability")
+    assert_in_view(page, "#readiness")
+    send_with_enter(page, "Hello?")  # Enter in the field does not send either
+    expect(page.get_by_role("log").locator(".msg")).to_have_count(0)
+    sized.shoot("studio-not-ready-no-token")
+
+    page.get_by_label("API token").fill(studio_runtime.tokens["dev"])
+    expect(readiness).to_have_text("Press Enter in the API token field to load its capabilities.")
+    expect(send).to_be_disabled()
+
+    # A workspace without a generative or agent capability.
+    page.route(
+        "**/v1/capabilities",
+        lambda route: route.fulfill(
+            json={"capabilities": [{"id": "cap-classic", "name": "Scores", "kind": "classic"}]}
+        ),
+    )
+    page.get_by_label("API token").press("Enter")
+    expect(readiness).to_have_text(
+        "This workspace has no generative or agent capability: create one first."
+    )
+    expect(send).to_be_disabled()
+    sized.shoot("studio-not-ready-no-capability")
+
+    page.unroute("**/v1/capabilities")
+    page.get_by_label("API token").press("Enter")
+    expect(send).to_be_enabled()
+    expect(readiness).to_be_hidden()
+    assert opened == []  # nothing was sent while Send was disabled
+
+
+# WCAG relative luminance and contrast ratio of computed `rgb(...)` colours.
+STYLE_OF = """el => {
+  const behind = node => {
+    for (let n = node.parentElement; n; n = n.parentElement) {
+      const c = getComputedStyle(n).backgroundColor;
+      if (c !== "transparent" && !/^rgba\\(.*,\\s*0\\)$/.test(c)) return c;
+    }
+    return "rgb(255, 255, 255)";
+  };
+  const s = getComputedStyle(el);
+  return {id: el.id, focusVisible: el.matches(":focus-visible"),
+          outline: s.outlineColor, outlineStyle: s.outlineStyle, outlineWidth: s.outlineWidth,
+          border: s.borderTopColor, borderStyle: s.borderTopStyle,
+          own: s.backgroundColor, behind: behind(el)};
+}"""
+
+
+def luminance(css: str) -> float:
+    parts = css[css.index("(") + 1 : css.index(")")].replace("/", ",").split(",")
+    red, green, blue = (float(p) / 255 for p in parts[:3])
+    assert len(parts) == 3 or float(parts[3]) == 1, f"not opaque: {css}"
+
+    def linear(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    return 0.2126 * linear(red) + 0.7152 * linear(green) + 0.0722 * linear(blue)
+
+
+def contrast(a: str, b: str) -> float:
+    light, dark = sorted((luminance(a), luminance(b)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def test_the_focus_ring_and_field_borders_reach_3_to_1(
+    sized: Sized, studio_runtime: RuntimeProcess
+) -> None:
+    page = sized.page
+    load_token(page, studio_runtime, studio_runtime.tokens["dev"])
+    pick(page, "cap-generative")
+
+    # Field borders against the field and against what is around it.
+    for field in ("#token", "#capability", "#message"):
+        style = page.eval_on_selector(field, STYLE_OF)
+        assert style["borderStyle"] == "solid"
+        for background in (style["own"], style["behind"]):
+            assert contrast(style["border"], background) >= 3, (field, style)
+
+    # The focus ring of every control reached by Tab, against what is behind it.
+    page.get_by_label("API token").focus()
+    seen: dict[str, float] = {}
+    for _ in range(12):
+        page.keyboard.press("Tab")
+        style = page.evaluate(f"({STYLE_OF})(document.activeElement)")
+        if not style["id"] or style["id"] in seen:
+            continue
+        assert style["focusVisible"] and style["outlineStyle"] == "solid", style
+        assert float(style["outlineWidth"].removesuffix("px")) >= 2, style
+        seen[style["id"]] = contrast(style["outline"], style["behind"])
+        if style["id"] == "message":
+            sized.shoot("studio-focus-ring", full_page=False)
+    assert {"capability", "new-conversation", "transcript", "message", "send"} <= set(seen)
+    assert min(seen.values()) >= 3, seen

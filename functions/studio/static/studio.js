@@ -8,6 +8,13 @@
   const CONVERSATIONAL = new Set(["generative", "agent"]);
   const MAX_MESSAGE_PAGES = 20;
   const PREVIEW_CHARS = 600;
+  // The recent list. GET /v1/sessions lists one end user's sessions ("studio") across
+  // every capability, newest first, so the page reads pages of them until it has found
+  // RECENT_PER_CAPABILITY of the chosen capability, at most SESSION_PAGES_PER_LOAD pages
+  // of SESSION_PAGE_SIZE per load; "Show older" continues from where it stopped.
+  const RECENT_PER_CAPABILITY = 20;
+  const SESSION_PAGE_SIZE = 100;
+  const SESSION_PAGES_PER_LOAD = 5;
 
   const $ = (id) => document.getElementById(id);
   const ui = {
@@ -16,11 +23,13 @@
     newConversation: $("new-conversation"),
     sessions: $("sessions"),
     sessionsEmpty: $("sessions-empty"),
+    sessionsMore: $("sessions-more"),
     sessionLabel: $("session-label"),
     transcript: $("transcript"),
     composer: $("composer"),
     message: $("message"),
     send: $("send"),
+    readiness: $("readiness"),
     status: $("status"),
     error: $("error"),
     context: $("context"),
@@ -32,13 +41,35 @@
   const injected = document.querySelector('meta[name="convo-stream-base"]');
   const streamBase = ((injected && injected.content.trim()) || apiBase).replace(/\/+$/, "");
 
-  const state = { capabilities: [], sessionId: null, busy: false, generation: 0, loadedToken: null };
+  const state = {
+    capabilities: [],
+    sessionId: null,
+    busy: false,
+    generation: 0,
+    loadedToken: null,
+    // "idle" (no token loaded), "loading", "loaded" or "failed": what Send waits for.
+    capabilitiesState: "idle",
+    // The recent list of the chosen capability: where the next page starts, how many
+    // were found, and a counter that drops the answers of an older load.
+    listing: { capabilityId: null, nextToken: null, found: 0, load: 0 },
+  };
 
+  // An error answer of the service. `status` is null for an `event: error` of a stream
+  // (its HTTP status was 200 and says nothing about the error).
   class ApiError extends Error {
-    constructor(status, code, message) {
+    constructor(status, code, message, requestId) {
       super(message);
       this.status = status;
       this.code = code;
+      this.requestId = requestId || null;
+    }
+  }
+
+  // No answer arrived at all: the network, DNS, CORS or the service being down.
+  class NetworkError extends Error {
+    constructor(url) {
+      super(`cannot reach ${new URL(url).host}`);
+      this.code = "network_error";
     }
   }
 
@@ -65,12 +96,23 @@
 
   // ------------------------------------------------------------------ feedback
 
+  // One line for an error: its code, the HTTP status when there was one, the message and
+  // the requestId that support can find the logs by.
+  function describe(err) {
+    if (err instanceof NetworkError) {
+      return `Network error: ${err.message}. Check the connection (or that the service is running), then try again.`;
+    }
+    if (err instanceof ApiError) {
+      const status = err.status ? ` (${err.status})` : "";
+      const message = err.message ? `: ${err.message}` : "";
+      const requestId = err.requestId ? ` \u00b7 requestId ${err.requestId}` : "";
+      return `${err.code}${status}${message}${requestId}`;
+    }
+    return String((err && err.message) || err);
+  }
+
   function showError(err) {
-    let text;
-    if (err instanceof ApiError) text = `${err.code} (${err.status}): ${err.message}`;
-    else if (err instanceof TypeError) text = `network_error: ${err.message || "the request failed"}`;
-    else text = String((err && err.message) || err);
-    ui.error.textContent = text;
+    ui.error.textContent = describe(err);
     ui.error.hidden = false;
   }
 
@@ -88,6 +130,25 @@
     ui.transcript.setAttribute("aria-busy", busy ? "true" : "false");
     // aria-disabled keeps the button focusable, so keyboard focus is never lost.
     ui.send.setAttribute("aria-disabled", busy ? "true" : "false");
+  }
+
+  // What is missing before a turn can be sent, in words; "" when Send can be used.
+  function missingStep() {
+    if (!token()) return "Enter your API token above, then press Enter to load its capabilities.";
+    if (token() !== state.loadedToken) return "Press Enter in the API token field to load its capabilities.";
+    if (state.capabilitiesState === "loading") return "Loading the capabilities\u2026";
+    if (state.capabilitiesState === "failed") return "The capabilities could not be loaded: see the message above, then press Enter in the API token field to try again.";
+    if (!state.capabilities.length) return "This workspace has no generative or agent capability: create one first.";
+    if (!selectedCapability()) return "Pick a capability above.";
+    return "";
+  }
+
+  // Send is disabled (and says why) until a token is loaded and a capability chosen.
+  function updateReadiness() {
+    const missing = missingStep();
+    ui.send.disabled = Boolean(missing);
+    ui.readiness.textContent = missing;
+    ui.readiness.hidden = !missing;
   }
 
   function el(tag, props, ...children) {
@@ -134,8 +195,22 @@
       // Not JSON: fall through to a generic error.
     }
     const error = body && body.error;
-    if (error && error.code) return new ApiError(response.status, error.code, error.message || "");
-    return new ApiError(response.status, "http_error", `HTTP ${response.status}`);
+    // API Gateway's own id when the body has none (readable only if CORS exposes it).
+    const headerId = response.headers.get("apigw-requestid") || response.headers.get("x-amzn-requestid");
+    if (error && error.code) {
+      return new ApiError(response.status, error.code, error.message || "", error.requestId || headerId);
+    }
+    return new ApiError(response.status, "http_error", `HTTP ${response.status}`, headerId);
+  }
+
+  // fetch, with "no answer at all" told apart from an error answer.
+  async function request(url, init) {
+    try {
+      return await fetch(url, init);
+    } catch (err) {
+      if (err && err.name === "AbortError") throw err;
+      throw new NetworkError(url);
+    }
   }
 
   async function api(method, path, body) {
@@ -146,7 +221,7 @@
       headers["content-type"] = "application/json";
       init.body = JSON.stringify(body);
     }
-    const response = await fetch(apiBase + path, init);
+    const response = await request(apiBase + path, init);
     if (!response.ok) throw await errorFrom(response);
     return response.status === 204 ? null : response.json();
   }
@@ -216,7 +291,7 @@
   // Sends one turn through the streaming door; resolves with the Prediction of `done`.
   async function streamTurn(capabilityId, input, sessionId, bubble) {
     const url = `${streamBase}/v1/capabilities/${encodeURIComponent(capabilityId)}/predict/stream`;
-    const response = await fetch(url, {
+    const response = await request(url, {
       method: "POST",
       headers: {
         authorization: `Bearer ${token()}`,
@@ -228,14 +303,20 @@
       credentials: "omit",
     });
     if (!response.ok) throw await errorFrom(response);
-    if (!response.body) throw new ApiError(0, "stream_unsupported", "this browser cannot read streams");
+    if (!response.body) throw new ApiError(null, "stream_unsupported", "this browser cannot read streams");
 
     const reader = response.body.getReader();
     const decoder = new TextDecoder();
     let buffer = "";
     let outcome = null;
     for (;;) {
-      const { value, done } = await reader.read();
+      let chunk;
+      try {
+        chunk = await reader.read();
+      } catch {
+        throw new NetworkError(url); // the connection dropped mid-stream
+      }
+      const { value, done } = chunk;
       buffer += decoder.decode(value || new Uint8Array(0), { stream: !done });
       // Normalise line ends, keeping a trailing "\r" whose "\n" may be in the next chunk.
       const tail = !done && buffer.endsWith("\r") ? "\r" : "";
@@ -254,13 +335,15 @@
           outcome = { prediction: event.data };
         } else if (event.name === "error") {
           const error = (event.data && event.data.error) || event.data || {};
-          outcome = { error: new ApiError(200, error.code || "stream_error", error.message || "") };
+          outcome = {
+            error: new ApiError(null, error.code || "stream_error", error.message || "", error.requestId),
+          };
         }
       }
       if (outcome !== null || done) break;
     }
     if (outcome !== null) reader.cancel().catch(() => {});
-    if (outcome === null) throw new ApiError(0, "stream_interrupted", "the stream ended before its answer was done");
+    if (outcome === null) throw new ApiError(null, "stream_interrupted", "the stream ended before its answer was done");
     if (outcome.error) throw outcome.error;
     return outcome.prediction;
   }
@@ -372,29 +455,36 @@
     clearError();
     storeToken(token());
     state.loadedToken = token();
+    state.capabilities = [];
     if (!token()) {
-      state.capabilities = [];
+      state.capabilitiesState = "idle";
       ui.capability.replaceChildren(el("option", { value: "", text: "Enter a token first" }));
       ui.capability.disabled = true;
+      await capabilityChanged();
       return;
     }
+    state.capabilitiesState = "loading";
+    updateReadiness();
     setStatus("Loading capabilities\u2026");
     const previous = ui.capability.value;
     try {
       const body = await api("GET", "/v1/capabilities");
       state.capabilities = (body.capabilities || []).filter((cap) => CONVERSATIONAL.has(cap.kind));
+      state.capabilitiesState = "loaded";
     } catch (err) {
-      state.capabilities = [];
+      state.capabilitiesState = "failed";
       ui.capability.replaceChildren(el("option", { value: "", text: "No capabilities loaded" }));
       ui.capability.disabled = true;
       setStatus("");
       showError(err);
+      await capabilityChanged();
       return;
     }
     if (!state.capabilities.length) {
       ui.capability.replaceChildren(el("option", { value: "", text: "No generative or agent capability" }));
       ui.capability.disabled = true;
       setStatus("This workspace has no generative or agent capability.");
+      await capabilityChanged();
       return;
     }
     ui.capability.replaceChildren(
@@ -410,7 +500,8 @@
 
   async function capabilityChanged() {
     startNewConversation();
-    await loadSessions();
+    updateReadiness();
+    await loadSessions().catch(showError);
   }
 
   // ------------------------------------------------------------------ sessions
@@ -437,31 +528,83 @@
     ui.sessionLabel.textContent = state.sessionId ? state.sessionId : "(new)";
   }
 
-  async function loadSessions() {
+  function sessionButton(session) {
+    const label = `${when(session.createdAt)} \u00b7 ${session.messageCount} messages${
+      session.status === "archived" ? " \u00b7 archived" : ""
+    }`;
+    const button = el("button", { type: "button", "data-session-id": session.id, text: label });
+    button.addEventListener("click", () => openSession(session).catch(showError));
+    return el("li", {}, button);
+  }
+
+  function sessionsNote(text) {
+    ui.sessionsEmpty.textContent = text;
+    ui.sessionsEmpty.hidden = !text;
+  }
+
+  // (Re)loads the recent list of the chosen capability; `more` continues it with older
+  // sessions. Empty sessions (no turn recorded) are left out: there is nothing to reopen.
+  async function loadSessions(more = false) {
     const cap = selectedCapability();
-    if (!cap) {
+    const listing = state.listing;
+    listing.load += 1;
+    const load = listing.load;
+    ui.sessionsMore.hidden = true;
+    if (!more || !cap || listing.capabilityId !== cap.id) {
+      more = false;
       ui.sessions.replaceChildren();
-      ui.sessionsEmpty.hidden = false;
+      listing.capabilityId = cap ? cap.id : null;
+      listing.nextToken = null;
+      listing.found = 0;
+    }
+    if (!cap) {
+      sessionsNote(
+        state.capabilitiesState === "failed"
+          ? "Not loaded: the capabilities could not be loaded."
+          : "Enter a token and pick a capability to see its conversations.",
+      );
       return;
     }
-    let sessions = [];
+    sessionsNote(more ? "" : "Loading\u2026");
+    const wanted = listing.found + RECENT_PER_CAPABILITY;
+    const found = [];
+    let nextToken = listing.nextToken;
     try {
-      const body = await api("GET", `/v1/sessions?externalRef=${encodeURIComponent(EXTERNAL_REF)}&limit=20`);
-      sessions = (body.sessions || []).filter((session) => session.capabilityId === cap.id);
-    } catch (err) {
-      showError(err);
-    }
-    ui.sessions.replaceChildren(
-      ...sessions.map((session) => {
-        const label = `${when(session.createdAt)} \u00b7 ${session.messageCount} messages${
-          session.status === "archived" ? " \u00b7 archived" : ""
+      for (let page = 0; page < SESSION_PAGES_PER_LOAD && listing.found + found.length < wanted; page += 1) {
+        const query = `externalRef=${encodeURIComponent(EXTERNAL_REF)}&limit=${SESSION_PAGE_SIZE}${
+          nextToken ? `&nextToken=${encodeURIComponent(nextToken)}` : ""
         }`;
-        const button = el("button", { type: "button", "data-session-id": session.id, text: label });
-        button.addEventListener("click", () => openSession(session).catch(showError));
-        return el("li", {}, button);
-      }),
-    );
-    ui.sessionsEmpty.hidden = sessions.length > 0;
+        const body = await api("GET", `/v1/sessions?${query}`);
+        if (load !== listing.load) return;
+        for (const session of body.sessions || []) {
+          if (session.capabilityId === cap.id && session.messageCount > 0) found.push(session);
+        }
+        nextToken = body.nextToken || null;
+        if (!nextToken) break;
+      }
+    } catch (err) {
+      if (load !== listing.load) return;
+      sessionsNote(`Could not load the conversations (${err.code || "error"}).`);
+      ui.sessionsMore.textContent = "Try again";
+      ui.sessionsMore.dataset.action = more ? "more" : "reload";
+      ui.sessionsMore.hidden = false;
+      throw err;
+    }
+    ui.sessions.append(...found.map(sessionButton));
+    listing.found += found.length;
+    listing.nextToken = nextToken;
+    if (!listing.found) {
+      sessionsNote(
+        nextToken ? "None among the newest Studio conversations." : "None yet for this capability.",
+      );
+    } else {
+      sessionsNote("");
+    }
+    if (nextToken) {
+      ui.sessionsMore.textContent = "Show older conversations";
+      ui.sessionsMore.dataset.action = "more";
+      ui.sessionsMore.hidden = false;
+    }
     markCurrentSession();
   }
 
@@ -506,8 +649,10 @@
       return;
     }
     const cap = selectedCapability();
-    if (!token() || !cap) {
-      showError(new ApiError(400, "not_ready", "enter an API token and pick a capability first"));
+    const missing = missingStep();
+    if (missing || !cap) {
+      updateReadiness();
+      setStatus(missing);
       return;
     }
     clearError();
@@ -515,6 +660,7 @@
     const generation = state.generation;
     let bubble = null;
     let prediction = null;
+    let opened = null; // the session this send opened, if it did
     try {
       if (!state.sessionId) {
         const session = await api("POST", "/v1/sessions", {
@@ -524,6 +670,7 @@
         });
         if (generation !== state.generation) return;
         state.sessionId = session.id;
+        opened = session.id;
         markCurrentSession();
       }
       const sessionId = state.sessionId;
@@ -542,11 +689,12 @@
     } catch (err) {
       if (bubble) {
         bubble.dataset.state = "error";
-        addNote(bubble, err instanceof ApiError ? `${err.code}: ${err.message}` : String(err));
+        addNote(bubble, describe(err));
       }
       if (!ui.message.value) ui.message.value = input;
       setStatus("The turn failed.");
       showError(err);
+      if (opened && generation === state.generation) await discardIfEmpty(opened);
     } finally {
       if (generation === state.generation) setBusy(false);
     }
@@ -559,12 +707,31 @@
     }
   }
 
+  // A first turn that failed leaves its new session empty: delete it, so that no empty
+  // conversation is left behind, unless the turn was recorded after all (the connection
+  // dropped after the service had answered). When the service cannot be reached, the
+  // session is kept for the next try (and empty sessions are not listed anyway).
+  async function discardIfEmpty(sessionId) {
+    try {
+      const session = await api("GET", `/v1/sessions/${encodeURIComponent(sessionId)}`);
+      if (session.messageCount > 0) return;
+      await api("DELETE", `/v1/sessions/${encodeURIComponent(sessionId)}`);
+    } catch (err) {
+      if (!(err instanceof ApiError && err.status === 404)) return;
+    }
+    if (state.sessionId === sessionId) {
+      state.sessionId = null;
+      markCurrentSession();
+    }
+  }
+
   // ------------------------------------------------------------------ wiring
 
   // Enter (re)loads; leaving the field loads only a token not loaded yet.
   ui.token.addEventListener("change", () => {
     if (token() !== state.loadedToken) loadCapabilities();
   });
+  ui.token.addEventListener("input", () => updateReadiness());
   ui.token.addEventListener("keydown", (event) => {
     if (event.key === "Enter") {
       event.preventDefault();
@@ -582,6 +749,10 @@
     setStatus("New conversation.");
     ui.message.focus();
   });
+  ui.sessionsMore.addEventListener("click", () => {
+    clearError();
+    loadSessions(ui.sessionsMore.dataset.action === "more").catch(showError);
+  });
   ui.composer.addEventListener("submit", (event) => {
     event.preventDefault();
     sendMessage();
@@ -598,5 +769,8 @@
   if (saved) {
     ui.token.value = saved;
     loadCapabilities();
+  } else {
+    updateReadiness();
+    loadSessions().catch(showError);
   }
 })();

@@ -14,6 +14,7 @@ contract in step).
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
@@ -23,7 +24,9 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import models_json_schema
 
 from convo_memory import api_models as api
+from convo_memory import input_gate
 from convo_memory.domain import models as m
+from convo_memory.ports import ToolStatus
 
 API_VERSION = "2.0.0"
 REF = "#/components/schemas/{model}"
@@ -96,6 +99,15 @@ class ErrorDetail(_Wire):
 
 class ErrorBody(_Wire):
     error: ErrorDetail
+
+
+class StreamDelta(_Wire):
+    text: str = Field(description="The next piece of the answer, in order.")
+
+
+class StreamTool(_Wire):
+    name: str = Field(description="The tool the agent called.")
+    status: ToolStatus
 
 
 # -- the routes --------------------------------------------------------------------------
@@ -275,7 +287,7 @@ def _parameters(op: Operation) -> list[dict[str, Any]]:
                 "name": "Idempotency-Key",
                 "in": "header",
                 "required": False,
-                "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+                "schema": {"type": "string", "pattern": f"^{input_gate.IDEMPOTENCY_KEY.pattern}$"},
                 "description": "A retry with the same key and body returns the first "
                 "response and records nothing new.",
             }
@@ -286,12 +298,7 @@ def _parameters(op: Operation) -> list[dict[str, Any]]:
 def _operation(op: Operation) -> dict[str, Any]:
     success: dict[str, Any] = {"description": op.summary}
     if op.stream:
-        success["content"] = {
-            "text/event-stream": {
-                "schema": {"type": "string"},
-                "example": 'event: delta\ndata: {"text":"Hi"}\n\nevent: done\ndata: {...}\n\n',
-            }
-        }
+        success["content"] = {"text/event-stream": _event_stream()}
     elif op.response is not None:
         success["content"] = {
             "application/json": {"schema": {"$ref": REF.format(model=_name(op.response, "o"))}}
@@ -327,6 +334,243 @@ def _operation(op: Operation) -> dict[str, Any]:
     return document
 
 
+def _event(name: str, model: str, description: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "description": description,
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"const": name},
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {"$ref": REF.format(model=model)},
+            },
+        },
+    }
+
+
+def _event_stream() -> dict[str, Any]:
+    """The streaming door's events. Before OpenAPI 3.2 (``itemSchema``), the ``schema``
+    of a ``text/event-stream`` describes one event, as its fields (``event``, ``data``)
+    with ``data`` a JSON text: what Schemathesis and OpenAPI 3.2 tooling check."""
+    return {
+        "schema": {
+            "description": "One event of the stream: zero or more `delta` (and `tool` on an "
+            "agent turn), then one `done` carrying the Prediction or one `error`.",
+            "oneOf": [
+                _event("delta", _name(StreamDelta, "o"), "The next piece of the answer."),
+                _event("tool", _name(StreamTool, "o"), "An agent's tool call (before its answer)."),
+                _event(
+                    "done", _name(api.Prediction, "o"), "The turn's Prediction; the last event."
+                ),
+                _event(
+                    "error",
+                    "ErrorDetail",
+                    "The turn failed after the stream began "
+                    "(the error object: code, message, requestId on 5xx); the last event.",
+                ),
+            ],
+        },
+        "example": 'event: delta\ndata: {"text":"Hi"}\n\nevent: done\ndata: {...}\n\n',
+    }
+
+
+# -- what the server enforces beyond the models' own JSON Schemas ------------------------
+# Each rule below mirrors a check made after pydantic's (in a validator, the input gate or
+# a service) with the same constants, so that a request valid by the document is accepted.
+
+
+@cache
+def not_only_whitespace() -> str:
+    """A pattern found in any text that holds a character ``str.strip`` keeps (an input
+    of whitespace only is refused as empty), written for ECMA-262 and Python alike.
+    Every Unicode whitespace character is in the Basic Multilingual Plane."""
+    spaces = (code for code in range(0x10000) if chr(code).isspace())
+    return "[^" + "".join(f"\\u{code:04x}" for code in spaces) + "]"
+
+
+PRINCIPAL: dict[str, Any] = {
+    "type": "object",
+    "description": "String claims of the end user (for example tenant_id, user_id), stamped "
+    "once when the session is opened.",
+    "maxProperties": api.MAX_PRINCIPAL_CLAIMS,
+    "propertyNames": {"minLength": 1, "maxLength": api.MAX_CLAIM_NAME_CHARS},
+    "additionalProperties": {"type": "string", "maxLength": api.MAX_CLAIM_VALUE_CHARS},
+}
+
+
+def _turn_input(schema: dict[str, Any]) -> None:
+    schema["properties"]["input"].update(
+        minLength=1,
+        pattern=not_only_whitespace(),
+        description="What the end user said: not empty nor only whitespace. Over the "
+        "deployment's MaxInputChars (default 32,000) characters or 200 KiB of UTF-8: 413.",
+    )
+
+
+def _principals(schema: dict[str, Any]) -> None:
+    principal = schema.get("properties", {}).get("principal")
+    if principal is None:
+        return
+    for branch in principal.get("anyOf", [principal]):
+        if branch.get("type") == "object":
+            branch.clear()
+            branch.update(copy.deepcopy(PRINCIPAL))
+
+
+def _session_patch(schema: dict[str, Any]) -> None:
+    # Metadata is replaced as a whole: null is refused (omit it to change nothing).
+    metadata = schema["properties"]["metadata"]
+    metadata.pop("anyOf")
+    metadata.pop("default", None)
+    metadata.update(type="object", additionalProperties=True)
+
+
+def _capability_kinds(schema: dict[str, Any]) -> None:
+    """A classic capability has no replay nor summary; only an agent has tools."""
+
+    def when_kind(kinds: list[str], then: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "if": {"properties": {"kind": {"enum": kinds}}, "required": ["kind"]},
+            "then": {"properties": then},
+        }
+
+    schema["allOf"] = [
+        when_kind(["classic"], {"replay": {"type": "null"}, "summary": {"type": "null"}}),
+        when_kind(
+            ["generative", "classic"],
+            {"tools": {"maxItems": 0}, "maxToolSteps": {"type": "null"}},
+        ),
+    ]
+
+
+# A webhook's URL as ``check_tool_url_syntax`` takes it, in ASCII (RFC 3986): http(s), a
+# host, an optional port, no credentials, no fragment, no whitespace or control character.
+TOOL_URL = (
+    r"^https?://([!$&'()*+,;=A-Za-z0-9._~%-]+|\[[0-9A-Fa-f:.]+\])"
+    r"(:(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}))?"
+    r"([/?][!\x22\x24-\x7e]*)?$"
+)
+
+
+def _new_tool(schema: dict[str, Any]) -> None:
+    """A built-in tool by name alone, or a webhook with url and an object inputSchema."""
+    properties = schema.pop("properties")
+    # Each branch closes its own object: at this level additionalProperties would forbid all.
+    schema.pop("required", None)
+    schema.pop("additionalProperties", None)
+    builtin = sorted(api.BUILTIN_TOOL_NAMES)
+    schema["oneOf"] = [
+        {
+            "title": "Built-in tool",
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["name"],
+            "properties": {
+                "name": {"enum": builtin},
+                "description": properties["description"],
+                "inputSchema": {"type": "null"},
+                "url": {"type": "null"},
+            },
+        },
+        {
+            "title": "Webhook tool",
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["name", "inputSchema", "url"],
+            "properties": {
+                "name": {**properties["name"], "not": {"enum": builtin}},
+                "description": properties["description"],
+                "inputSchema": {
+                    "type": "object",
+                    "description": "A JSON Schema of an object (at most "
+                    f"{api.MAX_INPUT_SCHEMA_DEPTH} levels and "
+                    f"{api.MAX_INPUT_SCHEMA_BYTES} bytes of compact JSON).",
+                    "required": ["type"],
+                    "properties": {
+                        "type": {"const": "object"},
+                        "properties": {
+                            "type": "object",
+                            "additionalProperties": {"type": "object"},
+                        },
+                        "required": {"type": "array", "items": {"type": "string"}},
+                    },
+                },
+                "url": {
+                    "type": "string",
+                    "maxLength": m.MAX_TOOL_URL_CHARS,
+                    "pattern": TOOL_URL,
+                    "description": "https, resolving to public addresses (checked at creation "
+                    "and at each call), unless the operator allows its host.",
+                },
+            },
+        },
+    ]
+
+
+def _provider(schema: dict[str, Any]) -> None:
+    # ``{type: "embedded"}`` is shorthand for ``{connection: "embedded"}``.
+    schema["properties"]["type"] = {
+        "const": "embedded",
+        "description": "Shorthand for connection: embedded.",
+    }
+    schema["allOf"] = [
+        {
+            "if": {"required": ["type"]},
+            "then": {"properties": {"connection": {"const": "embedded"}}},
+        }
+    ]
+    schema["properties"]["connection"]["description"] = (
+        "One of the deployment's connections (GET /v1/providers)."
+    )
+    schema["properties"]["modelId"]["description"] = (
+        "A model the connection's models globs match; none for embedded."
+    )
+
+
+def _replay_floor(schema: dict[str, Any]) -> None:
+    schema["description"] = "minMessages must not exceed maxMessages."
+
+
+def _content_filter(schema: dict[str, Any]) -> None:
+    schema["allOf"] = [
+        {
+            "if": {"properties": {"type": {"const": "bedrock-guardrail"}}, "required": ["type"]},
+            "then": {
+                "required": ["guardrailId", "guardrailVersion"],
+                "properties": {
+                    "guardrailId": {"type": "string", "minLength": 1},
+                    "guardrailVersion": {"type": "string", "minLength": 1},
+                },
+            },
+        }
+    ]
+
+
+REFINEMENTS = {
+    "TurnInput": (_turn_input,),
+    "MessageInput": (_turn_input,),
+    "SessionPatch": (_session_patch,),
+    "CapabilityCreate": (_capability_kinds,),
+    "ReplayPolicy": (_replay_floor,),
+    "ContentFilterConfig": (_content_filter,),
+    "NewToolSpec": (_new_tool,),
+    "ProviderConfig": (_provider,),
+}
+
+
+def _refine(defs: dict[str, Any]) -> None:
+    # A renamed model must not silently lose its rules.
+    missing = set(REFINEMENTS) - set(defs)
+    if missing:
+        raise LookupError(f"no component schema named {sorted(missing)}")
+    for name, schema in defs.items():
+        _principals(schema)
+        for refine in REFINEMENTS.get(name, ()):
+            refine(schema)
+
+
 _NAMES: dict[tuple[type[BaseModel], str], str] = {}
 
 
@@ -337,7 +581,8 @@ def _name(model: type[BaseModel], mode: str) -> str:
 @cache
 def _components() -> dict[str, Any]:
     inputs = {op.body for op in OPERATIONS if op.body is not None}
-    outputs = {op.response for op in OPERATIONS if op.response is not None} | {ErrorBody}
+    outputs = {op.response for op in OPERATIONS if op.response is not None}
+    outputs |= {ErrorBody, StreamDelta, StreamTool}
     pairs: list[tuple[type[BaseModel], Literal["validation", "serialization"]]] = [
         *((model, "validation") for model in sorted(inputs, key=lambda c: c.__name__)),
         *((model, "serialization") for model in sorted(outputs, key=lambda c: c.__name__)),
@@ -347,6 +592,7 @@ def _components() -> dict[str, Any]:
         assert isinstance(model, type) and issubclass(model, BaseModel)
         _NAMES[(model, "i" if mode == "validation" else "o")] = ref["$ref"].rsplit("/", 1)[-1]
     defs: dict[str, Any] = schema.get("$defs", {})
+    _refine(defs)
     return defs
 
 
