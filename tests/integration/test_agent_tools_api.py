@@ -17,13 +17,13 @@ from tests.support.agent_api import (
     create_agent,
     message,
     open_session,
-    parse_sse,
     predict,
     run_retention,
     stream_url_door,
     webhook_tool,
 )
 from tests.support.inprocess_api import InProcessApi, inprocess_stack
+from tests.support.sse import parse_sse
 
 PRINCIPAL = {"tenant_id": "store-a", "user_id": "u_913"}
 ETA_RESULT = "Order 12345 left the depot with ParcelCo; estimated delivery 2025-06-14."

@@ -14,9 +14,8 @@ from typing import Any
 import pytest
 
 from functions.stream.app import StreamDoor
-from tests.integration.conftest import Tenant
-from tests.integration.test_turns_api import open_session
 from tests.support.inprocess_api import InProcessApi
+from tests.support.tenants import Tenant, open_session
 
 END_USER = "customer-4471"
 

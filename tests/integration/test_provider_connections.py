@@ -15,8 +15,8 @@ import pytest
 from moto import mock_aws
 
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.integration.conftest import Tenant
 from tests.support.inprocess_api import REGION, InProcessApi, inprocess_stack, new_workspace
+from tests.support.tenants import Tenant
 
 PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 ENV_KEY = "sk-env-0123456789abcdef"

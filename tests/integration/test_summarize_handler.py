@@ -19,8 +19,8 @@ import pytest
 
 from convo_memory.adapters.summarizers import EmbeddedSummarizer
 from convo_memory.domain.models import Summary
-from tests.integration.conftest import Tenant
 from tests.support.inprocess_api import InProcessApi, inprocess_stack, new_workspace
+from tests.support.tenants import Tenant
 
 SAMPLE_EVENT = Path(__file__).resolve().parents[2] / "events" / "summarize_sqs.json"
 # The newest 4 messages are replayed; the budget never binds.

@@ -15,9 +15,8 @@ import pytest
 from convo_memory.services.answering import CUT_OFF_MARK, NO_ANSWER_IN_TIME
 from convo_memory.stream_door import StreamDoor
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.integration.conftest import Tenant
-from tests.integration.test_turns_api import open_session, transcript
 from tests.support.inprocess_api import InProcessApi, inprocess_stack, new_workspace
+from tests.support.tenants import Tenant, open_session, transcript
 
 
 @dataclass

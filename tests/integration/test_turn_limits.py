@@ -15,9 +15,9 @@ from convo_memory.adapters.dynamo.turn_limiter import COUNTER_TTL_SECONDS, count
 from convo_memory.ports import NoTurnLimit
 from convo_memory.stream_door import StreamDoor
 from tests.fakes.adapters import FakeClock, FakeMetrics
-from tests.integration.conftest import Tenant
 from tests.support.faults import dynamodb_error, inject
 from tests.support.inprocess_api import ApiResponse, InProcessApi, inprocess_stack, new_workspace
+from tests.support.tenants import Tenant
 
 LIMIT = 3
 

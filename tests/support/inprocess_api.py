@@ -5,15 +5,17 @@ authorizer, without sockets. Used by the integration tests and the benchmark."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 from urllib.parse import urlencode
 
 import boto3
-from moto import mock_aws
+import botocore.session
 
 from convo_memory.bootstrap import Container, build_container, set_container
 from convo_memory.config import Settings
@@ -33,8 +35,8 @@ from local_runtime.http_gateway import (
     match_route,
 )
 from local_runtime.runtime import read_topology
+from tests.support.fake_aws import REGION, environment, fake_aws
 
-REGION = "us-east-1"
 IN_PROCESS_TURNS_PER_SECOND = "1000"
 
 
@@ -124,45 +126,112 @@ def serialized(client: Any) -> Any:
     return client
 
 
+# Settable queue attributes, to create a stack's queue again as the template made it.
+_QUEUE_SETTINGS = (
+    "DelaySeconds",
+    "MaximumMessageSize",
+    "MessageRetentionPeriod",
+    "ReceiveMessageWaitTimeSeconds",
+    "VisibilityTimeout",
+    "RedrivePolicy",
+    "RedriveAllowPolicy",
+    "SqsManagedSseEnabled",
+    "KmsMasterKeyId",
+    "KmsDataKeyReusePeriodSeconds",
+)
+
+
+@dataclass
+class AwsBackend:
+    """The template's tables, queues and keys in moto, and the functions' environment."""
+
+    resources: LocalResources
+    env: dict[str, str]
+    queue_settings: dict[str, dict[str, str]]
+
+    def empty_queues(self) -> None:
+        """Every queue deleted and created again, empty, with its settings (SQS allows
+        one purge a minute, and a delayed message cannot be received to delete it)."""
+        sqs = boto3.client("sqs", region_name=REGION)
+        for url in self.resources.queue_urls.values():
+            sqs.delete_queue(QueueUrl=url)
+        # Dead-letter queues first: a queue's redrive policy names one.
+        for logical_id, url in sorted(
+            self.resources.queue_urls.items(),
+            key=lambda item: "RedrivePolicy" in self.queue_settings[item[0]],
+        ):
+            name = url.rsplit("/", 1)[1]
+            sqs.create_queue(QueueName=name, Attributes=self.queue_settings[logical_id])  # type: ignore[arg-type]
+
+
+@contextmanager
+def aws_backend(env: dict[str, str] | None = None) -> Iterator[AwsBackend]:
+    """moto with template.yaml's resources, and the environment the functions run with
+    (the template's, plus ``env``) in ``os.environ``; both gone afterwards. A module of
+    tests can share one (tests/integration/conftest.py), each test served by a container
+    of its own (``serving``)."""
+    with (
+        fake_aws(REGION),
+        environment(
+            {
+                "POWERTOOLS_METRICS_NAMESPACE": "ConvoMemoryTest",
+                "POWERTOOLS_SERVICE_NAME": "convo-memory",
+                # The deployment key that signs nextToken cursors (a secret on AWS).
+                "CURSOR_SIGNING_KEY": "in-process-test-cursor-key-0123456789abcdef",
+            }
+        ),
+    ):
+        # One botocore session for every client of the stack: a fresh one reads the
+        # service models from disk again (the largest part of a client's cost).
+        boto3.setup_default_session(botocore_session=_botocore_session(), region_name=REGION)
+        resources = ensure_resources(boto3.DEFAULT_SESSION)
+        function_env = {
+            **resources.env(),
+            # Tests and the bench run turns faster than a tenant's limit allows; the
+            # limiter still counts every turn (its write is in the bench's figures).
+            "WORKSPACE_TURNS_PER_SECOND": IN_PROCESS_TURNS_PER_SECOND,
+            **(env or {}),
+        }
+        sqs = boto3.client("sqs", region_name=REGION)
+        queue_settings: dict[str, dict[str, str]] = {}
+        for logical_id, url in resources.queue_urls.items():
+            found = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+            queue_settings[logical_id] = {
+                str(name): value for name, value in found.items() if name in _QUEUE_SETTINGS
+            }
+        with environment(function_env):
+            yield AwsBackend(resources, dict(os.environ), queue_settings)
+
+
+@contextmanager
+def serving(
+    backend: AwsBackend, env: dict[str, str] | None = None, **clients: Any
+) -> Iterator[InProcessApi]:
+    """A container the handlers use, built from the backend's environment plus ``env``,
+    with clients of its own (``clients`` and build_container's keywords override)."""
+    with environment({**backend.env, **(env or {})}):
+        clients.setdefault("dynamodb", serialized(boto3.client("dynamodb", region_name=REGION)))
+        clients.setdefault("sqs", serialized(boto3.client("sqs", region_name=REGION)))
+        container = build_container(Settings.from_env(), **clients)
+        set_container(container)
+        try:
+            yield InProcessApi(container, backend.resources)
+        finally:
+            set_container(None)
+
+
 @contextmanager
 def inprocess_stack(env: dict[str, str] | None = None, **clients: Any) -> Iterator[InProcessApi]:
     """Moto for every AWS call; tables and queues from template.yaml; the container
-    the handlers use is built from the template's environment (plus ``env``)."""
-    import os
+    the handlers use is built from the template's environment (plus ``env``). Inside
+    another stack (or ``mock_aws``), this one shares its moto backend."""
+    with aws_backend(env) as backend, serving(backend, **clients) as api:
+        yield api
 
-    saved = dict(os.environ)
-    os.environ.update(
-        {
-            "AWS_DEFAULT_REGION": REGION,
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_SESSION_TOKEN": "testing",
-            "POWERTOOLS_METRICS_NAMESPACE": "ConvoMemoryTest",
-            "POWERTOOLS_SERVICE_NAME": "convo-memory",
-            # The deployment key that signs nextToken cursors (a secret on AWS).
-            "CURSOR_SIGNING_KEY": "in-process-test-cursor-key-0123456789abcdef",
-        }
-    )
-    os.environ.pop("AWS_ENDPOINT_URL", None)
-    try:
-        with mock_aws():
-            resources = ensure_resources(boto3.session.Session(region_name=REGION))
-            os.environ.update(resources.env())
-            # Tests and the bench run turns faster than a tenant's limit allows; the
-            # limiter still counts every turn (its write is in the bench's figures).
-            os.environ["WORKSPACE_TURNS_PER_SECOND"] = IN_PROCESS_TURNS_PER_SECOND
-            os.environ.update(env or {})
-            clients.setdefault("dynamodb", serialized(boto3.client("dynamodb", region_name=REGION)))
-            clients.setdefault("sqs", serialized(boto3.client("sqs", region_name=REGION)))
-            container = build_container(Settings.from_env(), **clients)
-            set_container(container)
-            try:
-                yield InProcessApi(container, resources)
-            finally:
-                set_container(None)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+
+@cache
+def _botocore_session() -> botocore.session.Session:
+    return botocore.session.get_session()
 
 
 def seed_history(api: InProcessApi, session_id: str, messages: int) -> None:

@@ -1,0 +1,45 @@
+"""moto for every AWS call a test makes: its stand-in credentials and region in the
+environment, and nothing there (an endpoint, a profile) that could send a call elsewhere.
+The one copy of that set-up, for fixtures and for the in-process stack."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+from moto import mock_aws
+
+REGION = "us-east-1"
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+}
+# What would point boto3 away from moto's in-process backend.
+_ELSEWHERE = ("AWS_ENDPOINT_URL", "AWS_PROFILE")
+
+
+@contextmanager
+def environment(values: Mapping[str, str], *, remove: tuple[str, ...] = ()) -> Iterator[None]:
+    """``os.environ`` with ``values`` set and ``remove`` unset; all of it as it was after."""
+    saved = dict(os.environ)
+    for name in remove:
+        os.environ.pop(name, None)
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@contextmanager
+def fake_aws(region: str = REGION) -> Iterator[None]:
+    """Every AWS call inside goes to moto (a fresh, empty backend), signed with fake
+    credentials, in ``region`` unless a client names another."""
+    with (
+        environment({**FAKE_CREDENTIALS, "AWS_DEFAULT_REGION": region}, remove=_ELSEWHERE),
+        mock_aws(),
+    ):
+        yield
