@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import RuntimeProcess, free_port, launch_runtime
 from tests.fakes.webhook_server import Reply, WebhookServer
+from tests.support.runtime_process import RuntimeProcess, free_port, launch_runtime
 from tests.support.sse import parse_sse
 
 pytestmark = pytest.mark.e2e

@@ -24,8 +24,8 @@ from convo_memory_client import (
     Unauthorized,
     ValidationError,
 )
-from tests.e2e.conftest import RuntimeProcess
 from tests.fakes.quiet_server import QuietServer
+from tests.support.runtime_process import RuntimeProcess
 
 pytestmark = pytest.mark.e2e
 PRINCIPAL = {"tenant_id": "store-a", "user_id": "u_913"}

@@ -19,7 +19,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.e2e.conftest import DEV_TOKEN, RuntimeProcess
+from tests.support.runtime_process import DEV_TOKEN, RuntimeProcess
 
 pytestmark = pytest.mark.e2e
 EXAMPLES_PER_OPERATION = 12

@@ -22,7 +22,7 @@ from tests.support.agent_api import (
     stream_url_door,
     webhook_tool,
 )
-from tests.support.inprocess_api import InProcessApi, inprocess_stack
+from tests.support.inprocess_api import AwsBackend, InProcessApi, serving
 from tests.support.sse import parse_sse
 
 PRINCIPAL = {"tenant_id": "store-a", "user_id": "u_913"}
@@ -36,8 +36,8 @@ def hook() -> Iterator[WebhookServer]:
 
 
 @pytest.fixture
-def api(hook: WebhookServer) -> Iterator[InProcessApi]:
-    with inprocess_stack({"TOOL_ALLOWED_HOSTS": hook.host}) as stack:
+def api(backend: AwsBackend, hook: WebhookServer) -> Iterator[InProcessApi]:
+    with serving(backend, {"TOOL_ALLOWED_HOSTS": hook.host}) as stack:
         yield stack
 
 
