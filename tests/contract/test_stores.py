@@ -16,7 +16,7 @@ from convo_memory.domain.turn_records import AppendResult, TurnRecord
 from convo_memory.ports import Stores
 from local_runtime.aws_resources import ensure_resources
 from tests.fakes.stores import FakeDatabase
-from tests.support.fake_aws import fake_aws
+from tests.support.fake_aws import aws_session, fake_aws
 
 WS, OTHER_WS = "ws_a", "ws_b"
 T0 = "2026-01-01T00:00:00.000Z"
@@ -28,7 +28,7 @@ def stores(request: pytest.FixtureRequest) -> Iterator[Stores]:
         yield FakeDatabase().stores
         return
     with fake_aws():
-        resources = ensure_resources(boto3.session.Session(region_name="us-east-1"))
+        resources = ensure_resources(aws_session())
         client = boto3.client("dynamodb", region_name="us-east-1")
         yield dynamo_stores(
             client, resources.tables["ConversationsTable"], resources.tables["RunsTable"]

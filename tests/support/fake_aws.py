@@ -7,8 +7,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from functools import cache
 from typing import Any
 
+import boto3
+import botocore.session
 from moto import mock_aws
 
 REGION = "us-east-1"
@@ -37,13 +40,27 @@ def environment(values: Mapping[str, str], *, remove: tuple[str, ...] = ()) -> I
 
 @contextmanager
 def fake_aws(region: str = REGION) -> Iterator[None]:
-    """Every AWS call inside goes to moto (a fresh, empty backend), signed with fake
-    credentials, in ``region`` unless a client names another."""
+    """Every AWS call inside goes to moto (a fresh, empty backend unless another
+    ``fake_aws`` or ``mock_aws`` is already active), signed with fake credentials, in
+    ``region`` unless a client names another. ``boto3.client`` builds on one botocore
+    session for the whole process (see ``aws_session``)."""
     with (
         environment({**FAKE_CREDENTIALS, "AWS_DEFAULT_REGION": region}, remove=_ELSEWHERE),
         mock_aws(),
     ):
+        boto3.DEFAULT_SESSION = aws_session(region)  # moto puts the previous one back
         yield
+
+
+def aws_session(region: str = REGION) -> boto3.session.Session:
+    """A boto3 session over the process's one botocore session: a fresh botocore session
+    reads every service model from disk again, most of what a client costs."""
+    return boto3.session.Session(botocore_session=_botocore_session(), region_name=region)
+
+
+@cache
+def _botocore_session() -> botocore.session.Session:
+    return botocore.session.get_session()
 
 
 def item_count(dynamodb: Any, table: str) -> int:

@@ -10,12 +10,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 from urllib.parse import urlencode
 
 import boto3
-import botocore.session
 
 from convo_memory.bootstrap import Container, build_container, set_container
 from convo_memory.config import Settings
@@ -35,7 +33,7 @@ from local_runtime.http_gateway import (
     match_route,
 )
 from local_runtime.runtime import read_topology
-from tests.support.fake_aws import REGION, environment, fake_aws
+from tests.support.fake_aws import REGION, aws_session, environment, fake_aws
 
 IN_PROCESS_TURNS_PER_SECOND = "1000"
 
@@ -181,10 +179,7 @@ def aws_backend(env: dict[str, str] | None = None) -> Iterator[AwsBackend]:
             }
         ),
     ):
-        # One botocore session for every client of the stack: a fresh one reads the
-        # service models from disk again (the largest part of a client's cost).
-        boto3.setup_default_session(botocore_session=_botocore_session(), region_name=REGION)
-        resources = ensure_resources(boto3.DEFAULT_SESSION)
+        resources = ensure_resources(aws_session(REGION))
         function_env = {
             **resources.env(),
             # Tests and the bench run turns faster than a tenant's limit allows; the
@@ -227,11 +222,6 @@ def inprocess_stack(env: dict[str, str] | None = None, **clients: Any) -> Iterat
     another stack (or ``mock_aws``), this one shares its moto backend."""
     with aws_backend(env) as backend, serving(backend, **clients) as api:
         yield api
-
-
-@cache
-def _botocore_session() -> botocore.session.Session:
-    return botocore.session.get_session()
 
 
 def seed_history(api: InProcessApi, session_id: str, messages: int) -> None:
