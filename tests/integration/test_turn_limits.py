@@ -16,7 +16,13 @@ from convo_memory.ports import NoTurnLimit
 from convo_memory.stream_door import StreamDoor
 from tests.fakes.adapters import FakeClock, FakeMetrics
 from tests.support.faults import dynamodb_error, inject
-from tests.support.inprocess_api import ApiResponse, InProcessApi, inprocess_stack, new_workspace
+from tests.support.inprocess_api import (
+    ApiResponse,
+    AwsBackend,
+    InProcessApi,
+    new_workspace,
+    serving,
+)
 from tests.support.tenants import Tenant
 
 LIMIT = 3
@@ -33,9 +39,9 @@ def metrics() -> FakeMetrics:
 
 
 @pytest.fixture
-def limited(clock: FakeClock, metrics: FakeMetrics) -> Iterator[InProcessApi]:
+def limited(backend: AwsBackend, clock: FakeClock, metrics: FakeMetrics) -> Iterator[InProcessApi]:
     env = {"WORKSPACE_TURNS_PER_SECOND": str(LIMIT)}
-    with inprocess_stack(env, clock=clock, metrics=metrics) as api:
+    with serving(backend, env, clock=clock, metrics=metrics) as api:
         yield api
 
 
@@ -170,8 +176,8 @@ def test_an_unavailable_counter_admits_the_turn_and_is_counted(
     assert metrics.counts["TurnLimiterUnavailable"] == LIMIT + 1
 
 
-def test_zero_turns_the_limit_off() -> None:
-    with inprocess_stack({"WORKSPACE_TURNS_PER_SECOND": "0"}) as api:
+def test_zero_turns_the_limit_off(backend: AwsBackend) -> None:
+    with serving(backend, {"WORKSPACE_TURNS_PER_SECOND": "0"}) as api:
         tenant = Tenant(*new_workspace(api, "unlimited"))
         session_id = _session(api, tenant)
 
