@@ -5,7 +5,6 @@ authorizer, without sockets. Used by the integration tests and the benchmark."""
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,7 +32,7 @@ from local_runtime.http_gateway import (
     match_route,
 )
 from local_runtime.runtime import read_topology
-from tests.support.fake_aws import REGION, aws_session, environment, fake_aws
+from tests.support.fake_aws import FAKE_CREDENTIALS, REGION, aws_session, environment, fake_aws
 
 IN_PROCESS_TURNS_PER_SECOND = "1000"
 
@@ -141,7 +140,8 @@ _QUEUE_SETTINGS = (
 
 @dataclass
 class AwsBackend:
-    """The template's tables, queues and keys in moto, and the functions' environment."""
+    """The template's tables, queues and keys in moto, and the environment the functions
+    run with (what ``aws_backend`` set; ``serving`` sets it again for each container)."""
 
     resources: LocalResources
     env: dict[str, str]
@@ -168,19 +168,15 @@ def aws_backend(env: dict[str, str] | None = None) -> Iterator[AwsBackend]:
     (the template's, plus ``env``) in ``os.environ``; both gone afterwards. A module of
     tests can share one (tests/integration/conftest.py), each test served by a container
     of its own (``serving``)."""
-    with (
-        fake_aws(REGION),
-        environment(
-            {
-                "POWERTOOLS_METRICS_NAMESPACE": "ConvoMemoryTest",
-                "POWERTOOLS_SERVICE_NAME": "convo-memory",
-                # The deployment key that signs nextToken cursors (a secret on AWS).
-                "CURSOR_SIGNING_KEY": "in-process-test-cursor-key-0123456789abcdef",
-            }
-        ),
-    ):
+    with fake_aws(REGION):
         resources = ensure_resources(aws_session(REGION))
         function_env = {
+            **FAKE_CREDENTIALS,
+            "AWS_DEFAULT_REGION": REGION,
+            "POWERTOOLS_METRICS_NAMESPACE": "ConvoMemoryTest",
+            "POWERTOOLS_SERVICE_NAME": "convo-memory",
+            # The deployment key that signs nextToken cursors (a secret on AWS).
+            "CURSOR_SIGNING_KEY": "in-process-test-cursor-key-0123456789abcdef",
             **resources.env(),
             # Tests and the bench run turns faster than a tenant's limit allows; the
             # limiter still counts every turn (its write is in the bench's figures).
@@ -195,7 +191,7 @@ def aws_backend(env: dict[str, str] | None = None) -> Iterator[AwsBackend]:
                 str(name): value for name, value in found.items() if name in _QUEUE_SETTINGS
             }
         with environment(function_env):
-            yield AwsBackend(resources, dict(os.environ), queue_settings)
+            yield AwsBackend(resources, function_env, queue_settings)
 
 
 @contextmanager
