@@ -12,11 +12,12 @@ SAM_VENV := .venv-sam
 SAM := $(SAM_VENV)/bin/sam
 STAMP := $(VENV)/.installed
 
-.PHONY: help venv browser run test test-unit test-integration test-e2e lint format typecheck bench build validate admin-token clean
+.PHONY: help venv browser run test test-fast test-unit test-integration test-e2e lint format typecheck bench build validate admin-token clean
 
 help:
 	@echo "make run        start the local runtime (http://127.0.0.1:3000, Lambda API on :3001)"
 	@echo "make test       run the whole test suite (installs chromium for the Studio test)"
+	@echo "make test-fast  the suite without the browser tests (no chromium needed)"
 	@echo "make lint       ruff check, ruff format --check, mypy, cfn-lint"
 	@echo "make bench      print DynamoDB requests/reads per turn and cold-import figures"
 	@echo "                (run make build first for the cold imports of the built artifacts)"
@@ -44,6 +45,9 @@ run: $(STAMP)
 
 test: $(STAMP) browser
 	$(PY) -m pytest
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not browser"
 
 test-unit: $(STAMP)
 	$(PY) -m pytest tests/unit

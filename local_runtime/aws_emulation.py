@@ -97,4 +97,5 @@ class SerializedMotoServer(ThreadedMotoServer):
             self._ip_address, self._port, app, True, request_handler=MotoRequestHandler
         )
         self._server_ready_event.set()
-        self._server.serve_forever()
+        # stop() waits for the loop's next poll: 0.5 s by default, on every shutdown.
+        self._server.serve_forever(poll_interval=0.05)

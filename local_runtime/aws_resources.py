@@ -15,6 +15,7 @@ Physical names are ``<prefix><LogicalId>`` (default prefix ``convo-local-``).
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -69,7 +70,11 @@ _QUEUE_ATTRIBUTES: tuple[QueueAttributeNameType, ...] = (
 # --------------------------------------------------------------------------- template
 
 
-class _TemplateLoader(yaml.SafeLoader):
+# libyaml's parser when PyYAML was built with it: several times faster on template.yaml.
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _TemplateLoader(_SafeLoader):
     """SafeLoader that reads CloudFormation short-form tags as their long form."""
 
 
@@ -99,11 +104,21 @@ def load_template(template_path: Path | str = DEFAULT_TEMPLATE) -> dict[str, Any
     ``!GetAtt A.B`` -> ``{"Fn::GetAtt": ["A", "B"]}``, ``!Sub s`` -> ``{"Fn::Sub": s}``)
     and are otherwise left unevaluated.
     """
-    with Path(template_path).open(encoding="utf-8") as handle:
-        template = yaml.load(handle, Loader=_TemplateLoader)
-    if not isinstance(template, dict):
-        raise ValueError(f"{template_path} is not a CloudFormation template")
-    return template
+    text = Path(template_path).read_text(encoding="utf-8")
+    template = _PARSED.get(text)
+    if template is None:
+        template = yaml.load(text, Loader=_TemplateLoader)
+        if not isinstance(template, dict):
+            raise ValueError(f"{template_path} is not a CloudFormation template")
+        _PARSED[text] = template
+    # A copy: callers may change what they get, and the cached parse must stay as read.
+    return copy.deepcopy(template)
+
+
+# Parses by the file's text: the local runtime and the tests read the same template many
+# times per process (parsing is the slow part, reading is not); an edited file is parsed
+# again.
+_PARSED: dict[str, dict[str, Any]] = {}
 
 
 def parameter_defaults(template: Mapping[str, Any]) -> dict[str, str]:

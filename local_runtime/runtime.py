@@ -631,14 +631,14 @@ class LocalRuntime:
 
     def stop(self) -> None:
         """Stop serving, stop polling, stop moto; every wait is bounded."""
+        for poller in self.pollers:  # first: their last long polls end meanwhile
+            poller.stop()
         for server in (self.gateway, self.lambda_api):
             if server is None:
                 continue
             if any(thread.name == type(server).__name__ for thread in self._threads):
                 server.shutdown()
             server.server_close()
-        for poller in self.pollers:
-            poller.stop()
         if self.async_events is not None:
             self.async_events.stop()
         for poller in self.pollers:

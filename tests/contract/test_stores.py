@@ -8,7 +8,6 @@ from collections.abc import Iterator
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from convo_memory.adapters.dynamo.stores import dynamo_stores
 from convo_memory.domain.errors import SessionArchived, SessionNotFound
@@ -17,25 +16,19 @@ from convo_memory.domain.turn_records import AppendResult, TurnRecord
 from convo_memory.ports import Stores
 from local_runtime.aws_resources import ensure_resources
 from tests.fakes.stores import FakeDatabase
+from tests.support.fake_aws import aws_session, fake_aws
 
 WS, OTHER_WS = "ws_a", "ws_b"
 T0 = "2026-01-01T00:00:00.000Z"
 
 
 @pytest.fixture(params=["fake", "dynamodb"])
-def stores(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stores]:
+def stores(request: pytest.FixtureRequest) -> Iterator[Stores]:
     if request.param == "fake":
         yield FakeDatabase().stores
         return
-    for name, value in {
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
-        resources = ensure_resources(boto3.session.Session(region_name="us-east-1"))
+    with fake_aws():
+        resources = ensure_resources(aws_session())
         client = boto3.client("dynamodb", region_name="us-east-1")
         yield dynamo_stores(
             client, resources.tables["ConversationsTable"], resources.tables["RunsTable"]

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import RuntimeProcess, free_port, launch_runtime
 from tests.fakes.webhook_server import Reply, WebhookServer
+from tests.support.runtime_process import RuntimeProcess, free_port, launch_runtime
+from tests.support.sse import parse_sse
 
 pytestmark = pytest.mark.e2e
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -43,14 +44,6 @@ def runtime(hook: WebhookServer) -> Iterator[RuntimeProcess]:
 def call(runtime: RuntimeProcess, method: str, path: str, body: Any = None, token: str = "") -> Any:
     status, _, payload = runtime.call(method, path, token=token or runtime.tokens["dev"], json=body)
     return status, payload
-
-
-def sse(raw: str) -> list[tuple[str, Any]]:
-    events = []
-    for block in raw.strip().split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in block.splitlines())
-        events.append((lines["event"], json.loads(lines["data"])))
-    return events
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +162,7 @@ def test_the_streaming_door_sends_a_tool_event_per_call_then_the_answer(
         hook.answers["/weather"] = Reply(200, "sunny, 21 C")
 
     assert status == 200
-    events = sse(raw)
+    events = parse_sse(raw)
     # (no order number in the input, and search_kb is not declared: no built-in runs)
     assert events[:2] == [
         ("tool", {"name": "track_parcel", "status": "ok"}),

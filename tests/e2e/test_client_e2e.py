@@ -7,7 +7,7 @@ import http.client
 import threading
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -24,7 +24,8 @@ from convo_memory_client import (
     Unauthorized,
     ValidationError,
 )
-from tests.e2e.conftest import RuntimeProcess
+from tests.fakes.quiet_server import QuietServer
+from tests.support.runtime_process import RuntimeProcess
 
 pytestmark = pytest.mark.e2e
 PRINCIPAL = {"tenant_id": "store-a", "user_id": "u_913"}
@@ -243,8 +244,7 @@ class LosingProxy:
             def log_message(self, format: str, *args: Any) -> None:
                 return None
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        self._server = QuietServer(("127.0.0.1", 0), Handler)
         self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}"
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import DEV_TOKEN, RuntimeProcess, StartRuntime
+from tests.support.runtime_process import DEV_TOKEN, RuntimeProcess, StartRuntime
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e

@@ -31,7 +31,7 @@ import boto3
 import pytest
 
 from local_runtime.aws_resources import ensure_resources
-from tests.e2e.conftest import DEV_TOKEN, REPO, RuntimeProcess, free_port, http_call
+from tests.support.runtime_process import DEV_TOKEN, REPO, RuntimeProcess, free_port, http_call
 
 pytestmark = pytest.mark.e2e
 

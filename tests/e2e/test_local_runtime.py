@@ -21,7 +21,7 @@ import yaml
 from botocore.config import Config
 
 from local_runtime.aws_resources import load_template
-from tests.e2e.conftest import (
+from tests.support.runtime_process import (
     DEV_TOKEN,
     OTHER_TOKEN,
     REPO,

@@ -29,7 +29,7 @@ from jsonschema import Draft202012Validator
 from schemathesis.config import SchemathesisConfig
 from schemathesis.engine import Status, events, from_schema
 
-from tests.e2e.conftest import DEV_TOKEN, RuntimeProcess
+from tests.support.runtime_process import DEV_TOKEN, RuntimeProcess
 
 pytestmark = pytest.mark.e2e
 EXAMPLES_PER_OPERATION = 8

@@ -17,8 +17,8 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.e2e.conftest import DEV_TOKEN, REPO, RuntimeProcess, free_port, launch_runtime
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.support.runtime_process import DEV_TOKEN, REPO, RuntimeProcess, free_port, launch_runtime
 
 pytestmark = pytest.mark.e2e
 MODEL_KEY = "sk-e2e-operator-key-0123456789"

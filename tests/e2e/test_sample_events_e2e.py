@@ -18,7 +18,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from tests.e2e.conftest import DEV_TOKEN, REPO, RuntimeProcess, StartRuntime
+from tests.support.runtime_process import DEV_TOKEN, REPO, RuntimeProcess, StartRuntime
 
 pytestmark = pytest.mark.e2e
 

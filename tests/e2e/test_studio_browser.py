@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from tests.e2e.conftest import REPO, RuntimeProcess, launch_runtime
+from tests.support.runtime_process import REPO, RuntimeProcess, launch_runtime
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

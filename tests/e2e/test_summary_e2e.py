@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import DEV_TOKEN, RuntimeProcess, StartRuntime
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.support.runtime_process import DEV_TOKEN, RuntimeProcess, StartRuntime
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e

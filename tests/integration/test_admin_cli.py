@@ -7,7 +7,7 @@ import io
 import pytest
 
 from convo_memory import cli
-from tests.support.inprocess_api import InProcessApi, inprocess_stack
+from tests.support.inprocess_api import AwsBackend, InProcessApi, serving
 
 
 def test_create_workspace_prints_a_token_once_that_then_authenticates(
@@ -45,10 +45,13 @@ def _created(capsys: pytest.CaptureFixture[str], table: str) -> tuple[str, str]:
 
 @pytest.mark.parametrize("by", ["token id", "token on stdin"])
 def test_revoke_token_makes_the_next_uncached_look_up_401(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, by: str
+    backend: AwsBackend,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    by: str,
 ) -> None:
     # No container cache, so that "the next look-up that misses the caches" is the next one.
-    with inprocess_stack({"CACHE_TTL_SECONDS": "0"}) as api:
+    with serving(backend, {"CACHE_TTL_SECONDS": "0"}) as api:
         table = api.container.settings.table_name
         token, token_id = _created(capsys, table)
         assert api.call("GET", "/v1/capabilities", token=token).status == 200

@@ -17,13 +17,13 @@ from tests.support.agent_api import (
     create_agent,
     message,
     open_session,
-    parse_sse,
     predict,
     run_retention,
     stream_url_door,
     webhook_tool,
 )
-from tests.support.inprocess_api import InProcessApi, inprocess_stack
+from tests.support.inprocess_api import AwsBackend, InProcessApi, serving
+from tests.support.sse import parse_sse
 
 PRINCIPAL = {"tenant_id": "store-a", "user_id": "u_913"}
 ETA_RESULT = "Order 12345 left the depot with ParcelCo; estimated delivery 2025-06-14."
@@ -36,8 +36,8 @@ def hook() -> Iterator[WebhookServer]:
 
 
 @pytest.fixture
-def api(hook: WebhookServer) -> Iterator[InProcessApi]:
-    with inprocess_stack({"TOOL_ALLOWED_HOSTS": hook.host}) as stack:
+def api(backend: AwsBackend, hook: WebhookServer) -> Iterator[InProcessApi]:
+    with serving(backend, {"TOOL_ALLOWED_HOSTS": hook.host}) as stack:
         yield stack
 
 

@@ -8,27 +8,20 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from convo_memory.adapters.aws_clients import AwsClients
 from convo_memory.bootstrap import build_container
 from convo_memory.config import Settings
 from convo_memory.cursors import CursorCodec, CursorKeyUnavailable, key_from_secret, key_source
 from convo_memory.domain.errors import ValidationFailed
+from tests.support.fake_aws import fake_aws
 
 SCOPE = ("messages", "ws_alpha", "ses_1")
 
 
 @pytest.fixture
-def secrets_client(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    for name, value in {
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
+def secrets_client() -> Iterator[Any]:
+    with fake_aws():
         yield boto3.client("secretsmanager", region_name="us-east-1")
 
 

@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import Tenant
-from tests.integration.test_turns_api import open_session, predict
 from tests.support.faults import dynamodb_error, inject
 from tests.support.inprocess_api import InProcessApi, seed_history
+from tests.support.tenants import Tenant, open_session, predict
+
+# The retention run finishes every pending deletion of the table: a table per test.
+pytestmark = pytest.mark.fresh_stack
 
 
 def fail_nth(client: Any, operation: str, nth: int) -> Callable[[], None]:

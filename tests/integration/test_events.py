@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import Tenant
-from tests.integration.test_turns_api import open_session, predict, transcript
 from tests.support.inprocess_api import InProcessApi
+from tests.support.tenants import Tenant, open_session, predict, transcript
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 TABLE = re.compile(r"^\| `(?P<file>[a-z_]+\.json)` \| (?P<function>\w+) \|", re.M)

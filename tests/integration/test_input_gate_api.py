@@ -14,17 +14,15 @@ from typing import Any
 import pytest
 
 from functions.stream.app import StreamDoor
-from tests.integration.conftest import Tenant
-from tests.integration.test_turns_api import open_session
+from tests.support import fake_aws
 from tests.support.inprocess_api import InProcessApi
+from tests.support.tenants import Tenant, open_session
 
 END_USER = "customer-4471"
 
 
 def item_count(api: InProcessApi) -> int:
-    client = api.container.clients["dynamodb"]
-    table = api.container.settings.table_name
-    return int(client.scan(TableName=table, Select="COUNT")["Count"])
+    return fake_aws.item_count(api.container.clients["dynamodb"], api.container.settings.table_name)
 
 
 def stream_door(

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import Tenant
-from tests.support.agent_api import message, open_session, parse_sse, stream_url_door
+from tests.support.agent_api import message, open_session, stream_url_door
 from tests.support.inprocess_api import InProcessApi
+from tests.support.sse import parse_sse
+from tests.support.tenants import Tenant
 
 CAPABILITY = "cap-generative"
 

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from convo_memory.adapters.dynamo.stores import dynamo_stores
 from convo_memory.bootstrap import get_container, set_container
@@ -21,7 +20,8 @@ from convo_memory.config import SettingsError
 from convo_memory.services.admin import create_workspace
 from convo_memory.stream_door import StreamDoor
 from local_runtime.aws_resources import ensure_resources
-from tests.support.inprocess_api import REGION, InProcessApi
+from tests.support.fake_aws import REGION, fake_aws
+from tests.support.inprocess_api import InProcessApi
 
 BAD = {"DIGEST_MAX_CHARS": "50"}  # below the settings check's 100
 
@@ -30,15 +30,8 @@ BAD = {"DIGEST_MAX_CHARS": "50"}  # below the settings check's 100
 def misconfigured(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[InProcessApi, str]]:
     """The template's resources and environment plus a bad value; no container yet, as
     in a fresh execution environment. Yields the API and a valid token."""
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    for name, value in {
-        "AWS_DEFAULT_REGION": REGION,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "POWERTOOLS_METRICS_NAMESPACE": "ConvoMemoryTest",
-    }.items():
-        monkeypatch.setenv(name, value)
-    with mock_aws():
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "ConvoMemoryTest")
+    with fake_aws(REGION):
         resources = ensure_resources(boto3.session.Session(region_name=REGION))
         for name, value in {**resources.env(), **BAD}.items():
             monkeypatch.setenv(name, value)

@@ -11,7 +11,7 @@ from openapi_spec_validator import validate
 from convo_memory.domain import errors
 from convo_memory.openapi import openapi_document
 from local_runtime.aws_resources import function_specs
-from tests.integration.test_template import EXPECTED_ROUTES
+from tests.support.contract_routes import EXPECTED_ROUTES
 from tests.support.inprocess_api import InProcessApi
 
 NOT_IN_THE_DOCUMENT = {("ANY", "$default"), ("GET", "/studio")}  # the 404 catch-all, a page

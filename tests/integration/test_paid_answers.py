@@ -12,11 +12,10 @@ from typing import Any
 import pytest
 
 from tests.fakes.adapters import FakeProvider
-from tests.integration.conftest import Tenant
-from tests.integration.test_recording import _drain_repairs
-from tests.integration.test_turns_api import open_session, predict, transcript
 from tests.support.faults import dynamodb_error, inject, is_turn_put
 from tests.support.inprocess_api import InProcessApi
+from tests.support.repair_jobs import drain_repairs
+from tests.support.tenants import Tenant, open_session, predict, transcript
 
 
 @pytest.fixture
@@ -47,7 +46,7 @@ def refuse_turn_puts(client: Any, times: int) -> dict[str, int]:
 
 
 def repair_all(api: InProcessApi) -> dict[str, Any]:
-    records = _drain_repairs(api)
+    records = drain_repairs(api)
     assert records, "nothing was queued for repair"
     result: dict[str, Any] = api.invoke("RepairFunction", {"Records": records})
     return result

@@ -12,11 +12,11 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.integration.conftest import Tenant
+from tests.support.fake_aws import fake_aws
 from tests.support.inprocess_api import REGION, InProcessApi, inprocess_stack, new_workspace
+from tests.support.tenants import Tenant
 
 PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 ENV_KEY = "sk-env-0123456789abcdef"
@@ -48,7 +48,7 @@ def deployment() -> Iterator[Deployment]:
     session = boto3.session.Session(
         aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION
     )
-    with FakeOpenAIServer() as fake, mock_aws():
+    with FakeOpenAIServer() as fake, fake_aws():
         secret = session.client("secretsmanager").create_secret(
             Name="llm/key", SecretString=SECRET_KEY
         )

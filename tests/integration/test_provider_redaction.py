@@ -13,8 +13,9 @@ import pytest
 
 from convo_memory.services.admin import create_workspace
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.support.agent_api import parse_sse, predict, stream_url_door
+from tests.support.agent_api import predict, stream_url_door
 from tests.support.inprocess_api import InProcessApi, inprocess_stack
+from tests.support.sse import parse_sse
 
 KEY = "sk-proj-Tq7vXw2LmN9pRs4uYz6bHc8dJf0gKe1aQ3iOo5tUy7rEw9Zx"
 FRAGMENT = 8

@@ -11,12 +11,12 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from convo_memory.adapters.aws_clients import AwsClients
 from convo_memory.adapters.secrets import SecretResolver
 from convo_memory.domain.connections import ApiKeyRef
 from convo_memory.domain.errors import ProviderError
+from tests.support.fake_aws import fake_aws
 
 REGION = "us-east-1"
 KEY = "sk-live-0123456789"
@@ -31,15 +31,8 @@ class Clock:
 
 
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
-    with mock_aws():
+def aws() -> Iterator[None]:
+    with fake_aws(REGION):
         yield
 
 

@@ -12,18 +12,11 @@ import pytest
 from botocore.exceptions import ReadTimeoutError
 
 from functions.stream.app import StreamDoor
-from tests.integration.conftest import Tenant
-from tests.integration.test_turns_api import open_session, predict, transcript
 from tests.support.faults import dynamodb_error, inject, is_turn_put
 from tests.support.inprocess_api import InProcessApi
-
-
-def parse_sse(raw: str) -> list[tuple[str, Any]]:
-    events = []
-    for block in raw.strip().split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in block.splitlines())
-        events.append((lines["event"], json.loads(lines["data"])))
-    return events
+from tests.support.repair_jobs import drain_repairs
+from tests.support.sse import parse_sse
+from tests.support.tenants import Tenant, open_session, predict, transcript
 
 
 def stream_door(
@@ -305,29 +298,6 @@ def _fail_transcript_writes(client: Any, how: str, times: int = 100) -> dict[str
     return state
 
 
-def _drain_repairs(api: InProcessApi) -> list[dict[str, Any]]:
-    sqs = api.container.clients["sqs"]
-    url = api.container.settings.repair_queue_url
-    out = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"])
-    records = [
-        {
-            "messageId": m["MessageId"],
-            "receiptHandle": m["ReceiptHandle"],
-            "body": m["Body"],
-            "attributes": m.get("Attributes", {}),
-            "messageAttributes": {},
-            "md5OfBody": m["MD5OfBody"],
-            "eventSource": "aws:sqs",
-            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:RepairQueue",
-            "awsRegion": "us-east-1",
-        }
-        for m in out.get("Messages", [])
-    ]
-    for m in out.get("Messages", []):
-        sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
-    return records
-
-
 @pytest.mark.parametrize("fault", ["throttling", "server_error", "timeout"])
 def test_a_failed_transcript_write_still_answers_and_is_repaired_once_in_order(
     api: InProcessApi, tenant: Tenant, fault: str, capsys: pytest.CaptureFixture[str]
@@ -346,7 +316,7 @@ def test_a_failed_transcript_write_still_answers_and_is_repaired_once_in_order(
     assert len(transcript(api, tenant, session_id)) == 2
 
     state["left"] = 0
-    records = _drain_repairs(api)
+    records = drain_repairs(api)
     assert len(records) == 1
     event = {"Records": records}
     assert api.invoke("RepairFunction", event) == {"batchItemFailures": []}
@@ -385,7 +355,7 @@ def test_a_write_that_landed_before_its_timeout_is_not_recorded_twice(
     # The turn's own retry finds where its write landed: recorded, nothing to repair.
     assert response.status == 200 and response.body["recorded"] is True
     assert response.body["turn"] == {"userSeq": 1, "assistantSeq": 2}
-    assert _drain_repairs(api) == []
+    assert drain_repairs(api) == []
     assert [m["seq"] for m in transcript(api, tenant, session_id)] == [1, 2]
 
 
@@ -395,7 +365,7 @@ def test_a_repair_that_cannot_be_written_stays_on_the_queue(
     session_id = open_session(api, tenant)
     state = _fail_transcript_writes(api.container.clients["dynamodb"], "server_error")
     predict(api, tenant, session_id, "first try fails")
-    records = _drain_repairs(api)
+    records = drain_repairs(api)
     failures = api.invoke("RepairFunction", {"Records": records})
     assert failures == {"batchItemFailures": [{"itemIdentifier": records[0]["messageId"]}]}
     state["left"] = 0

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from local_runtime.queue_pollers import sqs_event
-from tests.integration.conftest import Tenant
 from tests.support.faults import dynamodb_error, inject, is_turn_put
 from tests.support.inprocess_api import InProcessApi
+from tests.support.tenants import Tenant
 
 APP = Path(__file__).resolve().parents[2] / "functions" / "repair_transcript" / "app.py"
 

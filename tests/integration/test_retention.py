@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 
 from convo_memory.domain.models import iso
-from tests.integration.conftest import Tenant
-from tests.integration.test_turns_api import open_session, predict, transcript
 from tests.support.dynamo_meter import DynamoMeter
 from tests.support.inprocess_api import InProcessApi
+from tests.support.tenants import Tenant, open_session, predict, transcript
+
+# A retention run reads every session of the table: each test needs a table of its own.
+pytestmark = pytest.mark.fresh_stack
 
 EVENT = Path(__file__).resolve().parents[2] / "events" / "retention_schedule.json"
 

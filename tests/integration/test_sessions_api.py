@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import Tenant
-from tests.integration.test_turns_api import open_session, predict
 from tests.support.inprocess_api import InProcessApi
+from tests.support.tenants import Tenant, open_session, predict
 
 PRINCIPAL = {"tenant_id": "store-a", "user_id": "u_913"}
 

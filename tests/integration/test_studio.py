@@ -14,8 +14,8 @@ import pytest
 
 from convo_memory.stream_door import StreamRequestHandler
 from local_runtime.aws_resources import load_template
-from tests.integration.conftest import Tenant
 from tests.support.inprocess_api import InProcessApi
+from tests.support.tenants import Tenant
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADERS = ["authorization", "content-type", "idempotency-key"]

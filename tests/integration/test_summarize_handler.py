@@ -19,8 +19,8 @@ import pytest
 
 from convo_memory.adapters.summarizers import EmbeddedSummarizer
 from convo_memory.domain.models import Summary
-from tests.integration.conftest import Tenant
-from tests.support.inprocess_api import InProcessApi, inprocess_stack, new_workspace
+from tests.support.inprocess_api import AwsBackend, InProcessApi, new_workspace, serving
+from tests.support.tenants import Tenant
 
 SAMPLE_EVENT = Path(__file__).resolve().parents[2] / "events" / "summarize_sqs.json"
 # The newest 4 messages are replayed; the budget never binds.
@@ -271,7 +271,7 @@ def test_a_job_short_of_time_keeps_its_progress_and_asks_sqs_to_redeliver_it_soo
 
 
 @pytest.fixture
-def unreachable_api() -> Iterator[InProcessApi]:
+def unreachable_api(backend: AwsBackend) -> Iterator[InProcessApi]:
     """A deployment with a connection whose endpoint nothing listens on."""
     connections = {
         "unreachable": {
@@ -281,7 +281,7 @@ def unreachable_api() -> Iterator[InProcessApi]:
             "timeoutSeconds": 5,
         }
     }
-    with inprocess_stack({"PROVIDER_CONNECTIONS": json.dumps(connections)}) as stack:
+    with serving(backend, {"PROVIDER_CONNECTIONS": json.dumps(connections)}) as stack:
         yield stack
 
 
@@ -468,8 +468,8 @@ def test_during_an_outage_turns_go_on_and_afterwards_one_job_catches_up(
     assert view["summary"]["text"].splitlines() == expected_lines(folded)
 
 
-def test_a_deleted_session_gets_no_summary_and_a_late_one_is_swept() -> None:
-    with inprocess_stack() as api:
+def test_a_deleted_session_gets_no_summary_and_a_late_one_is_swept(backend: AwsBackend) -> None:
+    with serving(backend) as api:
         _, token = new_workspace(api, "gone")
         created = api.call(
             "POST",

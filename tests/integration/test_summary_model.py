@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest
-from tests.support.inprocess_api import InProcessApi, inprocess_stack, new_workspace
+from tests.support.inprocess_api import AwsBackend, InProcessApi, new_workspace, serving
 from tests.support.summary_jobs import SummaryJobs
 
 PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
@@ -65,7 +65,7 @@ class Stack:
     jobs: SummaryJobs
 
 
-def stack(env: dict[str, str] | None = None) -> Iterator[Stack]:
+def stack(backend: AwsBackend, env: dict[str, str] | None = None) -> Iterator[Stack]:
     with FakeOpenAIServer() as server:
         model = FakeModel(server)
         server.respond = model.respond
@@ -79,14 +79,14 @@ def stack(env: dict[str, str] | None = None) -> Iterator[Stack]:
             "SUMMARY_DELAY_SECONDS": "0",
             **(env or {}),
         }
-        with inprocess_stack(settings) as api:
+        with serving(backend, settings) as api:
             _, token = new_workspace(api, "alpha")
             yield Stack(api, token, model, SummaryJobs(api))
 
 
 @pytest.fixture
-def default_stack() -> Iterator[Stack]:
-    yield from stack()
+def default_stack(backend: AwsBackend) -> Iterator[Stack]:
+    yield from stack(backend)
 
 
 def create_capability(s: Stack, **fields: Any) -> str:
@@ -169,8 +169,10 @@ def test_the_capabilitys_own_model_summarizes_once_per_five_turns_with_the_data_
     assert view["summary"]["throughSeq"] >= view["omittedMessages"] == 80
 
 
-def test_a_deployment_default_summary_model_summarizes_capabilities_without_their_own() -> None:
-    for s in stack({"SUMMARY_CONNECTION": "fake", "SUMMARY_MODEL_ID": SUMMARY_MODEL}):
+def test_a_deployment_default_summary_model_summarizes_capabilities_without_their_own(
+    backend: AwsBackend,
+) -> None:
+    for s in stack(backend, {"SUMMARY_CONNECTION": "fake", "SUMMARY_MODEL_ID": SUMMARY_MODEL}):
         plain = create_capability(s, replay={"maxMessages": 4, "maxChars": 10_000})
         pinned = create_capability(
             s,

@@ -6,11 +6,11 @@ turn after the outage sends one, and the summary catches up without further turn
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 from botocore.exceptions import EndpointConnectionError
 
+from tests.support.clocks import ShiftedClock
 from tests.support.inprocess_api import inprocess_stack, new_workspace
 from tests.support.summary_jobs import SummaryJobs
 from tests.support.waiting import wait_for
@@ -35,7 +35,10 @@ class SqsOutage:
 
 
 def test_after_sqs_sends_fail_for_a_while_the_next_turn_brings_the_summary_up_to_date() -> None:
-    with inprocess_stack() as api:  # SUMMARY_COALESCE_SECONDS and _DELAY_SECONDS: 2 each
+    # The outage's seconds pass on the container's clock (the trigger's coalescing
+    # window reads it), not in real time; SQS delays are still real.
+    clock = ShiftedClock()
+    with inprocess_stack(clock=clock) as api:  # SUMMARY_COALESCE_SECONDS and _DELAY_SECONDS: 2 each
         _, token = new_workspace(api, "alpha")
         created = api.call(
             "POST",
@@ -87,12 +90,12 @@ def test_after_sqs_sends_fail_for_a_while_the_next_turn_brings_the_summary_up_to
             )
 
             outage.down.set()
-            began = time.monotonic()
+            began = clock()
             for i in (3, 4, 5):  # three turns while every send fails, 1.5 s apart
                 turn(i)
                 if i < 5:
-                    time.sleep(1.5)
-            time.sleep(max(0.0, OUTAGE_SECONDS - (time.monotonic() - began)))
+                    clock.advance(1.5)
+            clock.advance(max(0.0, OUTAGE_SECONDS - (clock() - began)))
             outage.down.clear()
 
             # Turns 4 and 5 were due (turn 3 was still covered): both sends failed.

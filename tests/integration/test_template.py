@@ -11,7 +11,6 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from local_runtime.aws_resources import (
     LocalResources,
@@ -19,36 +18,12 @@ from local_runtime.aws_resources import (
     function_specs,
     load_template,
 )
+from tests.support.contract_routes import EXPECTED_ROUTES, PUBLIC_PATHS
+from tests.support.fake_aws import fake_aws
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
 EVENTS = ROOT / "events"
-
-# Every route of CONTRACT.md and the function docs/architecture.md gives it.
-EXPECTED_ROUTES = {
-    ("POST", "/v1/capabilities"): "CapabilitiesFunction",
-    ("GET", "/v1/capabilities"): "CapabilitiesFunction",
-    ("GET", "/v1/capabilities/{capabilityId}"): "CapabilitiesFunction",
-    ("GET", "/v1/runs/{runId}"): "CapabilitiesFunction",
-    ("GET", "/v1/providers"): "CapabilitiesFunction",
-    ("POST", "/v1/sessions"): "CreateSessionFunction",
-    ("GET", "/v1/sessions"): "ReadSessionsFunction",
-    ("GET", "/v1/sessions/{sessionId}"): "ReadSessionsFunction",
-    ("PATCH", "/v1/sessions/{sessionId}"): "ModifySessionFunction",
-    ("DELETE", "/v1/sessions/{sessionId}"): "ModifySessionFunction",
-    ("GET", "/v1/sessions/{sessionId}/messages"): "ReadSessionsFunction",
-    ("GET", "/v1/sessions/{sessionId}/context"): "ReadSessionsFunction",
-    ("POST", "/v1/capabilities/{capabilityId}/predict"): "PredictFunction",
-    ("POST", "/v1/capabilities/{capabilityId}/predict/stream"): "PredictFunction",
-    ("POST", "/v1/sessions/{sessionId}/messages"): "PredictFunction",
-    # Unknown routes: the contract's not_found body (served without a token).
-    ("ANY", "$default"): "CapabilitiesFunction",
-    # The Studio Chat page (served without a token; its calls carry the operator's).
-    ("GET", "/studio"): "StudioFunction",
-    ("GET", "/v1/openapi.json"): "OpenApiFunction",
-}
-# The routes served without the authorizer.
-PUBLIC_PATHS = {"$default", "/studio", "/v1/openapi.json"}
 
 DOCUMENTED_DEFAULTS = {
     "MAX_INPUT_CHARS": "32000",
@@ -67,12 +42,8 @@ DOCUMENTED_DEFAULTS = {
 
 
 @pytest.fixture
-def session(monkeypatch: pytest.MonkeyPatch) -> Iterator[boto3.session.Session]:
-    for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    with mock_aws():
+def session() -> Iterator[boto3.session.Session]:
+    with fake_aws():
         yield boto3.session.Session(region_name="us-east-1")
 
 

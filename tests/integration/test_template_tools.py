@@ -9,9 +9,9 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from local_runtime.aws_resources import ensure_resources, function_specs, load_template
+from tests.support.fake_aws import fake_aws
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 SEALS = {"CapabilitiesFunction"}
@@ -78,12 +78,8 @@ def test_tool_settings_are_parameters_with_their_defaults() -> None:
 
 
 @pytest.fixture
-def session(monkeypatch: pytest.MonkeyPatch) -> Iterator[boto3.session.Session]:
-    for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    with mock_aws():
+def session() -> Iterator[boto3.session.Session]:
+    with fake_aws():
         yield boto3.session.Session(region_name="us-east-1")
 
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from tests.integration.conftest import Tenant
-from tests.integration.test_turns_api import open_session, predict
 from tests.support.inprocess_api import InProcessApi
+from tests.support.tenants import Tenant, open_session, predict
 
 
 def test_workspaces_are_isolated_on_every_route(

@@ -15,9 +15,8 @@ import pytest
 from convo_memory.services.answering import CUT_OFF_MARK, NO_ANSWER_IN_TIME
 from convo_memory.stream_door import StreamDoor
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.integration.conftest import Tenant
-from tests.integration.test_turns_api import open_session, transcript
-from tests.support.inprocess_api import InProcessApi, inprocess_stack, new_workspace
+from tests.support.inprocess_api import AwsBackend, InProcessApi, new_workspace, serving
+from tests.support.tenants import Tenant, open_session, transcript
 
 
 @dataclass
@@ -29,7 +28,7 @@ class Slow:
 
 
 @pytest.fixture
-def slow() -> Iterator[Slow]:
+def slow(backend: AwsBackend) -> Iterator[Slow]:
     """A stack whose turns get two seconds, over a model on a local fake server."""
     with FakeOpenAIServer() as fake:
         connections = {"local": {"type": "openai", "baseUrl": fake.base_url, "models": ["m"]}}
@@ -38,7 +37,7 @@ def slow() -> Iterator[Slow]:
             "TURN_DEADLINE_SECONDS": "2",
             "STREAM_TURN_DEADLINE_SECONDS": "2",
         }
-        with inprocess_stack(env) as api:
+        with serving(backend, env) as api:
             tenant = Tenant(*new_workspace(api, "slow"))
             created = api.call(
                 "POST",

@@ -25,8 +25,9 @@ from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.prompt import Prompt
 from convo_memory.services.admin import create_workspace
 from tests.fakes.trickle_server import HeaderTrickler
-from tests.support.agent_api import create_agent, parse_sse, predict, stream_url_door, webhook_tool
+from tests.support.agent_api import create_agent, predict, stream_url_door, webhook_tool
 from tests.support.inprocess_api import InProcessApi, inprocess_stack
+from tests.support.sse import parse_sse
 
 TOOL_TIMEOUT = 1.0
 PROVIDER_TIMEOUT = 1.0

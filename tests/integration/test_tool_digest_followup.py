@@ -18,7 +18,7 @@ from convo_memory.services.admin import create_workspace
 from tests.fakes.openai_server import FakeOpenAIServer, Turn
 from tests.fakes.webhook_server import Reply, WebhookServer
 from tests.support.agent_api import create_agent, message, open_session, webhook_tool
-from tests.support.inprocess_api import InProcessApi, inprocess_stack
+from tests.support.inprocess_api import AwsBackend, InProcessApi, serving
 
 ETA = "2025-06-14"
 NONCE = "feedface00c0ffee"
@@ -38,10 +38,12 @@ def model() -> Iterator[FakeOpenAIServer]:
 
 
 @pytest.fixture
-def api(hook: WebhookServer, model: FakeOpenAIServer) -> Iterator[InProcessApi]:
+def api(
+    backend: AwsBackend, hook: WebhookServer, model: FakeOpenAIServer
+) -> Iterator[InProcessApi]:
     connections = {"local": {"type": "openai", "baseUrl": model.base_url, "models": ["llama*"]}}
     env = {"TOOL_ALLOWED_HOSTS": hook.host, "PROVIDER_CONNECTIONS": json.dumps(connections)}
-    with inprocess_stack(env) as stack:
+    with serving(backend, env) as stack:
         yield stack
 
 

@@ -23,12 +23,12 @@ from convo_memory.services.admin import create_workspace
 from tests.fakes.adapters import FakeResolver
 from tests.support.agent_api import (
     create_agent,
-    parse_sse,
     predict,
     stream_url_door,
     webhook_tool,
 )
 from tests.support.inprocess_api import InProcessApi, inprocess_stack
+from tests.support.sse import parse_sse
 
 PUBLIC = "93.184.216.34"
 DNS = {

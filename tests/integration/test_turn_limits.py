@@ -18,9 +18,15 @@ from convo_memory.ports import NoTurnLimit
 from convo_memory.stream_door import StreamDoor
 from local_runtime.aws_resources import DEFAULT_TEMPLATE, load_template, parameter_defaults
 from tests.fakes.adapters import FakeClock, FakeMetrics
-from tests.integration.conftest import Tenant
 from tests.support.faults import dynamodb_error, inject
-from tests.support.inprocess_api import ApiResponse, InProcessApi, inprocess_stack, new_workspace
+from tests.support.inprocess_api import (
+    ApiResponse,
+    AwsBackend,
+    InProcessApi,
+    new_workspace,
+    serving,
+)
+from tests.support.tenants import Tenant
 
 DEFAULTS = parameter_defaults(load_template(DEFAULT_TEMPLATE))
 RATE = int(DEFAULTS["WorkspaceTurnsPerSecond"])
@@ -38,10 +44,10 @@ def metrics() -> FakeMetrics:
 
 
 @pytest.fixture
-def limited(clock: FakeClock, metrics: FakeMetrics) -> Iterator[InProcessApi]:
+def limited(backend: AwsBackend, clock: FakeClock, metrics: FakeMetrics) -> Iterator[InProcessApi]:
     """The stack under the template's default limit (the in-process stack's own is high)."""
     env = {"WORKSPACE_TURNS_PER_SECOND": str(RATE), "WORKSPACE_TURN_BURST": str(BURST)}
-    with inprocess_stack(env, clock=clock, metrics=metrics) as api:
+    with serving(backend, env, clock=clock, metrics=metrics) as api:
         yield api
 
 
@@ -198,7 +204,10 @@ def test_each_workspace_is_one_item_of_its_own_table_that_expires_by_ttl(
     )["Item"]
     ttl = client.describe_time_to_live(TableName=settings.turn_limits_table_name)
 
-    assert [i["id"]["S"] for i in items] == [tenant.workspace_id]
+    # One item per workspace (the module's other tests share the table): this one's is
+    # the only item naming it, and no item names two workspaces.
+    ids = [i["id"]["S"] for i in items]
+    assert ids.count(tenant.workspace_id) == 1 and len(ids) == len(set(ids))
     now_us = round(clock() * MICROS)
     assert int(item["tat"]["N"]) == now_us + 2 * (MICROS // RATE)  # two turns' backlog
     assert int(item["expiresAt"]["N"]) >= int(item["tat"]["N"]) // MICROS + COUNTER_TTL_SECONDS
@@ -233,8 +242,8 @@ def test_an_unavailable_counter_admits_the_turn_and_is_counted(
     assert metrics.counts["TurnLimiterUnavailable"] == BURST + 1
 
 
-def test_zero_turns_the_limit_off() -> None:
-    with inprocess_stack({"WORKSPACE_TURNS_PER_SECOND": "0"}) as api:
+def test_zero_turns_the_limit_off(backend: AwsBackend) -> None:
+    with serving(backend, {"WORKSPACE_TURNS_PER_SECOND": "0"}) as api:
         tenant = Tenant(*new_workspace(api, "unlimited"))
         session_id = _session(api, tenant)
 

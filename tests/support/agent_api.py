@@ -1,5 +1,5 @@
 """Shared helpers for agent tests on the in-process stack: a webhook agent capability,
-sessions, turns through each door, the retention run, and Server-Sent Events parsing."""
+sessions, turns through each door, the retention run, and the stream door."""
 
 from __future__ import annotations
 
@@ -47,14 +47,6 @@ def predict(api: InProcessApi, token: str, capability: str, text: str, **extra: 
 def message(api: InProcessApi, token: str, session_id: str, text: str, **extra: Any) -> Any:
     body = {"input": text, **extra}
     return api.call("POST", f"/v1/sessions/{session_id}/messages", token=token, json_body=body)
-
-
-def parse_sse(raw: str) -> list[tuple[str, Any]]:
-    events = []
-    for block in raw.strip().split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in block.splitlines())
-        events.append((lines["event"], json.loads(lines["data"])))
-    return events
 
 
 def stream_url_door(

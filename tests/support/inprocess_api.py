@@ -14,7 +14,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 import boto3
-from moto import mock_aws
 
 from convo_memory.adapters.aws_clients import AwsClients
 from convo_memory.bootstrap import (
@@ -42,8 +41,8 @@ from local_runtime.http_gateway import (
     match_route,
 )
 from local_runtime.runtime import read_topology
+from tests.support.fake_aws import FAKE_CREDENTIALS, REGION, aws_session, environment, fake_aws
 
-REGION = "us-east-1"
 IN_PROCESS_TURNS_PER_SECOND = "1000"
 IN_PROCESS_TURN_BURST = "1000"
 
@@ -134,8 +133,81 @@ def serialized(client: Any) -> Any:
     return client
 
 
+# Settable queue attributes, to create a stack's queue again as the template made it.
+_QUEUE_SETTINGS = (
+    "DelaySeconds",
+    "MaximumMessageSize",
+    "MessageRetentionPeriod",
+    "ReceiveMessageWaitTimeSeconds",
+    "VisibilityTimeout",
+    "RedrivePolicy",
+    "RedriveAllowPolicy",
+    "SqsManagedSseEnabled",
+    "KmsMasterKeyId",
+    "KmsDataKeyReusePeriodSeconds",
+)
+
+
+@dataclass
+class AwsBackend:
+    """The template's tables, queues and keys in moto, and the environment the functions
+    run with (what ``aws_backend`` set; ``serving`` sets it again for each container)."""
+
+    resources: LocalResources
+    env: dict[str, str]
+    queue_settings: dict[str, dict[str, str]]
+
+    def empty_queues(self) -> None:
+        """Every queue deleted and created again, empty, with its settings (SQS allows
+        one purge a minute, and a delayed message cannot be received to delete it)."""
+        sqs = boto3.client("sqs", region_name=REGION)
+        for url in self.resources.queue_urls.values():
+            sqs.delete_queue(QueueUrl=url)
+        # Dead-letter queues first: a queue's redrive policy names one.
+        for logical_id, url in sorted(
+            self.resources.queue_urls.items(),
+            key=lambda item: "RedrivePolicy" in self.queue_settings[item[0]],
+        ):
+            name = url.rsplit("/", 1)[1]
+            sqs.create_queue(QueueName=name, Attributes=self.queue_settings[logical_id])  # type: ignore[arg-type]
+
+
 @contextmanager
-def inprocess_stack(
+def aws_backend(env: dict[str, str] | None = None) -> Iterator[AwsBackend]:
+    """moto with template.yaml's resources, and the environment the functions run with
+    (the template's, plus ``env``) in ``os.environ``; both gone afterwards. A module of
+    tests can share one (tests/integration/conftest.py), each test served by a container
+    of its own (``serving``)."""
+    with fake_aws(REGION):
+        resources = ensure_resources(aws_session(REGION))
+        function_env = {
+            **FAKE_CREDENTIALS,
+            "AWS_DEFAULT_REGION": REGION,
+            "POWERTOOLS_METRICS_NAMESPACE": "ConvoMemoryTest",
+            "POWERTOOLS_SERVICE_NAME": "convo-memory",
+            # The deployment key that signs nextToken cursors (a secret on AWS).
+            "CURSOR_SIGNING_KEY": "in-process-test-cursor-key-0123456789abcdef",
+            **resources.env(),
+            # Tests and the bench run turns faster than a tenant's limit allows; the
+            # limiter still counts every turn (its write is in the bench's figures).
+            "WORKSPACE_TURNS_PER_SECOND": IN_PROCESS_TURNS_PER_SECOND,
+            "WORKSPACE_TURN_BURST": IN_PROCESS_TURN_BURST,
+            **(env or {}),
+        }
+        sqs = boto3.client("sqs", region_name=REGION)
+        queue_settings: dict[str, dict[str, str]] = {}
+        for logical_id, url in resources.queue_urls.items():
+            found = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+            queue_settings[logical_id] = {
+                str(name): value for name, value in found.items() if name in _QUEUE_SETTINGS
+            }
+        with environment(function_env):
+            yield AwsBackend(resources, function_env, queue_settings)
+
+
+@contextmanager
+def serving(
+    backend: AwsBackend,
     env: dict[str, str] | None = None,
     *,
     clock: Callable[[], float] = time.time,
@@ -145,52 +217,35 @@ def inprocess_stack(
     adapt: Callable[[Adapters], Adapters] | None = None,
     **clients: Any,
 ) -> Iterator[InProcessApi]:
-    """Moto for every AWS call; tables and queues from template.yaml; the container
-    the handlers use is built from the template's environment (plus ``env``), over
-    ``clients`` (boto3 clients by service name) where given."""
-    import os
+    """A container the handlers use, built from the backend's environment plus ``env``,
+    over clients of its own (``clients``: boto3 clients by service name override them).
+    ``adapt`` puts a test's own adapter in place of a production one (a URL policy over a
+    fake resolver, say), wired into the services like any other."""
+    with environment({**backend.env, **(env or {})}):
+        clients.setdefault("dynamodb", serialized(boto3.client("dynamodb", region_name=REGION)))
+        clients.setdefault("sqs", serialized(boto3.client("sqs", region_name=REGION)))
+        settings = Settings.from_env()
+        adapters = build_adapters(settings, AwsClients(clients), clock=clock, metrics=metrics)
+        container = build_services(
+            adapt(adapters) if adapt else adapters, settings, clock, monotonic, sleep
+        )
+        set_container(container)
+        try:
+            yield InProcessApi(container, backend.resources)
+        finally:
+            set_container(None)
 
-    saved = dict(os.environ)
-    os.environ.update(
-        {
-            "AWS_DEFAULT_REGION": REGION,
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_SESSION_TOKEN": "testing",
-            "POWERTOOLS_METRICS_NAMESPACE": "ConvoMemoryTest",
-            "POWERTOOLS_SERVICE_NAME": "convo-memory",
-            # The deployment key that signs nextToken cursors (a secret on AWS).
-            "CURSOR_SIGNING_KEY": "in-process-test-cursor-key-0123456789abcdef",
-        }
-    )
-    os.environ.pop("AWS_ENDPOINT_URL", None)
-    try:
-        with mock_aws():
-            resources = ensure_resources(boto3.session.Session(region_name=REGION))
-            os.environ.update(resources.env())
-            # Tests and the bench run turns faster than a tenant's limit allows; the
-            # limiter still counts every turn (its write is in the bench's figures).
-            os.environ["WORKSPACE_TURNS_PER_SECOND"] = IN_PROCESS_TURNS_PER_SECOND
-            os.environ["WORKSPACE_TURN_BURST"] = IN_PROCESS_TURN_BURST
-            os.environ.update(env or {})
-            clients.setdefault("dynamodb", serialized(boto3.client("dynamodb", region_name=REGION)))
-            clients.setdefault("sqs", serialized(boto3.client("sqs", region_name=REGION)))
-            aws = AwsClients(clients)
-            settings = Settings.from_env()
-            adapters = build_adapters(settings, aws, clock=clock, metrics=metrics)
-            # ``adapt``: a test's own adapter in place of a production one (a URL policy
-            # over a fake resolver, say), wired into the services like any other.
-            container = build_services(
-                adapt(adapters) if adapt else adapters, settings, clock, monotonic, sleep
-            )
-            set_container(container)
-            try:
-                yield InProcessApi(container, resources)
-            finally:
-                set_container(None)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+
+@contextmanager
+def inprocess_stack(
+    env: dict[str, str] | None = None, **serving_args: Any
+) -> Iterator[InProcessApi]:
+    """Moto for every AWS call; tables and queues from template.yaml; the container
+    the handlers use is built from the template's environment (plus ``env``), with
+    ``serving``'s keywords. Inside another stack (or ``mock_aws``), this one shares its
+    moto backend."""
+    with aws_backend(env) as backend, serving(backend, **serving_args) as api:
+        yield api
 
 
 def seed_history(api: InProcessApi, session_id: str, messages: int) -> None:

@@ -9,11 +9,13 @@ logical id, in region ``us-east-1`` of account ``123456789012``.
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +43,14 @@ class _PolicyLoader:
 
 
 def transformed_template(template_path: Path | str = DEFAULT_TEMPLATE) -> dict[str, Any]:
-    """``template_path`` after the ``AWS::Serverless-2016-10-31`` transform."""
+    """``template_path`` after the ``AWS::Serverless-2016-10-31`` transform (a copy: the
+    transform runs once per template text and process)."""
+    text = Path(template_path).read_text(encoding="utf-8")
+    return copy.deepcopy(_transformed(text, str(template_path)))
+
+
+@cache
+def _transformed(text: str, template_path: str) -> dict[str, Any]:
     from samtranslator.translator.transform import transform
 
     template = load_template(template_path)

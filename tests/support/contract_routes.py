@@ -1,0 +1,30 @@
+"""The routes the contract and docs/architecture.md name, and the function serving each:
+what template.yaml and the OpenAPI document are checked against."""
+
+from __future__ import annotations
+
+# Every route of CONTRACT.md and the function docs/architecture.md gives it.
+EXPECTED_ROUTES = {
+    ("POST", "/v1/capabilities"): "CapabilitiesFunction",
+    ("GET", "/v1/capabilities"): "CapabilitiesFunction",
+    ("GET", "/v1/capabilities/{capabilityId}"): "CapabilitiesFunction",
+    ("GET", "/v1/runs/{runId}"): "CapabilitiesFunction",
+    ("GET", "/v1/providers"): "CapabilitiesFunction",
+    ("POST", "/v1/sessions"): "CreateSessionFunction",
+    ("GET", "/v1/sessions"): "ReadSessionsFunction",
+    ("GET", "/v1/sessions/{sessionId}"): "ReadSessionsFunction",
+    ("PATCH", "/v1/sessions/{sessionId}"): "ModifySessionFunction",
+    ("DELETE", "/v1/sessions/{sessionId}"): "ModifySessionFunction",
+    ("GET", "/v1/sessions/{sessionId}/messages"): "ReadSessionsFunction",
+    ("GET", "/v1/sessions/{sessionId}/context"): "ReadSessionsFunction",
+    ("POST", "/v1/capabilities/{capabilityId}/predict"): "PredictFunction",
+    ("POST", "/v1/capabilities/{capabilityId}/predict/stream"): "PredictFunction",
+    ("POST", "/v1/sessions/{sessionId}/messages"): "PredictFunction",
+    # Unknown routes: the contract's not_found body (served without a token).
+    ("ANY", "$default"): "CapabilitiesFunction",
+    # The Studio Chat page (served without a token; its calls carry the operator's).
+    ("GET", "/studio"): "StudioFunction",
+    ("GET", "/v1/openapi.json"): "OpenApiFunction",
+}
+# The routes served without the authorizer.
+PUBLIC_PATHS = {"$default", "/studio", "/v1/openapi.json"}

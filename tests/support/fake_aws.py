@@ -1,0 +1,70 @@
+"""moto for every AWS call a test makes: its stand-in credentials and region in the
+environment, and nothing there (an endpoint, a profile) that could send a call elsewhere.
+The one copy of that set-up, for fixtures and for the in-process stack."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from functools import cache
+from typing import Any
+
+import boto3
+import botocore.session
+from moto import mock_aws
+
+REGION = "us-east-1"
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+}
+# What would point boto3 away from moto's in-process backend.
+_ELSEWHERE = ("AWS_ENDPOINT_URL", "AWS_PROFILE")
+
+
+@contextmanager
+def environment(values: Mapping[str, str], *, remove: tuple[str, ...] = ()) -> Iterator[None]:
+    """``os.environ`` with ``values`` set and ``remove`` unset; all of it as it was after."""
+    saved = dict(os.environ)
+    for name in remove:
+        os.environ.pop(name, None)
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@contextmanager
+def fake_aws(region: str = REGION) -> Iterator[None]:
+    """Every AWS call inside goes to moto (a fresh, empty backend unless another
+    ``fake_aws`` or ``mock_aws`` is already active), signed with fake credentials, in
+    ``region`` unless a client names another. ``boto3.client`` builds on one botocore
+    session for the whole process (see ``aws_session``)."""
+    with (
+        environment({**FAKE_CREDENTIALS, "AWS_DEFAULT_REGION": region}, remove=_ELSEWHERE),
+        mock_aws(),
+    ):
+        boto3.DEFAULT_SESSION = aws_session(region)  # moto puts the previous one back
+        yield
+
+
+def aws_session(region: str = REGION) -> boto3.session.Session:
+    """A boto3 session over the process's one botocore session: a fresh botocore session
+    reads every service model from disk again, most of what a client costs."""
+    return boto3.session.Session(botocore_session=_botocore_session(), region_name=region)
+
+
+@cache
+def _botocore_session() -> botocore.session.Session:
+    return botocore.session.get_session()
+
+
+def item_count(dynamodb: Any, table: str) -> int:
+    """How many items ``table`` holds, in one cheap request: moto counts them on every
+    DescribeTable (DynamoDB itself refreshes ItemCount about every six hours), where a
+    COUNT scan reads every item."""
+    return int(dynamodb.describe_table(TableName=table)["Table"]["ItemCount"])

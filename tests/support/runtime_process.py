@@ -1,0 +1,220 @@
+"""``python -m local_runtime`` as a subprocess, spoken to over HTTP: starting one on free
+ports (bounded wait for "Ready."), its output, requests to it, stopping it. The e2e
+tier's fixtures (tests/e2e/conftest.py) and tests use these."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DEV_TOKEN = "e2e-dev-token-0123456789abcdef"
+OTHER_TOKEN = "e2e-other-token-0123456789abcdef"
+READY_TIMEOUT_SECONDS = 60.0
+STOP_TIMEOUT_SECONDS = 20.0
+REQUEST_TIMEOUT_SECONDS = 30.0
+
+StartRuntime = Callable[..., "RuntimeProcess"]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class RuntimeProcess:
+    """One ``python -m local_runtime`` and what it printed."""
+
+    process: subprocess.Popen[str]
+    base_url: str
+    lambda_url: str
+    tokens: dict[str, str]
+    stdout_lines: list[str] = field(default_factory=list)
+    stderr_lines: list[str] = field(default_factory=list)
+    ready: threading.Event = field(default_factory=threading.Event)
+    _readers: list[threading.Thread] = field(default_factory=list)
+
+    # output ---------------------------------------------------------------
+
+    def _drain(self, stream: Any, lines: list[str], watch_ready: bool) -> None:
+        # Always drained: a full pipe would block the runtime mid-request.
+        for line in stream:
+            lines.append(line.rstrip("\n"))
+            if watch_ready and line.strip() == "Ready.":
+                self.ready.set()
+
+    def start_readers(self) -> None:
+        for stream, lines, watch in (
+            (self.process.stdout, self.stdout_lines, True),
+            (self.process.stderr, self.stderr_lines, False),
+        ):
+            reader = threading.Thread(target=self._drain, args=(stream, lines, watch), daemon=True)
+            reader.start()
+            self._readers.append(reader)
+
+    @property
+    def stdout(self) -> str:
+        return "\n".join(self.stdout_lines)
+
+    @property
+    def stderr(self) -> str:
+        return "\n".join(self.stderr_lines)
+
+    @property
+    def aws_endpoint(self) -> str:
+        """The moto server the runtime started (from its banner)."""
+        for line in self.stdout_lines:
+            if line.strip().startswith("AWS "):
+                return line.split()[1]
+        raise AssertionError(f"no AWS endpoint in the banner:\n{self.stdout}")
+
+    # HTTP -----------------------------------------------------------------
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        token: str | None = None,
+        json: Any = None,
+        raw_body: bytes | str | None = None,
+        headers: Mapping[str, str] | None = None,
+        base_url: str | None = None,
+    ) -> tuple[int, dict[str, str], Any]:
+        """(status, lower-cased headers, body parsed as JSON when it is JSON)."""
+        return http_call(
+            (base_url or self.base_url) + path,
+            method,
+            token=token,
+            json_body=json,
+            raw_body=raw_body,
+            headers=headers,
+        )
+
+    # lifecycle ------------------------------------------------------------
+
+    def stop(self, sig: int = signal.SIGINT) -> int:
+        """Signal the runtime and wait (bounded) for it to exit; its exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(STOP_TIMEOUT_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(STOP_TIMEOUT_SECONDS)
+        for reader in self._readers:
+            reader.join(5)
+        return int(self.process.returncode)
+
+    def assert_stopped_cleanly(self, sig: int = signal.SIGINT) -> None:
+        code = self.stop(sig)
+        shutdown = self.stderr.split("shutting down", 1)[-1]
+        assert code == 0, f"exit code {code}\nstderr:\n{self.stderr}"
+        assert "Traceback" not in shutdown, f"traceback at shutdown:\n{self.stderr}"
+
+
+def http_call(
+    url: str,
+    method: str = "GET",
+    *,
+    token: str | None = None,
+    json_body: Any = None,
+    raw_body: bytes | str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> tuple[int, dict[str, str], Any]:
+    data: bytes | None = None
+    all_headers = dict(headers or {})
+    if json_body is not None:
+        data = json.dumps(json_body).encode("utf-8")
+        all_headers.setdefault("content-type", "application/json")
+    elif raw_body is not None:
+        data = raw_body.encode("utf-8") if isinstance(raw_body, str) else raw_body
+    if token is not None:
+        all_headers["authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url, data=data, method=method.upper(), headers=all_headers)
+    try:
+        with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_SECONDS) as response:
+            status, raw_headers, payload = response.status, response.headers, response.read()
+    except urllib.error.HTTPError as error:
+        status, raw_headers, payload = error.code, error.headers, error.read()
+    response_headers = {name.lower(): value for name, value in raw_headers.items()}
+    return status, response_headers, _parse(payload)
+
+
+def _parse(payload: bytes) -> Any:
+    if not payload:
+        return None
+    text = payload.decode("utf-8", errors="replace")
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def launch_runtime(extra_env: Mapping[str, str] | None = None) -> RuntimeProcess:
+    """Start ``python -m local_runtime`` on free ports and wait (bounded) for "Ready."."""
+    port = free_port()
+    lambda_port = free_port()
+    while lambda_port == port:
+        lambda_port = free_port()
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("AWS_ENDPOINT_URL") and key not in ("PORT", "LAMBDA_PORT")
+    }
+    env.update(
+        {
+            "PORT": str(port),
+            "LAMBDA_PORT": str(lambda_port),
+            "CONVO_DEV_TOKEN": DEV_TOKEN,
+            "CONVO_DEV_TOKENS": f"other={OTHER_TOKEN}",
+            # The tier fires bursts (16 concurrent turns on one workspace); the turn limit
+            # itself is tested in tests/integration/test_turn_limits.py.
+            "CONVO_WORKSPACE_TURNS_PER_SECOND": "1000",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    env.update(extra_env or {})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "local_runtime"],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+    )
+    runtime = RuntimeProcess(
+        process=process,
+        base_url=f"http://127.0.0.1:{env['PORT']}",
+        lambda_url=f"http://127.0.0.1:{env['LAMBDA_PORT']}",
+        tokens={"dev": env["CONVO_DEV_TOKEN"], "other": OTHER_TOKEN},
+    )
+    runtime.start_readers()
+    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    while not runtime.ready.wait(0.2):
+        if process.poll() is not None or time.monotonic() > deadline:
+            runtime.stop(signal.SIGKILL)
+            pytest.fail(
+                f"local runtime not ready (exit code {process.returncode})\n"
+                f"stdout:\n{runtime.stdout}\nstderr:\n{runtime.stderr}"
+            )
+    return runtime
