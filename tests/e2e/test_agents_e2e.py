@@ -1,6 +1,6 @@
 """Agents end to end: ``python -m local_runtime`` over HTTP, the embedded agent's tool
 loop calling webhook tools on 127.0.0.1 (signed, with the session's principal), both
-streaming doors' events, the URL policy, and the README's webhook example run verbatim."""
+streaming doors' events, the URL policy, and the agents guide's webhook example run verbatim."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from tests.support.runtime_process import RuntimeProcess, free_port, launch_runt
 from tests.support.sse import parse_sse
 
 pytestmark = pytest.mark.e2e
-README = Path(__file__).resolve().parents[2] / "README.md"
+AGENTS_GUIDE = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
 PRINCIPAL = {"tenant_id": "store-a", "user_id": "u_913"}
 SCHEMA = {"type": "object", "properties": {"query": {"type": "string"}}}
-README_TOOL_PORT = free_port()
+GUIDE_TOOL_PORT = free_port()
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,7 @@ def hook() -> Iterator[WebhookServer]:
 
 @pytest.fixture(scope="module")
 def runtime(hook: WebhookServer) -> Iterator[RuntimeProcess]:
-    allowed = f"{hook.host},127.0.0.1:{README_TOOL_PORT}"
+    allowed = f"{hook.host},127.0.0.1:{GUIDE_TOOL_PORT}"
     process = launch_runtime({"CONVO_TOOL_ALLOWED_HOSTS": allowed})
     try:
         yield process
@@ -211,21 +211,21 @@ def test_the_secret_never_shows_again(
     assert "toolSecretCiphertext" not in text
 
 
-def test_the_readme_webhook_example_works_verbatim(runtime: RuntimeProcess, tmp_path: Path) -> None:
-    text = README.read_text()
+def test_the_agents_guide_webhook_example_works_verbatim(runtime: RuntimeProcess, tmp_path: Path) -> None:
+    text = AGENTS_GUIDE.read_text()
     tool = re.search(
         r"<!-- order-tool:start -->\n```python\n(.*?)```\n<!-- order-tool:end -->", text, re.S
     )
     block = re.search(
         r"<!-- agent-example:start -->\n```sh\n(.*?)```\n<!-- agent-example:end -->", text, re.S
     )
-    assert tool and block, "README has no webhook example"
+    assert tool and block, "docs/agents.md has no webhook example"
     (tmp_path / "order_tool.py").write_text(tool.group(1))
     env = {
         **os.environ,
         "BASE": runtime.base_url,
         "TOKEN": runtime.tokens["dev"],
-        "TOOL_PORT": str(README_TOOL_PORT),
+        "TOOL_PORT": str(GUIDE_TOOL_PORT),
     }
     result = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", block.group(1)],
@@ -247,3 +247,31 @@ def test_the_readme_webhook_example_works_verbatim(runtime: RuntimeProcess, tmp_
     assert context["toolDigests"][0]["seq"] == first["turn"]["assistantSeq"]
     assert context["toolDigests"][0]["tools"] == ["order"]
     assert "June 14" in context["toolDigests"][0]["text"]
+
+
+def test_the_agents_guide_example_says_why_when_the_tool_host_is_not_allowed(
+    runtime: RuntimeProcess, tmp_path: Path
+) -> None:
+    text = AGENTS_GUIDE.read_text()
+    block = re.search(
+        r"<!-- agent-example:start -->\n```sh\n(.*?)```\n<!-- agent-example:end -->", text, re.S
+    )
+    assert block
+    env = {
+        **os.environ,
+        "BASE": runtime.base_url,
+        "TOKEN": runtime.tokens["dev"],
+        "TOOL_PORT": str(free_port()),  # not in this runtime's CONVO_TOOL_ALLOWED_HOSTS
+    }
+    result = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block.group(1)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
+
+    assert result.returncode != 0
+    assert "validation_error: tools.0.url" in result.stderr, result.stderr
+    assert result.stdout == ""  # it stopped before any session or turn

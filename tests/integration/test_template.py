@@ -278,7 +278,7 @@ def test_every_route_sits_behind_the_token_authorizer_on_the_one_http_api() -> N
     assert authorizer["AuthorizerPayloadFormatVersion"] == "2.0"
     assert authorizer["EnableSimpleResponses"] is True
     # No identity source, no cache: it runs on every request, a missing header included,
-    # so that every 401 is the contract's body (README "Operating it" has the cost).
+    # so that every 401 is the contract's body (docs/operating.md has the cost).
     assert authorizer["Identity"] == {"ReauthorizeEvery": 0}
     for logical_id, resource in template["Resources"].items():
         for event in (resource.get("Properties") or {}).get("Events", {}).values():
