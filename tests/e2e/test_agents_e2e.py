@@ -211,7 +211,9 @@ def test_the_secret_never_shows_again(
     assert "toolSecretCiphertext" not in text
 
 
-def test_the_agents_guide_webhook_example_works_verbatim(runtime: RuntimeProcess, tmp_path: Path) -> None:
+def test_the_agents_guide_webhook_example_works_verbatim(
+    runtime: RuntimeProcess, tmp_path: Path
+) -> None:
     text = AGENTS_GUIDE.read_text()
     tool = re.search(
         r"<!-- order-tool:start -->\n```python\n(.*?)```\n<!-- order-tool:end -->", text, re.S
