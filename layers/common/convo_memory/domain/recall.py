@@ -1,0 +1,118 @@
+"""Recall across an end user's sessions: which earlier sessions a new one may recall,
+and the text it keeps of them.
+
+A session created on a capability with ``recall`` carries, from each of the newest
+earlier sessions of the same workspace, capability and externalRef whose principal
+equals its own, that session's rolling summary if it has one, else its newest messages:
+newest session first, ``maxChars`` in all, cut at a message boundary where possible.
+The text is data: a prompt carries it inside a fence (``domain.prompt.fence``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from convo_memory.domain.models import Message, Principal, Recall
+
+# What marks a text cut to fit the budget.
+CUT_MARK = " …[cut]"
+# A session block is not started with less room than this for its text.
+MIN_BLOCK_CHARS = 40
+BLOCK_SEPARATOR = "\n\n"
+# Control characters (Unicode category Cc) but the line feed and the tab.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+@dataclass(frozen=True)
+class RecallSource:
+    """What one earlier session offers: its summary (if any) and its newest messages
+    (oldest first)."""
+
+    session_id: str
+    created_at: str
+    summary: str | None
+    messages: tuple[Message, ...] = ()
+
+    @property
+    def has_text(self) -> bool:
+        return bool(self.summary) or bool(self.messages)
+
+
+def canonical_principal(principal: Principal | None) -> str:
+    """The principal as canonical JSON (sorted claims, compact): two principals are the
+    same end-user identity when their canonical forms are equal (two nulls too)."""
+    return json.dumps(principal, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def same_principal(a: Principal | None, b: Principal | None) -> bool:
+    return canonical_principal(a) == canonical_principal(b)
+
+
+def compose_recall(sources: Sequence[RecallSource], max_chars: int) -> Recall | None:
+    """The recall of ``sources`` (newest session first) in at most ``max_chars``
+    characters, or None when none of them has anything to recall. Each session is one
+    block: a header line, then its summary or its newest messages."""
+    blocks: list[str] = []
+    used: list[str] = []
+    remaining = max_chars
+    for source in sources:
+        if not source.has_text:
+            continue
+        separator = BLOCK_SEPARATOR if blocks else ""
+        kind = "summary" if source.summary else "last messages"
+        header = f"Earlier conversation of {source.created_at[:10]} ({kind}):\n"
+        room = remaining - len(separator) - len(header)
+        if room < MIN_BLOCK_CHARS:
+            break
+        body = (
+            _cut(_clean(source.summary), room)
+            if source.summary
+            else _newest_lines(source.messages, room)
+        )
+        block = separator + header + body
+        blocks.append(block)
+        used.append(source.session_id)
+        remaining -= len(block)
+    if not blocks:
+        return None
+    return Recall(text="".join(blocks), from_sessions=used)
+
+
+def _newest_lines(messages: Sequence[Message], room: int) -> str:
+    """The newest messages that fit in ``room`` whole, one per line, oldest first; when
+    not even the newest one fits, that one cut to fit."""
+    lines = [f"{m.role}: {_clean(m.content)}" for m in messages]
+    taken: list[str] = []
+    size = 0
+    for line in reversed(lines):
+        needed = len(line) + (1 if taken else 0)
+        if size + needed > room:
+            break
+        taken.append(line)
+        size += needed
+    if not taken and lines:
+        return _cut(lines[-1], room)
+    return "\n".join(reversed(taken))
+
+
+def _cut(text: str, room: int) -> str:
+    """``text`` within ``room`` characters: cut at the last whitespace of the second
+    half of the room when there is one, and marked as cut."""
+    if len(text) <= room:
+        return text
+    keep = max(0, room - len(CUT_MARK))
+    head = text[:keep]
+    space = max(head.rfind(" "), head.rfind("\n"))
+    if space >= keep // 2:
+        head = head[:space]
+    return head + CUT_MARK
+
+
+def _clean(text: str) -> str:
+    """``text`` without control characters (line breaks and tabs kept): recalled text
+    is replayed to a model, possibly sessions later, and a terminal or a log viewer
+    may show it too."""
+    return _CONTROL.sub("\ufffd", text.replace("\r\n", "\n"))
