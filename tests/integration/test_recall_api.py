@@ -171,7 +171,8 @@ def test_nothing_crosses_to_another_end_user_principal_capability_or_workspace(
     fact = a_fact()
     say(api, tenant, open_session(api, tenant, cap, "customer-1"), fact)
 
-    owner, second_cap, ref, principal = tenant, cap, "customer-1", ALICE
+    owner, second_cap, ref = tenant, cap, "customer-1"
+    principal: dict[str, str] | None = ALICE
     if other == "externalRef":
         ref = "customer-2"
     elif other == "principal":
