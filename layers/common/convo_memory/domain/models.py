@@ -58,9 +58,10 @@ class ReplayPolicy(ApiModel):
 
 
 class RecallPolicy(ApiModel):
-    """Recall across an end user's sessions (opt-in): taken once, when a session is
-    created, from the ``sessions`` newest earlier sessions of the same workspace,
-    capability, externalRef and principal; ``maxChars`` in all."""
+    """Recall across an end user's sessions (opt-in). A new session takes, once, from
+    each of the `sessions` newest earlier sessions of the same workspace, capability,
+    externalRef and principal its rolling summary (else its newest messages), newest
+    session first, `maxChars` characters in all; its turns replay it as data."""
 
     sessions: int = Field(ge=1, le=5)
     max_chars: int = Field(default=2_000, ge=100, le=8_000)
