@@ -112,18 +112,40 @@ def test_given_one_message_longer_than_the_budget_when_composing_then_it_is_cut_
     assert recall.text.endswith(CUT_MARK)
 
 
-def test_given_a_long_summary_when_composing_then_it_is_cut_within_the_budget() -> None:
+def test_given_a_long_summary_when_composing_then_it_cannot_crowd_out_an_older_session() -> None:
     sources = [
         RecallSource("s2", "2025-06-02", "summary words " * 1_000),
-        RecallSource("s1", "2025-06-01", "never reached"),
+        RecallSource("s1", "2025-06-01", "the older session, whole"),
     ]
 
     recall = compose_recall(sources, 1_000)
 
-    assert recall is not None
-    assert len(recall.text) <= 1_000 and recall.text.endswith(CUT_MARK)
-    assert recall.from_sessions == ["s2"]
-    assert "never reached" not in recall.text
+    assert recall is not None and len(recall.text) <= 1_000
+    assert recall.from_sessions == ["s2", "s1"]
+    newer, older = recall.text.split("\n\n")
+    assert newer.endswith(CUT_MARK) and older.endswith("the older session, whole")
+    # What the short one did not need went to the long one.
+    assert len(recall.text) >= 1_000 - len("summary ")
+
+
+def test_given_long_sessions_when_composing_then_each_gets_a_fair_share() -> None:
+    sources = [RecallSource(f"s{i}", "2025-06-0" + str(i), f"S{i} " * 2_000) for i in range(5)]
+
+    recall = compose_recall(sources, 2_000)
+
+    assert recall is not None and recall.from_sessions == ["s0", "s1", "s2", "s3", "s4"]
+    sizes = [len(block) for block in recall.text.split("\n\n")]
+    assert max(sizes) - min(sizes) <= 10 and sum(sizes) + 2 * 4 <= 2_000
+
+
+def test_given_more_sessions_than_the_budget_holds_then_the_newest_are_recalled() -> None:
+    sources = [RecallSource(f"s{i}", "2025-06-01", "x" * 500) for i in range(5)]
+
+    recall = compose_recall(sources, 200)
+
+    # A block needs its header (46 characters) and 40 of its text: two fit in 200.
+    assert recall is not None and recall.from_sessions == ["s0", "s1"]
+    assert len(recall.text) <= 200
 
 
 @settings(max_examples=200, deadline=None, database=None)
