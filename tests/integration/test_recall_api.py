@@ -231,6 +231,27 @@ def test_a_deleted_session_is_never_recalled_and_takes_its_own_recall_along(
     assert fact not in stored_text(api)  # nor in the second session's tombstone
 
 
+def test_a_purge_by_retention_takes_the_recall_with_its_first_step(
+    api: InProcessApi, tenant: Tenant
+) -> None:
+    cap = capability(api, tenant, recall={"sessions": 1})
+    fact = a_fact()
+    say(api, tenant, open_session(api, tenant, cap, "customer-1"), fact)
+    recalling = open_session(api, tenant, cap, "customer-1")
+    client = api.container.clients["dynamodb"]
+    key = {"pk": {"S": f"SESSION#{recalling}"}, "sk": {"S": "SESSION"}}
+    table = api.resources.tables["ConversationsTable"]
+    head = client.get_item(TableName=table, Key=key, ConsistentRead=True)["Item"]
+    assert fact in head["recall"]["S"]
+    retention = api.container.stores.retention
+
+    assert retention.archive_session(recalling, head["lastActiveAt"]["S"], "2030-01-01")
+    assert retention.begin_purge(recalling, "2030-01-01", "2030-02-01")
+
+    purged = client.get_item(TableName=table, Key=key, ConsistentRead=True)["Item"]
+    assert purged["status"]["S"] == "deleting" and "recall" not in purged
+
+
 def test_a_deletion_landing_between_the_read_and_the_write_wins(
     api: InProcessApi, tenant: Tenant
 ) -> None:
