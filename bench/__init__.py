@@ -26,6 +26,9 @@ Figures, all measured in one run, nothing leaves the machine (moto in process):
     a flood) and its cost per million turns.
 12. Turns through an outage: answered turns lost and duplicated, and the seconds until
     every repair landed, while 25% and 60% of transcript writes and SQS sends fail.
+13. Opening a session with ``recall: {sessions: 5}``: DynamoDB requests and capacity
+    units, next to opening one without recall; and a warm turn of such a session next
+    to one without recall (the same requests).
 
 It is a report: it exits 0 whatever the figures are (1 only when one could not be
 measured).

@@ -9,7 +9,9 @@ second, unmetered client) to apply DynamoDB's rules:
 - a read (GetItem, Query) costs one unit per 4 KB of the items it returns, summed per
   request, at least one unit; half of that when eventually consistent;
 - a write costs one unit per 1 KB of the larger of the item before and after (a failed
-  condition too); a transaction doubles it;
+  condition too); a transaction doubles it, for each of its items (a ConditionCheck is
+  charged like a write that leaves its item as it was; a canceled transaction like a
+  failed condition on each item);
 - a global secondary index is written when the item carries its keys before or after:
   a put of the projected item when its keys appear, a delete when they go, both when
   they change, and one write when they stay but a projected attribute changes (the
@@ -38,6 +40,7 @@ from bench.prices import (
 
 READ_UNIT_BYTES = 4096
 WRITE_UNIT_BYTES = 1024
+TRANSACTION_FACTOR = 2
 
 
 # -- item size ------------------------------------------------------------------------
@@ -211,7 +214,8 @@ class CapacityMeter:
 
     def _before(self, model: Any, params: dict[str, Any], **_: Any) -> None:
         op = model.name
-        pending: list[tuple[str, dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]]
+        # (table, key, item before, item put or None[, the transaction item's kind])
+        pending: list[tuple[Any, ...]]
         pending = []
         table = params.get("TableName", "")
         if op == "PutItem" and table in self._specs:
@@ -230,6 +234,15 @@ class CapacityMeter:
                     else:
                         key = dict(request["DeleteRequest"]["Key"])
                         pending.append((name, key, self._current(name, key), None))
+        elif op == "TransactWriteItems":
+            for entry in params["TransactItems"]:
+                ((kind, body),) = entry.items()
+                name = body["TableName"]
+                if name not in self._specs:
+                    continue
+                key = self._key(name, body["Item"]) if kind == "Put" else dict(body["Key"])
+                put = body["Item"] if kind == "Put" else None
+                pending.append((name, key, self._current(name, key), put, kind))
         self._local.pending = (op, params, pending)
 
     def _after(self, model: Any, parsed: Mapping[str, Any], **_: Any) -> None:
@@ -249,6 +262,9 @@ class CapacityMeter:
             total = sum(item_size(i) for i in found)
             self.units.read_units += read_units(total, bool(params.get("ConsistentRead")))
             return
+        if op == "TransactWriteItems":
+            self._transaction(pending, failed)
+            return
         for table, key, before, put in pending:
             if failed:
                 after = before
@@ -261,5 +277,21 @@ class CapacityMeter:
             else:
                 after = self._current(table, key)
             self.units.table_write_units += write_units(before, after)
+            if not failed:
+                self.units.index_write_units += index_write_units(self._specs[table], before, after)
+
+    def _transaction(self, pending: list[Any], failed: bool) -> None:
+        """Each item of a transaction: its write units doubled; its index writes as a
+        plain write's (a ConditionCheck changes nothing)."""
+        for table, key, before, put, kind in pending:
+            if failed or kind == "ConditionCheck":
+                after = before
+            elif kind == "Put":
+                after = put
+            elif kind == "Delete":
+                after = None
+            else:
+                after = self._current(table, key)
+            self.units.table_write_units += TRANSACTION_FACTOR * write_units(before, after)
             if not failed:
                 self.units.index_write_units += index_write_units(self._specs[table], before, after)

@@ -523,6 +523,11 @@ def render(results: dict[str, Any]) -> str:
 
         title = _title(12, "Turns through an outage of DynamoDB writes and SQS sends")
         parts.append(render_outage(results["outage"], table, title))
+    if "recallCost" in results:
+        from bench.recall_cost import render_recall_cost
+
+        title = _title(13, "Opening a session with recall, and its turns: DynamoDB cost")
+        parts.append(render_recall_cost(results["recallCost"], table, title))
     for name, error in (results.get("errors") or {}).items():
         parts.append(f"[{name}] not measured: {error}")
     return "\n\n".join(parts) + "\n"

@@ -374,13 +374,15 @@ class Capabilities(_Resource):
         tools: builtins.list[Mapping[str, Any]] | None = None,
         max_tool_steps: int | None = None,
         content_filter: Mapping[str, Any] | None = None,
+        recall: Mapping[str, Any] | None = None,
         **fields: Any,
     ) -> Capability:
         """Create a capability. ``provider`` names an operator connection, e.g.
         ``{"connection": "embedded"}`` or ``{"connection": "bedrock", "modelId": ...}``.
         ``fields`` are sent as given (camelCase), for fields this client does not name.
         With webhook tools the result's ``tool_signing_secret`` is set: the service shows
-        it this once."""
+        it this once. ``recall``, e.g. ``{"sessions": 3}``, makes each new session start
+        with what the end user said in earlier sessions."""
         body: dict[str, Any] = {"name": name, "kind": kind, **fields}
         optional: dict[str, Any] = {
             "provider": dict(provider) if provider is not None else None,
@@ -390,6 +392,7 @@ class Capabilities(_Resource):
             "tools": [dict(t) for t in tools] if tools is not None else None,
             "maxToolSteps": max_tool_steps,
             "contentFilter": content_filter,
+            "recall": dict(recall) if recall is not None else None,
         }
         body.update({k: v for k, v in optional.items() if v is not None})
         return Capability.from_json(self._call("POST", "/v1/capabilities", CREATE, body=body))

@@ -191,6 +191,21 @@ class ToolDigest:
 
 
 @dataclass(frozen=True)
+class Recall:
+    """What a session recalls of its end user's earlier sessions (taken when it was
+    created), and the ids of the sessions it came from, newest first."""
+
+    text: str
+    from_sessions: list[str]
+
+    @classmethod
+    def from_json(cls, data: Any) -> Recall:
+        """Build from the service's JSON."""
+        d = _obj(data)
+        return cls(text=_str(d.get("text")), from_sessions=_strings(d.get("fromSessions")))
+
+
+@dataclass(frozen=True)
 class Context:
     """What the session's next turn would see: the summary, the replayed messages (a
     newest suffix of the transcript), the digests of replayed agent turns, and how many
@@ -201,19 +216,21 @@ class Context:
     tool_digests: list[ToolDigest]
     omitted_messages: int
     replayed_chars: int
+    recall: Recall | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_json(cls, data: Any) -> Context:
         """Build from the service's JSON, ignoring fields this client does not know."""
         d = _obj(data)
-        summary = d.get("summary")
+        summary, recall = d.get("summary"), d.get("recall")
         return cls(
             summary=Summary.from_json(summary) if isinstance(summary, Mapping) else None,
             messages=[Message.from_json(m) for m in d.get("messages") or []],
             tool_digests=[ToolDigest.from_json(t) for t in d.get("toolDigests") or []],
             omitted_messages=_int(d.get("omittedMessages")),
             replayed_chars=_int(d.get("replayedChars")),
+            recall=Recall.from_json(recall) if isinstance(recall, Mapping) else None,
             raw=dict(d),
         )
 
@@ -333,6 +350,7 @@ class Capability:
     max_tool_steps: int | None
     created_at: datetime | None
     tool_signing_secret: str | None = field(default=None, repr=False)
+    recall: dict[str, Any] | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -353,6 +371,7 @@ class Capability:
             max_tool_steps=_opt_int(d.get("maxToolSteps")),
             created_at=_time(d.get("createdAt")),
             tool_signing_secret=_opt_str(d.get("toolSigningSecret")),
+            recall=dict(recall) if isinstance(recall := d.get("recall"), Mapping) else None,
             raw={k: v for k, v in d.items() if k != "toolSigningSecret"},
         )
 

@@ -251,6 +251,7 @@ def test_503_then_success_on_a_read(service: FakeService, sleeps: Sleeps) -> Non
                 "toolDigests": [{"seq": 6, "tools": ["lookup_order"], "text": "ETA friday"}],
                 "omittedMessages": 4,
                 "replayedChars": 2,
+                "recall": {"text": "Earlier: a dog, Biscuit", "fromSessions": ["ses_0"]},
             },
         ),
     )
@@ -262,6 +263,8 @@ def test_503_then_success_on_a_read(service: FakeService, sleeps: Sleeps) -> Non
     assert [m.seq for m in context.messages] == [5]
     assert context.tool_digests[0].tools == ["lookup_order"]
     assert (context.omitted_messages, context.replayed_chars) == (4, 2)
+    assert context.recall is not None and context.recall.from_sessions == ["ses_0"]
+    assert context.recall.text == "Earlier: a dog, Biscuit"
 
 
 @pytest.mark.parametrize("status", [500, 502])
@@ -696,6 +699,31 @@ def test_a_tool_signing_secret_is_returned_once_and_never_shown_in_repr(
         "provider": {"connection": "embedded"},
         "tools": [{"name": "track_parcel", "url": "https://tools.example/track"}],
         "maxToolSteps": 3,
+    }
+
+
+def test_a_capability_with_recall_is_sent_and_read_back(
+    service: FakeService, sleeps: Sleeps
+) -> None:
+    capability = {
+        "id": "cap_r",
+        "name": "remembers",
+        "kind": "generative",
+        "provider": {"connection": "embedded"},
+        "recall": {"sessions": 3, "maxChars": 2000},
+        "createdAt": "2025-01-02T03:04:05Z",
+    }
+    service.on("POST", "/v1/capabilities", Reply(201, capability))
+
+    created = client(service, sleeps).capabilities.create(
+        "remembers", "generative", recall={"sessions": 3}
+    )
+
+    assert created.recall == {"sessions": 3, "maxChars": 2000}
+    assert service.received[0].body == {
+        "name": "remembers",
+        "kind": "generative",
+        "recall": {"sessions": 3},
     }
 
 

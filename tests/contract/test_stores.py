@@ -299,3 +299,87 @@ def test_archiving_and_purging_are_conditional_on_what_the_index_showed(stores: 
     assert stores.retention.remove_head("s1")
     assert stores.retention.last_turn_at("s1") is None
     assert list(stores.retention.sessions_by_activity("deleting", shard, "9")) == []
+
+
+# -- recall ---------------------------------------------------------------------------------
+
+
+def recall_session(
+    sid: str, created: str, cap: str = "cap-1", principal: dict[str, str] | None = None
+) -> Session:
+    return session(sid, created=created).model_copy(
+        update={"capability_id": cap, "principal": principal}
+    )
+
+
+def test_recall_candidates_are_the_newest_of_the_capability_and_principal(stores: Stores) -> None:
+    alice, swapped = {"t": "1", "u": "alice"}, {"u": "alice", "t": "1"}
+    for i, (cap, principal) in enumerate(
+        [
+            ("cap-1", alice),
+            ("cap-1", swapped),  # the same principal, its claims in another order
+            ("cap-2", alice),
+            ("cap-1", {"t": "1", "u": "bob"}),
+            ("cap-1", None),
+            ("cap-1", alice),
+        ]
+    ):
+        stores.sessions.create_session(
+            recall_session(f"s{i}", f"2026-01-0{i + 1}T00:00:00.000Z", cap, principal)
+        )
+    stores.sessions.create_session(session("other-ref", ref="user-2"))
+    stores.sessions.begin_deletion("s5", WS, T0)
+
+    found = stores.recall.candidates(WS, "user-1", "cap-1", alice, limit=5, scan=100)
+    assert found == ["s1", "s0"]
+    assert stores.recall.candidates(WS, "user-1", "cap-1", alice, limit=1, scan=100) == ["s1"]
+    assert stores.recall.candidates(WS, "user-1", "cap-1", None, limit=5, scan=100) == ["s4"]
+    # Only the end user's newest ``scan`` sessions are looked at.
+    assert stores.recall.candidates(WS, "user-1", "cap-1", alice, limit=5, scan=3) == []
+    assert stores.recall.candidates(OTHER_WS, "user-1", "cap-1", alice, limit=5, scan=100) == []
+
+
+def test_recall_sources_give_the_summary_and_newest_turns_of_undeleted_sessions(
+    stores: Stores,
+) -> None:
+    with_turns(stores, "s1", 4)
+    with_turns(stores, "s2", 1)
+    assert stores.summaries.advance_summary("s2", 0, Summary(text="sum", through_seq=2))
+    with_turns(stores, "gone", 1)
+    stores.sessions.begin_deletion("gone", WS, T0)
+
+    first, second, gone, missing = stores.recall.sources(["s1", "s2", "gone", "nope"], 2)
+
+    assert first is not None and first.summary is None and first.created_at == T0
+    assert [m.content for m in first.messages] == [
+        "question 2",
+        "answer 2",
+        "question 3",
+        "answer 3",
+    ]
+    assert second is not None and second.summary == "sum" and second.has_text
+    assert gone is None and missing is None
+
+
+def test_a_session_with_recall_is_stored_only_while_its_sources_are_undeleted(
+    stores: Stores,
+) -> None:
+    from convo_memory.domain.errors import RecallSourceGone
+    from convo_memory.domain.models import Recall
+
+    for sid in ("a", "b"):
+        stores.sessions.create_session(session(sid))
+    recall = Recall(text="earlier: é and 中文", from_sessions=["a", "b"])
+    stores.sessions.create_session(session("new").model_copy(update={"recall": recall}))
+    stored = stores.sessions.get_session("new")
+    assert stored is not None and stored.recall == recall
+    state = stores.turns.load_turn_state("new", 4, with_digests=False)
+    assert state is not None and state.session.recall == recall  # the turn's one read
+    assert stores.sessions.list_sessions(WS, "user-1", 10, None)[0][0].id == "new"
+
+    stores.sessions.begin_deletion("b", WS, T0)
+    with pytest.raises(RecallSourceGone):
+        stores.sessions.create_session(session("late").model_copy(update={"recall": recall}))
+    assert stores.sessions.get_session("late") is None
+    plain = stores.sessions.get_session("a")
+    assert plain is not None and plain.recall is None

@@ -257,6 +257,32 @@ def test_a_generative_conversation_streams_into_the_transcript_with_its_context(
     expect(context).to_contain_text("user: Hello studio")
 
 
+def test_the_context_preview_shows_what_a_new_conversation_recalls(
+    page: Page, studio_runtime: RuntimeProcess
+) -> None:
+    body = {"name": "Remembers", "kind": "generative", "recall": {"sessions": 2}}
+    status, _, created = studio_runtime.call(
+        "POST", "/v1/capabilities", token=studio_runtime.tokens["dev"], json=body
+    )
+    assert status == 201, created
+    open_studio(page, studio_runtime, studio_runtime.tokens["dev"])
+    pick(page, created["id"])
+    send_with_enter(page, "My cat is called Pixel")
+    wait_done(page, 0)
+    context = page.get_by_role("region", name="Context preview")
+    expect(context).to_contain_text("Recall")
+    expect(context.locator("pre.recall")).to_have_count(0)
+
+    page.get_by_role("button", name="New conversation").click()
+    send_with_enter(page, "What is my cat called?")
+    answer = wait_done(page, 0)
+
+    assert "I also recall what you told me in earlier conversations." in answer
+    expect(context).to_contain_text("1 earlier conversation,")
+    expect(context.locator("pre.recall")).to_contain_text("user: My cat is called Pixel")
+    shoot(page, "studio-recall-context")
+
+
 def test_an_agent_turn_shows_its_run_trace(page: Page, studio_runtime: RuntimeProcess) -> None:
     open_studio(page, studio_runtime, studio_runtime.tokens["dev"])
     pick(page, "cap-agent")

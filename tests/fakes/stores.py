@@ -22,12 +22,26 @@ import copy
 import json
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from convo_memory.domain.errors import SessionArchived, SessionNotFound, StoreRejected
-from convo_memory.domain.models import Capability, Message, Session, Summary, ToolDigest
+from convo_memory.domain.errors import (
+    RecallSourceGone,
+    SessionArchived,
+    SessionNotFound,
+    StoreRejected,
+)
+from convo_memory.domain.models import (
+    Capability,
+    Message,
+    Principal,
+    Recall,
+    Session,
+    Summary,
+    ToolDigest,
+)
+from convo_memory.domain.recall import RecallSource, canonical_principal
 from convo_memory.domain.turn_records import (
     AppendResult,
     TurnRecord,
@@ -84,6 +98,7 @@ class FakeDatabase:
             summaries=FakeSummaryStore(self),
             retention=FakeRetentionStore(self),
             runs=FakeRunStore(self),
+            recall=FakeRecallStore(self),
         )
 
     def enter(self, operation: str) -> None:
@@ -118,6 +133,7 @@ class FakeDatabase:
             created_at=head["createdAt"],
             last_active_at=last_active_at,
             message_count=count,
+            recall=Recall.model_validate_json(head["recall"]) if "recall" in head else None,
         )
 
     def messages(self, session_id: str) -> list[Message]:
@@ -303,6 +319,11 @@ class FakeSessionStore(_Port):
         self.db.enter("create_session")
         if session.id in self.db.heads:
             raise StoreRejected(f"session id {session.id} already exists")
+        if session.recall is not None and not all(
+            self.db.heads.get(source, {}).get("status") in RECALLABLE
+            for source in session.recall.from_sessions
+        ):
+            raise RecallSourceGone(f"a session recalled by {session.id} was deleted")
         self.db.heads[session.id] = {
             "workspaceId": session.workspace_id,
             "capabilityId": session.capability_id,
@@ -313,6 +334,8 @@ class FakeSessionStore(_Port):
             "createdAt": session.created_at,
             "lastActiveAt": session.last_active_at,
         }
+        if session.recall is not None:
+            self.db.heads[session.id]["recall"] = _json_safe(session.recall.to_json_dict())
 
     def get_session(self, session_id: str) -> Session | None:
         self.db.enter("get_session")
@@ -367,11 +390,63 @@ class FakeSessionStore(_Port):
             return False
         head["status"] = "deleting"
         head.setdefault("deletedAt", deleted_at)
+        head.pop("recall", None)
         return True
 
     def delete_contents(self, session_id: str) -> int:
         self.db.enter("delete_contents")
         return self.db.delete_contents(session_id)
+
+
+RECALLABLE = ("active", "archived")
+
+
+class FakeRecallStore(_Port):
+    def candidates(
+        self,
+        workspace_id: str,
+        external_ref: str,
+        capability_id: str,
+        principal: Principal | None,
+        limit: int,
+        scan: int,
+    ) -> list[str]:
+        self.db.enter("recall_candidates")
+        # The end user's newest ``scan`` sessions, as the byExternalRef index lists them.
+        listed = sorted(
+            (
+                (f"{head['createdAt']}#{sid}", sid)
+                for sid, head in self.db.heads.items()
+                if head["workspaceId"] == workspace_id
+                and head["externalRef"] == external_ref
+                and head["status"] != "deleting"
+            ),
+            reverse=True,
+        )[:scan]
+        wanted = canonical_principal(principal)
+        return [
+            sid
+            for _, sid in listed
+            if self.db.heads[sid]["status"] in RECALLABLE
+            and self.db.heads[sid]["capabilityId"] == capability_id
+            and canonical_principal(json.loads(self.db.heads[sid]["principal"])) == wanted
+        ][:limit]
+
+    def sources(self, session_ids: Sequence[str], max_turns: int) -> list[RecallSource | None]:
+        found: list[RecallSource | None] = []
+        for sid in session_ids:
+            self.db.enter("recall_source")
+            head = self.db.heads.get(sid)
+            if head is None or head["status"] not in RECALLABLE:
+                found.append(None)
+                continue
+            summary = self.db.summaries.get(sid)
+            newest = sorted(self.db.turns.get(sid) or {})[-max_turns:] if max_turns > 0 else []
+            messages = tuple(m for m in self.db.messages(sid) if user_seq_of(m.seq) in set(newest))
+            found.append(
+                RecallSource(sid, head["createdAt"], summary.text if summary else None, messages)
+            )
+        return found
 
 
 class FakeTurnStore(_Port):
@@ -522,6 +597,7 @@ class FakeRetentionStore(_Port):
         if head is None or head["status"] != "archived" or head.get("archivedAt") != archived_at:
             return False
         head["status"], head["deletedAt"] = "deleting", deleted_at
+        head.pop("recall", None)
         return True
 
     def delete_contents(self, session_id: str) -> int:

@@ -163,6 +163,14 @@ def run_every_function(api: InProcessApi, recorder: AwsCallRecorder) -> None:
     call("PATCH", f"/v1/sessions/{session}", 200, json_body={"metadata": {"plan": "pro"}})
     call("DELETE", f"/v1/sessions/{second}", 204)
 
+    # Recall: a session opened on a capability with recall reads the earlier ones.
+    recalling = {**capability, "name": "recalls", "recall": {"sessions": 2}}
+    recall_cap = call("POST", "/v1/capabilities", 201, json_body=recalling)["id"]
+    earlier = call("POST", "/v1/sessions", 201, json_body={**opened, "capabilityId": recall_cap})
+    call("POST", f"/v1/sessions/{earlier['id']}/messages", 200, json_body={"input": "remember"})
+    later = call("POST", "/v1/sessions", 201, json_body={**opened, "capabilityId": recall_cap})
+    assert call("GET", f"/v1/sessions/{later['id']}/context", 200)["recall"] is not None
+
     # The summary worker, on a job for the session whose window omits messages.
     job = json.dumps({"workspaceId": workspace, "sessionId": session})
     api.invoke("SummarizeFunction", _sqs_event("summarize_sqs.json", [job]))

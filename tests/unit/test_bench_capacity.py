@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
 from bench.capacity import (
+    CapacityMeter,
     IndexSpec,
     TableSpec,
     index_write_units,
@@ -71,3 +75,63 @@ def test_an_index_is_written_only_when_its_keys_or_projection_change() -> None:
     assert index_write_units(SPEC, None, turn) == 0
     # Deleting a head removes it from both.
     assert index_write_units(SPEC, head("t1"), None) == 2
+
+
+class _Events:
+    def __init__(self) -> None:
+        self.handlers: dict[str, Any] = {}
+
+    def register(self, event: str, handler: Any) -> None:
+        self.handlers[event.split(".")[0]] = handler
+
+
+class _Client:
+    def __init__(self, items: dict[str, dict[str, Any]] | None = None) -> None:
+        self.meta = SimpleNamespace(events=_Events())
+        self.items = items or {}
+
+    def get_item(self, TableName: str, Key: dict[str, Any], ConsistentRead: bool) -> Any:
+        found = self.items.get(Key["pk"]["S"])
+        return {"Item": found} if found else {}
+
+
+def test_a_transaction_doubles_each_items_write_units_a_condition_check_included() -> None:
+    checked = {"s0": head("t0"), "s9": head("t9")}
+    client = _Client()
+    meter = CapacityMeter(client, _Client(checked), {"conv": SPEC})
+    new = {**head("t1", metadata="m" * 1_500), "pk": {"S": "SESSION#new"}}
+    params = {
+        "TransactItems": [
+            {"Put": {"TableName": "conv", "Item": new}},
+            *(
+                {
+                    "ConditionCheck": {
+                        "TableName": "conv",
+                        "Key": {"pk": checked[k]["pk"], "sk": checked[k]["sk"]},
+                    }
+                }
+                for k in ("s0", "s9")
+            ),
+        ]
+    }
+    model = SimpleNamespace(name="TransactWriteItems")
+    before, after = (
+        client.meta.events.handlers["provide-client-params"],
+        client.meta.events.handlers["after-call"],
+    )
+
+    before(model=model, params=params)
+    after(model=model, parsed={})
+    applied = meter.reset()
+    before(model=model, params=params)
+    after(model=model, parsed={"Error": {"Code": "TransactionCanceledException"}})
+    canceled = meter.reset()
+
+    # The new head (about 1.6 KB: 2 units) and two checked heads (1 unit each), doubled;
+    # the new head enters both indexes (byRef projects its metadata: 2 units), the
+    # checks write none.
+    assert applied.table_write_units == 2 * (2 + 1 + 1)
+    assert applied.index_write_units == 2 + 1
+    assert applied.requests == {"TransactWriteItems": 1}
+    # Canceled: each item charged as a failed condition (the absent head: 1 unit).
+    assert canceled.table_write_units == 2 * (1 + 1 + 1) and canceled.index_write_units == 0

@@ -360,17 +360,28 @@
     return list;
   }
 
+  function recallSize(recall) {
+    const n = recall.fromSessions.length;
+    return `${n} earlier conversation${n === 1 ? "" : "s"}, ${recall.text.length} characters`;
+  }
+
   function renderContext(context) {
     const messages = context.messages || [];
     const digests = context.toolDigests || [];
+    const recall = context.recall;
     const parts = [
       pairs([
         ["Replayed", `${messages.length} messages, ${context.replayedChars} characters`],
         ["Omitted", `${context.omittedMessages} older messages`],
         ["Summary", context.summary ? `through message ${context.summary.throughSeq}` : "none yet"],
         ["Tool digests", String(digests.length)],
+        ["Recall", recall ? recallSize(recall) : "none"],
       ]),
     ];
+    // In the prompt's order: the recall of earlier conversations, then the summary.
+    if (recall) {
+      parts.push(el("h3", { text: "Recalled from earlier conversations" }), el("pre", { class: "recall", text: recall.text }));
+    }
     if (context.summary) {
       parts.push(el("h3", { text: "Summary" }), el("pre", { text: context.summary.text }));
     }

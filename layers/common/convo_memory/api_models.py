@@ -16,6 +16,8 @@ from convo_memory.domain.models import (
     Message,
     Principal,
     ProviderConfig,
+    Recall,
+    RecallPolicy,
     ReplayPolicy,
     Summary,
     SummaryConfig,
@@ -114,6 +116,7 @@ class CapabilityCreate(ApiModel):
     tools: list[NewToolSpec] = Field(default_factory=list, max_length=MAX_TOOLS)
     max_tool_steps: int | None = Field(default=None, ge=1, le=MAX_TOOL_STEPS)
     content_filter: ContentFilterConfig | None = None
+    recall: RecallPolicy | None = None
 
     @field_validator("tools", mode="before")
     @classmethod
@@ -127,6 +130,8 @@ class CapabilityCreate(ApiModel):
     def _kind_rules(self) -> CapabilityCreate:
         if self.kind == "classic" and (self.replay is not None or self.summary is not None):
             raise ValueError("replay and summary apply to generative and agent capabilities")
+        if self.kind == "classic" and self.recall is not None:
+            raise ValueError("recall applies to generative and agent capabilities")
         if self.kind != "agent" and (self.tools or self.max_tool_steps is not None):
             raise ValueError("tools and maxToolSteps apply to agent capabilities")
         names = [tool.name for tool in self.tools]
@@ -252,3 +257,4 @@ class ContextView(ApiModel):
     tool_digests: list[ToolDigest]
     omitted_messages: int
     replayed_chars: int
+    recall: Recall | None

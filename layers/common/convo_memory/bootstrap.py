@@ -24,6 +24,7 @@ from convo_memory.services.agent_loop import AgentLoop
 from convo_memory.services.answering import Answerer
 from convo_memory.services.auth import TokenResolver
 from convo_memory.services.catalog import CapabilityCatalog, RunTraces
+from convo_memory.services.recall import RecallTaker
 from convo_memory.services.recording import TurnRecorder
 from convo_memory.services.retention import RetentionPolicy, RetentionService
 from convo_memory.services.sessions import SessionService
@@ -237,7 +238,9 @@ def build_services(
         adapters=adapters,
         catalog=catalog,
         runs=RunTraces(stores.runs),
-        sessions=SessionService(stores.sessions, stores.turns, catalog, clock),
+        sessions=SessionService(
+            stores.sessions, stores.turns, catalog, clock, recall=RecallTaker(stores.recall)
+        ),
         turns=_turn_service(adapters, settings, catalog, recorder, trigger, clock, monotonic),
         recorder=recorder,
         summaries=SummaryService(

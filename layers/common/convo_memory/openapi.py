@@ -428,7 +428,7 @@ def _session_patch(schema: dict[str, Any]) -> None:
 
 
 def _capability_kinds(schema: dict[str, Any]) -> None:
-    """A classic capability has no replay nor summary; only an agent has tools."""
+    """A classic capability has no replay, summary nor recall; only an agent has tools."""
 
     def when_kind(kinds: list[str], then: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -437,7 +437,10 @@ def _capability_kinds(schema: dict[str, Any]) -> None:
         }
 
     schema["allOf"] = [
-        when_kind(["classic"], {"replay": {"type": "null"}, "summary": {"type": "null"}}),
+        when_kind(
+            ["classic"],
+            {"replay": {"type": "null"}, "summary": {"type": "null"}, "recall": {"type": "null"}},
+        ),
         when_kind(
             ["generative", "classic"],
             {"tools": {"maxItems": 0}, "maxToolSteps": {"type": "null"}},

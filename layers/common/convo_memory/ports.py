@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from convo_memory.domain.models import Capability, Message, Principal, Session, Summary
 from convo_memory.domain.prompt import Prompt
+from convo_memory.domain.recall import RecallSource
 from convo_memory.domain.turn_records import AppendResult, TurnRecord, TurnState
 
 # -- model providers, filters, summarizers --------------------------------------------
@@ -288,7 +289,12 @@ class SessionStore(Protocol):
     """Session heads. ``get_session`` reports the exact message count and last turn time
     and treats a session being deleted as missing."""
 
-    def create_session(self, session: Session) -> None: ...
+    def create_session(self, session: Session) -> None:
+        """Store a new session's head. With a recall, only while every session it was
+        taken from still exists undeleted (checked in the same write): else nothing is
+        stored and ``RecallSourceGone`` is raised."""
+        ...
+
     def get_session(self, session_id: str) -> Session | None: ...
     def list_sessions(
         self, workspace_id: str, external_ref: str, limit: int, after: tuple[str, str] | None
@@ -313,6 +319,31 @@ class SessionStore(Protocol):
 
     def delete_contents(self, session_id: str) -> int:
         """Delete every item of the session but its head; how many were deleted."""
+        ...
+
+
+class RecallStore(Protocol):
+    """What a new session's recall reads: the end user's earlier sessions."""
+
+    def candidates(
+        self,
+        workspace_id: str,
+        external_ref: str,
+        capability_id: str,
+        principal: Principal | None,
+        limit: int,
+        scan: int,
+    ) -> list[str]:
+        """Ids of the end user's newest sessions (at most ``limit``, newest first) on
+        ``capability_id`` whose principal equals ``principal`` (canonical JSON; two
+        nulls are equal), looking at no more than the end user's ``scan`` newest
+        sessions; sessions being deleted are left out."""
+        ...
+
+    def sources(self, session_ids: Sequence[str], max_turns: int) -> list[RecallSource | None]:
+        """For each session (in order): its summary and its newest messages (at most
+        ``max_turns`` turns), read consistently; None when it is missing or being
+        deleted. One read per session."""
         ...
 
 
@@ -391,3 +422,4 @@ class Stores:
     summaries: SummaryStore
     retention: RetentionStore
     runs: RunStore
+    recall: RecallStore

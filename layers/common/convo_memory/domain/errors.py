@@ -156,6 +156,12 @@ class StoreRejected(Exception):
     defect; reads answer 500, the transcript write is absorbed and repaired."""
 
 
+class RecallSourceGone(Exception):
+    """A session a new session's recall was taken from was deleted (or erased) before
+    the new session was stored, so the new session was not stored. Not a ServiceError:
+    the creation takes the recall again, without that session."""
+
+
 class ProviderError(ServiceError):
     """The model provider failed or answered badly. Raised deep in an adapter, so its
     request id is added where it becomes a response (``in_request``). Its message must

@@ -57,6 +57,24 @@ class ReplayPolicy(ApiModel):
         return self
 
 
+class RecallPolicy(ApiModel):
+    """Recall across an end user's sessions (opt-in). A new session takes, once, from
+    each of the `sessions` newest earlier sessions of the same workspace, capability,
+    externalRef and principal its rolling summary (else its newest messages), newest
+    session first, `maxChars` characters in all; its turns replay it as data."""
+
+    sessions: int = Field(ge=1, le=5)
+    max_chars: int = Field(default=2_000, ge=100, le=8_000)
+
+
+class Recall(ApiModel):
+    """What a session recalls of its end user's earlier sessions (newest first), and
+    which sessions it came from."""
+
+    text: str
+    from_sessions: list[str]
+
+
 class ProviderConfig(ApiModel):
     """Which model answers: a connection the operator declared, and a model it allows.
 
@@ -203,6 +221,7 @@ class Capability(ApiModel):
     tools: list[ToolSpec] = Field(default_factory=list)
     max_tool_steps: int | None = None
     content_filter: ContentFilterConfig | None = None
+    recall: RecallPolicy | None = None
     created_at: str
     # The webhook signing secret, encrypted (base64 of a KMS ciphertext bound to the
     # workspace and the capability). Stored with the capability, never in an answer:
@@ -269,6 +288,9 @@ class Session(ApiModel):
     created_at: str
     last_active_at: str
     message_count: int
+    # Taken at creation and stored with the head; shown by the context view, never in
+    # the Session JSON.
+    recall: Recall | None = Field(default=None, exclude=True)
 
 
 Role = Literal["user", "assistant"]

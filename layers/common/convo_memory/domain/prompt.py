@@ -76,11 +76,17 @@ def build_prompt(
     replayed: Sequence[Message],
     user_input: str,
     nonce: str | None = None,
+    recall: str | None = None,
 ) -> Prompt:
     nonce = nonce or secrets.token_hex(8)
     parts = [instructions or DEFAULT_INSTRUCTIONS]
-    if summary is not None or digests:
+    if recall or summary is not None or digests:
         parts.append(DATA_POLICY.format(nonce=nonce))
+    if recall:
+        parts.append(
+            "Recalled from this end user's earlier conversations (newest first):\n"
+            + fence("recall", recall, nonce)
+        )
     if summary is not None:
         parts.append(
             "Summary of the earlier conversation:\n"

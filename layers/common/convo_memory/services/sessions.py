@@ -11,15 +11,21 @@ from convo_memory.domain.errors import (
     CapabilityNotConversational,
     ExternalRefImmutable,
     PrincipalImmutable,
+    RecallSourceGone,
     SessionNotFound,
     ValidationFailed,
 )
 from convo_memory.domain.ids import new_id
-from convo_memory.domain.models import Message, Session, iso_at
+from convo_memory.domain.models import Capability, Message, Session, iso_at
 from convo_memory.domain.replay_window import select_replay_window
 from convo_memory.domain.turn_records import live_digests
 from convo_memory.ports import SessionStore, TurnStore
 from convo_memory.services.catalog import CapabilityCatalog
+from convo_memory.services.recall import RecallTaker
+
+# Takes of a recall before the session is created without one: each retry follows a
+# deletion of a session the previous take read, landing between the read and the write.
+RECALL_ATTEMPTS = 3
 
 
 class SessionService:
@@ -29,13 +35,19 @@ class SessionService:
         turns: TurnStore,
         catalog: CapabilityCatalog,
         clock: Callable[[], float] = time.time,
+        *,
+        recall: RecallTaker,
     ) -> None:
         self._sessions = sessions
         self._turns = turns
         self._catalog = catalog
         self._clock = clock
+        self._recall = recall
 
     def create(self, workspace_id: str, body: SessionCreate) -> Session:
+        """Open a session (every door that opens sessions comes here). On a capability
+        with ``recall``, the session starts with what the end user said in earlier
+        sessions, taken now and stored with its head."""
         capability = self._catalog.get(workspace_id, body.capability_id)
         if not capability.conversational:
             raise CapabilityNotConversational(
@@ -55,6 +67,23 @@ class SessionService:
             last_active_at=now,
             message_count=0,
         )
+        return self._store_new(session, capability)
+
+    def _store_new(self, session: Session, capability: Capability) -> Session:
+        if capability.recall is None:
+            self._sessions.create_session(session)
+            return session
+        for _ in range(RECALL_ATTEMPTS):
+            recall = self._recall.take(
+                session.workspace_id, capability, session.external_ref, session.principal
+            )
+            recalling = session.model_copy(update={"recall": recall})
+            try:
+                self._sessions.create_session(recalling)
+            except RecallSourceGone:
+                continue  # taken again: the deleted session is skipped now
+            return recalling
+        # Never a recall that holds a deleted session's text: none, this once.
         self._sessions.create_session(session)
         return session
 
@@ -143,4 +172,5 @@ class SessionService:
             tool_digests=live_digests(state, window.messages, self._clock()),
             omitted_messages=window.omitted_messages,
             replayed_chars=window.replayed_chars,
+            recall=state.session.recall,
         )

@@ -202,6 +202,7 @@ class TurnService:
             digests=live_digests(state, window.messages, now),
             replayed=window.messages,
             user_input=user_input,
+            recall=session.recall.text if session.recall else None,
         )
         answer = self._answerer.answer(
             workspace_id, capability, session, prompt, sink, on_tool=on_tool, deadline=deadline

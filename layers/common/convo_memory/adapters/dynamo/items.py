@@ -27,7 +27,7 @@ import zlib
 from typing import Any
 
 from convo_memory.adapters.dynamo.table import Item, n, s
-from convo_memory.domain.models import Message, Session, Summary, ToolDigest
+from convo_memory.domain.models import Message, Recall, Session, Summary, ToolDigest
 from convo_memory.domain.turn_records import AppendResult, TurnRecord, turn_messages
 
 SESSION_SK = "SESSION"
@@ -38,6 +38,7 @@ DIGEST_SUFFIX = "#DIGEST"
 MSG_UPPER = "MSG#~"
 ACTIVITY_SHARDS = 16
 INDEX_PREFIX = {"active": "ACTIVE", "archived": "ARCHIVED", "deleting": "DELETING"}
+RECALL_ATTRIBUTE = "recall"
 
 
 def session_pk(session_id: str) -> dict[str, str]:
@@ -99,7 +100,18 @@ def head_item(session: Session) -> Item:
         "gsi1sk": s(f"{session.created_at}#{session.id}"),
         "gsi2pk": s(activity_pk("active", session.id)),
         "gsi2sk": s(session.last_active_at),
+        **recall_attribute(session.recall),
     }
+
+
+def recall_attribute(recall: Recall | None) -> Item:
+    """The head's ``recall`` attribute (JSON ``{text, fromSessions}``), when it has one.
+    The byExternalRef index does not project it: listings never read it."""
+    if recall is None:
+        return {}
+    # Not ASCII-escaped: an escape is six bytes where UTF-8 needs at most four.
+    text = json.dumps(recall.to_json_dict(), separators=(",", ":"), ensure_ascii=False)
+    return {RECALL_ATTRIBUTE: s(text)}
 
 
 def session_from(head: Item, newest_turn: Item | None = None) -> Session:
@@ -122,7 +134,13 @@ def session_from(head: Item, newest_turn: Item | None = None) -> Session:
         created_at=head["createdAt"]["S"],
         last_active_at=last_active_at,
         message_count=count,
+        recall=recall_from(head),
     )
+
+
+def recall_from(head: Item) -> Recall | None:
+    stored = head.get(RECALL_ATTRIBUTE)
+    return None if stored is None else Recall.model_validate_json(stored["S"])
 
 
 def head_status(head: Item) -> str:

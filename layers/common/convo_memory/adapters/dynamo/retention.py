@@ -82,10 +82,11 @@ class DynamoRetentionStore:
             "update_item",
             Key=it.head_key(session_id),
             UpdateExpression=(
-                "SET #st = :del, deletedAt = :at, gsi2pk = :p, gsi2sk = :at REMOVE gsi1pk, gsi1sk"
+                "SET #st = :del, deletedAt = :at, gsi2pk = :p, gsi2sk = :at "
+                "REMOVE gsi1pk, gsi1sk, #rc"
             ),
             ConditionExpression="#st = :archived AND archivedAt = :archived_at",
-            ExpressionAttributeNames={"#st": "status"},
+            ExpressionAttributeNames={"#st": "status", "#rc": it.RECALL_ATTRIBUTE},
             ExpressionAttributeValues={
                 ":del": s("deleting"),
                 ":archived": s("archived"),

@@ -10,7 +10,13 @@ from typing import Any
 from convo_memory.adapters.dynamo import items as it
 from convo_memory.adapters.dynamo.reads import newest_turn
 from convo_memory.adapters.dynamo.table import DynamoTable, Item, s
-from convo_memory.domain.errors import SessionArchived, SessionNotFound, StoreRejected
+from convo_memory.domain.errors import (
+    RecallSourceGone,
+    SessionArchived,
+    SessionNotFound,
+    StoreRejected,
+    StoreUnavailable,
+)
 from convo_memory.domain.models import Session
 
 # Newest-turn reads for a listing page run this many at a time.
@@ -22,11 +28,41 @@ class DynamoSessionStore:
         self._table = table
 
     def create_session(self, session: Session) -> None:
+        if session.recall is not None:
+            self._create_recalling(session, session.recall.from_sessions)
+            return
         created, _ = self._table.conditional(
             "put_item", Item=it.head_item(session), ConditionExpression="attribute_not_exists(pk)"
         )
         if not created:  # ids are random: a collision is a defect, not a conflict to report
             raise StoreRejected(f"session id {session.id} already exists")
+
+    def _create_recalling(self, session: Session, sources: list[str]) -> None:
+        """The head, in one transaction with a check that each session the recall was
+        taken from is still active or archived: a deletion that lands first wins, and no
+        text of a deleted session is stored after its deletion."""
+        put = {"Item": it.head_item(session), "ConditionExpression": "attribute_not_exists(pk)"}
+        recallable = {":active": s("active"), ":archived": s("archived")}
+        checks = [
+            {
+                "ConditionCheck": {
+                    "Key": it.head_key(source),
+                    "ConditionExpression": "#st IN (:active, :archived)",
+                    "ExpressionAttributeNames": {"#st": "status"},
+                    "ExpressionAttributeValues": recallable,
+                }
+            }
+            for source in sources
+        ]
+        reasons = self._table.transact([{"Put": put}, *checks])
+        if reasons is None:
+            return
+        failed = [code == "ConditionalCheckFailed" for code in reasons]
+        if failed[:1] == [True]:
+            raise StoreRejected(f"session id {session.id} already exists")
+        if any(failed[1:]):
+            raise RecallSourceGone(f"a session recalled by {session.id} was deleted")
+        raise StoreUnavailable(f"DynamoDB canceled the session's creation ({', '.join(reasons)})")
 
     def get_session(self, session_id: str) -> Session | None:
         """One Query (summary, head, newest turn): the head plus the exact count."""
@@ -132,10 +168,11 @@ class DynamoSessionStore:
             UpdateExpression=(
                 "SET #st = :del, deletedAt = if_not_exists(deletedAt, :at), "
                 "gsi2pk = :gsi2pk, gsi2sk = if_not_exists(deletedAt, :at) "
-                "REMOVE gsi1pk, gsi1sk"
+                "REMOVE gsi1pk, gsi1sk, #rc"
             ),
             ConditionExpression="attribute_exists(pk) AND workspaceId = :ws",
-            ExpressionAttributeNames={"#st": "status"},
+            # The recall (other sessions' text) goes with the deletion's first step.
+            ExpressionAttributeNames={"#st": "status", "#rc": it.RECALL_ATTRIBUTE},
             ExpressionAttributeValues={
                 ":del": s("deleting"),
                 ":at": s(deleted_at),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from convo_memory.adapters.dynamo.capabilities import DynamoCapabilityStore
+from convo_memory.adapters.dynamo.recall import DynamoRecallStore
 from convo_memory.adapters.dynamo.retention import DynamoRetentionStore
 from convo_memory.adapters.dynamo.runs import DynamoRunStore
 from convo_memory.adapters.dynamo.sessions import DynamoSessionStore
@@ -26,4 +27,5 @@ def dynamo_stores(client: Any, table_name: str, runs_table_name: str) -> Stores:
         summaries=DynamoSummaryStore(table),
         retention=DynamoRetentionStore(table),
         runs=DynamoRunStore(DynamoTable(client, runs_table_name)),
+        recall=DynamoRecallStore(table),
     )

@@ -37,6 +37,7 @@ UNAVAILABLE_CODES = frozenset(
     }
 )
 CONDITION_FAILED = "ConditionalCheckFailedException"
+TRANSACTION_CANCELED = "TransactionCanceledException"
 BATCH_SIZE = 25
 BATCH_ATTEMPTS = 8
 
@@ -91,6 +92,27 @@ class DynamoTable:
         except BotoCoreError as exc:
             raise translate(exc) from exc
         return True, out.get("Attributes")
+
+    def transact(self, entries: list[Item]) -> list[str] | None:
+        """A write transaction on this table (``entries``: TransactItems without their
+        TableName). None when it was applied; else why it was canceled, one code per
+        entry ("None" for an entry that did not cancel it, "ConditionalCheckFailed"
+        for a failed condition)."""
+        items = [
+            {kind: {"TableName": self.name, **body}}
+            for entry in entries
+            for kind, body in entry.items()
+        ]
+        try:
+            self.client.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            if error_code(exc) == TRANSACTION_CANCELED:
+                reasons = exc.response.get("CancellationReasons") or []
+                return [str(reason.get("Code", "None")) for reason in reasons]
+            raise translate(exc) from exc
+        except BotoCoreError as exc:
+            raise translate(exc) from exc
+        return None
 
     def get(self, key: Item, *, consistent: bool = True, **kwargs: Any) -> Item | None:
         item: Item | None = self.call("get_item", Key=key, ConsistentRead=consistent, **kwargs).get(

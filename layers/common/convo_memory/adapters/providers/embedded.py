@@ -61,7 +61,7 @@ def latest_input(prompt: Prompt) -> str:
 
 
 def _fenced_kinds(prompt: Prompt) -> Counter[str]:
-    """Count the data blocks (summary, tool-results) the system prompt carries. With a
+    """Count the data blocks (recall, summary, tool-results) the system prompt carries. With a
     nonce only real fences count: the fence strips the nonce from the data it wraps."""
     kinds: Counter[str] = Counter()
     for nonce, kind in _FENCE_OPEN.findall(prompt.system):
@@ -83,6 +83,8 @@ def memory_note(prompt: Prompt) -> str:
         note += " I also have a summary of our earlier conversation."
     if kinds["tool-results"]:
         note += f" I have tool results from {_plural(kinds['tool-results'], 'earlier turn')}."
+    if kinds["recall"]:
+        note += " I also recall what you told me in earlier conversations."
     return note
 
 
