@@ -26,7 +26,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from convo_memory.domain.errors import SessionArchived, SessionNotFound, StoreRejected
+from convo_memory.domain.errors import (
+    SessionArchived,
+    SessionKeyTaken,
+    SessionNotFound,
+    StoreRejected,
+)
 from convo_memory.domain.models import Capability, Message, Session, Summary, ToolDigest
 from convo_memory.domain.turn_records import (
     AppendResult,
@@ -65,6 +70,8 @@ class FakeDatabase:
     turns: dict[str, dict[int, StoredTurn]] = field(default_factory=dict)  # by user seq
     digests: dict[str, dict[int, StoredDigest]] = field(default_factory=dict)  # by user seq
     summaries: dict[str, Summary] = field(default_factory=dict)
+    # (workspace, capability, app key) -> the session the key opened
+    session_keys: dict[tuple[str, str, str], str] = field(default_factory=dict)
     runs: dict[str, str] = field(default_factory=dict)  # runId -> JSON body
     calls: Counter[str] = field(default_factory=Counter)
     fail_next: dict[str, Exception] = field(default_factory=dict)
@@ -118,6 +125,7 @@ class FakeDatabase:
             created_at=head["createdAt"],
             last_active_at=last_active_at,
             message_count=count,
+            session_key=head.get("sessionKey"),
         )
 
     def messages(self, session_id: str) -> list[Message]:
@@ -131,7 +139,15 @@ class FakeDatabase:
 
     def delete_contents(self, session_id: str) -> int:
         deleted = len(self.turns.pop(session_id, {})) + len(self.digests.pop(session_id, {}))
-        return deleted + (1 if self.summaries.pop(session_id, None) is not None else 0)
+        deleted += 1 if self.summaries.pop(session_id, None) is not None else 0
+        head = self.heads.get(session_id) or {}
+        key = head.pop("sessionKey", None)
+        if key is not None:
+            claim = (head["workspaceId"], head["capabilityId"], key)
+            if self.session_keys.get(claim) == session_id:
+                del self.session_keys[claim]
+            deleted += 1
+        return deleted
 
     # -- test helpers (not part of any port) ---------------------------------------
     def add_turn(
@@ -186,7 +202,7 @@ class FakeDatabase:
             session_id in place
             for place in (self.heads, self.turns, self.digests, self.summaries)
             if place.get(session_id)
-        )
+        ) or session_id in self.session_keys.values()
 
     def dump(self) -> str:
         """Every stored value as one text, for "appears nowhere in the store" checks."""
@@ -204,6 +220,7 @@ class FakeDatabase:
                 for sid, digests in self.digests.items()
             },
             "summaries": {sid: s.model_dump() for sid, s in self.summaries.items()},
+            "sessionKeys": {"#".join(claim): sid for claim, sid in self.session_keys.items()},
             "runs": self.runs,
         }
         return json.dumps(snapshot, ensure_ascii=False, default=str)
@@ -303,6 +320,11 @@ class FakeSessionStore(_Port):
         self.db.enter("create_session")
         if session.id in self.db.heads:
             raise StoreRejected(f"session id {session.id} already exists")
+        if session.session_key is not None:
+            claim = (session.workspace_id, session.capability_id, session.session_key)
+            if claim in self.db.session_keys:
+                raise SessionKeyTaken(self.db.session_keys[claim])
+            self.db.session_keys[claim] = session.id
         self.db.heads[session.id] = {
             "workspaceId": session.workspace_id,
             "capabilityId": session.capability_id,
@@ -313,6 +335,22 @@ class FakeSessionStore(_Port):
             "createdAt": session.created_at,
             "lastActiveAt": session.last_active_at,
         }
+        if session.session_key is not None:
+            self.db.heads[session.id]["sessionKey"] = session.session_key
+
+    def session_for_key(
+        self, workspace_id: str, capability_id: str, session_key: str
+    ) -> str | None:
+        self.db.enter("session_for_key")
+        return self.db.session_keys.get((workspace_id, capability_id, session_key))
+
+    def release_session_key(
+        self, workspace_id: str, capability_id: str, session_key: str, session_id: str
+    ) -> None:
+        self.db.enter("release_session_key")
+        claim = (workspace_id, capability_id, session_key)
+        if self.db.session_keys.get(claim) == session_id:
+            del self.db.session_keys[claim]
 
     def get_session(self, session_id: str) -> Session | None:
         self.db.enter("get_session")

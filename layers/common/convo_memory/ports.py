@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from convo_memory.domain.generation import FinishReason
 from convo_memory.domain.models import Capability, Message, Principal, Session, Summary
 from convo_memory.domain.prompt import Prompt
 from convo_memory.domain.turn_records import AppendResult, TurnRecord, TurnState
@@ -49,6 +50,8 @@ class Completion:
     text: str
     tool_calls: tuple[ToolCall, ...] = field(default_factory=tuple)
     usage: TokenUsage | None = None
+    # "length": the model stopped at its output token limit.
+    finish: FinishReason = "stop"
 
 
 class ModelProvider(Protocol):
@@ -115,6 +118,7 @@ class ModelStep:
     text: str
     requests: tuple[ToolRequest, ...] = ()
     usage: TokenUsage | None = None
+    finish: FinishReason = "stop"
 
 
 @runtime_checkable
@@ -288,7 +292,25 @@ class SessionStore(Protocol):
     """Session heads. ``get_session`` reports the exact message count and last turn time
     and treats a session being deleted as missing."""
 
-    def create_session(self, session: Session) -> None: ...
+    def create_session(self, session: Session) -> None:
+        """Store a new session. One with a ``session_key`` claims that key of its
+        workspace and capability in the same conditional write; when the key is already
+        claimed nothing is stored and ``SessionKeyTaken`` names the claiming session
+        (``None`` when a racing claim has not landed yet)."""
+        ...
+
+    def session_for_key(
+        self, workspace_id: str, capability_id: str, session_key: str
+    ) -> str | None:
+        """The id of the session a key was claimed by (one strongly consistent read)."""
+        ...
+
+    def release_session_key(
+        self, workspace_id: str, capability_id: str, session_key: str, session_id: str
+    ) -> None:
+        """Release a key that still names ``session_id`` (a session gone or going)."""
+        ...
+
     def get_session(self, session_id: str) -> Session | None: ...
     def list_sessions(
         self, workspace_id: str, external_ref: str, limit: int, after: tuple[str, str] | None
@@ -312,7 +334,8 @@ class SessionStore(Protocol):
         ...
 
     def delete_contents(self, session_id: str) -> int:
-        """Delete every item of the session but its head; how many were deleted."""
+        """Delete every item of the session but its head, and release its key (when an
+        app's key opened it); how many were deleted."""
         ...
 
 

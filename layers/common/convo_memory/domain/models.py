@@ -269,6 +269,8 @@ class Session(ApiModel):
     created_at: str
     last_active_at: str
     message_count: int
+    # The app's own key when the session was opened through the OpenAI-compatible door.
+    session_key: str | None = None
 
 
 Role = Literal["user", "assistant"]

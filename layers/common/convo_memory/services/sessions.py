@@ -35,7 +35,12 @@ class SessionService:
         self._catalog = catalog
         self._clock = clock
 
-    def create(self, workspace_id: str, body: SessionCreate) -> Session:
+    def create(
+        self, workspace_id: str, body: SessionCreate, *, session_key: str | None = None
+    ) -> Session:
+        """Open a session (every door's one way to). With ``session_key`` (an app's own
+        key, OpenAI-compatible door) the key is claimed in the same write, or
+        ``SessionKeyTaken`` names the session that claimed it first."""
         capability = self._catalog.get(workspace_id, body.capability_id)
         if not capability.conversational:
             raise CapabilityNotConversational(
@@ -54,6 +59,7 @@ class SessionService:
             created_at=now,
             last_active_at=now,
             message_count=0,
+            session_key=session_key,
         )
         self._sessions.create_session(session)
         return session

@@ -10,7 +10,12 @@ from typing import Any
 from convo_memory.adapters.dynamo import items as it
 from convo_memory.adapters.dynamo.reads import newest_turn
 from convo_memory.adapters.dynamo.table import DynamoTable, Item, s
-from convo_memory.domain.errors import SessionArchived, SessionNotFound, StoreRejected
+from convo_memory.domain.errors import (
+    SessionArchived,
+    SessionKeyTaken,
+    SessionNotFound,
+    StoreRejected,
+)
 from convo_memory.domain.models import Session
 
 # Newest-turn reads for a listing page run this many at a time.
@@ -22,11 +27,47 @@ class DynamoSessionStore:
         self._table = table
 
     def create_session(self, session: Session) -> None:
+        if session.session_key is not None:
+            self._create_keyed(session)
+            return
         created, _ = self._table.conditional(
             "put_item", Item=it.head_item(session), ConditionExpression="attribute_not_exists(pk)"
         )
         if not created:  # ids are random: a collision is a defect, not a conflict to report
             raise StoreRejected(f"session id {session.id} already exists")
+
+    def _create_keyed(self, session: Session) -> None:
+        """The head and its key item in one transaction, each conditional on being new:
+        of concurrent first calls on one key, exactly one opens its session."""
+        key_item = it.session_key_item(session)
+        reasons = self._table.transact_puts(
+            [
+                (it.head_item(session), "attribute_not_exists(pk)"),
+                (key_item, "attribute_not_exists(pk)"),
+            ]
+        )
+        if reasons is None:
+            return
+        if reasons[1] == "ConditionalCheckFailed":
+            winner = self._table.get({"pk": key_item["pk"], "sk": key_item["sk"]})
+            raise SessionKeyTaken(winner["sessionId"]["S"] if winner else None)
+        if reasons[0] == "ConditionalCheckFailed":
+            raise StoreRejected(f"session id {session.id} already exists")
+        # Another transaction on the same key was in flight: its session wins, if any.
+        raise SessionKeyTaken(None)
+
+    def session_for_key(
+        self, workspace_id: str, capability_id: str, session_key: str
+    ) -> str | None:
+        item = self._table.get(it.session_key_key(workspace_id, capability_id, session_key))
+        return item["sessionId"]["S"] if item else None
+
+    def release_session_key(
+        self, workspace_id: str, capability_id: str, session_key: str, session_id: str
+    ) -> None:
+        release_session_key(
+            self._table, it.session_key_key(workspace_id, capability_id, session_key), session_id
+        )
 
     def get_session(self, session_id: str) -> Session | None:
         """One Query (summary, head, newest turn): the head plus the exact count."""
@@ -151,15 +192,43 @@ class DynamoSessionStore:
 
 def delete_contents(table: DynamoTable, session_id: str) -> int:
     """Delete every item of a session's partition except its head (strongly consistent
-    read of the keys, then batched deletes)."""
-    keys = [
-        {"pk": item["pk"], "sk": item["sk"]}
-        for item in table.query_all(
-            KeyConditionExpression="pk = :pk",
-            ExpressionAttributeValues={":pk": it.session_pk(session_id)},
-            ProjectionExpression="pk, sk",
-            ConsistentRead=True,
+    read of the keys, then batched deletes), and its app key's item: the key is released
+    (a later call with it opens a new session) and taken off the head."""
+    keys: list[Item] = []
+    head: Item | None = None
+    for item in table.query_all(
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": it.session_pk(session_id)},
+        ProjectionExpression="pk, sk, workspaceId, capabilityId, sessionKey",
+        ConsistentRead=True,
+    ):
+        if item["sk"]["S"] == it.SESSION_SK:
+            head = item
+        else:
+            keys.append({"pk": item["pk"], "sk": item["sk"]})
+    deleted = table.delete_keys(keys)
+    if head is not None and "sessionKey" in head:
+        key = it.session_key_key(
+            head["workspaceId"]["S"], head["capabilityId"]["S"], head["sessionKey"]["S"]
         )
-        if item["sk"]["S"] != it.SESSION_SK
-    ]
-    return table.delete_keys(keys)
+        release_session_key(table, key, session_id)
+        # Last: a deletion interrupted before this finds the key again when retried.
+        table.conditional(
+            "update_item",
+            Key=it.head_key(session_id),
+            UpdateExpression="REMOVE sessionKey",
+            ConditionExpression="attribute_exists(pk)",
+        )
+        deleted += 1
+    return deleted
+
+
+def release_session_key(table: DynamoTable, key: Item, session_id: str) -> None:
+    """Delete a key item if it still names ``session_id`` (a key already re-opened on a
+    newer session keeps it)."""
+    table.conditional(
+        "delete_item",
+        Key=key,
+        ConditionExpression="sessionId = :sid",
+        ExpressionAttributeValues={":sid": s(session_id)},
+    )

@@ -37,6 +37,7 @@ UNAVAILABLE_CODES = frozenset(
     }
 )
 CONDITION_FAILED = "ConditionalCheckFailedException"
+TRANSACTION_CANCELED = "TransactionCanceledException"
 BATCH_SIZE = 25
 BATCH_ATTEMPTS = 8
 
@@ -91,6 +92,27 @@ class DynamoTable:
         except BotoCoreError as exc:
             raise translate(exc) from exc
         return True, out.get("Attributes")
+
+    def transact_puts(self, puts: list[tuple[Item, str]]) -> list[str] | None:
+        """Put every ``(item, condition)`` in one transaction: ``None`` when it was
+        applied, else each put's cancellation reason code (``"None"`` for a put that was
+        fine, ``"ConditionalCheckFailed"``, ``"TransactionConflict"``, ...)."""
+        try:
+            self.client.transact_write_items(
+                TransactItems=[
+                    {"Put": {"TableName": self.name, "Item": item, "ConditionExpression": cond}}
+                    for item, cond in puts
+                ]
+            )
+        except ClientError as exc:
+            if error_code(exc) != TRANSACTION_CANCELED:
+                raise translate(exc) from exc
+            found = exc.response.get("CancellationReasons") or []
+            reasons = [str(r.get("Code") or "None") for r in found]
+            return reasons + ["None"] * (len(puts) - len(reasons))
+        except BotoCoreError as exc:
+            raise translate(exc) from exc
+        return None
 
     def get(self, key: Item, *, consistent: bool = True, **kwargs: Any) -> Item | None:
         item: Item | None = self.call("get_item", Key=key, ConsistentRead=consistent, **kwargs).get(
