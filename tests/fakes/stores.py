@@ -198,11 +198,14 @@ class FakeDatabase:
 
     def holds_session(self, session_id: str) -> bool:
         """Whether anything of the session is still stored."""
-        return any(
-            session_id in place
-            for place in (self.heads, self.turns, self.digests, self.summaries)
-            if place.get(session_id)
-        ) or session_id in self.session_keys.values()
+        return (
+            any(
+                session_id in place
+                for place in (self.heads, self.turns, self.digests, self.summaries)
+                if place.get(session_id)
+            )
+            or session_id in self.session_keys.values()
+        )
 
     def dump(self) -> str:
         """Every stored value as one text, for "appears nowhere in the store" checks."""
