@@ -85,7 +85,9 @@ def chat_stream_door(
     text = b"".join(response.chunks).decode()
     response_headers = dict(response.headers)
     if response_headers["content-type"].startswith("text/event-stream"):
-        return DoorAnswer(response.status, response_headers, parse_data_lines(text))
+        # The predict stream's named events stay text; a chat stream's lines are parsed.
+        answer = text if text.startswith("event:") else parse_data_lines(text)
+        return DoorAnswer(response.status, response_headers, answer)
     return DoorAnswer(response.status, response_headers, json.loads(text))
 
 
