@@ -26,6 +26,9 @@ Figures, all measured in one run, nothing leaves the machine (moto in process):
     a flood) and its cost per million turns.
 12. Turns through an outage: answered turns lost and duplicated, and the seconds until
     every repair landed, while 25% and 60% of transcript writes and SQS sends fail.
+13. A turn through the OpenAI-compatible door (by the app's session key) next to the
+    same turn through predict: DynamoDB requests and capacity units, and the handler's
+    added time (median of interleaved turns).
 
 It is a report: it exits 0 whatever the figures are (1 only when one could not be
 measured).

@@ -523,6 +523,11 @@ def render(results: dict[str, Any]) -> str:
 
         title = _title(12, "Turns through an outage of DynamoDB writes and SQS sends")
         parts.append(render_outage(results["outage"], table, title))
+    if "chatDoor" in results:
+        from bench.chat_door import render_chat_door
+
+        title = _title(13, "The OpenAI-compatible door next to predict: one turn")
+        parts.append(render_chat_door(results["chatDoor"], table, title))
     for name, error in (results.get("errors") or {}).items():
         parts.append(f"[{name}] not measured: {error}")
     return "\n\n".join(parts) + "\n"
