@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from convo_memory import input_gate, observability
@@ -249,8 +249,6 @@ class TurnEdge:
         """One turn of ``choice``'s conversation through the serving path. A key's
         session is found or opened first (``on_session`` hears its id before the model
         is called); a key whose session was deleted meanwhile opens a new one."""
-        from dataclasses import replace
-
         turns = self._container.turns
         if choice.session_key is None:
             if choice.session_id is not None and on_session is not None:
