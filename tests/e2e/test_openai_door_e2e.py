@@ -26,6 +26,7 @@ from tests.support.runtime_process import DEV_TOKEN, RuntimeProcess, StartRuntim
 
 pytestmark = pytest.mark.e2e
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "openai.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 PRINCIPAL = {"tenant_id": "store-a", "user_id": "u_913"}
 
 
@@ -302,28 +303,39 @@ def test_langchain_chatopenai_holds_a_conversation(stack: Stack) -> None:
     assert sessions[0]["messageCount"] == 6
 
 
+def marked_examples() -> list[tuple[Path, str]]:
+    """Every ``openai-example`` block of docs/openai.md, and of the README once it has
+    one (the same example, with the same markers)."""
+    pattern = r"<!-- openai-example:start -->\n```python\n(.*?)```\n<!-- openai-example:end -->"
+    return [
+        (path, found)
+        for path in (DOCS, README)
+        for found in re.findall(pattern, path.read_text(), re.S)
+    ]
+
+
 def test_the_docs_example_runs_as_written(stack: Stack, tmp_path: Path) -> None:
-    found = re.search(
-        r"<!-- openai-example:start -->\n```python\n(.*?)```\n<!-- openai-example:end -->",
-        DOCS.read_text(),
-        re.S,
-    )
-    assert found, "docs/openai.md has no example"
-    (tmp_path / "example.py").write_text(found.group(1))
-    env = {**os.environ, "CONVO_BASE_URL": stack.runtime.base_url, "CONVO_TOKEN": DEV_TOKEN}
+    examples = marked_examples()
+    assert [path for path, _ in examples].count(DOCS) == 1, "docs/openai.md has no example"
+    for index, (path, code) in enumerate(examples):
+        env = {**os.environ, "CONVO_BASE_URL": stack.runtime.base_url, "CONVO_TOKEN": DEV_TOKEN}
+        # The first runs exactly as written; a copy of it (the README's) in a conversation
+        # of its own, so that it starts from scratch too.
+        if index:
+            code = code.replace("support-chat-0001", f"support-chat-copy-{index}")
+        (tmp_path / "example.py").write_text(code)
+        result = subprocess.run(
+            [sys.executable, "example.py"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=60,
+        )
 
-    result = subprocess.run(
-        [sys.executable, "example.py"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=60,
-    )
-
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
-    assert 'You said: "Hi, my name is Ada."' in lines[0]
-    assert 'You said: "What is my name?". I remember 2 earlier messages.' in lines[2]
-    assert lines[1].split()[1] == lines[3].split()[1]  # one session
-    assert 'You said: "Say it again, slowly."' in lines[4]
+        assert result.returncode == 0, (path, result.stderr)
+        lines = result.stdout.splitlines()
+        assert 'You said: "Hi, my name is Ada."' in lines[0], path
+        assert 'You said: "What is my name?". I remember 2 earlier messages.' in lines[2], path
+        assert lines[1].split()[1] == lines[3].split()[1], path  # one session
+        assert 'You said: "Say it again, slowly."' in lines[4], path
