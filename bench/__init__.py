@@ -29,6 +29,9 @@ Figures, all measured in one run, nothing leaves the machine (moto in process):
 13. Opening a session with ``recall: {sessions: 5}``: DynamoDB requests and capacity
     units, next to opening one without recall; and a warm turn of such a session next
     to one without recall (the same requests).
+14. A turn through the OpenAI-compatible door (by the app's session key) next to the
+    same turn through predict: DynamoDB requests and capacity units, and the handler's
+    added time (median of interleaved turns).
 
 It is a report: it exits 0 whatever the figures are (1 only when one could not be
 measured).

@@ -29,10 +29,12 @@ class Plan:
     authorizer_runs: int = 100
     # Turns of the outage soak (figure 12), at each fault rate.
     outage_turns: int = 400
+    # Turns each of predict and the OpenAI-compatible door, timed (figure 13).
+    door_turns: int = 200
 
 
 FULL = Plan(5, 7, 7, 3, 4, 15, 7, 200)
-QUICK = Plan(2, 3, 3, 1, 2, 10, 3, 50, outage_turns=100)
+QUICK = Plan(2, 3, 3, 1, 2, 10, 3, 50, outage_turns=100, door_turns=40)
 
 
 def progress(message: str) -> None:
@@ -67,6 +69,7 @@ def _attempt(
 def run(plan: Plan, quick: bool) -> dict[str, Any]:
     from bench.agents import agent_turn_figure
     from bench.authorizer_cost import authorizer_figures
+    from bench.chat_door import chat_door_figure
     from bench.cold import built_import_times, first_invocation, import_times
     from bench.content_filter import filter_figures
     from bench.costs import cost_figure
@@ -126,6 +129,7 @@ def run(plan: Plan, quick: bool) -> dict[str, Any]:
         _attempt(results, "rateLimit", lambda: rate_limit_figure(progress), errors)
         _attempt(results, "outage", lambda: outage_figure(plan.outage_turns, progress), errors)
         _attempt(results, "recallCost", lambda: recall_cost_figure(progress), errors)
+        _attempt(results, "chatDoor", lambda: chat_door_figure(plan.door_turns, progress), errors)
     results["meta"] = {
         "quick": quick,
         "python": platform.python_version(),

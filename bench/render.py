@@ -528,6 +528,11 @@ def render(results: dict[str, Any]) -> str:
 
         title = _title(13, "Opening a session with recall, and its turns: DynamoDB cost")
         parts.append(render_recall_cost(results["recallCost"], table, title))
+    if "chatDoor" in results:
+        from bench.chat_door import render_chat_door
+
+        title = _title(14, "The OpenAI-compatible door next to predict: one turn")
+        parts.append(render_chat_door(results["chatDoor"], table, title))
     for name, error in (results.get("errors") or {}).items():
         parts.append(f"[{name}] not measured: {error}")
     return "\n\n".join(parts) + "\n"

@@ -469,6 +469,8 @@ def parse_authorizer_result(result: Any, simple_responses: bool) -> AuthDecision
 
 
 STREAM_PATH = re.compile(r"^/v1/capabilities/[^/]+/predict/stream/?$")
+# The OpenAI-compatible turn route: the Function URL serves it too, streaming as made.
+CHAT_PATH = re.compile(r"^/v1/chat/completions/?$")
 
 
 def load_stream_door(function: Any) -> Any:
@@ -634,7 +636,12 @@ class _GatewayRequestHandler(StrictRequestHandler):
             self._write(GatewayResponse(answer.status, list(answer.headers)))
             return
         door = self.server.stream_door
-        if door is not None and STREAM_PATH.match(request.raw_path):
+        # Locally one port stands for both: the turns that stream go to the Function URL's
+        # door, as the Studio and an SDK with stream=True would use it on AWS.
+        streams = STREAM_PATH.match(request.raw_path) or (
+            CHAT_PATH.match(request.raw_path) and request.method.upper() == "POST"
+        )
+        if door is not None and streams:
             self._stream(door.handle(request.method, request.raw_path, self.headers, body), cors)
             return
         response = self.server.handle_request_of(request)

@@ -1,5 +1,8 @@
-"""Turn routes: predict (stateless or with a session), its buffered SSE twin, and the
-session's message door. All call the same serving path (``TurnService``)."""
+"""Turn routes: predict (stateless or with a session), its buffered SSE twin, the
+session's message door, and the OpenAI-compatible door (chat completions and its model
+list). All go through the same turn edge (``convo_memory.turn_edge``) to the same
+serving path (``TurnService``); they differ only in how they read the request and
+write the answer."""
 
 from __future__ import annotations
 
@@ -8,14 +11,13 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 
 from convo_memory.http import (
-    admit_turn,
     container,
-    counted_turn,
-    idempotent,
+    edge,
+    gated,
     install_error_handlers,
     json_body,
     json_response,
-    turn_budget,
+    route_of,
     workspace_id,
 )
 from convo_memory.input_gate import parse_model
@@ -29,25 +31,30 @@ install_error_handlers(app)
 def predict(capability_id: str) -> Response:
     from convo_memory.api_models import TurnInput  # pydantic: on first use, not at import
 
-    workspace = workspace_id(app)
-    body = json_body(app)
-    turn = parse_model(TurnInput, body)
-    admit_turn(workspace)
+    turn = parse_model(TurnInput, json_body(app))
+    request, turns = gated(app), edge()
+    assert request.workspace_id is not None
+    turns.admit(request.workspace_id)
 
     def compute() -> dict[str, Any]:
         prediction = container().turns.predict(
-            workspace,
+            request.workspace_id or "",
             capability_id,
             turn.input,
             turn.session_id,
-            budget_seconds=turn_budget(app.lambda_context),
+            budget_seconds=turns.http_budget(app.lambda_context),
         )
         result: dict[str, Any] = prediction.to_json_dict()
         return result
 
-    return json_response(
-        200, idempotent(app, workspace, body, lambda: counted_turn("predict", compute))
+    result = turns.run(
+        door="predict",
+        route=route_of(app),
+        request=request,
+        compute=compute,
+        lambda_context=app.lambda_context,
     )
+    return json_response(200, result)
 
 
 @app.post("/v1/capabilities/<capability_id>/predict/stream")
@@ -57,10 +64,10 @@ def predict_stream(capability_id: str) -> Response:
     from convo_memory.api_models import TurnInput
     from convo_memory.sse import sse_event
 
-    workspace = workspace_id(app)
-    body = json_body(app)
-    turn = parse_model(TurnInput, body)
-    admit_turn(workspace)
+    turn = parse_model(TurnInput, json_body(app))
+    request, turns = gated(app), edge()
+    assert request.workspace_id is not None
+    turns.admit(request.workspace_id)
     events: list[str] = []
     streamed: list[bool] = [False]
 
@@ -73,18 +80,24 @@ def predict_stream(capability_id: str) -> Response:
 
     def compute() -> dict[str, Any]:
         prediction = container().turns.predict(
-            workspace,
+            request.workspace_id or "",
             capability_id,
             turn.input,
             turn.session_id,
             sink=delta,
             on_tool=tool,
-            budget_seconds=turn_budget(app.lambda_context),
+            budget_seconds=turns.http_budget(app.lambda_context),
         )
         result: dict[str, Any] = prediction.to_json_dict()
         return result
 
-    result = idempotent(app, workspace, body, lambda: counted_turn("stream-buffered", compute))
+    result = turns.run(
+        door="stream-buffered",
+        route=route_of(app),
+        request=request,
+        compute=compute,
+        lambda_context=app.lambda_context,
+    )
     if not streamed[0]:  # a replayed response: its answer as one delta
         events.append(sse_event("delta", {"text": result["output"]}))
     events.append(sse_event("done", result))
@@ -95,21 +108,83 @@ def predict_stream(capability_id: str) -> Response:
 def session_message(session_id: str) -> Response:
     from convo_memory.api_models import MessageInput
 
-    workspace = workspace_id(app)
-    body = json_body(app)
-    message = parse_model(MessageInput, body)
-    admit_turn(workspace)
+    message = parse_model(MessageInput, json_body(app))
+    request, turns = gated(app), edge()
+    assert request.workspace_id is not None
+    turns.admit(request.workspace_id)
 
     def compute() -> dict[str, Any]:
         prediction = container().turns.session_message(
-            workspace, session_id, message.input, budget_seconds=turn_budget(app.lambda_context)
+            request.workspace_id or "",
+            session_id,
+            message.input,
+            budget_seconds=turns.http_budget(app.lambda_context),
         )
         result: dict[str, Any] = prediction.to_json_dict()
         return result
 
-    return json_response(
-        200, idempotent(app, workspace, body, lambda: counted_turn("messages", compute))
+    result = turns.run(
+        door="messages",
+        route=route_of(app),
+        request=request,
+        compute=compute,
+        lambda_context=app.lambda_context,
     )
+    return json_response(200, result)
+
+
+@app.post("/v1/chat/completions")
+def chat_completions() -> Response:
+    """The OpenAI-compatible door through API Gateway: a ``chat.completion``, or with
+    ``stream: true`` its ``chat.completion.chunk`` lines all at once."""
+    from convo_memory import chat_completions as chat
+
+    chat_turn = chat.read_chat_turn(json_body(app), app.current_event.headers)
+    request, turns = gated(app), edge()
+    assert request.workspace_id is not None
+    turns.admit(request.workspace_id)
+    stamp = chat.CompletionStamp.new(chat_turn.capability_id)
+    deltas: list[str] = []
+
+    def compute() -> dict[str, Any]:
+        outcome = turns.serve_turn(
+            request.workspace_id or "",
+            chat_turn.capability_id,
+            chat_turn.user_input,
+            chat_turn.choice,
+            chat_turn.client,
+            sink=deltas.append if chat_turn.stream else None,
+            budget_seconds=turns.http_budget(app.lambda_context),
+        )
+        return chat.turn_result(stamp, outcome)
+
+    result = turns.run(
+        door="chat-stream-buffered" if chat_turn.stream else "chat",
+        route=chat.ROUTE,
+        request=request,
+        compute=compute,
+        lambda_context=app.lambda_context,
+    )
+    headers = chat.session_headers(result)
+    if not chat_turn.stream:
+        return json_response(200, chat.chat_completion(result), headers=headers or None)
+    body = chat.buffered_stream(result, deltas, chat_turn.include_usage)
+    return Response(
+        200,
+        content_type="text/event-stream; charset=utf-8",
+        body=body,
+        headers=headers or None,
+    )
+
+
+@app.get("/v1/models")
+def models() -> Response:
+    """The OpenAI-compatible door's model list: the workspace's conversational
+    capabilities (a model id is a capability id)."""
+    from convo_memory.chat_completions import models_list
+
+    workspace = workspace_id(app)
+    return json_response(200, models_list(workspace, container().catalog.list_all(workspace)))
 
 
 @http_handler

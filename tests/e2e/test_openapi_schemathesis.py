@@ -125,6 +125,20 @@ EXPLAINED = (
         refused("validation_error", r"is at most \d+ bytes|is at most \d+ levels deep"),
     ),
     Explained(
+        "chat completions: the last message must be the user's, stateless messages must be "
+        "text, user is required with X-Convo-Session-Key, X-Convo-Principal is JSON in a "
+        "header (rules on the last item of a list, across a header and the body)",
+        "positive_data_acceptance",
+        lambda seen: (
+            seen.operation == "POST /v1/chat/completions"
+            and refused(
+                "validation_error",
+                r"^messages\.\d+\.(role|content) |^user is required with X-Convo-Session-Key"
+                r"|^X-Convo-Principal ",
+            )(seen)
+        ),
+    ),
+    Explained(
         "a method a path does not have is 404 not_found, as any unknown route (contract)",
         "unsupported_method",
         lambda seen: seen.status == 404 and seen.code == "not_found",

@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 from convo_memory.domain.errors import (
     RecallSourceGone,
     SessionArchived,
+    SessionKeyTaken,
     SessionNotFound,
     StoreRejected,
 )
@@ -79,6 +80,8 @@ class FakeDatabase:
     turns: dict[str, dict[int, StoredTurn]] = field(default_factory=dict)  # by user seq
     digests: dict[str, dict[int, StoredDigest]] = field(default_factory=dict)  # by user seq
     summaries: dict[str, Summary] = field(default_factory=dict)
+    # (workspace, capability, app key) -> the session the key opened
+    session_keys: dict[tuple[str, str, str], str] = field(default_factory=dict)
     runs: dict[str, str] = field(default_factory=dict)  # runId -> JSON body
     calls: Counter[str] = field(default_factory=Counter)
     fail_next: dict[str, Exception] = field(default_factory=dict)
@@ -134,6 +137,7 @@ class FakeDatabase:
             last_active_at=last_active_at,
             message_count=count,
             recall=Recall.model_validate_json(head["recall"]) if "recall" in head else None,
+            session_key=head.get("sessionKey"),
         )
 
     def messages(self, session_id: str) -> list[Message]:
@@ -147,7 +151,15 @@ class FakeDatabase:
 
     def delete_contents(self, session_id: str) -> int:
         deleted = len(self.turns.pop(session_id, {})) + len(self.digests.pop(session_id, {}))
-        return deleted + (1 if self.summaries.pop(session_id, None) is not None else 0)
+        deleted += 1 if self.summaries.pop(session_id, None) is not None else 0
+        head = self.heads.get(session_id) or {}
+        key = head.pop("sessionKey", None)
+        if key is not None:
+            claim = (head["workspaceId"], head["capabilityId"], key)
+            if self.session_keys.get(claim) == session_id:
+                del self.session_keys[claim]
+            deleted += 1
+        return deleted
 
     # -- test helpers (not part of any port) ---------------------------------------
     def add_turn(
@@ -198,10 +210,13 @@ class FakeDatabase:
 
     def holds_session(self, session_id: str) -> bool:
         """Whether anything of the session is still stored."""
-        return any(
-            session_id in place
-            for place in (self.heads, self.turns, self.digests, self.summaries)
-            if place.get(session_id)
+        return (
+            any(
+                session_id in place
+                for place in (self.heads, self.turns, self.digests, self.summaries)
+                if place.get(session_id)
+            )
+            or session_id in self.session_keys.values()
         )
 
     def dump(self) -> str:
@@ -220,6 +235,7 @@ class FakeDatabase:
                 for sid, digests in self.digests.items()
             },
             "summaries": {sid: s.model_dump() for sid, s in self.summaries.items()},
+            "sessionKeys": {"#".join(claim): sid for claim, sid in self.session_keys.items()},
             "runs": self.runs,
         }
         return json.dumps(snapshot, ensure_ascii=False, default=str)
@@ -319,11 +335,16 @@ class FakeSessionStore(_Port):
         self.db.enter("create_session")
         if session.id in self.db.heads:
             raise StoreRejected(f"session id {session.id} already exists")
+        claim = (session.workspace_id, session.capability_id, session.session_key or "")
+        if session.session_key is not None and claim in self.db.session_keys:
+            raise SessionKeyTaken(self.db.session_keys[claim])
         if session.recall is not None and not all(
             self.db.heads.get(source, {}).get("status") in RECALLABLE
             for source in session.recall.from_sessions
         ):
             raise RecallSourceGone(f"a session recalled by {session.id} was deleted")
+        if session.session_key is not None:
+            self.db.session_keys[claim] = session.id
         self.db.heads[session.id] = {
             "workspaceId": session.workspace_id,
             "capabilityId": session.capability_id,
@@ -336,6 +357,22 @@ class FakeSessionStore(_Port):
         }
         if session.recall is not None:
             self.db.heads[session.id]["recall"] = _json_safe(session.recall.to_json_dict())
+        if session.session_key is not None:
+            self.db.heads[session.id]["sessionKey"] = session.session_key
+
+    def session_for_key(
+        self, workspace_id: str, capability_id: str, session_key: str
+    ) -> str | None:
+        self.db.enter("session_for_key")
+        return self.db.session_keys.get((workspace_id, capability_id, session_key))
+
+    def release_session_key(
+        self, workspace_id: str, capability_id: str, session_key: str, session_id: str
+    ) -> None:
+        self.db.enter("release_session_key")
+        claim = (workspace_id, capability_id, session_key)
+        if self.db.session_keys.get(claim) == session_id:
+            del self.db.session_keys[claim]
 
     def get_session(self, session_id: str) -> Session | None:
         self.db.enter("get_session")

@@ -83,9 +83,16 @@ def _retention_event(at: datetime) -> dict[str, Any]:
     return dict(event)
 
 
-def _stream(api: InProcessApi, token: str, path: str, body: dict[str, Any], key: str) -> str:
+def _stream(
+    api: InProcessApi,
+    token: str,
+    path: str,
+    body: dict[str, Any],
+    key: str,
+    extra: dict[str, str] | None = None,
+) -> str:
     door = StreamDoor(lambda: api.container)
-    headers = {"authorization": f"Bearer {token}", "idempotency-key": key}
+    headers = {"authorization": f"Bearer {token}", "idempotency-key": key, **(extra or {})}
     response = door.handle("POST", path, headers, json.dumps(body).encode())
     text = b"".join(response.chunks).decode()
     assert response.status == 200, text
@@ -142,6 +149,22 @@ def run_every_function(api: InProcessApi, recorder: AwsCallRecorder) -> None:
     with recorder.running("StreamFunction"):
         for _ in range(2):
             _stream(api, token, f"{predict}/stream", {"input": "s", "sessionId": session}, "k2")
+
+    # The OpenAI-compatible door: a key's session opened, used, and opened again after
+    # its session was marked deleted (the key still naming it), on both doors.
+    chat = {"model": cap_id, "user": "customer-2", "messages": [{"role": "user", "content": "hi"}]}
+    keyed = {"X-Convo-Session-Key": "conversation-1"}
+    call("GET", "/v1/models", 200)
+    call("POST", "/v1/chat/completions", 200, json_body=chat, headers=keyed)
+    first = call("POST", "/v1/chat/completions", 200, json_body=chat, headers=keyed)
+    api.container.stores.sessions.begin_deletion(first["convo"]["sessionId"], workspace, "now")
+    reopened = call("POST", "/v1/chat/completions", 200, json_body=chat, headers=keyed)
+    assert reopened["convo"]["sessionId"] != first["convo"]["sessionId"]
+    with recorder.running("StreamFunction"):
+        streamed = {**chat, "stream": True}
+        headers = {**keyed, "X-Convo-Session-Key": "conversation-2"}
+        _stream(api, token, "/v1/chat/completions", streamed, "k3", headers)
+        _stream(api, token, "/v1/chat/completions", streamed, "k4", headers)
 
     # The read-only session routes, paged; then a change and a deletion.
     listed = call("GET", "/v1/sessions", 200, query={"externalRef": "customer-1", "limit": 1})

@@ -20,6 +20,9 @@ EXPECTED_ROUTES = {
     ("POST", "/v1/capabilities/{capabilityId}/predict"): "PredictFunction",
     ("POST", "/v1/capabilities/{capabilityId}/predict/stream"): "PredictFunction",
     ("POST", "/v1/sessions/{sessionId}/messages"): "PredictFunction",
+    # The OpenAI-compatible door (the streaming Function URL serves them too).
+    ("POST", "/v1/chat/completions"): "PredictFunction",
+    ("GET", "/v1/models"): "PredictFunction",
     # Unknown routes: the contract's not_found body (served without a token).
     ("ANY", "$default"): "CapabilitiesFunction",
     # The Studio Chat page (served without a token; its calls carry the operator's).

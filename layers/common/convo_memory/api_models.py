@@ -5,9 +5,9 @@ door applies (``input_gate.parse_model``); the entities themselves are
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from convo_memory.domain.models import (
     ApiModel,
@@ -258,3 +258,45 @@ class ContextView(ApiModel):
     omitted_messages: int
     replayed_chars: int
     recall: Recall | None
+
+
+# -- the OpenAI-compatible door --------------------------------------------------------
+
+
+class ChatMessageIn(BaseModel):
+    """One message of a chat-completions request (OpenAI's field names). What a message
+    may hold depends on where it is: ``convo_memory.chat_completions`` reads it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    role: str = Field(min_length=1, max_length=32)
+    content: str | list[Any] | None = None
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    include_usage: bool = False
+
+
+class ChatCompletionRequest(BaseModel):
+    """``POST /v1/chat/completions`` as OpenAI's SDKs send it. Fields the door refuses
+    (``tools``, ``n`` above 1, ...) are kept as extras to be named in the 422; any other
+    unknown field is ignored."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(min_length=1)
+    messages: list[ChatMessageIn] = Field(min_length=1)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    user: str | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    stop: (
+        Annotated[str, Field(min_length=1, max_length=256)]
+        | Annotated[list[Annotated[str, Field(min_length=1, max_length=256)]], Field(max_length=4)]
+        | None
+    ) = None

@@ -27,6 +27,7 @@ from convo_memory.services.catalog import CapabilityCatalog, RunTraces
 from convo_memory.services.recall import RecallTaker
 from convo_memory.services.recording import TurnRecorder
 from convo_memory.services.retention import RetentionPolicy, RetentionService
+from convo_memory.services.session_keys import SessionKeys
 from convo_memory.services.sessions import SessionService
 from convo_memory.services.summaries import CHUNK_MESSAGES, SummaryPolicy, SummaryService
 from convo_memory.services.summary_trigger import SummaryTrigger
@@ -94,6 +95,8 @@ class Container:
     summaries: SummaryService
     retention: RetentionService
     tokens: TokenResolver
+    # Sessions found or opened by an app's own key (the OpenAI-compatible door).
+    session_keys: SessionKeys
 
     # The adapters a door or a test reaches for itself.
     @property
@@ -233,14 +236,15 @@ def build_services(
         monotonic=monotonic,
         sleep=sleep,
     )
+    sessions = SessionService(
+        stores.sessions, stores.turns, catalog, clock, recall=RecallTaker(stores.recall)
+    )
     return Container(
         settings=settings,
         adapters=adapters,
         catalog=catalog,
         runs=RunTraces(stores.runs),
-        sessions=SessionService(
-            stores.sessions, stores.turns, catalog, clock, recall=RecallTaker(stores.recall)
-        ),
+        sessions=sessions,
         turns=_turn_service(adapters, settings, catalog, recorder, trigger, clock, monotonic),
         recorder=recorder,
         summaries=SummaryService(
@@ -255,6 +259,7 @@ def build_services(
         ),
         retention=RetentionService(stores.retention, _retention_policy(settings), metrics),
         tokens=TokenResolver(stores.tokens, settings.cache_ttl_seconds),
+        session_keys=SessionKeys(sessions, stores.sessions, catalog, sleep),
     )
 
 

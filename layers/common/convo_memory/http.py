@@ -9,21 +9,13 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aws_lambda_powertools.event_handler import Response
 
-from convo_memory import input_gate, observability
-from convo_memory.domain.errors import (
-    InternalError,
-    ServiceError,
-    StoreUnavailable,
-    Unauthorized,
-    Unavailable,
-    ValidationFailed,
-)
-from convo_memory.time_budget import RECORDING_MARGIN_SECONDS
+from convo_memory import input_gate, turn_edge
+from convo_memory.domain.errors import ServiceError, Unauthorized, ValidationFailed
+from convo_memory.turn_edge import METHODS_WITH_BODY, GatedRequest, TurnEdge, error_for, gate
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
@@ -35,7 +27,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 JSON = "application/json"
 _GATED_BODY = "gated_json_body"
-_METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
+# The routes of the OpenAI-compatible door, whose error bodies add "type".
+OPENAI_ROUTE_KEYS = frozenset({"POST /v1/chat/completions", "GET /v1/models"})
 Model = TypeVar("Model", bound="BaseModel")
 
 
@@ -55,8 +48,15 @@ def json_response(status: int, body: Any, headers: dict[str, str] | None = None)
     )
 
 
-def error_response(error: ServiceError) -> Response:
-    return json_response(error.status, error.to_body(), headers=error.headers() or None)
+def error_response(error: ServiceError, *, openai: bool = False) -> Response:
+    """The turn edge's answer to ``error`` as a resolver response."""
+    reply = turn_edge.error_response(error, openai=openai)
+    return Response(
+        status_code=reply.status,
+        content_type=JSON,
+        body=reply.body,
+        headers=reply.headers or None,
+    )
 
 
 def workspace_id(app: APIGatewayHttpResolver) -> str:
@@ -116,49 +116,24 @@ def next_cursor(position: dict[str, Any] | None, *scope: str) -> str | None:
     return token
 
 
-def idempotent(
-    app: APIGatewayHttpResolver,
-    workspace: str,
-    body: Any,
-    compute: Callable[[], dict[str, Any]],
-) -> dict[str, Any]:
-    """Run a turn at most once per ``Idempotency-Key`` (when the client sent one)."""
-    key = input_gate.idempotency_key(app.current_event.headers)
-    if key is None:
-        return compute()
-    runner = container().idempotency
-    if runner is None:  # a deployment without the idempotency table (unit tests)
-        return compute()
-    route = f"{app.current_event.http_method} {app.current_event.path}"
-    return runner.run(
-        workspace_id=workspace,
-        key=key,
-        route=route,
-        body=body,
-        compute=compute,
-        lambda_context=app.lambda_context,
+def edge() -> TurnEdge:
+    """The turn edge over this container: what a turn route does around the service."""
+    return TurnEdge(container())
+
+
+def gated(app: APIGatewayHttpResolver) -> GatedRequest:
+    """The request as the input gate let it through (its workspace, key and body)."""
+    event = app.current_event
+    return GatedRequest(
+        workspace_id(app),
+        input_gate.idempotency_key(event.headers),
+        json_body(app) if event.http_method.upper() in METHODS_WITH_BODY else None,
     )
 
 
-def turn_budget(lambda_context: Any) -> float | None:
-    """The turn's time: the deployment's turn deadline, or less when the invocation has
-    less left (minus the time recording takes), so Lambda never kills a turn unrecorded."""
-    remaining = getattr(lambda_context, "get_remaining_time_in_millis", None)
-    if not callable(remaining):
-        return None
-    left = float(remaining()) / 1000 - RECORDING_MARGIN_SECONDS
-    return max(0.0, min(container().settings.turn_deadline_seconds, left))
-
-
-def counted_turn(door: str, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """``compute`` (one turn), counted in the ``Turns`` metric by door and outcome."""
-    return observability.counted_turn(container().metrics, door, compute)
-
-
-def admit_turn(workspace: str) -> None:
-    """Refuse the workspace's turn over its rate limit (``429 rate_limited`` with
-    ``Retry-After``), after the input gate and before the turn or its idempotency key."""
-    container().turn_limiter.admit(workspace)
+def route_of(app: APIGatewayHttpResolver) -> str:
+    """``METHOD /path`` of this request: what an Idempotency-Key is scoped to."""
+    return f"{app.current_event.http_method} {app.current_event.path}"
 
 
 def request_id(app: APIGatewayHttpResolver) -> str:
@@ -178,24 +153,24 @@ def _input_gate(app: APIGatewayHttpResolver, next_middleware: NextMiddleware) ->
     event = app.current_event
     if event.raw_event.get("routeKey") == "$default":  # the not-found catch-all
         return next_middleware(app)
-    if (event.raw_event.get("requestContext") or {}).get("authorizer") is not None:
-        workspace_id(app)  # a route behind the authorizer: an unknown token is 401 first
-    for name, value in (app.context.get("_route_args") or {}).items():
-        input_gate.check_path_id(name, str(value))
-    input_gate.idempotency_key(event.headers)
-    input_gate.check_query(event.query_string_parameters)
-    if event.http_method.upper() in _METHODS_WITH_BODY:
-        body = input_gate.read_json_object(event.body, base64_encoded=bool(event.is_base64_encoded))
-        app.append_context(**{_GATED_BODY: body})
+    behind_authorizer = (event.raw_event.get("requestContext") or {}).get("authorizer") is not None
+    request = gate(
+        method=event.http_method,
+        headers=event.headers,
+        query=event.query_string_parameters,
+        body=event.body,
+        base64_encoded=bool(event.is_base64_encoded),
+        workspace=(lambda: workspace_id(app)) if behind_authorizer else None,
+        path_ids=app.context.get("_route_args") or {},
+    )
+    if request.body is not None:
+        app.append_context(**{_GATED_BODY: request.body})
     return next_middleware(app)
 
 
 def misconfigured(exc: BaseException) -> bool:
     """Whether ``exc`` is the deployment's invalid configuration (``SettingsError``)."""
-    # Imported here: config pulls in pydantic, which a handler's import must not pay for.
-    from convo_memory.config import SettingsError
-
-    return isinstance(exc, SettingsError)
+    return turn_edge.misconfigured(exc)
 
 
 def install_error_handlers(app: APIGatewayHttpResolver) -> None:
@@ -204,29 +179,11 @@ def install_error_handlers(app: APIGatewayHttpResolver) -> None:
     unexpected to ``500 internal`` with the request id it was logged under."""
     app.use(middlewares=[_input_gate])
 
-    @app.exception_handler(ServiceError)
-    def _service_error(exc: ServiceError) -> Response:
-        return error_response(exc.in_request(request_id(app)))
-
-    @app.exception_handler(StoreUnavailable)
-    def _unavailable(exc: StoreUnavailable) -> Response:
-        logger.warning("store unavailable: %s", exc)
-        return error_response(Unavailable().in_request(request_id(app)))
-
     @app.exception_handler(Exception)
-    def _unexpected(exc: Exception) -> Response:
-        failure = InternalError(request_id(app))
-        if misconfigured(exc):
-            # Logged once, naming the variable, when the container failed to build.
-            return error_response(failure)
-        logger.error(
-            "unexpected %s (requestId %s)",
-            type(exc).__name__,
-            failure.request_id,
-            exc_info=exc,
-            extra={"requestId": failure.request_id},
-        )
-        return error_response(failure)
+    def _failure(exc: Exception) -> Response:
+        # The OpenAI-compatible routes' bodies add "type", for OpenAI's SDKs.
+        openai = app.current_event.raw_event.get("routeKey") in OPENAI_ROUTE_KEYS
+        return error_response(error_for(exc, request_id(app)), openai=openai)
 
     @app.not_found
     def _not_found(exc: Exception) -> Response:

@@ -1,7 +1,7 @@
 """The input gate: every request passes here before anything is stored or any model called.
 
-One set of rules for every door (the HttpApi routes through ``convo_memory.http``, the
-streaming door through ``convo_memory.stream_door``), so that the same bad input gets
+One set of rules for every door (applied in one order by ``convo_memory.turn_edge.gate``,
+for the HttpApi routes and the streaming door alike), so that the same bad input gets
 the same status and the same error body wherever it arrives:
 
 - the body is UTF-8 JSON whose top level is an object, else ``400 invalid_json``; a byte

@@ -27,6 +27,7 @@ from convo_memory import api_models as api
 from convo_memory import input_gate
 from convo_memory.domain import models as m
 from convo_memory.ports import ToolStatus
+from convo_memory.turn_edge import OPENAI_ERROR_TYPES
 
 API_VERSION = "2.0.0"
 REF = "#/components/schemas/{model}"
@@ -110,6 +111,84 @@ class StreamTool(_Wire):
     status: ToolStatus
 
 
+# -- the OpenAI-compatible door's answers (OpenAI's field names) --------------------------
+
+
+class ConvoExtension(_Wire):
+    session_id: str | None
+    turn: m.TurnSeqs | None
+    recorded: bool
+    withheld: bool
+    run_id: str | None
+
+
+class ChatMessageOut(BaseModel):
+    role: Literal["assistant"]
+    content: str
+
+
+class ChatChoice(BaseModel):
+    index: int
+    message: ChatMessageOut
+    finish_reason: Literal["stop", "length", "content_filter"]
+    logprobs: None = None
+
+
+class ChatUsage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class ChatCompletion(BaseModel):
+    """A ``chat.completion``, with the service's ``convo`` extension."""
+
+    id: str = Field(pattern=r"^chatcmpl-")
+    object: Literal["chat.completion"]
+    created: int
+    model: str = Field(description="The capability id.")
+    choices: list[ChatChoice]
+    usage: ChatUsage | None = Field(default=None, description="When the provider reports it.")
+    convo: ConvoExtension
+
+
+class ChatDelta(BaseModel):
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+
+
+class ChunkChoice(BaseModel):
+    index: int
+    delta: ChatDelta
+    finish_reason: Literal["stop", "length", "content_filter"] | None
+    logprobs: None = None
+
+
+class ChatCompletionChunk(BaseModel):
+    """One ``data:`` line of a streamed completion; the last carries ``finish_reason``,
+    ``convo`` and (asked for with ``stream_options.include_usage``) ``usage``."""
+
+    id: str
+    object: Literal["chat.completion.chunk"]
+    created: int
+    model: str
+    choices: list[ChunkChoice]
+    usage: ChatUsage | None = None
+    convo: ConvoExtension | None = None
+
+
+class ModelEntry(BaseModel):
+    id: str = Field(description="A generative or agent capability's id.")
+    object: Literal["model"]
+    created: int
+    owned_by: str = Field(description="The workspace.")
+
+
+class ModelList(BaseModel):
+    object: Literal["list"]
+    data: list[ModelEntry]
+
+
 # -- the routes --------------------------------------------------------------------------
 
 # status -> the contract codes it carries (an operation lists those that apply to it).
@@ -162,6 +241,8 @@ class Operation:
     turn: bool = False
     stream: bool = False
     public: bool = False
+    # The OpenAI-compatible door: its headers, error bodies with "type", both answer shapes.
+    openai: bool = False
 
 
 _LIMIT = {"type": "integer", "minimum": 1, "maximum": 100}
@@ -218,6 +299,25 @@ OPERATIONS: tuple[Operation, ...] = (
               not_found=_SES),
     Operation("GET", "/v1/runs/{runId}", "getRun", "An agent run's trace", "runs",
               response=RunTrace, not_found=("run_not_found",)),
+    Operation("GET", "/v1/models", "listModels",
+              "OpenAI-compatible: the workspace's generative and agent capabilities", "openai",
+              response=ModelList, openai=True),
+    Operation("POST", "/v1/chat/completions", "createChatCompletion",
+              "OpenAI-compatible: a turn (by X-Convo-Session-Id, by X-Convo-Session-Key and "
+              "user, or stateless)", "openai", response=ChatCompletion,
+              body=api.ChatCompletionRequest, not_found=_CAP + _SES,
+              conflicts=(*TURN_CONFLICTS, "principal_immutable", "external_ref_immutable"),
+              reused_key=True, turn=True, openai=True),
+)  # fmt: skip
+OPENAI_HEADERS = (
+    ("X-Convo-Session-Id", {"type": "string", "minLength": 1, "maxLength": 128},
+     "A turn of this session."),
+    ("X-Convo-Session-Key", {"type": "string", "pattern": "^[\\x20-\\x7e]{1,128}$"},
+     "Your own conversation id: its session is found, or opened on first use for the body's "
+     "user (required then). Ignored with X-Convo-Session-Id."),
+    ("X-Convo-Principal", {"type": "string", "contentMediaType": "application/json"},
+     "With X-Convo-Session-Key: the end user's principal, a JSON object of string claims, "
+     "stamped when the session is opened; a different one later is 409."),
 )  # fmt: skip
 
 
@@ -232,6 +332,12 @@ def _error_response(status: int, op: Operation) -> dict[str, Any]:
         codes = list(op.conflicts)
     elif status == 422 and op.reused_key:
         codes = [*codes, "idempotency_key_reused"]
+    error: dict[str, Any] = {"type": "object", "properties": {"code": {"enum": codes}}}
+    if op.openai:
+        # For OpenAI's SDKs: the kind of error they raise.
+        kind = OPENAI_ERROR_TYPES.get(status, "api_error")
+        error["properties"]["type"] = {"const": kind}
+        error["required"] = ["type"]
     response: dict[str, Any] = {
         "description": f"{ERROR_TEXT[status]} Codes: {', '.join(codes)}.",
         "content": {
@@ -239,15 +345,7 @@ def _error_response(status: int, op: Operation) -> dict[str, Any]:
                 "schema": {
                     "allOf": [
                         {"$ref": REF.format(model="ErrorBody")},
-                        {
-                            "type": "object",
-                            "properties": {
-                                "error": {
-                                    "type": "object",
-                                    "properties": {"code": {"enum": codes}},
-                                }
-                            },
-                        },
+                        {"type": "object", "properties": {"error": error}},
                     ]
                 }
             }
@@ -281,6 +379,12 @@ def _parameters(op: Operation) -> list[dict[str, Any]]:
                 "description": description,
             }
         )
+    if op.openai and op.body is not None:
+        params.extend(
+            {"name": name, "in": "header", "required": False, "schema": schema,
+             "description": description}
+            for name, schema, description in OPENAI_HEADERS
+        )  # fmt: skip
     if op.turn:
         params.append(
             {
@@ -299,6 +403,17 @@ def _operation(op: Operation) -> dict[str, Any]:
     success: dict[str, Any] = {"description": op.summary}
     if op.stream:
         success["content"] = {"text/event-stream": _event_stream()}
+    elif op.openai and op.body is not None and op.response is not None:
+        success["content"] = {
+            "application/json": {"schema": {"$ref": REF.format(model=_name(op.response, "o"))}},
+            "text/event-stream": _chunk_stream(),
+        }
+        success["headers"] = {
+            "X-Convo-Session-Id": {
+                "schema": {"type": "string"},
+                "description": "The session of the turn (absent when stateless).",
+            }
+        }
     elif op.response is not None:
         success["content"] = {
             "application/json": {"schema": {"$ref": REF.format(model=_name(op.response, "o"))}}
@@ -373,6 +488,37 @@ def _event_stream() -> dict[str, Any]:
             ],
         },
         "example": 'event: delta\ndata: {"text":"Hi"}\n\nevent: done\ndata: {...}\n\n',
+    }
+
+
+def _chunk_stream() -> dict[str, Any]:
+    """``stream: true``: ``data: <chat.completion.chunk>`` lines, then ``data: [DONE]``."""
+    return {
+        "schema": {
+            "description": "One `data:` line: a chat.completion.chunk (the first with the "
+            "assistant's role, then the text in `delta.content`, the last with "
+            "`finish_reason`), an error after the stream began, or `[DONE]` (the last).",
+            "type": "object",
+            "required": ["data"],
+            "properties": {
+                "data": {
+                    "type": "string",
+                    "oneOf": [
+                        {"const": "[DONE]"},
+                        {
+                            "contentMediaType": "application/json",
+                            "contentSchema": {
+                                "anyOf": [
+                                    {"$ref": REF.format(model=_name(ChatCompletionChunk, "o"))},
+                                    {"$ref": REF.format(model="ErrorBody")},
+                                ]
+                            },
+                        },
+                    ],
+                }
+            },
+        },
+        "example": 'data: {"object":"chat.completion.chunk",...}\n\ndata: [DONE]\n\n',
     }
 
 
@@ -551,7 +697,40 @@ def _content_filter(schema: dict[str, Any]) -> None:
     ]
 
 
+def _chat_request(schema: dict[str, Any]) -> None:
+    """The fields the OpenAI-compatible door refuses unless they ask for nothing it does
+    not do (``chat_completions.REFUSED_UNLESS``), and where the turn's input is."""
+    schema["description"] = (
+        "In a session (X-Convo-Session-Id or X-Convo-Session-Key) only the last message "
+        "counts: it must be the user's, with text content; stateless, every message must be "
+        "text (system, developer, user or assistant). Other unknown fields are ignored."
+    )
+    never = {"type": "null"}
+    schema["properties"].update(
+        tools={"type": ["array", "null"], "maxItems": 0},
+        functions={"type": ["array", "null"], "maxItems": 0},
+        function_call=never,
+        tool_choice={"enum": ["none", None]},
+        n={"enum": [1, None]},
+        response_format={
+            "anyOf": [
+                never,
+                {"type": "object", "required": ["type"], "properties": {"type": {"const": "text"}}},
+            ]
+        },
+        audio=never,
+        modalities={"type": ["array", "null"], "items": {"const": "text"}},
+        logprobs={"enum": [False, None]},
+        top_logprobs=never,
+    )
+    schema["properties"]["user"]["description"] = (
+        "Your end user's id: required with X-Convo-Session-Key (the session's externalRef)."
+    )
+    schema["properties"]["model"]["description"] = "A generative or agent capability's id."
+
+
 REFINEMENTS = {
+    "ChatCompletionRequest": (_chat_request,),
     "TurnInput": (_turn_input,),
     "MessageInput": (_turn_input,),
     "SessionPatch": (_session_patch,),
@@ -585,7 +764,7 @@ def _name(model: type[BaseModel], mode: str) -> str:
 def _components() -> dict[str, Any]:
     inputs = {op.body for op in OPERATIONS if op.body is not None}
     outputs = {op.response for op in OPERATIONS if op.response is not None}
-    outputs |= {ErrorBody, StreamDelta, StreamTool}
+    outputs |= {ErrorBody, StreamDelta, StreamTool, ChatCompletionChunk}
     pairs: list[tuple[type[BaseModel], Literal["validation", "serialization"]]] = [
         *((model, "validation") for model in sorted(inputs, key=lambda c: c.__name__)),
         *((model, "serialization") for model in sorted(outputs, key=lambda c: c.__name__)),

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from convo_memory.domain.generation import FinishReason
 from convo_memory.domain.models import Capability, Message, Principal, Session, Summary
 from convo_memory.domain.prompt import Prompt
 from convo_memory.domain.recall import RecallSource
@@ -50,6 +51,8 @@ class Completion:
     text: str
     tool_calls: tuple[ToolCall, ...] = field(default_factory=tuple)
     usage: TokenUsage | None = None
+    # "length": the model stopped at its output token limit.
+    finish: FinishReason = "stop"
 
 
 class ModelProvider(Protocol):
@@ -116,6 +119,7 @@ class ModelStep:
     text: str
     requests: tuple[ToolRequest, ...] = ()
     usage: TokenUsage | None = None
+    finish: FinishReason = "stop"
 
 
 @runtime_checkable
@@ -290,9 +294,24 @@ class SessionStore(Protocol):
     and treats a session being deleted as missing."""
 
     def create_session(self, session: Session) -> None:
-        """Store a new session's head. With a recall, only while every session it was
-        taken from still exists undeleted (checked in the same write): else nothing is
-        stored and ``RecallSourceGone`` is raised."""
+        """Store a new session's head. One with a ``session_key`` claims that key of its
+        workspace and capability in the same conditional write; when the key is already
+        claimed nothing is stored and ``SessionKeyTaken`` names the claiming session
+        (``None`` when a racing claim has not landed yet). With a recall, only while every
+        session it was taken from still exists undeleted (checked in the same write):
+        else nothing is stored and ``RecallSourceGone`` is raised."""
+        ...
+
+    def session_for_key(
+        self, workspace_id: str, capability_id: str, session_key: str
+    ) -> str | None:
+        """The id of the session a key was claimed by (one strongly consistent read)."""
+        ...
+
+    def release_session_key(
+        self, workspace_id: str, capability_id: str, session_key: str, session_id: str
+    ) -> None:
+        """Release a key that still names ``session_id`` (a session gone or going)."""
         ...
 
     def get_session(self, session_id: str) -> Session | None: ...
@@ -318,7 +337,8 @@ class SessionStore(Protocol):
         ...
 
     def delete_contents(self, session_id: str) -> int:
-        """Delete every item of the session but its head; how many were deleted."""
+        """Delete every item of the session but its head, and release its key (when an
+        app's key opened it); how many were deleted."""
         ...
 
 

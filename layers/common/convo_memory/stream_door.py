@@ -1,16 +1,17 @@
-"""The streaming door: ``POST /v1/capabilities/{id}/predict/stream`` as Server-Sent Events.
+"""The streaming door: ``POST /v1/capabilities/{id}/predict/stream`` as Server-Sent
+Events, and the OpenAI-compatible door (``POST /v1/chat/completions``, ``GET /v1/models``)
+with its ``chat.completion.chunk`` lines as they are made.
 
 An HttpApi cannot stream, so on AWS this runs as a Lambda Function URL in
 RESPONSE_STREAM mode behind the AWS Lambda Web Adapter, which starts a small HTTP
 server (``serve``; ``functions/stream/app.py`` is its entry point). The local runtime
-calls ``StreamDoor.handle`` directly. Same bearer tokens, same input gate and error
-bodies as the HttpApi's predict, same serving path (``TurnService.predict`` with a
-delta sink).
+calls ``StreamDoor.handle`` directly. Same bearer tokens, same input gate, turn edge and
+error bodies as the HttpApi's routes (``convo_memory.turn_edge``), same serving path
+(``TurnService`` with a delta sink).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import queue
@@ -24,25 +25,23 @@ from typing import TYPE_CHECKING, Any
 
 from convo_memory import input_gate, observability
 from convo_memory.domain.errors import (
-    InternalError,
     InvalidJson,
     NotFound,
     PayloadTooLarge,
     ServiceError,
-    StoreUnavailable,
     Unauthorized,
-    Unavailable,
 )
 from convo_memory.http_framing import BodyTooLarge, MalformedBody, StrictRequestHandler
 from convo_memory.observability import set_correlation_id
-from convo_memory.time_budget import RECORDING_MARGIN_SECONDS, Countdown
+from convo_memory.turn_edge import GatedRequest, TurnEdge, error_for, gate
 
 if TYPE_CHECKING:
-    from convo_memory.api_models import TurnInput
     from convo_memory.bootstrap import Container
 
 logger = logging.getLogger("convo_memory.stream")
 ROUTE = re.compile(r"^/v1/capabilities/(?P<capability_id>[^/]+)/predict/stream/?$")
+CHAT_ROUTE = re.compile(r"^/v1/chat/completions/?$")
+MODELS_ROUTE = re.compile(r"^/v1/models/?$")
 JSON_HEADERS = (("content-type", "application/json"),)
 SSE_HEADERS = (
     ("content-type", "text/event-stream; charset=utf-8"),
@@ -50,6 +49,9 @@ SSE_HEADERS = (
     ("x-accel-buffering", "no"),
 )
 DEFAULT_REQUEST_TIMEOUT_SECONDS = 30.0
+# What a turn's thread hands the door: ("delta", text), ("tool", {name, status}),
+# ("session", id), then ("done", result) or ("error", ServiceError).
+Event = tuple[str, Any]
 
 
 @dataclass
@@ -59,17 +61,29 @@ class StreamResponse:
     chunks: Iterator[bytes]
 
 
-def error_response(exc: ServiceError) -> StreamResponse:
-    """A refusal before the stream starts: the same status, body and headers as predict."""
-    body = json.dumps(exc.to_body(), separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+def error_response(exc: ServiceError, *, openai: bool = False) -> StreamResponse:
+    """A refusal before the stream starts: the same status, body and headers as the
+    HttpApi's route (the turn edge's one error mapping)."""
+    from convo_memory import turn_edge
+
+    reply = turn_edge.error_response(exc, openai=openai)
     return StreamResponse(
-        exc.status, JSON_HEADERS + tuple(exc.headers().items()), iter([body.encode()])
+        reply.status, JSON_HEADERS + tuple(reply.headers.items()), iter([reply.body.encode()])
     )
+
+
+def json_answer(body: Any, headers: Mapping[str, str] | None = None) -> StreamResponse:
+    from convo_memory.turn_edge import json_text
+
+    extra = tuple((headers or {}).items())
+    return StreamResponse(200, JSON_HEADERS + extra, iter([json_text(body).encode()]))
 
 
 def request_id_of(headers: Mapping[str, str]) -> str:
     """The Function URL's request id, which the Web Adapter passes in
     ``x-amzn-request-context``; a fresh one elsewhere."""
+    import json
+
     raw = headers.get("x-amzn-request-context")
     if raw:
         try:
@@ -81,8 +95,13 @@ def request_id_of(headers: Mapping[str, str]) -> str:
     return str(uuid.uuid4())
 
 
+def is_openai_route(path: str) -> bool:
+    raw_path = path.partition("?")[0]
+    return bool(CHAT_ROUTE.match(raw_path) or MODELS_ROUTE.match(raw_path))
+
+
 class StreamDoor:
-    """Turns one HTTP request into a streamed turn."""
+    """Turns one HTTP request into a streamed turn (or the model list)."""
 
     def __init__(self, container_factory: Callable[[], Container] | None = None) -> None:
         if container_factory is None:
@@ -98,18 +117,8 @@ class StreamDoor:
         request_id = set_correlation_id(request_id_of(lowered))
         try:
             return self._handle(method, path, lowered, body, request_id)
-        except ServiceError as exc:
-            return error_response(exc.in_request(request_id))
-        except StoreUnavailable as exc:
-            logger.warning("store unavailable: %s", exc)
-            return error_response(Unavailable().in_request(request_id))
         except Exception as exc:
-            if _misconfigured(exc):  # logged once, naming the variable, at the cold start
-                return error_response(InternalError(request_id))
-            logger.error(
-                "unexpected %s (requestId %s)", type(exc).__name__, request_id, exc_info=exc
-            )
-            return error_response(InternalError(request_id))
+            return error_response(error_for(exc, request_id), openai=is_openai_route(path))
         finally:
             # What this thread counted (a refusal); the turn's thread writes its own.
             observability.flush_metrics()
@@ -117,23 +126,31 @@ class StreamDoor:
     def _handle(
         self, method: str, path: str, headers: Mapping[str, str], body: bytes, request_id: str
     ) -> StreamResponse:
-        from convo_memory.api_models import TurnInput  # pydantic: not at import time
-
         # The gate, in the HttpApi's order: route, token, path id, headers, query, body.
         raw_path, _, raw_query = path.partition("?")
+        verb = method.upper()
         match = ROUTE.match(raw_path)
-        if match is None or method.upper() != "POST":
+        path_ids: dict[str, str] = {}
+        if match is not None and verb == "POST":
+            path_ids = {"capabilityId": match.group("capability_id")}
+        elif not (
+            (CHAT_ROUTE.match(raw_path) and verb == "POST")
+            or (MODELS_ROUTE.match(raw_path) and verb == "GET")
+        ):
             raise NotFound("no such route")
-        workspace = self._workspace(headers.get("authorization", ""))
-        capability_id = match.group("capability_id")
-        input_gate.check_path_id("capabilityId", capability_id)
-        key = input_gate.idempotency_key(headers)
-        input_gate.check_query(_query(raw_query))
-        payload = input_gate.read_json_object(body)
-        turn_input = input_gate.parse_model(TurnInput, payload)
-        # 429 rate_limited, like the HttpApi's turn doors.
-        self._container().turn_limiter.admit(workspace)
-        return self._stream(workspace, capability_id, turn_input, payload, key, request_id)
+        request = gate(
+            method=verb,
+            headers=headers,
+            query=_query(raw_query),
+            body=body,
+            workspace=lambda: self._workspace(headers.get("authorization", "")),
+            path_ids=path_ids,
+        )
+        if match is not None:
+            return self._predict(request, path_ids["capabilityId"], request_id)
+        if verb == "GET":
+            return self._models(request)
+        return self._chat(request, headers, request_id)
 
     def _workspace(self, authorization: str) -> str:
         scheme, _, token = authorization.partition(" ")
@@ -144,81 +161,55 @@ class StreamDoor:
             raise Unauthorized("missing or unknown API token")
         return str(workspace)
 
-    def _stream(
-        self,
-        workspace: str,
-        capability_id: str,
-        turn_input: TurnInput,
-        payload: dict[str, Any],
-        key: str | None,
-        request_id: str,
+    # -- predict/stream ----------------------------------------------------------------------
+
+    def _predict(
+        self, request: GatedRequest, capability_id: str, request_id: str
     ) -> StreamResponse:
+        from convo_memory.api_models import TurnInput  # pydantic: not at import time
         from convo_memory.sse import sse_event
 
-        events: queue.Queue[tuple[str, Any]] = queue.Queue()
+        turn_input = input_gate.parse_model(TurnInput, request.body)
         container = self._container()
+        edge = TurnEdge(container)
+        assert request.workspace_id is not None
+        edge.admit(request.workspace_id)  # 429 rate_limited, like the HttpApi's turn doors
+        budget, deadline = edge.stream_budget()
         streamed: list[bool] = [False]
 
-        def sink(text: str) -> None:
-            streamed[0] = True
-            events.put(("delta", text))
+        def work(put: Callable[[Event], None]) -> dict[str, Any]:
+            def sink(text: str) -> None:
+                streamed[0] = True
+                put(("delta", text))
 
-        def on_tool(name: str, status: str) -> None:
-            events.put(("tool", {"name": name, "status": status}))
+            def on_tool(name: str, status: str) -> None:
+                put(("tool", {"name": name, "status": status}))
 
-        budget = container.settings.stream_turn_deadline_seconds
-        # The key's in-progress lock lasts as long as the turn may run, not 24 hours.
-        deadline = Countdown(budget + RECORDING_MARGIN_SECONDS)
+            def compute() -> dict[str, Any]:
+                prediction = container.turns.predict(
+                    request.workspace_id or "",
+                    capability_id,
+                    turn_input.input,
+                    turn_input.session_id,
+                    sink=sink,
+                    on_tool=on_tool,
+                    budget_seconds=budget,
+                )
+                result: dict[str, Any] = prediction.to_json_dict()
+                return result
 
-        def compute() -> dict[str, Any]:
-            prediction = container.turns.predict(
-                workspace,
-                capability_id,
-                turn_input.input,
-                turn_input.session_id,
-                sink=sink,
-                on_tool=on_tool,
-                budget_seconds=budget,
+            result = edge.run(
+                door="stream",
+                route=f"POST /v1/capabilities/{capability_id}/predict/stream",
+                request=request,
+                compute=compute,
+                lambda_context=deadline,
             )
-            result: dict[str, Any] = prediction.to_json_dict()
+            if not streamed[0]:  # a replayed response: its answer as one delta
+                put(("delta", result["output"]))
             return result
 
-        def counted() -> dict[str, Any]:
-            return observability.counted_turn(container.metrics, "stream", compute)
-
-        def run() -> None:
-            set_correlation_id(request_id)  # this thread's logs belong to the request too
-            last: tuple[str, Any]
-            try:
-                runner = container.idempotency
-                if key is not None and runner is not None:
-                    result = runner.run(
-                        workspace_id=workspace,
-                        key=key,
-                        route=f"POST /v1/capabilities/{capability_id}/predict/stream",
-                        body=payload,
-                        compute=counted,
-                        lambda_context=deadline,
-                    )
-                    if not streamed[0]:  # a replayed response: its answer as one delta
-                        events.put(("delta", result["output"]))
-                else:
-                    result = counted()
-                last = ("done", result)
-            except ServiceError as exc:
-                last = ("error", exc.in_request(request_id))
-            except StoreUnavailable as exc:
-                logger.warning("store unavailable: %s", exc)
-                last = ("error", Unavailable().in_request(request_id))
-            except Exception as exc:
-                logger.error("stream turn failed (requestId %s)", request_id, exc_info=exc)
-                last = ("error", InternalError(request_id))
-            finally:
-                # The turn's one record (a failed turn's too), before the stream ends.
-                observability.flush_metrics()
-            events.put(last)
-
-        threading.Thread(target=run, name="stream-turn", daemon=True).start()
+        events = _start(work, request_id)
         first_kind, first = events.get()
         if first_kind == "error":  # refused before the stream started: same as predict
             return error_response(first)
@@ -233,18 +224,114 @@ class StreamDoor:
                 elif kind == "done":
                     yield sse_event("done", item).encode()
                     return
-                else:
+                elif kind == "error":
                     yield sse_event("error", item.to_body()["error"]).encode()
                     return
                 kind, item = events.get()
 
         return StreamResponse(200, SSE_HEADERS, chunks())
 
+    # -- the OpenAI-compatible door ----------------------------------------------------------
 
-def _misconfigured(exc: BaseException) -> bool:
-    from convo_memory.config import SettingsError  # pydantic: not at import time
+    def _models(self, request: GatedRequest) -> StreamResponse:
+        from convo_memory.chat_completions import models_list
 
-    return isinstance(exc, SettingsError)
+        workspace = request.workspace_id or ""
+        return json_answer(models_list(workspace, self._container().catalog.list_all(workspace)))
+
+    def _chat(
+        self, request: GatedRequest, headers: Mapping[str, str], request_id: str
+    ) -> StreamResponse:
+        from convo_memory import chat_completions as chat
+
+        assert request.body is not None and request.workspace_id is not None
+        chat_turn = chat.read_chat_turn(request.body, headers)
+        container = self._container()
+        edge = TurnEdge(container)
+        edge.admit(request.workspace_id)
+        budget, deadline = edge.stream_budget()
+        stamp = chat.CompletionStamp.new(chat_turn.capability_id)
+
+        def run(put: Callable[[Event], None] | None) -> dict[str, Any]:
+            def compute() -> dict[str, Any]:
+                outcome = edge.serve_turn(
+                    request.workspace_id or "",
+                    chat_turn.capability_id,
+                    chat_turn.user_input,
+                    chat_turn.choice,
+                    chat_turn.client,
+                    sink=(lambda text: put(("delta", text))) if put is not None else None,
+                    budget_seconds=budget,
+                    on_session=(lambda sid: put(("session", sid))) if put is not None else None,
+                )
+                return chat.turn_result(stamp, outcome)
+
+            return edge.run(
+                door="chat-stream" if chat_turn.stream else "chat",
+                route=chat.ROUTE,
+                request=request,
+                compute=compute,
+                lambda_context=deadline,
+            )
+
+        if not chat_turn.stream:
+            result = run(None)
+            return json_answer(chat.chat_completion(result), chat.session_headers(result))
+        events = _start(run, request_id)
+        session_id: str | None = None
+        kind, item = events.get()
+        while kind == "session":
+            session_id, (kind, item) = item, events.get()
+        if kind == "error":  # refused before the stream started: the same as the HttpApi's
+            return error_response(item, openai=True)
+        if kind == "done":
+            # Answered without a delta (an idempotent replay): the whole stream at once.
+            text = chat.buffered_stream(item, [], chat_turn.include_usage)
+            return StreamResponse(
+                200, SSE_HEADERS + _header_pairs(chat.session_headers(item)), iter([text.encode()])
+            )
+        session = {"X-Convo-Session-Id": session_id} if session_id else {}
+
+        def chunks() -> Iterator[bytes]:
+            yield chat.first_line(stamp).encode()
+            kind_, item_ = kind, item
+            while True:
+                if kind_ == "delta":
+                    yield chat.delta_line(stamp, item_).encode()
+                elif kind_ == "done":
+                    yield chat.last_lines(item_, chat_turn.include_usage).encode()
+                    return
+                elif kind_ == "error":
+                    yield chat.error_lines(item_).encode()
+                    return
+                kind_, item_ = events.get()
+
+        return StreamResponse(200, SSE_HEADERS + _header_pairs(session), chunks())
+
+
+def _start(work: Callable[[Callable[[Event], None]], dict[str, Any]], request_id: str) -> Any:
+    """Run a turn on a thread of its own; its events arrive on the returned queue, the
+    last one ``done`` (the result) or ``error``."""
+    events: queue.Queue[Event] = queue.Queue()
+
+    def run() -> None:
+        set_correlation_id(request_id)  # this thread's logs belong to the request too
+        last: Event
+        try:
+            last = ("done", work(events.put))
+        except Exception as exc:
+            last = ("error", error_for(exc, request_id))
+        finally:
+            # The turn's one record (a failed turn's too), before the stream ends.
+            observability.flush_metrics()
+        events.put(last)
+
+    threading.Thread(target=run, name="stream-turn", daemon=True).start()
+    return events
+
+
+def _header_pairs(headers: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple((name.lower(), value) for name, value in headers.items())
 
 
 def _query(raw_query: str) -> dict[str, str]:

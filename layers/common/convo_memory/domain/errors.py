@@ -148,6 +148,15 @@ class StoreUnavailable(Exception):
     absorbed (the transcript write, which is repaired durably)."""
 
 
+class SessionKeyTaken(Exception):
+    """A session key is already claimed: another session was opened on it first (a race
+    on first use). Not a ServiceError: the caller turns to the winner's session."""
+
+    def __init__(self, session_id: str | None) -> None:
+        super().__init__(f"the session key belongs to session {session_id!r}")
+        self.session_id = session_id
+
+
 class StoreRejected(Exception):
     """The store refused a request that can never succeed as sent (a validation error,
     an item over the size limit, an unknown error code): retrying it is pointless.

@@ -291,6 +291,8 @@ class Session(ApiModel):
     # Taken at creation and stored with the head; shown by the context view, never in
     # the Session JSON.
     recall: Recall | None = Field(default=None, exclude=True)
+    # The app's own key when the session was opened through the OpenAI-compatible door.
+    session_key: str | None = None
 
 
 Role = Literal["user", "assistant"]

@@ -14,6 +14,7 @@ import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from convo_memory.domain.generation import NO_OPTIONS, GenerationOptions
 from convo_memory.domain.models import Message, Summary, ToolDigest
 
 DEFAULT_INSTRUCTIONS = "You are a helpful assistant. Answer the user's latest message."
@@ -41,6 +42,8 @@ class Prompt:
     # Plain parts, kept for providers and tests that need them separately.
     user_input: str = ""
     fence_nonce: str = field(default="", repr=False)
+    # What the client asked of the model call (OpenAI-compatible door); none elsewhere.
+    options: GenerationOptions = NO_OPTIONS
 
 
 def fence(kind: str, body: str, nonce: str, attrs: Mapping[str, object] | None = None) -> str:

@@ -197,13 +197,18 @@ class Answerer:
                 raise
             return self._cut_off(capability, parts, forward)  # the budget's own timeout
         text = "".join(parts) if forward is not None else scrub_text(step.text)
-        return Completion(text, usage=step.usage)
+        return Completion(text, usage=step.usage, finish=step.finish)
 
     @staticmethod
     def _at_once(provider: ModelProvider, prompt: Prompt, forward: DeltaSink | None) -> Completion:
         if forward is None:
             completion = provider.complete(prompt)
-            return Completion(scrub_text(completion.text), completion.tool_calls, completion.usage)
+            return Completion(
+                scrub_text(completion.text),
+                completion.tool_calls,
+                completion.usage,
+                completion.finish,
+            )
         parts: list[str] = []
         for delta in provider.stream(prompt):
             delta = scrub_text(delta)

@@ -44,10 +44,14 @@ class SessionService:
         self._clock = clock
         self._recall = recall
 
-    def create(self, workspace_id: str, body: SessionCreate) -> Session:
-        """Open a session (every door that opens sessions comes here). On a capability
-        with ``recall``, the session starts with what the end user said in earlier
-        sessions, taken now and stored with its head."""
+    def create(
+        self, workspace_id: str, body: SessionCreate, *, session_key: str | None = None
+    ) -> Session:
+        """Open a session (every door that opens sessions comes here). With
+        ``session_key`` (an app's own key, OpenAI-compatible door) the key is claimed in
+        the same write, or ``SessionKeyTaken`` names the session that claimed it first. On
+        a capability with ``recall``, the session starts with what the end user said in
+        earlier sessions, taken now and stored with its head."""
         capability = self._catalog.get(workspace_id, body.capability_id)
         if not capability.conversational:
             raise CapabilityNotConversational(
@@ -66,6 +70,7 @@ class SessionService:
             created_at=now,
             last_active_at=now,
             message_count=0,
+            session_key=session_key,
         )
         return self._store_new(session, capability)
 

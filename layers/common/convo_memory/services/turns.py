@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 from convo_memory.api_models import Prediction, TurnContext
 from convo_memory.domain.errors import (
@@ -24,8 +24,9 @@ from convo_memory.domain.errors import (
     SessionNotFound,
     ValidationFailed,
 )
+from convo_memory.domain.generation import NO_OPTIONS, FinishReason, GenerationOptions
 from convo_memory.domain.models import Capability, Session, iso_at, parse_iso
-from convo_memory.domain.prompt import build_prompt
+from convo_memory.domain.prompt import ChatMessage, Prompt, build_prompt
 from convo_memory.domain.replay_window import select_replay_window
 from convo_memory.domain.tool_digest import build_tool_digest
 from convo_memory.domain.turn_records import (
@@ -35,10 +36,11 @@ from convo_memory.domain.turn_records import (
     fit_answer,
     live_digests,
 )
-from convo_memory.ports import SessionStore, ToolEventSink, TurnStore
+from convo_memory.ports import SessionStore, TokenUsage, ToolEventSink, TurnStore
 from convo_memory.services.answering import Answer, Answerer, DeltaSink
 from convo_memory.services.catalog import CapabilityCatalog
 from convo_memory.services.recording import TurnRecorder
+from convo_memory.services.session_keys import SessionOwner
 from convo_memory.services.summary_trigger import SummaryTrigger
 from convo_memory.time_budget import RECORDING_MARGIN_SECONDS
 
@@ -56,6 +58,28 @@ class TurnPolicy:
     # An agent's tool loop ends this long after the turn started, leaving time to record
     # the turn before API Gateway stops waiting (30 s).
     turn_deadline_seconds: float = 25.0
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    """A served turn: its Prediction, and what the model call reported (tokens, and
+    whether it stopped at its token limit) for doors that show it."""
+
+    prediction: Prediction
+    usage: TokenUsage | None = None
+    finish: FinishReason = "stop"
+
+
+@dataclass(frozen=True)
+class ClientTurn:
+    """What the OpenAI-compatible door adds to a turn: the client's generation options,
+    who a keyed call says it is (``owner``, checked against the session), and for a
+    stateless turn the conversation the client sent before its input (``history``;
+    ``system`` messages follow the capability's instructions)."""
+
+    options: GenerationOptions = NO_OPTIONS
+    owner: SessionOwner | None = None
+    history: Sequence[ChatMessage] = ()
 
 
 class TurnService:
@@ -112,11 +136,31 @@ class TurnService:
         """``POST /v1/capabilities/{id}/predict`` (and its streaming twin). ``sink``
         receives the answer's text, ``on_tool`` each agent tool call's (name, status);
         ``budget_seconds`` (else the deployment's turn deadline) is the turn's time."""
+        return self.turn(
+            workspace_id, capability_id, user_input, session_id, sink, on_tool, budget_seconds
+        ).prediction
+
+    def turn(
+        self,
+        workspace_id: str,
+        capability_id: str,
+        user_input: str,
+        session_id: str | None,
+        sink: DeltaSink | None = None,
+        on_tool: ToolEventSink | None = None,
+        budget_seconds: float | None = None,
+        client: ClientTurn | None = None,
+    ) -> TurnOutcome:
+        """``predict``, with what the OpenAI-compatible door adds (``client``) and what
+        the model call reported."""
+        client = client or ClientTurn()
         deadline = self._deadline(budget_seconds)
         self.check_input(user_input)
         capability = self._catalog.get(workspace_id, capability_id)
         if session_id is None:
-            return self._stateless(workspace_id, capability, user_input, sink, on_tool, deadline)
+            return self._stateless(
+                workspace_id, capability, user_input, sink, on_tool, deadline, client
+            )
         if not capability.conversational:
             raise CapabilityNotConversational(
                 f"capability {capability.id!r} is a classic ML capability and takes no session"
@@ -126,7 +170,11 @@ class TurnService:
             raise SessionCapabilityMismatch(
                 f"session {session_id!r} belongs to capability {state.session.capability_id!r}"
             )
-        return self._converse(workspace_id, capability, state, user_input, sink, on_tool, deadline)
+        if client.owner is not None:
+            client.owner.check(state.session)
+        return self._converse(
+            workspace_id, capability, state, user_input, sink, on_tool, deadline, client.options
+        )
 
     def session_message(
         self,
@@ -148,7 +196,9 @@ class TurnService:
             capability_id = session.capability_id
         capability = self._catalog.get(workspace_id, capability_id)
         state = self._load(workspace_id, session_id, capability)
-        return self._converse(workspace_id, capability, state, user_input, sink, on_tool, deadline)
+        return self._converse(
+            workspace_id, capability, state, user_input, sink, on_tool, deadline
+        ).prediction
 
     def _deadline(self, budget_seconds: float | None) -> float:
         """When this turn's model and tool calls must end (a ``monotonic`` time): the
@@ -190,7 +240,8 @@ class TurnService:
         sink: DeltaSink | None,
         on_tool: ToolEventSink | None,
         deadline: float,
-    ) -> Prediction:
+        options: GenerationOptions = NO_OPTIONS,
+    ) -> TurnOutcome:
         session: Session = state.session
         now = self._clock()
         self._mark_active(state, now)
@@ -204,6 +255,7 @@ class TurnService:
             user_input=user_input,
             recall=session.recall.text if session.recall else None,
         )
+        prompt = replace(prompt, options=options)
         answer = self._answerer.answer(
             workspace_id, capability, session, prompt, sink, on_tool=on_tool, deadline=deadline
         )
@@ -214,7 +266,7 @@ class TurnService:
         )
         if recorded.recorded:
             self._trigger.after_turn(workspace_id, state, policy, user_input, turn.answer)
-        return Prediction(
+        prediction = Prediction(
             output=answer.output,
             withheld=answer.withheld,
             session_id=session.id,
@@ -228,6 +280,7 @@ class TurnService:
                 summary_included=state.summary is not None,
             ),
         )
+        return _outcome(prediction, answer)
 
     def _turn_record(self, user_input: str, answer: Answer, now: float) -> TurnRecord:
         stored, truncated = fit_answer(
@@ -259,7 +312,8 @@ class TurnService:
         sink: DeltaSink | None,
         on_tool: ToolEventSink | None,
         deadline: float,
-    ) -> Prediction:
+        client: ClientTurn,
+    ) -> TurnOutcome:
         prompt = build_prompt(
             instructions=capability.instructions,
             summary=None,
@@ -267,10 +321,12 @@ class TurnService:
             replayed=(),
             user_input=user_input,
         )
+        prompt = with_client_history(prompt, client.history)
+        prompt = replace(prompt, options=client.options)
         answer = self._answerer.answer(
             workspace_id, capability, None, prompt, sink, on_tool=on_tool, deadline=deadline
         )
-        return Prediction(
+        prediction = Prediction(
             output=answer.output,
             withheld=answer.withheld,
             session_id=None,
@@ -279,3 +335,25 @@ class TurnService:
             run_id=answer.run_id,
             context=None,
         )
+        return _outcome(prediction, answer)
+
+
+def with_client_history(prompt: Prompt, history: Sequence[ChatMessage]) -> Prompt:
+    """A stateless prompt with the conversation a client sent before its input: its
+    ``system`` messages after the capability's instructions, the others before the input."""
+    if not history:
+        return prompt
+    system = [m.content for m in history if m.role == "system"]
+    chat = tuple(m for m in history if m.role != "system")
+    return replace(
+        prompt,
+        system="\n\n".join([prompt.system, *system]),
+        messages=chat + prompt.messages,
+    )
+
+
+def _outcome(prediction: Prediction, answer: Answer) -> TurnOutcome:
+    completion = answer.completion
+    # A withheld answer is the filter's, not the model's: it ended as the filter chose.
+    finish = "stop" if answer.withheld else completion.finish
+    return TurnOutcome(prediction, completion.usage, finish)

@@ -10,6 +10,12 @@ One partition per session (``pk = SESSION#<sid>``)::
 "MSG#..." sorts before "SESSION" < "SUMMARY", so one descending Query reads the summary,
 the head and then the newest turns (with their digests): everything a turn needs.
 
+A session opened by an app's own key (the OpenAI-compatible door) also has a key item,
+``pk = WS#<ws>#CAP#<cap>#KEY#<key>``, ``sk = SESSIONKEY``, naming the session: written with
+the head in one conditional transaction (so concurrent first calls open one session),
+read by ``GetItem`` (no scan), deleted with the session's contents. Workspace and
+capability ids never hold ``#``, so no key can pose as another's.
+
 A turn item's attribute names are one or two letters (``id`` turn id, ``at`` createdAt,
 ``u`` user message, ``a`` answer, ``w`` withheld, ``x`` truncated, ``r`` run id): DynamoDB
 bills attribute names as data, and the serving path reads ten turns per request, so the
@@ -73,6 +79,26 @@ def external_ref_pk(workspace_id: str, external_ref: str) -> str:
     return f"WS#{workspace_id}#REF#{external_ref}"
 
 
+SESSION_KEY_SK = "SESSIONKEY"
+
+
+def session_key_key(workspace_id: str, capability_id: str, session_key: str) -> Item:
+    return {
+        "pk": s(f"WS#{workspace_id}#CAP#{capability_id}#KEY#{session_key}"),
+        "sk": s(SESSION_KEY_SK),
+    }
+
+
+def session_key_item(session: Session) -> Item:
+    """The key item of a session opened by its app's key (``session.session_key``)."""
+    assert session.session_key is not None
+    return {
+        **session_key_key(session.workspace_id, session.capability_id, session.session_key),
+        "sessionId": s(session.id),
+        "createdAt": s(session.created_at),
+    }
+
+
 def is_digest(item: Item) -> bool:
     return str(item["sk"]["S"]).endswith(DIGEST_SUFFIX)
 
@@ -101,6 +127,8 @@ def head_item(session: Session) -> Item:
         "gsi2pk": s(activity_pk("active", session.id)),
         "gsi2sk": s(session.last_active_at),
         **recall_attribute(session.recall),
+        # The app's own key (OpenAI-compatible door), when it opened the session.
+        **({"sessionKey": s(session.session_key)} if session.session_key is not None else {}),
     }
 
 
@@ -135,6 +163,7 @@ def session_from(head: Item, newest_turn: Item | None = None) -> Session:
         last_active_at=last_active_at,
         message_count=count,
         recall=recall_from(head),
+        session_key=head["sessionKey"]["S"] if "sessionKey" in head else None,
     )
 
 

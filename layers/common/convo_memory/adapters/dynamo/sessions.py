@@ -13,6 +13,7 @@ from convo_memory.adapters.dynamo.table import DynamoTable, Item, s
 from convo_memory.domain.errors import (
     RecallSourceGone,
     SessionArchived,
+    SessionKeyTaken,
     SessionNotFound,
     StoreRejected,
     StoreUnavailable,
@@ -28,8 +29,8 @@ class DynamoSessionStore:
         self._table = table
 
     def create_session(self, session: Session) -> None:
-        if session.recall is not None:
-            self._create_recalling(session, session.recall.from_sessions)
+        if session.session_key is not None or session.recall is not None:
+            self._create_transacted(session)
             return
         created, _ = self._table.conditional(
             "put_item", Item=it.head_item(session), ConditionExpression="attribute_not_exists(pk)"
@@ -37,13 +38,22 @@ class DynamoSessionStore:
         if not created:  # ids are random: a collision is a defect, not a conflict to report
             raise StoreRejected(f"session id {session.id} already exists")
 
-    def _create_recalling(self, session: Session, sources: list[str]) -> None:
-        """The head, in one transaction with a check that each session the recall was
-        taken from is still active or archived: a deletion that lands first wins, and no
-        text of a deleted session is stored after its deletion."""
-        put = {"Item": it.head_item(session), "ConditionExpression": "attribute_not_exists(pk)"}
+    def _create_transacted(self, session: Session) -> None:
+        """The head in one transaction with what must hold with it: the app's key item
+        (new, so of concurrent first calls on one key exactly one opens its session), and
+        a check that each session a recall was taken from is still active or archived (a
+        deletion that lands first wins: no text of a deleted session is stored after its
+        deletion)."""
+        head = {"Item": it.head_item(session), "ConditionExpression": "attribute_not_exists(pk)"}
+        entries: list[Item] = [{"Put": head}]
+        key_item = it.session_key_item(session) if session.session_key is not None else None
+        if key_item is not None:
+            entries.append(
+                {"Put": {"Item": key_item, "ConditionExpression": "attribute_not_exists(pk)"}}
+            )
+        sources = session.recall.from_sessions if session.recall is not None else []
         recallable = {":active": s("active"), ":archived": s("archived")}
-        checks = [
+        entries += [
             {
                 "ConditionCheck": {
                     "Key": it.head_key(source),
@@ -54,15 +64,36 @@ class DynamoSessionStore:
             }
             for source in sources
         ]
-        reasons = self._table.transact([{"Put": put}, *checks])
+        reasons = self._table.transact(entries)
         if reasons is None:
             return
+        reasons += ["None"] * (len(entries) - len(reasons))
         failed = [code == "ConditionalCheckFailed" for code in reasons]
-        if failed[:1] == [True]:
+        if failed[0]:  # ids are random: a collision is a defect, not a conflict to report
             raise StoreRejected(f"session id {session.id} already exists")
-        if any(failed[1:]):
+        if key_item is not None:
+            if failed[1]:
+                winner = self._table.get({"pk": key_item["pk"], "sk": key_item["sk"]})
+                raise SessionKeyTaken(winner["sessionId"]["S"] if winner else None)
+            if not any(failed):
+                # Another transaction on the same key was in flight: its session wins, if any.
+                raise SessionKeyTaken(None)
+        if any(failed[2 if key_item is not None else 1 :]):
             raise RecallSourceGone(f"a session recalled by {session.id} was deleted")
         raise StoreUnavailable(f"DynamoDB canceled the session's creation ({', '.join(reasons)})")
+
+    def session_for_key(
+        self, workspace_id: str, capability_id: str, session_key: str
+    ) -> str | None:
+        item = self._table.get(it.session_key_key(workspace_id, capability_id, session_key))
+        return item["sessionId"]["S"] if item else None
+
+    def release_session_key(
+        self, workspace_id: str, capability_id: str, session_key: str, session_id: str
+    ) -> None:
+        release_session_key(
+            self._table, it.session_key_key(workspace_id, capability_id, session_key), session_id
+        )
 
     def get_session(self, session_id: str) -> Session | None:
         """One Query (summary, head, newest turn): the head plus the exact count."""
@@ -188,15 +219,43 @@ class DynamoSessionStore:
 
 def delete_contents(table: DynamoTable, session_id: str) -> int:
     """Delete every item of a session's partition except its head (strongly consistent
-    read of the keys, then batched deletes)."""
-    keys = [
-        {"pk": item["pk"], "sk": item["sk"]}
-        for item in table.query_all(
-            KeyConditionExpression="pk = :pk",
-            ExpressionAttributeValues={":pk": it.session_pk(session_id)},
-            ProjectionExpression="pk, sk",
-            ConsistentRead=True,
+    read of the keys, then batched deletes), and its app key's item: the key is released
+    (a later call with it opens a new session) and taken off the head."""
+    keys: list[Item] = []
+    head: Item | None = None
+    for item in table.query_all(
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": it.session_pk(session_id)},
+        ProjectionExpression="pk, sk, workspaceId, capabilityId, sessionKey",
+        ConsistentRead=True,
+    ):
+        if item["sk"]["S"] == it.SESSION_SK:
+            head = item
+        else:
+            keys.append({"pk": item["pk"], "sk": item["sk"]})
+    deleted = table.delete_keys(keys)
+    if head is not None and "sessionKey" in head:
+        key = it.session_key_key(
+            head["workspaceId"]["S"], head["capabilityId"]["S"], head["sessionKey"]["S"]
         )
-        if item["sk"]["S"] != it.SESSION_SK
-    ]
-    return table.delete_keys(keys)
+        release_session_key(table, key, session_id)
+        # Last: a deletion interrupted before this finds the key again when retried.
+        table.conditional(
+            "update_item",
+            Key=it.head_key(session_id),
+            UpdateExpression="REMOVE sessionKey",
+            ConditionExpression="attribute_exists(pk)",
+        )
+        deleted += 1
+    return deleted
+
+
+def release_session_key(table: DynamoTable, key: Item, session_id: str) -> None:
+    """Delete a key item if it still names ``session_id`` (a key already re-opened on a
+    newer session keeps it)."""
+    table.conditional(
+        "delete_item",
+        Key=key,
+        ConditionExpression="sessionId = :sid",
+        ExpressionAttributeValues={":sid": s(session_id)},
+    )

@@ -21,6 +21,7 @@ from typing import Any
 
 from convo_memory.adapters.providers.tool_input import tool_request
 from convo_memory.domain.errors import ProviderError
+from convo_memory.domain.generation import FinishReason
 from convo_memory.domain.prompt import ChatMessage, Prompt
 from convo_memory.ports import (
     Completion,
@@ -161,10 +162,18 @@ class BedrockConverseProvider:
         if prompt.system.strip():
             kwargs["system"] = [{"text": prompt.system}]
         inference: dict[str, Any] = {}
-        if self.max_tokens is not None:
-            inference["maxTokens"] = self.max_tokens
-        if self.temperature is not None:
-            inference["temperature"] = self.temperature
+        # The client's options (OpenAI-compatible door) within the connection's settings.
+        options = prompt.options
+        max_tokens = options.capped_max_tokens(self.max_tokens)
+        if max_tokens is not None:
+            inference["maxTokens"] = max_tokens
+        temperature = options.temperature_or(self.temperature)
+        if temperature is not None:
+            inference["temperature"] = temperature
+        if options.top_p is not None:
+            inference["topP"] = options.top_p
+        if options.stop:
+            inference["stopSequences"] = list(options.stop)
         if inference:
             kwargs["inferenceConfig"] = inference
         if self.guardrail is not None:
@@ -254,7 +263,11 @@ class BedrockConverseProvider:
             raise map_client_error(exc) from exc
         blocks = response.get("output", {}).get("message", {}).get("content", [])
         text = "".join(b["text"] for b in blocks if "text" in b)
-        return Completion(text=text, usage=usage_of(response.get("usage")))
+        return Completion(
+            text=text,
+            usage=usage_of(response.get("usage")),
+            finish=finish_of(response.get("stopReason")),
+        )
 
     def stream(self, prompt: Prompt) -> Iterator[str]:
         """ConverseStream: yield each ``contentBlockDelta.delta.text`` as it arrives."""
@@ -290,6 +303,11 @@ def tool_spec(tool: ToolDefinition) -> dict[str, Any]:
     return {"toolSpec": spec}
 
 
+def finish_of(stop_reason: Any) -> FinishReason:
+    """``length`` when Converse stopped at the token limit (``max_tokens``), else ``stop``."""
+    return "length" if stop_reason == "max_tokens" else "stop"
+
+
 def usage_of(usage: Any) -> TokenUsage | None:
     """Converse's ``usage`` (or a stream's ``metadata.usage``) as token counts."""
     if not isinstance(usage, Mapping):
@@ -305,7 +323,7 @@ def _step_of(response: Mapping[str, Any]) -> ModelStep:
     text = "".join(b["text"] for b in blocks if "text" in b)
     usage = usage_of(response.get("usage"))
     if response.get("stopReason") != "tool_use":
-        return ModelStep(text, usage=usage)
+        return ModelStep(text, usage=usage, finish=finish_of(response.get("stopReason")))
     requests = tuple(
         tool_request(
             str(b["toolUse"].get("toolUseId", "")),
@@ -359,7 +377,7 @@ def _streamed_step(events: Any, on_text: TextSink) -> ModelStep:
         if callable(close):
             close()
     if stop_reason != "tool_use":
-        return ModelStep("".join(text), usage=usage)
+        return ModelStep("".join(text), usage=usage, finish=finish_of(stop_reason))
     requests = tuple(
         tool_request(str(tool["id"]), str(tool["name"]), "".join(tool["input"]))
         for _, tool in sorted(tools.items())

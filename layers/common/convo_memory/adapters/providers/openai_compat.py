@@ -28,6 +28,7 @@ from convo_memory.adapters.providers.openai_http import (
 )
 from convo_memory.adapters.providers.tool_input import tool_request
 from convo_memory.domain.errors import ProviderError
+from convo_memory.domain.generation import FinishReason
 from convo_memory.domain.prompt import Prompt
 from convo_memory.ports import (
     Completion,
@@ -95,10 +96,18 @@ class OpenAICompatibleProvider:
             messages.append({"role": "system", "content": prompt.system})
         messages.extend({"role": m.role, "content": m.content} for m in prompt.messages)
         body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": stream}
-        if self.max_tokens is not None:
-            body["max_tokens"] = self.max_tokens
-        if self.temperature is not None:
-            body["temperature"] = self.temperature
+        # The client's options (OpenAI-compatible door) within the connection's settings.
+        options = prompt.options
+        max_tokens = options.capped_max_tokens(self.max_tokens)
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        temperature = options.temperature_or(self.temperature)
+        if temperature is not None:
+            body["temperature"] = temperature
+        if options.top_p is not None:
+            body["top_p"] = options.top_p
+        if options.stop:
+            body["stop"] = list(options.stop)
         return body
 
     def tool_payload(
@@ -169,14 +178,14 @@ class OpenAICompatibleProvider:
         left = max(0.001, timeout)
         body = self.tool_payload(prompt, rounds, tools, final=final, stream=on_text is not None)
         if on_text is None:
-            message, usage = self._message(body, min(self.timeout, left))
+            message, usage, finish = self._message(body, min(self.timeout, left))
             content = message.get("content")
             text = content if isinstance(content, str) else ""
             calls = message.get("tool_calls") or []
             if not isinstance(calls, list):
                 calls = []
             requests = tuple(_tool_request(i, call) for i, call in enumerate(calls))
-            return ModelStep(text, requests, usage)
+            return ModelStep(text, requests, usage, finish)
         return self._streamed_step(body, left, on_text)
 
     def _streamed_step(self, body: dict[str, Any], left: float, on_text: TextSink) -> ModelStep:
@@ -184,6 +193,7 @@ class OpenAICompatibleProvider:
         calls: dict[int, dict[str, Any]] = {}
         state: dict[str, bool] = {}
         finished = False
+        finish: FinishReason = "stop"
         usage: TokenUsage | None = None
         with self._open_stream(body, left) as response:
             for chunk in self._endpoint.events(response, state):
@@ -192,6 +202,7 @@ class OpenAICompatibleProvider:
                 if not choices or not isinstance(choices[0], dict):
                     continue
                 finished = finished or bool(choices[0].get("finish_reason"))
+                finish = finish_of(choices[0]) if choices[0].get("finish_reason") else finish
                 delta = choices[0].get("delta") or {}
                 if not isinstance(delta, dict):
                     continue
@@ -215,24 +226,27 @@ class OpenAICompatibleProvider:
                 "Model provider error: the OpenAI-compatible stream ended before it finished."
             )
         requests = tuple(_tool_request(i, call) for i, call in sorted(calls.items()))
-        return ModelStep("".join(text), requests, usage)
+        return ModelStep("".join(text), requests, usage, finish)
 
     def complete(self, prompt: Prompt) -> Completion:
         """Non-streaming call: the answer is ``choices[0].message.content``."""
-        message, usage = self._message(self.payload(prompt, stream=False), self.timeout)
+        message, usage, finish = self._message(self.payload(prompt, stream=False), self.timeout)
         content = message.get("content")
-        return Completion(text=content if isinstance(content, str) else "", usage=usage)
+        return Completion(
+            text=content if isinstance(content, str) else "", usage=usage, finish=finish
+        )
 
     def _message(
         self, body: dict[str, Any], timeout: float
-    ) -> tuple[dict[str, Any], TokenUsage | None]:
-        """``choices[0].message`` of a non-streaming call, within ``timeout`` seconds, and
-        the tokens it reports."""
+    ) -> tuple[dict[str, Any], TokenUsage | None, FinishReason]:
+        """``choices[0].message`` of a non-streaming call, within ``timeout`` seconds, the
+        tokens it reports and how it ended."""
         with self._endpoint.open(body, Deadline(timeout)) as response:
             raw = self._endpoint.read_body(response)
         try:
             data = json.loads(raw)
-            message = data["choices"][0]["message"]
+            choice = data["choices"][0]
+            message = choice["message"]
             if not isinstance(message, dict):
                 raise TypeError("message is not an object")
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
@@ -240,7 +254,7 @@ class OpenAICompatibleProvider:
                 "Model provider error: the OpenAI-compatible endpoint returned an "
                 "unexpected response body."
             ) from exc
-        return message, usage_of(data.get("usage"))
+        return message, usage_of(data.get("usage")), finish_of(choice)
 
     def stream(self, prompt: Prompt) -> Iterator[str]:
         """``stream: true``: yield each ``choices[0].delta.content`` until ``[DONE]``."""
@@ -289,6 +303,13 @@ def _tool_request(index: int, call: Any) -> ToolRequest:
     call_id = str(call.get("id") or f"call_{index}")
     name = str(function.get("name") or "")
     return tool_request(call_id, name, function.get("arguments"), "arguments")
+
+
+def finish_of(choice: Any) -> FinishReason:
+    """``length`` when a choice stopped at its token limit, else ``stop``."""
+    return (
+        "length" if isinstance(choice, dict) and choice.get("finish_reason") == "length" else "stop"
+    )
 
 
 def usage_of(usage: Any) -> TokenUsage | None:

@@ -1,0 +1,362 @@
+"""The OpenAI-compatible door: how it reads a ``/v1/chat/completions`` request and
+writes its answers (``chat.completion``, ``chat.completion.chunk`` lines, ``/v1/models``).
+
+Everything between reading and writing is every door's (``convo_memory.turn_edge``). The
+HttpApi (``functions/predict``) and the streaming Function URL (``stream_door``) both use
+this module, so a request gets the same answer through either; the HttpApi delivers a
+stream's lines all at once.
+
+Which conversation: header ``X-Convo-Session-Id`` (a session by id), else
+``X-Convo-Session-Key`` with the body's ``user`` (and optionally ``X-Convo-Principal``):
+the session of the app's own key, opened on first use; else stateless. In a session only
+the last message (a user message) is the turn's input: the session's replay window,
+summary and digests stand in for the history an app resends.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from convo_memory import input_gate
+from convo_memory.domain.errors import ValidationFailed
+from convo_memory.domain.generation import GenerationOptions
+from convo_memory.domain.prompt import ChatMessage
+from convo_memory.turn_edge import SessionChoice, json_text
+
+if TYPE_CHECKING:
+    from convo_memory.domain.errors import ServiceError
+    from convo_memory.domain.models import Capability
+    from convo_memory.services.turns import ClientTurn, TurnOutcome
+
+ROUTE = "POST /v1/chat/completions"
+SESSION_ID_HEADER = "x-convo-session-id"
+SESSION_KEY_HEADER = "x-convo-session-key"
+PRINCIPAL_HEADER = "x-convo-principal"
+SESSION_KEY = re.compile(r"[\x20-\x7e]{1,128}")
+MAX_STOP_SEQUENCES = 4
+MAX_STOP_CHARS = 256
+DONE_LINE = "data: [DONE]\n\n"
+# Roles a stateless turn passes on; "developer" is OpenAI's newer name for "system".
+SYSTEM_ROLES = frozenset({"system", "developer"})
+CHAT_ROLES = frozenset({"user", "assistant"})
+
+
+@dataclass(frozen=True)
+class ChatTurn:
+    """A chat-completions request as the serving path takes it."""
+
+    capability_id: str
+    user_input: str
+    choice: SessionChoice
+    client: ClientTurn
+    stream: bool
+    include_usage: bool
+
+
+def read_chat_turn(body: Mapping[str, Any], headers: Mapping[str, str]) -> ChatTurn:
+    """The turn a gated chat-completions body and its headers ask for; ``422`` for what
+    the door does not take (naming the field), ``404`` for an id none of ours could be."""
+    from convo_memory.api_models import ChatCompletionRequest, SessionCreate
+    from convo_memory.services.session_keys import SessionOwner
+    from convo_memory.services.turns import ClientTurn
+
+    request = input_gate.parse_model(ChatCompletionRequest, dict(body))
+    _refuse_unsupported(request)
+    input_gate.check_path_id("capabilityId", request.model)
+    lowered = {name.lower(): value for name, value in headers.items()}
+    session_id = lowered.get(SESSION_ID_HEADER)
+    session_key = lowered.get(SESSION_KEY_HEADER)
+    choice = SessionChoice()
+    if session_id is not None:
+        input_gate.check_path_id("sessionId", session_id)
+        choice = SessionChoice(session_id=session_id)
+    elif session_key is not None:
+        if not SESSION_KEY.fullmatch(session_key):
+            raise _invalid("X-Convo-Session-Key", "must be 1-128 printable ASCII characters")
+        if request.user is None:
+            raise _invalid("user", "is required with X-Convo-Session-Key (your end user's id)")
+        principal, given = _principal(lowered.get(PRINCIPAL_HEADER))
+        # The session-creation rules (externalRef, principal), checked before any turn.
+        input_gate.parse_model(
+            SessionCreate,
+            {"capabilityId": request.model, "externalRef": request.user, "principal": principal},
+        )
+        owner = SessionOwner(request.user, principal, given)
+        choice = SessionChoice(session_key=session_key, owner=owner)
+    *earlier, last = request.messages
+    if last.role != "user":
+        raise _invalid(f"messages.{len(earlier)}.role", "the last message must be the user's")
+    user_input = _text(last.content, f"messages.{len(earlier)}.content")
+    history: tuple[ChatMessage, ...] = ()
+    if choice == SessionChoice():  # stateless: the model sees the messages as given
+        history = tuple(_history(earlier))
+    options = GenerationOptions(
+        max_tokens=request.max_completion_tokens or request.max_tokens,
+        temperature=request.temperature,
+        top_p=request.top_p,
+        stop=(request.stop,) if isinstance(request.stop, str) else tuple(request.stop or ()),
+    )
+    include_usage = bool(request.stream_options and request.stream_options.include_usage)
+    return ChatTurn(
+        capability_id=request.model,
+        user_input=user_input,
+        choice=choice,
+        client=ClientTurn(options=options, history=history),
+        stream=request.stream,
+        include_usage=include_usage,
+    )
+
+
+# What the door takes of each field it otherwise refuses (422 naming it): the values that
+# ask for nothing it does not do. ``openapi.py`` states the same rules.
+def _is(expected: Any) -> Any:
+    return lambda value: value is expected
+
+
+def _text_only_modalities(value: Any) -> bool:
+    return isinstance(value, list) and all(item == "text" for item in value)
+
+
+def _one(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == 1
+
+
+TOOL_FIELDS = ("tools", "functions", "function_call", "tool_choice")
+REFUSED_UNLESS: tuple[tuple[str, Any], ...] = (
+    ("tools", lambda value: value == []),
+    ("functions", lambda value: value == []),
+    ("function_call", _is(None)),
+    ("tool_choice", lambda value: value == "none"),
+    ("n", _one),
+    ("response_format", lambda value: isinstance(value, dict) and value.get("type") == "text"),
+    ("audio", _is(None)),
+    ("modalities", _text_only_modalities),
+    ("logprobs", _is(False)),
+    ("top_logprobs", _is(None)),
+)
+
+
+def _refuse_unsupported(request: Any) -> None:
+    fields = request.model_extra or {}
+    for name, allowed in REFUSED_UNLESS:
+        value = fields.get(name)
+        if value is None or allowed(value):
+            continue
+        why = (
+            "tools run server-side: an agent's tools are configured on its capability"
+            if name in TOOL_FIELDS
+            else "this service answers with one text choice"
+        )
+        raise _invalid(name, f"is not supported ({why})")
+
+
+def _invalid(field: str, what: str) -> ValidationFailed:
+    return ValidationFailed(
+        f"{field} {what}", details=[{"loc": field.split("."), "msg": what, "type": "value_error"}]
+    )
+
+
+def _principal(raw: str | None) -> tuple[dict[str, str] | None, bool]:
+    """``X-Convo-Principal``: a JSON object of string claims, or absent."""
+    if raw is None:
+        return None, False
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise _invalid("X-Convo-Principal", "must be a JSON object of string claims") from None
+    if value is not None and not (
+        isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+    ):
+        raise _invalid("X-Convo-Principal", "must be a JSON object of string claims")
+    input_gate.inspect_value(value)
+    return value, True
+
+
+def _text(content: Any, where: str) -> str:
+    """A message's text: a string, or a list of ``{"type": "text", "text"}`` parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and content:
+        texts = [
+            part.get("text")
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text"
+        ]
+        if len(texts) == len(content) and all(isinstance(t, str) for t in texts):
+            return "\n".join(str(t) for t in texts)
+    raise _invalid(where, 'must be text: a string or a list of {"type": "text", "text"} parts')
+
+
+def _history(earlier: Iterable[Any]) -> Iterable[ChatMessage]:
+    for index, message in enumerate(earlier):
+        if message.role in SYSTEM_ROLES:
+            yield ChatMessage("system", _text(message.content, f"messages.{index}.content"))
+        elif message.role in CHAT_ROLES:
+            yield ChatMessage(message.role, _text(message.content, f"messages.{index}.content"))
+        else:
+            raise _invalid(
+                f"messages.{index}.role",
+                "must be system, developer, user or assistant (tools run server-side)",
+            )
+
+
+# -- answers -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompletionStamp:
+    """What identifies one completion in every line of its answer."""
+
+    id: str
+    created: int
+    model: str
+
+    @classmethod
+    def new(cls, model: str) -> CompletionStamp:
+        return cls(f"chatcmpl-{secrets.token_hex(12)}", int(time.time()), model)
+
+
+def turn_result(stamp: CompletionStamp, outcome: TurnOutcome) -> dict[str, Any]:
+    """What a chat turn keeps (and an idempotent retry gets again): the Prediction's
+    fields, for the turn's metrics, and the completion's own (``completion``)."""
+    result: dict[str, Any] = outcome.prediction.to_json_dict()
+    usage = outcome.usage
+    result["completion"] = {
+        "id": stamp.id,
+        "created": stamp.created,
+        "model": stamp.model,
+        "finishReason": "content_filter" if outcome.prediction.withheld else outcome.finish,
+        "usage": (
+            None
+            if usage is None
+            else {
+                "prompt_tokens": usage.input_tokens,
+                "completion_tokens": usage.output_tokens,
+                "total_tokens": usage.input_tokens + usage.output_tokens,
+            }
+        ),
+    }
+    return result
+
+
+def stamp_of(result: Mapping[str, Any]) -> CompletionStamp:
+    completion = result["completion"]
+    return CompletionStamp(completion["id"], completion["created"], completion["model"])
+
+
+def convo_extension(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``convo`` member: what the service did with the turn."""
+    return {
+        "sessionId": result["sessionId"],
+        "turn": result["turn"],
+        "recorded": result["recorded"],
+        "withheld": result["withheld"],
+        "runId": result["runId"],
+    }
+
+
+def chat_completion(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``chat.completion`` of a turn result."""
+    completion = result["completion"]
+    body: dict[str, Any] = {
+        "id": completion["id"],
+        "object": "chat.completion",
+        "created": completion["created"],
+        "model": completion["model"],
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": result["output"]},
+                "finish_reason": completion["finishReason"],
+                "logprobs": None,
+            }
+        ],
+        "convo": convo_extension(result),
+    }
+    if completion["usage"] is not None:
+        body["usage"] = completion["usage"]
+    return body
+
+
+def _chunk(stamp: CompletionStamp, delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
+    return {
+        "id": stamp.id,
+        "object": "chat.completion.chunk",
+        "created": stamp.created,
+        "model": stamp.model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+    }
+
+
+def data_line(payload: Any) -> str:
+    """One server-sent event of the stream: ``data: <JSON on one line>``."""
+    return f"data: {json_text(payload)}\n\n"
+
+
+def first_line(stamp: CompletionStamp) -> str:
+    """The stream's first chunk: the assistant's role."""
+    return data_line(_chunk(stamp, {"role": "assistant", "content": ""}, None))
+
+
+def delta_line(stamp: CompletionStamp, text: str) -> str:
+    return data_line(_chunk(stamp, {"content": text}, None))
+
+
+def last_lines(result: Mapping[str, Any], include_usage: bool) -> str:
+    """The stream's last chunk (``finish_reason``, ``convo``, and ``usage`` when asked
+    for and known), then ``data: [DONE]``."""
+    completion = result["completion"]
+    chunk = _chunk(stamp_of(result), {}, completion["finishReason"])
+    chunk["convo"] = convo_extension(result)
+    if include_usage and completion["usage"] is not None:
+        chunk["usage"] = completion["usage"]
+    return data_line(chunk) + DONE_LINE
+
+
+def error_lines(error: ServiceError) -> str:
+    """A failure after the stream started: one error line, then ``data: [DONE]``."""
+    from convo_memory.turn_edge import error_body
+
+    return data_line(error_body(error, openai=True)) + DONE_LINE
+
+
+def buffered_stream(result: Mapping[str, Any], deltas: Iterable[str], include_usage: bool) -> str:
+    """A whole stream at once (the HttpApi, or a replayed turn): role, deltas, end."""
+    stamp = stamp_of(result)
+    texts = list(deltas) or [result["output"]]
+    return (
+        first_line(stamp)
+        + "".join(delta_line(stamp, text) for text in texts)
+        + last_lines(result, include_usage)
+    )
+
+
+def session_headers(result: Mapping[str, Any]) -> dict[str, str]:
+    """``X-Convo-Session-Id`` of a turn in a session."""
+    session_id = result.get("sessionId")
+    return {"X-Convo-Session-Id": str(session_id)} if session_id else {}
+
+
+def models_list(workspace_id: str, capabilities: Iterable[Capability]) -> dict[str, Any]:
+    """``GET /v1/models``: the workspace's generative and agent capabilities."""
+    from convo_memory.domain.models import parse_iso
+
+    return {
+        "object": "list",
+        "data": [
+            {
+                "id": capability.id,
+                "object": "model",
+                "created": int(parse_iso(capability.created_at)),
+                "owned_by": workspace_id,
+            }
+            for capability in capabilities
+            if capability.conversational
+        ],
+    }

@@ -1,0 +1,37 @@
+"""What a client may ask of one model call (the OpenAI-compatible door's ``max_tokens``,
+``temperature``, ``top_p`` and ``stop``), and how a model call ended.
+
+Each provider applies the options it takes and ignores the rest (the embedded models
+take none). The operator's connection settings stay in force: a connection's
+``maxTokens`` caps a client's ``max_tokens``, its ``temperature`` applies when a client
+gives none."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+# Why a model stopped writing: it finished, or it reached its output token limit.
+FinishReason = Literal["stop", "length"]
+
+
+@dataclass(frozen=True)
+class GenerationOptions:
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: tuple[str, ...] = field(default_factory=tuple)
+
+    def capped_max_tokens(self, connection_max: int | None) -> int | None:
+        """The output token limit of a call: the client's, at most the connection's."""
+        if self.max_tokens is None:
+            return connection_max
+        if connection_max is None:
+            return self.max_tokens
+        return min(self.max_tokens, connection_max)
+
+    def temperature_or(self, connection_default: float | None) -> float | None:
+        return connection_default if self.temperature is None else self.temperature
+
+
+NO_OPTIONS = GenerationOptions()

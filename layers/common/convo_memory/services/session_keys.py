@@ -1,0 +1,133 @@
+"""Sessions an app names by its own key (the OpenAI-compatible door's
+``X-Convo-Session-Key``): found by the key, or opened on first use through the same
+creation path as ``POST /v1/sessions``.
+
+A key belongs to one workspace and capability. Its session is found with one strongly
+consistent read of the key item (no scan) and then remembered by this container (a key
+names its session until the session is deleted, and a deleted one is noticed by the turn,
+which asks again): a warm container serves a keyed turn with the same requests as a turn
+by session id. Concurrent first calls race on one conditional write; the losers take the
+winner's session.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from convo_memory.api_models import SessionCreate
+from convo_memory.domain.errors import (
+    CapabilityNotConversational,
+    ExternalRefImmutable,
+    PrincipalImmutable,
+    SessionKeyTaken,
+    StoreUnavailable,
+)
+from convo_memory.domain.models import Principal, Session
+from convo_memory.ports import SessionStore
+from convo_memory.services.catalog import CapabilityCatalog
+from convo_memory.services.sessions import SessionService
+
+MAX_REMEMBERED_KEYS = 10_000
+OPEN_ATTEMPTS = 5
+# Between attempts when another call's claim of the key has not landed yet.
+RACE_PAUSE_SECONDS = 0.02
+
+
+@dataclass(frozen=True)
+class SessionOwner:
+    """Who a keyed call says it is: ``user`` (the session's externalRef) and, when the
+    call sent ``X-Convo-Principal``, its principal (``principal_given``)."""
+
+    external_ref: str
+    principal: Principal | None = None
+    principal_given: bool = False
+
+    def check(self, session: Session) -> None:
+        """Refuse a call that would change who the session is for (409)."""
+        if session.external_ref != self.external_ref:
+            raise ExternalRefImmutable(
+                "this session key's session belongs to another user; a session's "
+                "externalRef never changes (use another key for another end user)"
+            )
+        if self.principal_given and self.principal != session.principal:
+            raise PrincipalImmutable(
+                "a session's principal is stamped when it is opened and never changes; "
+                "use another session key to converse as someone else"
+            )
+
+
+class SessionKeys:
+    def __init__(
+        self,
+        sessions: SessionService,
+        store: SessionStore,
+        catalog: CapabilityCatalog,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._sessions = sessions
+        self._store = store
+        self._catalog = catalog
+        self._sleep = sleep
+        self._known: dict[tuple[str, str, str], str] = {}
+
+    def resolve(
+        self, workspace_id: str, capability_id: str, session_key: str, owner: SessionOwner
+    ) -> str:
+        """The id of the key's session: remembered, read, or opened now (``owner``'s
+        externalRef and principal). Whether ``owner`` may use it is the turn's check."""
+        capability = self._catalog.get(workspace_id, capability_id)  # 404 first
+        if not capability.conversational:
+            raise CapabilityNotConversational(
+                f"capability {capability.id!r} is a classic ML capability and takes no session"
+            )
+        claim = (workspace_id, capability.id, session_key)
+        known = self._known.get(claim)
+        if known is not None:
+            return known
+        found = self._store.session_for_key(*claim)
+        return self._remember(claim, found) if found else self._open(claim, owner)
+
+    def reopen(
+        self,
+        workspace_id: str,
+        capability_id: str,
+        session_key: str,
+        owner: SessionOwner,
+        gone: str,
+    ) -> str:
+        """The key's session after its session ``gone`` turned out deleted: the key is
+        released (if it still names ``gone``) and opens a new session."""
+        claim = (workspace_id, capability_id, session_key)
+        self._known.pop(claim, None)
+        found = self._store.session_for_key(*claim)
+        if found is not None and found != gone:
+            return self._remember(claim, found)
+        if found == gone:
+            self._store.release_session_key(*claim, gone)
+        return self._open(claim, owner)
+
+    def _open(self, claim: tuple[str, str, str], owner: SessionOwner) -> str:
+        workspace_id, capability_id, session_key = claim
+        body = SessionCreate(
+            capability_id=capability_id,
+            external_ref=owner.external_ref,
+            principal=owner.principal,
+        )
+        for attempt in range(OPEN_ATTEMPTS):
+            try:
+                session = self._sessions.create(workspace_id, body, session_key=session_key)
+                return self._remember(claim, session.id)
+            except SessionKeyTaken as taken:
+                winner = taken.session_id or self._store.session_for_key(*claim)
+                if winner is not None:
+                    return self._remember(claim, winner)
+            self._sleep(RACE_PAUSE_SECONDS * (attempt + 1))
+        raise StoreUnavailable("could not open the session key's session; retry")
+
+    def _remember(self, claim: tuple[str, str, str], session_id: str) -> str:
+        if len(self._known) >= MAX_REMEMBERED_KEYS:
+            self._known.clear()
+        self._known[claim] = session_id
+        return session_id
