@@ -39,7 +39,17 @@ from convo_memory.ports import Stores
 
 _T = TypeVar("_T")
 ACTIVITY_SHARDS = 16
-WRITES = ("put_", "create_", "append_", "update_", "advance_", "touch", "begin_", "delete_")
+WRITES = (
+    "put_",
+    "create_",
+    "append_",
+    "update_",
+    "advance_",
+    "touch",
+    "begin_",
+    "delete_",
+    "keep_",
+)
 
 
 @dataclass
@@ -65,6 +75,8 @@ class FakeDatabase:
     turns: dict[str, dict[int, StoredTurn]] = field(default_factory=dict)  # by user seq
     digests: dict[str, dict[int, StoredDigest]] = field(default_factory=dict)  # by user seq
     summaries: dict[str, Summary] = field(default_factory=dict)
+    # The version each summary replaced, when the fold kept it (replay.alignment > 1).
+    earlier_summaries: dict[str, Summary] = field(default_factory=dict)
     runs: dict[str, str] = field(default_factory=dict)  # runId -> JSON body
     calls: Counter[str] = field(default_factory=Counter)
     fail_next: dict[str, Exception] = field(default_factory=dict)
@@ -118,6 +130,7 @@ class FakeDatabase:
             created_at=head["createdAt"],
             last_active_at=last_active_at,
             message_count=count,
+            fence_nonce=head.get("fenceNonce"),
         )
 
     def messages(self, session_id: str) -> list[Message]:
@@ -131,6 +144,7 @@ class FakeDatabase:
 
     def delete_contents(self, session_id: str) -> int:
         deleted = len(self.turns.pop(session_id, {})) + len(self.digests.pop(session_id, {}))
+        self.earlier_summaries.pop(session_id, None)
         return deleted + (1 if self.summaries.pop(session_id, None) is not None else 0)
 
     # -- test helpers (not part of any port) ---------------------------------------
@@ -204,6 +218,7 @@ class FakeDatabase:
                 for sid, digests in self.digests.items()
             },
             "summaries": {sid: s.model_dump() for sid, s in self.summaries.items()},
+            "earlierSummaries": {sid: s.model_dump() for sid, s in self.earlier_summaries.items()},
             "runs": self.runs,
         }
         return json.dumps(snapshot, ensure_ascii=False, default=str)
@@ -313,6 +328,8 @@ class FakeSessionStore(_Port):
             "createdAt": session.created_at,
             "lastActiveAt": session.last_active_at,
         }
+        if session.fence_nonce:
+            self.db.heads[session.id]["fenceNonce"] = session.fence_nonce
 
     def get_session(self, session_id: str) -> Session | None:
         self.db.enter("get_session")
@@ -373,6 +390,13 @@ class FakeSessionStore(_Port):
         self.db.enter("delete_contents")
         return self.db.delete_contents(session_id)
 
+    def keep_fence_nonce(self, session_id: str, nonce: str) -> str | None:
+        self.db.enter("keep_fence_nonce")
+        head = self.db.heads.get(session_id)
+        if head is None or head["status"] != "active":
+            return None
+        return str(head.setdefault("fenceNonce", nonce))
+
 
 class FakeTurnStore(_Port):
     def load_turn_state(
@@ -411,6 +435,7 @@ class FakeTurnStore(_Port):
             digests=digests,
             digest_expiry=expiry,
             activity_mark=str(self.db.heads[session_id]["lastActiveAt"]),
+            earlier_summary=_copy(self.db.earlier_summaries.get(session_id)),
         )
 
     def append_turn(self, session_id: str, after_seq: int, turn: TurnRecord) -> AppendResult:
@@ -463,13 +488,23 @@ class FakeSummaryStore(_Port):
         self.db.enter("get_summary")
         return _copy(self.db.summaries.get(session_id))
 
-    def advance_summary(self, session_id: str, previous_through: int, summary: Summary) -> bool:
+    def advance_summary(
+        self,
+        session_id: str,
+        previous_through: int,
+        summary: Summary,
+        earlier: Summary | None = None,
+    ) -> bool:
         self.db.enter("advance_summary")
         current = self.db.summaries.get(session_id)
         through = current.through_seq if current else 0
         if through != previous_through or (current and summary.through_seq <= through):
             return False
         self.db.summaries[session_id] = _copy(summary)
+        if earlier is None:
+            self.db.earlier_summaries.pop(session_id, None)
+        else:
+            self.db.earlier_summaries[session_id] = _copy(earlier)
         return True
 
 

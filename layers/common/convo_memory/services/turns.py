@@ -25,8 +25,9 @@ from convo_memory.domain.errors import (
     ValidationFailed,
 )
 from convo_memory.domain.models import Capability, Session, iso_at, parse_iso
-from convo_memory.domain.prompt import build_prompt
+from convo_memory.domain.prompt import build_prompt, new_fence_nonce
 from convo_memory.domain.replay_window import select_replay_window
+from convo_memory.domain.summary_plan import summary_for_window
 from convo_memory.domain.tool_digest import build_tool_digest
 from convo_memory.domain.turn_records import (
     MAX_INPUT_BYTES,
@@ -196,12 +197,16 @@ class TurnService:
         self._mark_active(state, now)
         policy = capability.replay_policy
         window = select_replay_window(state.recent, policy, session.message_count)
+        summary = summary_for_window(
+            state.summary, state.earlier_summary, window.omitted_messages, policy.alignment
+        )
         prompt = build_prompt(
             instructions=capability.instructions,
-            summary=state.summary,
+            summary=summary,
             digests=live_digests(state, window.messages, now),
             replayed=window.messages,
             user_input=user_input,
+            nonce=self._fence_nonce(session),
         )
         answer = self._answerer.answer(
             workspace_id, capability, session, prompt, sink, on_tool=on_tool, deadline=deadline
@@ -224,9 +229,17 @@ class TurnService:
                 replayed_messages=len(window.messages),
                 replayed_chars=window.replayed_chars,
                 omitted_messages=window.omitted_messages,
-                summary_included=state.summary is not None,
+                summary_included=summary is not None,
             ),
         )
+
+    def _fence_nonce(self, session: Session) -> str:
+        """The session's fence nonce. A session created before nonces were kept gets one
+        stored on its first turn (the winner of racing turns is kept); if the head
+        cannot take it (archived or deleted meanwhile), this turn uses a fresh one."""
+        if session.fence_nonce:
+            return session.fence_nonce
+        return self._sessions.keep_fence_nonce(session.id, new_fence_nonce()) or new_fence_nonce()
 
     def _turn_record(self, user_input: str, answer: Answer, now: float) -> TurnRecord:
         stored, truncated = fit_answer(

@@ -38,6 +38,10 @@ DIGEST_SUFFIX = "#DIGEST"
 MSG_UPPER = "MSG#~"
 ACTIVITY_SHARDS = 16
 INDEX_PREFIX = {"active": "ACTIVE", "archived": "ARCHIVED", "deleting": "DELETING"}
+# The head's fence nonce (never shown by the API) and the summary's earlier version.
+FENCE_NONCE = "fenceNonce"
+EARLIER_TEXT = "earlierText"
+EARLIER_THROUGH = "earlierThroughSeq"
 
 
 def session_pk(session_id: str) -> dict[str, str]:
@@ -85,7 +89,7 @@ def user_seq_of_item(item: Item) -> int:
 
 
 def head_item(session: Session) -> Item:
-    return {
+    item: Item = {
         **head_key(session.id),
         "workspaceId": s(session.workspace_id),
         "capabilityId": s(session.capability_id),
@@ -100,6 +104,9 @@ def head_item(session: Session) -> Item:
         "gsi2pk": s(activity_pk("active", session.id)),
         "gsi2sk": s(session.last_active_at),
     }
+    if session.fence_nonce:
+        item[FENCE_NONCE] = s(session.fence_nonce)
+    return item
 
 
 def session_from(head: Item, newest_turn: Item | None = None) -> Session:
@@ -122,6 +129,7 @@ def session_from(head: Item, newest_turn: Item | None = None) -> Session:
         created_at=head["createdAt"]["S"],
         last_active_at=last_active_at,
         message_count=count,
+        fence_nonce=head[FENCE_NONCE]["S"] if FENCE_NONCE in head else None,
     )
 
 
@@ -201,12 +209,25 @@ def summary_from(item: Item) -> Summary:
     return Summary(text=item["text"]["S"], through_seq=int(item["throughSeq"]["N"]))
 
 
-def summary_item(session_id: str, summary: Summary) -> Item:
-    return {
+def earlier_summary_from(item: Item) -> Summary | None:
+    """The version the stored summary replaced, when it was kept (throughSeq 0: none)."""
+    if EARLIER_THROUGH not in item:
+        return None
+    text = item.get(EARLIER_TEXT, {}).get("S", "")
+    return Summary(text=text, through_seq=int(item[EARLIER_THROUGH]["N"]))
+
+
+def summary_item(session_id: str, summary: Summary, earlier: Summary | None = None) -> Item:
+    item: Item = {
         **summary_key(session_id),
         "text": s(summary.text),
         "throughSeq": n(summary.through_seq),
     }
+    if earlier is not None:
+        item[EARLIER_THROUGH] = n(earlier.through_seq)
+        if earlier.text:
+            item[EARLIER_TEXT] = s(earlier.text)
+    return item
 
 
 def compact(value: Any) -> str:
