@@ -26,6 +26,9 @@ Figures, all measured in one run, nothing leaves the machine (moto in process):
     a flood) and its cost per million turns.
 12. Turns through an outage: answered turns lost and duplicated, and the seconds until
     every repair landed, while 25% and 60% of transcript writes and SQS sends fail.
+13. Prompts a provider can cache: over a 200-turn conversation with ``replay.alignment``
+    1 and 10, the share of input tokens that repeat the previous prompt's prefix and the
+    model's cost per million turns at published cached-read prices, next to figure 10's.
 
 It is a report: it exits 0 whatever the figures are (1 only when one could not be
 measured).

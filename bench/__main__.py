@@ -29,10 +29,12 @@ class Plan:
     authorizer_runs: int = 100
     # Turns of the outage soak (figure 12), at each fault rate.
     outage_turns: int = 400
+    # The conversation of figure 13 (prompts a provider can cache), at each alignment.
+    prompt_cache_turns: int = 200
 
 
 FULL = Plan(5, 7, 7, 3, 4, 15, 7, 200)
-QUICK = Plan(2, 3, 3, 1, 2, 10, 3, 50, outage_turns=100)
+QUICK = Plan(2, 3, 3, 1, 2, 10, 3, 50, outage_turns=100, prompt_cache_turns=60)
 
 
 def progress(message: str) -> None:
@@ -70,6 +72,7 @@ def run(plan: Plan, quick: bool) -> dict[str, Any]:
     from bench.cold import built_import_times, first_invocation, import_times
     from bench.content_filter import filter_figures
     from bench.costs import cost_figure
+    from bench.prompt_cache import prompt_cache_figure
     from bench.resilience import outage_figure, rate_limit_figure
     from bench.serving import serving_figures, summarizer_isolation
     from bench.summary_cost import summary_cost
@@ -124,6 +127,14 @@ def run(plan: Plan, quick: bool) -> dict[str, Any]:
         )
         _attempt(results, "rateLimit", lambda: rate_limit_figure(progress), errors)
         _attempt(results, "outage", lambda: outage_figure(plan.outage_turns, progress), errors)
+        progress(f"prompt cache over a {plan.prompt_cache_turns}-turn conversation")
+        today = results.get("millionTurns", {}).get("modelUsd")
+        _attempt(
+            results,
+            "promptCache",
+            lambda: prompt_cache_figure(plan.prompt_cache_turns, progress, today),
+            errors,
+        )
     results["meta"] = {
         "quick": quick,
         "python": platform.python_version(),

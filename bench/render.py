@@ -523,6 +523,11 @@ def render(results: dict[str, Any]) -> str:
 
         title = _title(12, "Turns through an outage of DynamoDB writes and SQS sends")
         parts.append(render_outage(results["outage"], table, title))
+    if "promptCache" in results:
+        from bench.prompt_cache import render_prompt_cache
+
+        title = _title(13, "Prompts a provider can cache: replay.alignment 1 and 10")
+        parts.append(render_prompt_cache(results["promptCache"], table, title))
     for name, error in (results.get("errors") or {}).items():
         parts.append(f"[{name}] not measured: {error}")
     return "\n\n".join(parts) + "\n"

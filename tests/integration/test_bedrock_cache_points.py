@@ -1,8 +1,9 @@
 """Bedrock prompt caching (contract v3): for a connection whose model caches prompts, a
-``cachePoint`` follows the system text and the last replayed message, in Converse and in
-ConverseStream requests and through a tool loop's calls; none for another model. The
-cached-token counts of both provider types are read from their usage. Botocore's Stubber
-checks every request against the service model; nothing leaves the host."""
+``cachePoint`` follows the system text and, when the next turn will replay them, the last
+replayed message, in Converse and in ConverseStream requests and through a tool loop's
+calls; none for another model. The cached-token counts of both provider types are read
+from their usage. Botocore's Stubber checks every request against the service model;
+nothing leaves the host."""
 
 from __future__ import annotations
 
@@ -71,9 +72,9 @@ def message(seq: int, content: str) -> Message:
     return Message(seq=seq, role=role, content=content, created_at="2025-01-01T00:00:00.000Z")
 
 
-def session_prompt() -> Prompt:
+def session_prompt(replay_reused: bool = True) -> Prompt:
     """A session's turn: a summary, four replayed messages (the answer at 4 used a tool),
-    the input."""
+    the input; the next turn replays the same messages (its window keeps its start)."""
     return build_prompt(
         instructions="Be brief.",
         summary=Summary(text="The user is Ada.", through_seq=2),
@@ -86,6 +87,7 @@ def session_prompt() -> Prompt:
         ],
         user_input="Thanks!",
         nonce=NONCE,
+        replay_reused=replay_reused,
     )
 
 
@@ -98,12 +100,15 @@ def reply(text: str = "ok", **usage: int) -> dict[str, Any]:
     }
 
 
-def expected_request(prompt: Prompt, model_id: str, caching: bool) -> dict[str, Any]:
-    point = [CACHE_POINT] if caching else []
+def expected_request(
+    prompt: Prompt, model_id: str, caching: bool, messages_too: bool = True
+) -> dict[str, Any]:
+    system_point = [CACHE_POINT] if caching else []
+    point = system_point if messages_too else []
     texts = [m.content for m in prompt.messages]
     return {
         "modelId": model_id,
-        "system": [{"text": prompt.system}, *point],
+        "system": [{"text": prompt.system}, *system_point],
         "messages": [
             {"role": "user", "content": [{"text": texts[0]}]},
             {"role": "assistant", "content": [{"text": texts[1]}]},
@@ -158,6 +163,20 @@ def test_the_connection_setting_or_an_inference_profile_of_a_listed_model_turns_
         stubber.assert_no_pending_responses()
 
 
+def test_replayed_messages_the_next_turn_will_not_replay_are_not_marked() -> None:
+    # A write costs more than plain input: with a window that moves every turn (or on the
+    # last turn before a step) only the system text, stable until the summary changes,
+    # is marked.
+    provider, client = provider_for(CACHING_MODEL)
+    prompt = session_prompt(replay_reused=False)
+
+    with Stubber(client) as stubber:
+        expected = expected_request(prompt, CACHING_MODEL, True, messages_too=False)
+        stubber.add_response("converse", reply(), expected)
+        provider.complete(prompt)
+        stubber.assert_no_pending_responses()
+
+
 def test_a_stream_carries_the_same_cache_points() -> None:
     provider, client = provider_for(CACHING_MODEL)
     prompt = session_prompt()
@@ -202,6 +221,7 @@ def test_a_replay_that_starts_with_an_answer_still_marks_its_end() -> None:
         replayed=[message(2, "an answer"), message(3, "a question"), message(4, "its answer")],
         user_input="next",
         nonce=NONCE,
+        replay_reused=True,
     )
 
     messages = provider.request(prompt)["messages"]

@@ -4,6 +4,8 @@ one on its next turn), and a tool turn changes nothing before its own messages."
 
 from __future__ import annotations
 
+import itertools
+
 from convo_memory.domain.models import ToolSpec
 from convo_memory.ports import ToolCall
 from tests.fakes.adapters import FakeProvider
@@ -71,3 +73,30 @@ def test_given_a_tool_turn_then_the_next_prompt_still_begins_with_the_previous_o
     assert LOOKUP.output in second.messages[-1].content
     assert second.messages[: len(first.messages)] == first.messages
     assert third.messages[: len(second.messages)] == second.messages
+
+
+def flags_over(alignment: int, turns: int) -> list[tuple[int, bool]]:
+    """(messages the turn's window omits, whether its prompt says the next turn will
+    replay the same messages), turn by turn, for a steady conversation."""
+    app = fake_app(provider=FakeProvider("an answer of a steady size"))
+    app.capability("cap-gen", replay={"maxMessages": 10, "alignment": alignment})
+    sid = app.session("cap-gen")
+    flags = []
+    for i in range(turns):
+        prediction = app.container.turns.predict(WS, "cap-gen", f"question {i:03d}", sid)
+        assert prediction.context is not None
+        flags.append((prediction.context.omitted_messages, app.provider.prompts[-1].replay_reused))
+    return flags
+
+
+def test_a_prompt_says_whether_the_next_turn_replays_its_messages() -> None:
+    aligned = flags_over(10, 16)
+    # Marked unless the next turn's window moves: the turn before each step is not (nor
+    # the first turn: it replays nothing).
+    assert aligned[0] == (0, False)
+    for (omitted, reused), (next_omitted, _) in itertools.pairwise(aligned[1:]):
+        assert reused == (next_omitted == omitted)
+    assert [reused for _, reused in aligned[1:]].count(False) == 3  # before each step
+
+    # Without alignment the window moves every turn once it has filled.
+    assert [reused for _, reused in flags_over(1, 8)] == [False] + [True] * 4 + [False] * 3

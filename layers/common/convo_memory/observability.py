@@ -202,13 +202,12 @@ def record_correlation_id(record: Any) -> str | None:
 _turn_tokens = threading.local()
 
 
-def note_tokens(input_tokens: int, cached_tokens: int) -> None:
-    """Add a model call's prompt tokens (and those read from the provider's prompt cache)
-    to the turn this thread is serving, for its log line; outside a turn, nothing."""
+def note_cached_tokens(cached_tokens: int) -> None:
+    """Add the prompt tokens a model call read from the provider's prompt cache to the
+    turn this thread is serving, for its log line; outside a turn, nothing."""
     tally: list[int] | None = getattr(_turn_tokens, "tally", None)
     if tally is not None:
-        tally[0] += input_tokens
-        tally[1] += cached_tokens
+        tally[0] += cached_tokens
 
 
 def turn_outcome(result: Mapping[str, Any]) -> str:
@@ -224,10 +223,10 @@ def counted_turn(
     metrics: MetricsPort, door: str, compute: Callable[[], dict[str, Any]]
 ) -> dict[str, Any]:
     """``compute`` (one turn through ``door``), counted in the ``Turns`` metric by door
-    and outcome (how it ended, an error's contract code, or ``internal``). The line
-    carries the prompt tokens the model reported (``inTokens``) and how many of them the
-    provider read from its prompt cache (``cachedTokens``), when it reported any."""
-    _turn_tokens.tally = [0, 0]
+    and outcome (how it ended, an error's contract code, or ``internal``). When the
+    provider read part of the prompt from its cache, the line says how many tokens
+    (``cachedTokens``; the prompt's are in the ``ModelInputTokens`` metric)."""
+    _turn_tokens.tally = [0]
     try:
         result = compute()
     except Exception as exc:
@@ -246,8 +245,7 @@ def counted_turn(
         outcome=outcome,
         sessionId=result.get("sessionId"),
         runId=result.get("runId"),
-        inTokens=tally[0] or None,
-        cachedTokens=tally[1] if tally[0] else None,
+        cachedTokens=tally[0] or None,
     )
     return result
 

@@ -2,7 +2,8 @@
 when the provider reports them, its tokens (metrics ``ModelLatency``, ``ModelCalls``,
 ``ModelErrors``, ``ModelInputTokens``, ``ModelOutputTokens``, ``ModelCachedInputTokens``
 (read from the provider's prompt cache) and ``ModelCacheWriteInputTokens``, split by
-connection). The tokens also go to the turn's log line (``observability.note_tokens``).
+connection). Cached tokens also go to the turn's log line
+(``observability.note_cached_tokens``).
 The services see the same ports and know nothing of it."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 
 from convo_memory.domain.prompt import Prompt
-from convo_memory.observability import note_tokens
+from convo_memory.observability import note_cached_tokens
 from convo_memory.ports import (
     Completion,
     MetricsPort,
@@ -60,7 +61,7 @@ class MeteredModel:
                 self._metrics.count(
                     "ModelCacheWriteInputTokens", usage.cache_write_input_tokens, **dimensions
                 )
-            note_tokens(usage.input_tokens, usage.cached_input_tokens)
+            note_cached_tokens(usage.cached_input_tokens)
 
     def complete(self, prompt: Prompt) -> Completion:
         began = self._clock()

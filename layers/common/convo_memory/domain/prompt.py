@@ -54,6 +54,10 @@ class Prompt:
     # Plain parts, kept for providers and tests that need them separately.
     user_input: str = ""
     fence_nonce: str = field(default="", repr=False)
+    # Whether the next turn's prompt is expected to begin with this one's system text and
+    # replayed messages (its window keeps its start): marking them for a provider's
+    # prompt cache then pays for the write.
+    replay_reused: bool = False
 
 
 def fence(kind: str, body: str, nonce: str, attrs: Mapping[str, object] | None = None) -> str:
@@ -90,12 +94,15 @@ def build_prompt(
     user_input: str,
     nonce: str | None = None,
     recall: str | None = None,
+    replay_reused: bool = False,
 ) -> Prompt:
     """The prompt of a turn. ``nonce`` is the session's fence nonce (None: a fresh one,
     for a prompt outside a session). A session's prompt always states the data policy,
     so that the first summary or digest does not change the text before it; a prompt
     outside a session states it only when it holds data. ``recall`` is what the session
-    recalls from the end user's other sessions, fenced after the policy."""
+    recalls from the end user's other sessions, fenced after the policy;
+    ``replay_reused`` whether the next turn's prompt is expected to begin with this one's
+    replayed messages (``replay_window.keeps_start``)."""
     in_session = nonce is not None
     nonce = nonce or new_fence_nonce()
     parts = [instructions or DEFAULT_INSTRUCTIONS]
@@ -116,6 +123,7 @@ def build_prompt(
         messages=_chat(replayed, user_input, digests, nonce),
         user_input=user_input,
         fence_nonce=nonce,
+        replay_reused=replay_reused,
     )
 
 

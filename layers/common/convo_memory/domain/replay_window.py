@@ -75,3 +75,24 @@ def _aligned(taken: list[Message], policy: ReplayPolicy) -> list[Message]:
             # Below the floor, the rule's start is kept (the floor beats the step).
             return taken[index:] if len(taken) - index >= policy.min_messages else taken
     return taken
+
+
+def keeps_start(
+    recent: Sequence[Message],
+    policy: ReplayPolicy,
+    total: int,
+    window: ReplayWindow,
+    user_input: str,
+) -> bool:
+    """Whether the next turn's window is expected to start where ``window`` does, once
+    this turn has landed (``user_input`` and an answer as long as the newest one): the
+    next prompt then begins with this one's replayed messages, so a provider's cache
+    point after them pays for its write. With alignment 1, only until the window fills."""
+    if not window.messages:
+        return False
+    answers = [m for m in recent if m.role == "assistant"]
+    landed = [Message(seq=total + 1, role="user", content=user_input, created_at="")]
+    if answers:
+        landed.append(answers[-1].model_copy(update={"seq": total + 2}))
+    after = select_replay_window([*recent, *landed], policy, total + len(landed))
+    return bool(after.messages) and after.messages[0].seq == window.messages[0].seq

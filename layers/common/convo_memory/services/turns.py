@@ -26,7 +26,7 @@ from convo_memory.domain.errors import (
 )
 from convo_memory.domain.models import Capability, Session, iso_at, parse_iso
 from convo_memory.domain.prompt import build_prompt, new_fence_nonce
-from convo_memory.domain.replay_window import select_replay_window
+from convo_memory.domain.replay_window import keeps_start, select_replay_window
 from convo_memory.domain.summary_plan import summary_for_window
 from convo_memory.domain.tool_digest import build_tool_digest
 from convo_memory.domain.turn_records import (
@@ -207,6 +207,9 @@ class TurnService:
             replayed=window.messages,
             user_input=user_input,
             nonce=self._fence_nonce(session),
+            replay_reused=keeps_start(
+                state.recent, policy, session.message_count, window, user_input
+            ),
         )
         answer = self._answerer.answer(
             workspace_id, capability, session, prompt, sink, on_tool=on_tool, deadline=deadline

@@ -7,8 +7,11 @@ chosen by error code, never by message text.
 
 Prompt caching: with ``prompt_caching`` (a connection whose model caches prompts, see
 ``Connection.caches_prompts``), a ``cachePoint`` block follows the system text (every
-part of it is stable across a session's turns) and the last replayed message, so that
-the provider reads the previous turn's prefix from its cache; usage's
+part of it is stable across a session's turns) and, when the next turn is expected to
+begin with them (``Prompt.replay_reused``: the window keeps its start), the replayed
+messages, so that the provider reads the previous turn's prefix from its cache. A write
+costs more than plain input (1.25 times on Claude), so messages the next turn will not
+replay (a window that moves every turn, the last turn before a step) are not marked. Usage's
 ``cacheReadInputTokens`` and ``cacheWriteInputTokens`` are reported with the tokens.
 
 Tools (``step``): ``toolConfig`` offers each tool with its ``inputSchema``; a reply whose
@@ -185,7 +188,9 @@ class BedrockConverseProvider:
         caching = self.prompt_caching
         kwargs: dict[str, Any] = {
             "modelId": self.model_id,
-            "messages": (cached_messages if caching else normalize_messages)(prompt.messages),
+            "messages": (
+                cached_messages if caching and prompt.replay_reused else normalize_messages
+            )(prompt.messages),
         }
         if prompt.system.strip():
             kwargs["system"] = [{"text": prompt.system}, *([dict(CACHE_POINT)] if caching else [])]
