@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 
+from convo_memory.domain.errors import StoreUnavailable
 from convo_memory.domain.models import ToolSpec
 from convo_memory.ports import ToolCall
 from tests.fakes.adapters import FakeProvider
@@ -100,3 +101,19 @@ def test_a_prompt_says_whether_the_next_turn_replays_its_messages() -> None:
 
     # Without alignment the window moves every turn once it has filled.
     assert [reused for _, reused in flags_over(1, 8)] == [False] + [True] * 4 + [False] * 3
+
+
+def test_given_the_nonce_cannot_be_kept_then_the_turn_goes_on_with_a_fresh_one() -> None:
+    app = chat_app()
+    sid = app.session("cap-gen")
+    del app.db.heads[sid]["fenceNonce"]
+    app.db.fail_next["keep_fence_nonce"] = StoreUnavailable("throttled")
+
+    first = app.container.turns.predict(WS, "cap-gen", "one", sid)
+    app.container.turns.predict(WS, "cap-gen", "two", sid)
+
+    # The turn was served and recorded; the next turn keeps a nonce for good.
+    assert first.recorded is True
+    one, two = app.provider.prompts
+    assert one.fence_nonce and one.fence_nonce != two.fence_nonce
+    assert two.fence_nonce == app.db.heads[sid]["fenceNonce"]

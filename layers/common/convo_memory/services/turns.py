@@ -10,6 +10,7 @@ summary triggers carry no write at all (``SummaryTrigger``).
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 from collections.abc import Callable
@@ -22,6 +23,8 @@ from convo_memory.domain.errors import (
     SessionArchived,
     SessionCapabilityMismatch,
     SessionNotFound,
+    StoreRejected,
+    StoreUnavailable,
     ValidationFailed,
 )
 from convo_memory.domain.models import Capability, Session, iso_at, parse_iso
@@ -42,6 +45,8 @@ from convo_memory.services.catalog import CapabilityCatalog
 from convo_memory.services.recording import TurnRecorder
 from convo_memory.services.summary_trigger import SummaryTrigger
 from convo_memory.time_budget import RECORDING_MARGIN_SECONDS
+
+logger = logging.getLogger(__name__)
 
 MAX_REMEMBERED_SESSIONS = 10_000
 
@@ -239,10 +244,16 @@ class TurnService:
     def _fence_nonce(self, session: Session) -> str:
         """The session's fence nonce. A session created before nonces were kept gets one
         stored on its first turn (the winner of racing turns is kept); if the head
-        cannot take it (archived or deleted meanwhile), this turn uses a fresh one."""
+        cannot take it (archived or deleted meanwhile, or the write failed), this turn
+        uses a fresh one: only the prompt's reuse by a cache is lost, never the fence."""
         if session.fence_nonce:
             return session.fence_nonce
-        return self._sessions.keep_fence_nonce(session.id, new_fence_nonce()) or new_fence_nonce()
+        try:
+            kept = self._sessions.keep_fence_nonce(session.id, new_fence_nonce())
+        except (StoreUnavailable, StoreRejected):
+            logger.warning("could not keep a fence nonce for session %s", session.id)
+            kept = None
+        return kept or new_fence_nonce()
 
     def _turn_record(self, user_input: str, answer: Answer, now: float) -> TurnRecord:
         stored, truncated = fit_answer(
