@@ -365,8 +365,8 @@ def render_prompt_cache(figure: dict[str, Any], table: Callable[..., str], title
     ]
     if today is not None:
         lines.append(
-            f"today's figure (figure 10, 100 turns of ~120/400-char messages, no cache):"
-            f" ${today:,.2f} per M turns"
+            f"today's figure (figure 10: figure 8's conversation of ~120/400-char messages,"
+            f" no cache): ${today:,.2f} per M turns"
         )
     verdict = (
         f"OVER the budget of {figure['logBytesBudget']:,} (alignment"
