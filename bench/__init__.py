@@ -32,6 +32,9 @@ Figures, all measured in one run, nothing leaves the machine (moto in process):
 14. A turn through the OpenAI-compatible door (by the app's session key) next to the
     same turn through predict: DynamoDB requests and capacity units, and the handler's
     added time (median of interleaved turns).
+15. Prompts a provider can cache: over a 200-turn conversation with ``replay.alignment``
+    1 and 10, the share of input tokens that repeat the previous prompt's prefix and the
+    model's cost per million turns at published cached-read prices, next to figure 10's.
 
 It is a report: it exits 0 whatever the figures are (1 only when one could not be
 measured).

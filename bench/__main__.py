@@ -29,12 +29,14 @@ class Plan:
     authorizer_runs: int = 100
     # Turns of the outage soak (figure 12), at each fault rate.
     outage_turns: int = 400
-    # Turns each of predict and the OpenAI-compatible door, timed (figure 13).
+    # Turns each of predict and the OpenAI-compatible door, timed (figure 14).
     door_turns: int = 200
+    # The conversation of figure 15 (prompts a provider can cache), at each alignment.
+    prompt_cache_turns: int = 200
 
 
 FULL = Plan(5, 7, 7, 3, 4, 15, 7, 200)
-QUICK = Plan(2, 3, 3, 1, 2, 10, 3, 50, outage_turns=100, door_turns=40)
+QUICK = Plan(2, 3, 3, 1, 2, 10, 3, 50, outage_turns=100, door_turns=40, prompt_cache_turns=60)
 
 
 def progress(message: str) -> None:
@@ -73,6 +75,7 @@ def run(plan: Plan, quick: bool) -> dict[str, Any]:
     from bench.cold import built_import_times, first_invocation, import_times
     from bench.content_filter import filter_figures
     from bench.costs import cost_figure
+    from bench.prompt_cache import prompt_cache_figure
     from bench.recall_cost import recall_cost_figure
     from bench.resilience import outage_figure, rate_limit_figure
     from bench.serving import serving_figures, summarizer_isolation
@@ -130,6 +133,14 @@ def run(plan: Plan, quick: bool) -> dict[str, Any]:
         _attempt(results, "outage", lambda: outage_figure(plan.outage_turns, progress), errors)
         _attempt(results, "recallCost", lambda: recall_cost_figure(progress), errors)
         _attempt(results, "chatDoor", lambda: chat_door_figure(plan.door_turns, progress), errors)
+        progress(f"prompt cache over a {plan.prompt_cache_turns}-turn conversation")
+        today = results.get("millionTurns", {}).get("modelUsd")
+        _attempt(
+            results,
+            "promptCache",
+            lambda: prompt_cache_figure(plan.prompt_cache_turns, progress, today),
+            errors,
+        )
     results["meta"] = {
         "quick": quick,
         "python": platform.python_version(),

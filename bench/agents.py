@@ -52,10 +52,12 @@ class _RecordingProvider:
 
 
 def fenced_digest_chars(prompt: Any) -> int:
-    """Characters inside the prompt's real tool-result fences."""
+    """Characters inside the prompt's real tool-result fences (a digest travels in the
+    message after its answer)."""
     nonce = re.escape(prompt.fence_nonce)
     fence = re.compile(rf'<data-{nonce} kind="tool-results"[^>\n]*>\n(.*?)\n</data-{nonce}>', re.S)
-    return sum(len(body) for body in fence.findall(prompt.system))
+    texts = [prompt.system, *(message.content for message in prompt.messages)]
+    return sum(len(body) for text in texts for body in fence.findall(text))
 
 
 def prompt_chars(prompt: Any) -> int:

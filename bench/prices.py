@@ -23,3 +23,10 @@ LOGS_USD_PER_GB_INGESTED = 0.50
 # A reference model: Claude 3.5 Haiku on Bedrock (the service does not own the model).
 MODEL_USD_PER_MILLION_INPUT_TOKENS = 0.80
 MODEL_USD_PER_MILLION_OUTPUT_TOKENS = 4.00
+# Its prompt cache on Bedrock: writes at 1.25 times the input price, reads at a tenth,
+# and a cache point counts only past the model's minimum prefix (Claude 3.5 Haiku: 2,048
+# tokens; 1,024 to 4,096 on other models). A cached prefix lives 5 minutes after its last
+# use (an hour at a higher write price on the newest models).
+MODEL_USD_PER_MILLION_CACHE_WRITE_TOKENS = 1.00
+MODEL_USD_PER_MILLION_CACHE_READ_TOKENS = 0.08
+MODEL_MIN_CACHED_PREFIX_TOKENS = 2_048

@@ -533,6 +533,11 @@ def render(results: dict[str, Any]) -> str:
 
         title = _title(14, "The OpenAI-compatible door next to predict: one turn")
         parts.append(render_chat_door(results["chatDoor"], table, title))
+    if "promptCache" in results:
+        from bench.prompt_cache import render_prompt_cache
+
+        title = _title(15, "Prompts a provider can cache: replay.alignment 1 and 10")
+        parts.append(render_prompt_cache(results["promptCache"], table, title))
     for name, error in (results.get("errors") or {}).items():
         parts.append(f"[{name}] not measured: {error}")
     return "\n\n".join(parts) + "\n"

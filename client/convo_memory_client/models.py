@@ -305,11 +305,13 @@ class Prediction:
 @dataclass(frozen=True)
 class Replay:
     """A capability's replay window: at most ``max_messages`` messages and ``max_chars``
-    characters, newest first, with a floor of ``min_messages`` that beats the budget."""
+    characters, newest first, with a floor of ``min_messages`` that beats the budget; its
+    start moves in steps of ``alignment`` messages (so a provider can cache the prompt)."""
 
     max_messages: int
     max_chars: int
     min_messages: int
+    alignment: int = 1
 
     @classmethod
     def from_json(cls, data: Any) -> Replay:
@@ -319,15 +321,19 @@ class Replay:
             max_messages=_int(d.get("maxMessages"), 20),
             max_chars=_int(d.get("maxChars"), 12_000),
             min_messages=_int(d.get("minMessages"), 2),
+            alignment=_int(d.get("alignment"), 1),
         )
 
     def to_json(self) -> dict[str, int]:
-        """The request form."""
-        return {
+        """The request form (``alignment`` only when it is not the default)."""
+        body = {
             "maxMessages": self.max_messages,
             "maxChars": self.max_chars,
             "minMessages": self.min_messages,
         }
+        if self.alignment != 1:
+            body["alignment"] = self.alignment
+        return body
 
 
 @dataclass(frozen=True)

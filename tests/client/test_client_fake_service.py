@@ -36,6 +36,7 @@ from convo_memory_client import (
     Provider,
     ProviderError,
     RateLimited,
+    Replay,
     RouteNotFound,
     RunNotFound,
     ServerError,
@@ -725,6 +726,30 @@ def test_a_capability_with_recall_is_sent_and_read_back(
         "kind": "generative",
         "recall": {"sessions": 3},
     }
+
+
+def test_a_replay_alignment_is_sent_and_read_back(service: FakeService, sleeps: Sleeps) -> None:
+    replay = {"maxMessages": 10, "maxChars": 12000, "minMessages": 2, "alignment": 10}
+    capability = {
+        "id": "cap_7",
+        "name": "support",
+        "kind": "generative",
+        "provider": {"connection": "embedded"},
+        "replay": replay,
+        "createdAt": "2025-01-02T03:04:05Z",
+    }
+    service.on("POST", "/v1/capabilities", Reply(201, capability))
+    c = client(service, sleeps)
+
+    created = c.capabilities.create(
+        "support", "generative", {"connection": "embedded"}, replay=Replay(10, 12000, 2, 10)
+    )
+
+    assert service.received[0].body["replay"] == replay
+    assert created.replay == Replay(10, 12000, 2, alignment=10)
+    # The default is not sent (and reads back as 1 from a server that does not say).
+    assert "alignment" not in Replay(20, 12000, 2).to_json()
+    assert Replay.from_json({"maxMessages": 4}).alignment == 1
 
 
 def test_the_client_package_needs_nothing_but_the_standard_library() -> None:

@@ -260,6 +260,66 @@ def test_the_summary_only_moves_forward_by_compare_and_set(stores: Stores) -> No
     assert stores.summaries.get_summary("s1") == Summary(text="d", through_seq=8)
 
 
+def test_a_summary_advanced_with_its_earlier_version_keeps_it_beside_it(stores: Stores) -> None:
+    with_turns(stores, "s1", 6)
+    # The first fold of an aligned window: the version before it was "none yet".
+    first = Summary(text="one", through_seq=4)
+    assert stores.summaries.advance_summary("s1", 0, first, Summary(text="", through_seq=0))
+    state = stores.turns.load_turn_state("s1", 4, with_digests=False)
+    assert state is not None and state.summary == first
+    assert state.earlier_summary == Summary(text="", through_seq=0)
+
+    second = Summary(text="two", through_seq=8)
+    assert stores.summaries.advance_summary("s1", 4, second, first)
+    state = stores.turns.load_turn_state("s1", 4, with_digests=False)
+    assert state is not None and (state.summary, state.earlier_summary) == (second, first)
+    assert stores.summaries.get_summary("s1") == second
+    # A fold without alignment keeps no earlier version.
+    assert stores.summaries.advance_summary("s1", 8, Summary(text="three", through_seq=10))
+    state = stores.turns.load_turn_state("s1", 4, with_digests=False)
+    assert state is not None and state.earlier_summary is None
+    # Deleting the conversation takes every version with it.
+    stores.sessions.delete_contents("s1")
+    assert stores.summaries.get_summary("s1") is None
+
+
+# -- the fence nonce ---------------------------------------------------------------------
+
+
+def test_a_sessions_fence_nonce_is_kept_with_its_head_and_set_only_once(stores: Stores) -> None:
+    stores.sessions.create_session(session("s1").model_copy(update={"fence_nonce": "aa" * 8}))
+    stores.sessions.create_session(session("s2"))  # as a session from before nonces
+
+    created = stores.sessions.get_session("s1")
+    assert created is not None and created.fence_nonce == "aa" * 8
+    assert "fenceNonce" not in created.to_json_dict() and "aa" * 8 not in str(
+        created.to_json_dict()
+    )
+    legacy = stores.sessions.get_session("s2")
+    assert legacy is not None and legacy.fence_nonce is None
+    # The first keep stores it; a racing one gets the winner's; the head has it.
+    assert stores.sessions.keep_fence_nonce("s2", "bb" * 8) == "bb" * 8
+    assert stores.sessions.keep_fence_nonce("s2", "cc" * 8) == "bb" * 8
+    assert stores.sessions.keep_fence_nonce("s1", "cc" * 8) == "aa" * 8
+    state = stores.turns.load_turn_state("s2", 4, with_digests=False)
+    assert state is not None and state.session.fence_nonce == "bb" * 8
+    # A listing (the byExternalRef index does not project it) never shows it either.
+    listed, _ = stores.sessions.list_sessions(WS, "user-1", 10, None)
+    assert len(listed) == 2 and "fenceNonce" not in str([s.to_json_dict() for s in listed])
+
+
+def test_no_fence_nonce_is_kept_for_a_session_that_is_not_active(stores: Stores) -> None:
+    stores.sessions.create_session(session("s1"))
+    stores.sessions.create_session(session("s2"))
+    assert stores.sessions.begin_deletion("s1", WS, T0)
+    assert stores.retention.archive_session("s2", T0, "2026-02-01")
+
+    assert stores.sessions.keep_fence_nonce("s1", "bb" * 8) is None
+    assert stores.sessions.keep_fence_nonce("s2", "bb" * 8) is None
+    assert stores.sessions.keep_fence_nonce("missing", "bb" * 8) is None
+    assert stores.sessions.get_session("missing") is None  # no head was created
+
+
 # -- retention -----------------------------------------------------------------------------
 
 

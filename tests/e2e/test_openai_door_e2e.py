@@ -102,7 +102,14 @@ def test_three_turns_by_key_hold_a_conversation_at_the_model(stack: Stack) -> No
 
     third = stack.model.requests[-1].body
     # Turn 1's text reached turn 3's prompt (replayed by the service, not resent by us).
-    assert third["messages"][0] == {"role": "system", "content": "You are the e2e assistant."}
+    system = third["messages"][0]
+    # The capability's instructions first (then, in a session, the data policy: issue 21).
+    assert system["role"] == "system"
+    assert system["content"].startswith("You are the e2e assistant.\n\n")
+    # Every turn of the session sends the same system text: a prefix a provider can cache.
+    assert {r.body["messages"][0]["content"] for r in stack.model.requests[-3:]} == {
+        system["content"]
+    }
     assert {"role": "user", "content": "My name is Ada Lovelace."} in third["messages"]
     assert third["messages"][-1] == {"role": "user", "content": "What is my name?"}
     assert (third["max_tokens"], third["temperature"], third["top_p"], third["stop"]) == (

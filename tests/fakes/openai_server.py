@@ -12,6 +12,8 @@ attributes, which tests set before calling:
   status instead;
 - ``delay``: sleep before answering (timeouts);
 - ``stream_raw``: raw SSE text sent as the streaming body instead of ``stream_chunks``;
+- ``usage``: the ``usage`` member of non-streaming answers (or ``usage_for(body)``, when
+  set: usage that depends on the request); none when both are unset;
 - ``script``: replies for the next requests, one each, streamed or not as asked:
   ``Turn(content, tool_calls)`` with ``tool_calls`` as ``(id, name, arguments JSON)``; a
   streamed reply sends each call's arguments in pieces of ``piece_chars`` characters
@@ -49,6 +51,8 @@ class Turn:
 class FakeOpenAIServer:
     reply: str = "Hello from the fake model."
     respond: Callable[[Any], str] | None = None
+    usage: dict[str, Any] | None = None
+    usage_for: Callable[[Any], dict[str, Any]] | None = None
     stream_chunks: list[str] = field(default_factory=lambda: ["Hel", "lo", " there", "!"])
     stream_raw: str | None = None
     gate: threading.Event | None = None
@@ -97,30 +101,33 @@ class FakeOpenAIServer:
                     self._send_json(404, {"error": {"message": "no such route"}})
                 elif fake.script:
                     self._send_turn(
-                        fake.script.pop(0), bool(isinstance(body, dict) and body.get("stream"))
+                        fake.script.pop(0),
+                        bool(isinstance(body, dict) and body.get("stream")),
+                        fake._usage(body),
                     )
                 elif isinstance(body, dict) and body.get("stream"):
                     self._send_stream()
                 else:
-                    self._send_json(
-                        200,
-                        {
-                            "id": "chatcmpl-1",
-                            "object": "chat.completion",
-                            "choices": [
-                                {
-                                    "index": 0,
-                                    "message": {
-                                        "role": "assistant",
-                                        "content": fake.respond(body)
-                                        if fake.respond is not None
-                                        else fake.reply,
-                                    },
-                                    "finish_reason": "stop",
-                                }
-                            ],
-                        },
-                    )
+                    answer: dict[str, Any] = {
+                        "id": "chatcmpl-1",
+                        "object": "chat.completion",
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {
+                                    "role": "assistant",
+                                    "content": fake.respond(body)
+                                    if fake.respond is not None
+                                    else fake.reply,
+                                },
+                                "finish_reason": "stop",
+                            }
+                        ],
+                    }
+                    usage = fake._usage(body)
+                    if usage is not None:
+                        answer["usage"] = usage
+                    self._send_json(200, answer)
 
             def _send_json(
                 self, status: int, payload: Any, headers: dict[str, str] | None = None
@@ -134,7 +141,7 @@ class FakeOpenAIServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def _send_turn(self, turn: Turn, stream: bool) -> None:
+            def _send_turn(self, turn: Turn, stream: bool, usage: Any = None) -> None:
                 calls = [
                     {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
                     for i, n, a in turn.tool_calls
@@ -145,7 +152,10 @@ class FakeOpenAIServer:
                     if calls:
                         message["tool_calls"] = calls
                     choice = {"index": 0, "message": message, "finish_reason": finish}
-                    self._send_json(200, {"id": "chatcmpl-s", "choices": [choice]})
+                    reply: dict[str, Any] = {"id": "chatcmpl-s", "choices": [choice]}
+                    if usage is not None:
+                        reply["usage"] = usage
+                    self._send_json(200, reply)
                     return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
@@ -206,6 +216,11 @@ class FakeOpenAIServer:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         return self
+
+    def _usage(self, body: Any) -> dict[str, Any] | None:
+        if self.usage_for is not None:
+            return self.usage_for(body)
+        return self.usage
 
     def stop(self) -> None:
         if self._server is not None:

@@ -54,7 +54,17 @@ from convo_memory.ports import Stores
 
 _T = TypeVar("_T")
 ACTIVITY_SHARDS = 16
-WRITES = ("put_", "create_", "append_", "update_", "advance_", "touch", "begin_", "delete_")
+WRITES = (
+    "put_",
+    "create_",
+    "append_",
+    "update_",
+    "advance_",
+    "touch",
+    "begin_",
+    "delete_",
+    "keep_",
+)
 
 
 @dataclass
@@ -82,6 +92,8 @@ class FakeDatabase:
     summaries: dict[str, Summary] = field(default_factory=dict)
     # (workspace, capability, app key) -> the session the key opened
     session_keys: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    # The version each summary replaced, when the fold kept it (replay.alignment > 1).
+    earlier_summaries: dict[str, Summary] = field(default_factory=dict)
     runs: dict[str, str] = field(default_factory=dict)  # runId -> JSON body
     calls: Counter[str] = field(default_factory=Counter)
     fail_next: dict[str, Exception] = field(default_factory=dict)
@@ -138,6 +150,7 @@ class FakeDatabase:
             message_count=count,
             recall=Recall.model_validate_json(head["recall"]) if "recall" in head else None,
             session_key=head.get("sessionKey"),
+            fence_nonce=head.get("fenceNonce"),
         )
 
     def messages(self, session_id: str) -> list[Message]:
@@ -152,6 +165,7 @@ class FakeDatabase:
     def delete_contents(self, session_id: str) -> int:
         deleted = len(self.turns.pop(session_id, {})) + len(self.digests.pop(session_id, {}))
         deleted += 1 if self.summaries.pop(session_id, None) is not None else 0
+        self.earlier_summaries.pop(session_id, None)
         head = self.heads.get(session_id) or {}
         key = head.pop("sessionKey", None)
         if key is not None:
@@ -236,6 +250,7 @@ class FakeDatabase:
             },
             "summaries": {sid: s.model_dump() for sid, s in self.summaries.items()},
             "sessionKeys": {"#".join(claim): sid for claim, sid in self.session_keys.items()},
+            "earlierSummaries": {sid: s.model_dump() for sid, s in self.earlier_summaries.items()},
             "runs": self.runs,
         }
         return json.dumps(snapshot, ensure_ascii=False, default=str)
@@ -359,6 +374,8 @@ class FakeSessionStore(_Port):
             self.db.heads[session.id]["recall"] = _json_safe(session.recall.to_json_dict())
         if session.session_key is not None:
             self.db.heads[session.id]["sessionKey"] = session.session_key
+        if session.fence_nonce:
+            self.db.heads[session.id]["fenceNonce"] = session.fence_nonce
 
     def session_for_key(
         self, workspace_id: str, capability_id: str, session_key: str
@@ -433,6 +450,13 @@ class FakeSessionStore(_Port):
     def delete_contents(self, session_id: str) -> int:
         self.db.enter("delete_contents")
         return self.db.delete_contents(session_id)
+
+    def keep_fence_nonce(self, session_id: str, nonce: str) -> str | None:
+        self.db.enter("keep_fence_nonce")
+        head = self.db.heads.get(session_id)
+        if head is None or head["status"] != "active":
+            return None
+        return str(head.setdefault("fenceNonce", nonce))
 
 
 RECALLABLE = ("active", "archived")
@@ -523,6 +547,7 @@ class FakeTurnStore(_Port):
             digests=digests,
             digest_expiry=expiry,
             activity_mark=str(self.db.heads[session_id]["lastActiveAt"]),
+            earlier_summary=_copy(self.db.earlier_summaries.get(session_id)),
         )
 
     def append_turn(self, session_id: str, after_seq: int, turn: TurnRecord) -> AppendResult:
@@ -575,13 +600,23 @@ class FakeSummaryStore(_Port):
         self.db.enter("get_summary")
         return _copy(self.db.summaries.get(session_id))
 
-    def advance_summary(self, session_id: str, previous_through: int, summary: Summary) -> bool:
+    def advance_summary(
+        self,
+        session_id: str,
+        previous_through: int,
+        summary: Summary,
+        earlier: Summary | None = None,
+    ) -> bool:
         self.db.enter("advance_summary")
         current = self.db.summaries.get(session_id)
         through = current.through_seq if current else 0
         if through != previous_through or (current and summary.through_seq <= through):
             return False
         self.db.summaries[session_id] = _copy(summary)
+        if earlier is None:
+            self.db.earlier_summaries.pop(session_id, None)
+        else:
+            self.db.earlier_summaries[session_id] = _copy(earlier)
         return True
 
 

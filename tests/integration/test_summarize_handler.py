@@ -362,8 +362,10 @@ def racing_store(api: InProcessApi, monkeypatch: pytest.MonkeyPatch) -> Callable
     lost = Counter()
     advance = store.advance_summary
 
-    def counted(session_id: str, previous_through: int, summary: Summary) -> bool:
-        stored = advance(session_id, previous_through, summary)
+    def counted(
+        session_id: str, previous_through: int, summary: Summary, earlier: Summary | None = None
+    ) -> bool:
+        stored = advance(session_id, previous_through, summary, earlier)
         if not stored:
             lost.add()
         return stored

@@ -82,19 +82,21 @@ def two_turns(
     return model.requests[-1].body, first.body["output"]
 
 
+def received(request: dict[str, Any]) -> str:
+    """Everything the model received: the system text, then every message (v3: a digest
+    travels with its turn, at the head of the user message after its answer)."""
+    assert request["messages"][0]["role"] == "system"
+    return "\n".join(str(m.get("content")) for m in request["messages"])
+
+
 def split_by_fence(request: dict[str, Any]) -> tuple[list[str], str, str]:
     """(bodies of the real tool-result fences, everything else the model received, nonce)."""
-    system = request["messages"][0]["content"]
-    assert request["messages"][0]["role"] == "system"
-    nonce = re.search(r'<data-([0-9a-f]+) kind="tool-results"', system)
-    assert nonce, system[:500]
+    text = received(request)
+    nonce = re.search(r'<data-([0-9a-f]+) kind="tool-results"', text)
+    assert nonce, text[:500]
     key = re.escape(nonce.group(1))
     fence = re.compile(rf'<data-{key} kind="tool-results"[^>\n]*>\n(.*?)\n</data-{key}>', re.S)
-    bodies = fence.findall(system)
-    outside = fence.sub("", system) + "\n".join(
-        str(m.get("content")) for m in request["messages"][1:]
-    )
-    return bodies, outside, nonce.group(1)
+    return fence.findall(text), fence.sub("", text), nonce.group(1)
 
 
 def test_the_follow_up_sees_the_eta_only_inside_the_data_fence(
@@ -111,7 +113,9 @@ def test_the_follow_up_sees_the_eta_only_inside_the_data_fence(
     assert ETA not in outside
     # The replayed turn is there, as conversation, and the question comes last
     assert [m["role"] for m in request["messages"]] == ["system", "user", "assistant", "user"]
-    assert request["messages"][-1]["content"] == "What was the ETA you found?"
+    assert request["messages"][-1]["content"].endswith("\n\nWhat was the ETA you found?")
+    # ... and the ETA rides in that last user message, not in the system text
+    assert ETA not in request["messages"][0]["content"]
 
 
 ADVERSARIAL = {
@@ -149,14 +153,14 @@ def test_adversarial_tool_output_never_leaves_the_fence(
     assert marker not in first_answer
     bodies, outside, nonce = split_by_fence(request)
     assert nonce == NONCE
-    system = request["messages"][0]["content"]
+    everything = received(request)
     # One fence, closed once: nothing inside could close it early or open another (the
     # other marker of each kind is in the sentence that tells the model what fences are)
     assert len(bodies) == 1
     policy = prompt_module.DATA_POLICY.format(nonce=NONCE)
-    assert system.count(policy) == 1
-    assert system.replace(policy, "").count(f"</data-{NONCE}>") == 1
-    assert system.replace(policy, "").count(f"<data-{NONCE} ") == 1
+    assert everything.count(policy) == 1
+    assert everything.replace(policy, "").count(f"</data-{NONCE}>") == 1
+    assert everything.replace(policy, "").count(f"<data-{NONCE} ") == 1
     assert NONCE not in bodies[0]
     # What the tool said is inside, and nothing of it outside
     assert marker in bodies[0]

@@ -372,11 +372,17 @@ def test_the_agent_figure_counts_only_real_fences_of_the_next_prompt() -> None:
         instructions="be brief",
         summary=None,
         digests=[ToolDigest(seq=2, tools=["t"], text="x" * 120)],
-        replayed=[Message(seq=1, role="user", content=forged, created_at="t")],
+        replayed=[
+            Message(seq=1, role="user", content=forged, created_at="t"),
+            Message(seq=2, role="assistant", content="ok", created_at="t"),
+        ],
         user_input="and?",
     )
     assert fenced_digest_chars(prompt) == 120
-    assert prompt_chars(prompt) == len(prompt.system) + len(forged) + len("and?")
+    # The digest travels with its turn: in the message after its answer, before the input.
+    current = prompt.messages[-1].content
+    assert current.endswith("\n\nand?") and "x" * 120 in current
+    assert prompt_chars(prompt) == len(prompt.system) + len(forged) + len("ok") + len(current)
 
 
 def test_the_summary_cost_figure_puts_the_summary_next_to_the_turn_with_its_share() -> None:

@@ -331,3 +331,45 @@ def test_the_cycle_check_finds_the_old_circle() -> None:
     }
 
     assert find_cycle(graph) == ["factory", "filters", "factory"]
+
+
+# -- prompt caching (v3) ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model_id", "caches"),
+    [
+        ("anthropic.claude-3-5-haiku-20241022-v1:0", True),
+        ("us.anthropic.claude-sonnet-4-20250514-v1:0", True),
+        ("global.anthropic.claude-haiku-4-5-20251001-v1:0", True),
+        ("amazon.nova-lite-v1:0", True),
+        ("anthropic.claude-3-haiku-20240307-v1:0", False),
+        ("meta.llama3-1-70b-instruct-v1:0", False),
+    ],
+)
+def test_a_bedrock_connection_caches_the_documented_models_unless_told(
+    model_id: str, caches: bool
+) -> None:
+    listed = parse_connections({"b": {"type": "bedrock", "models": ["*"]}}).get("b")
+    on = parse_connections({"b": {"type": "bedrock", "models": ["*"], "promptCaching": True}})
+    off = parse_connections({"b": {"type": "bedrock", "models": ["*"], "promptCaching": False}})
+
+    assert listed is not None and listed.caches_prompts(model_id) is caches
+    assert on.get("b").caches_prompts(model_id) is True  # type: ignore[union-attr]
+    assert off.get("b").caches_prompts(model_id) is False  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "connection",
+    [
+        {"type": "openai", "baseUrl": "http://10.0.3.7:11434/v1", "models": ["*"]},
+        {"type": "embedded"},
+    ],
+)
+def test_prompt_caching_is_a_bedrock_setting_only(connection: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError, match="promptCaching applies to bedrock"):
+        parse_connections({"c": {**connection, "promptCaching": True}})
+    # An OpenAI-compatible provider caches a repeated prefix on its own: never marked.
+    if connection["type"] == "openai":
+        built = parse_connections({"c": connection}).get("c")
+        assert built is not None and built.caches_prompts("llama3.1") is False

@@ -96,6 +96,45 @@ def test_a_tool_calling_model_stays_one_and_its_steps_are_measured() -> None:
     assert metrics.counts["ModelInputTokens"] == 40
 
 
+class CachingModel(ToolModel):
+    def step(self, prompt: Prompt, rounds: Any, tools: Any, **kwargs: Any) -> ModelStep:
+        return ModelStep("done", usage=TokenUsage(2000, 5, 1800, 150))
+
+
+def test_cache_reads_and_writes_are_metrics_and_add_up_on_the_turns_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    metrics = FakeMetrics()
+    model = metered(CachingModel(), metrics, "bedrock")
+    assert isinstance(model, MeteredToolModel)
+    stream = io.StringIO()
+    monkeypatch.setattr(observability.logger.registered_handler, "stream", stream)
+
+    def turn() -> dict[str, Any]:
+        model.step(PROMPT, (), (), timeout=5)  # an agent turn: two model calls
+        model.step(PROMPT, (), (), timeout=5)
+        return {"sessionId": "ses_1", "recorded": True}
+
+    observability.counted_turn(metrics, "messages", turn)
+    model.step(PROMPT, (), (), timeout=5)  # a call outside any turn (a summary job)
+
+    assert ("ModelCachedInputTokens", 1800, {"connection": "bedrock"}) in metrics.events
+    assert ("ModelCacheWriteInputTokens", 150, {"connection": "bedrock"}) in metrics.events
+    assert metrics.counts["ModelInputTokens"] == 3 * 2000
+    [line] = [json.loads(text) for text in stream.getvalue().splitlines()]
+    assert line["cachedTokens"] == 3600 and "inTokens" not in line
+
+
+def test_a_provider_that_reports_no_cache_adds_no_cache_metric() -> None:
+    metrics = FakeMetrics()
+
+    MeteredModel(Model(), metrics, "ollama", clock=Ticking()).complete(PROMPT)
+
+    assert metrics.counts["ModelInputTokens"] == 12
+    assert "ModelCachedInputTokens" not in metrics.counts
+    assert "ModelCacheWriteInputTokens" not in metrics.counts
+
+
 class RecordingSqs:
     def __init__(self) -> None:
         self.sent: list[dict[str, Any]] = []

@@ -245,7 +245,9 @@ def test_given_no_recall_when_building_then_the_prompt_is_byte_identical_to_befo
     for recall in (None, ""):
         assert prompt_with(recall, Summary(text="SUMMARY-TEXT", through_seq=2)) == without
     bare = prompt_with(None)
-    assert bare.system == "INSTRUCTIONS-TEXT" and "<data-" not in bare.system
+    # In a session the data policy is always stated (a stable prefix: issue 21), no data.
+    assert bare.system == "INSTRUCTIONS-TEXT\n\n" + DATA_POLICY.format(nonce=NONCE)
+    assert 'kind="' not in bare.system  # no fenced block
     assert bare.messages[-1] == ChatMessage("user", "now")
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from convo_memory.domain.models import Message, ReplayPolicy
 from convo_memory.domain.replay_window import ReplayWindow, select_replay_window
@@ -204,3 +206,94 @@ def test_given_a_running_total_exactly_at_the_budget_when_walking_then_the_messa
 
     assert [m.seq for m in window.messages] == [2, 3]
     assert window.replayed_chars == 10
+
+
+# -- replay.alignment (v3, "Prompts a provider can cache") -------------------------------
+
+
+def aligned_window(history: Sequence[Message], policy: ReplayPolicy) -> list[Message]:
+    """The contract's aligned start, read literally: the first message at or after the
+    rule's oldest whose ``seq - 1`` is a multiple of K, unless that leaves fewer than
+    ``minMessages`` (then the rule's start)."""
+    rule = contract_window(history, policy.max_messages, policy.max_chars, policy.min_messages)
+    for start, message in enumerate(rule):
+        if (message.seq - 1) % policy.alignment == 0:
+            if len(rule) - start >= policy.min_messages:
+                return rule[start:]
+            break
+    return rule
+
+
+@PROPERTY_SETTINGS
+@given(
+    texts=contents,
+    policy=policies(),
+    alignment=st.integers(min_value=1, max_value=50),
+    first_seq=st.integers(min_value=1, max_value=120),
+)
+def test_given_an_alignment_when_selecting_then_the_start_moves_in_steps_within_the_rule(
+    texts: list[str], policy: ReplayPolicy, alignment: int, first_seq: int
+) -> None:
+    policy = policy.model_copy(update={"alignment": alignment})
+    history = history_of(texts, first_seq)
+    total = first_seq - 1 + len(history)
+
+    window = select_replay_window(history, policy, total)
+
+    expected = aligned_window(history, policy)
+    assert list(window.messages) == expected
+    rule = contract_window(history, policy.max_messages, policy.max_chars, policy.min_messages)
+    # A suffix of the rule's window: never above the ceiling, never above the budget
+    # unless the rule's floor already was.
+    assert list(window.messages) == rule[len(rule) - len(window.messages) :]
+    assert len(window.messages) >= min(policy.min_messages, len(rule))
+    assert window.omitted_messages == total - len(window.messages)
+    assert window.replayed_chars == sum(len(m.content) for m in window.messages)
+    if window.messages and window.messages[0] is not rule[0]:
+        assert (window.messages[0].seq - 1) % alignment == 0
+
+
+@PROPERTY_SETTINGS
+@given(texts=contents, policy=policies())
+def test_given_alignment_one_when_selecting_then_the_window_is_the_rule_exactly(
+    texts: list[str], policy: ReplayPolicy
+) -> None:
+    history = history_of(texts)
+
+    window = select_replay_window(history, policy.model_copy(update={"alignment": 1}))
+
+    assert list(window.messages) == contract_window(
+        history, policy.max_messages, policy.max_chars, policy.min_messages
+    )
+
+
+def test_given_a_steady_conversation_when_aligned_by_ten_then_the_window_grows_between_steps():
+    policy = ReplayPolicy(max_messages=10, alignment=10)
+    sizes = []
+    for history_length in range(10, 32, 2):
+        window = select_replay_window(history_of(["m"] * history_length), policy)
+        sizes.append((window.omitted_messages, len(window.messages)))
+
+    assert sizes == [
+        (0, 10), (10, 2), (10, 4), (10, 6), (10, 8), (10, 10),
+        (20, 2), (20, 4), (20, 6), (20, 8), (20, 10),
+    ]  # fmt: skip
+
+
+def test_given_a_floor_above_the_step_when_aligned_then_the_rule_start_is_kept():
+    policy = ReplayPolicy(max_messages=10, min_messages=4, alignment=10)
+
+    at_12 = select_replay_window(history_of(["m"] * 12), policy)
+    at_14 = select_replay_window(history_of(["m"] * 14), policy)
+
+    # Two messages past the step would be below the floor: the rule's window (3..12).
+    assert [m.seq for m in at_12.messages] == list(range(3, 13))
+    assert [m.seq for m in at_14.messages] == [11, 12, 13, 14]
+
+
+def test_given_an_alignment_outside_one_to_fifty_then_the_policy_is_refused():
+    for alignment in (0, 51):
+        with pytest.raises(ValidationError):
+            ReplayPolicy.model_validate({"alignment": alignment})
+    assert ReplayPolicy.model_validate({"alignment": 50}).alignment == 50
+    assert ReplayPolicy().alignment == 1

@@ -5,6 +5,7 @@ backwards), the time bound, which sessions it skips, and that it never enqueues.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -585,3 +586,66 @@ def test_each_fold_reports_how_far_the_summary_lags_what_turns_leave_out(world: 
 
     lags = [v for name, v, _ in world.app.metrics.events if name == "SummaryLagMessages"]
     assert lags == [4, 0]
+
+
+# -- replay.alignment: the summary shown changes only when the window's start moves ------
+
+
+def test_summary_for_window_shows_the_oldest_version_that_covers_the_window() -> None:
+    from convo_memory.domain.summary_plan import summary_for_window
+
+    current, earlier = Summary(text="c", through_seq=20), Summary(text="e", through_seq=10)
+    none_yet = Summary(text="", through_seq=0)
+
+    assert summary_for_window(current, earlier, 10, alignment=10) == earlier
+    assert summary_for_window(current, earlier, 20, alignment=10) == current
+    # The summarizer lags: the newest version, even though it leaves a gap.
+    assert summary_for_window(current, earlier, 30, alignment=10) == current
+    # Nothing omitted yet, and before this fold there was no summary: none is shown.
+    assert summary_for_window(current, none_yet, 0, alignment=10) is None
+    # Alignment 1, or no earlier version kept: the stored summary, as before.
+    assert summary_for_window(current, earlier, 10, alignment=1) == current
+    assert summary_for_window(current, None, 10, alignment=10) == current
+    assert summary_for_window(None, None, 10, alignment=10) is None
+
+
+@pytest.mark.parametrize("alignment", [10, 4, 1])
+def test_with_an_aligned_window_folds_end_on_steps_and_the_shown_summary_moves_with_the_start(
+    alignment: int,
+) -> None:
+    summarizer = FakeSummarizer()
+    app = fake_app(
+        provider=FakeProvider(lambda p: p.user_input.replace("question", "answer")),
+        summarizer=summarizer,
+    )
+    app.capability(CAP, replay={"maxMessages": 10, "alignment": alignment})
+    sid = app.session(CAP)
+    seen: list[tuple[str, int]] = []
+
+    for i in range(1, 31):
+        prediction = app.container.turns.predict(WS, CAP, f"question {i}", sid)
+        assert prediction.context is not None
+        omitted = prediction.context.omitted_messages
+        system = app.provider.last_prompt.system
+        through = re.findall(r'through-seq="(\d+)"', system)
+        assert (int(through[0]) if through else 0) >= omitted  # no gap
+        seen.append((system, omitted))
+        # The job the trigger asks for (a no-op when no fold is due) runs before the next
+        # turn, as at a human pace.
+        app.container.summaries.fold(WS, sid)
+
+    changed = [i for i in range(1, 30) if seen[i][0] != seen[i - 1][0]]
+    moved = [i for i in range(1, 30) if seen[i][1] != seen[i - 1][1]]
+    assert changed
+    stored = app.db.summaries[sid]
+    if alignment > 1:
+        assert set(changed) <= set(moved)
+        # Every fold ended on a step, and the version it replaced was kept.
+        assert stored.through_seq % alignment == 0
+        earlier = app.db.earlier_summaries[sid]
+        assert earlier.through_seq % alignment == 0 and earlier.through_seq < stored.through_seq
+    else:
+        assert sid not in app.db.earlier_summaries  # nothing more is stored than before
+    # GET context shows the summary the next turn will see.
+    view = app.container.sessions.context(WS, sid)
+    assert view.summary is not None and view.summary.through_seq >= view.omitted_messages

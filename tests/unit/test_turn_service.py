@@ -90,11 +90,17 @@ def chat(h: FakeApp, session_id: str) -> list[ChatMessage]:
     return [ChatMessage(m.role, m.content) for m in h.db.messages_of(session_id)]
 
 
+def prompt_text(prompt: Prompt) -> str:
+    """Everything the model reads: the system text, then every message."""
+    return "\n\n".join([prompt.system, *(m.content for m in prompt.messages)])
+
+
 def fenced(prompt: Prompt, kind: str) -> list[str]:
-    """Bodies of the prompt's real data fences of one kind."""
+    """Bodies of the prompt's real data fences of one kind (a digest travels in the
+    message after its answer)."""
     nonce = re.escape(prompt.fence_nonce)
     pattern = re.compile(rf'<data-{nonce} kind="{kind}"[^>\n]*>\n(.*?)\n</data-{nonce}>', re.DOTALL)
-    return pattern.findall(prompt.system)
+    return pattern.findall(prompt_text(prompt))
 
 
 def set_activity_mark(h: FakeApp, session_id: str, seconds_before_now: float) -> str:
@@ -828,7 +834,7 @@ def test_given_a_withheld_agent_answer_when_recorded_then_no_digest_is_stored():
     h.provider.text, h.provider.tool_calls = "fine", ()
     h.container.turns.predict(WS, "cap-agent", "and when does it arrive?", sid)
     assert fenced(h.provider.last_prompt, "tool-results") == []
-    assert LOOKUP.output not in h.provider.last_prompt.system
+    assert LOOKUP.output not in prompt_text(h.provider.last_prompt)
 
 
 def test_given_the_digest_write_fails_when_recording_then_the_turn_is_still_recorded():
@@ -856,8 +862,17 @@ def test_given_a_digest_when_the_next_turn_replays_its_answer_then_the_digest_is
 
     prompt = h.provider.last_prompt
     assert fenced(prompt, "tool-results") == [build_tool_digest([LOOKUP], 2_000)]
-    assert 'seq="2"' in prompt.system
-    assert all(LOOKUP.output not in m.content for m in prompt.messages)
+    # v3: the digest travels with its turn (at the head of the message after its answer),
+    # so the system text does not change when a tool turn lands.
+    assert LOOKUP.output not in prompt.system
+    assert 'seq="2"' in prompt.messages[-1].content
+    assert prompt.messages[-1].content.endswith("\n\nand when does it arrive?")
+    nonce = re.escape(prompt.fence_nonce)
+    outside = [
+        re.sub(rf"<data-{nonce} .*?</data-{nonce}>", "", m.content, flags=re.S)
+        for m in prompt.messages
+    ]
+    assert all(LOOKUP.output not in content for content in outside)
 
 
 def test_given_a_digest_past_its_retention_when_the_next_turn_runs_then_it_is_not_replayed():
@@ -874,7 +889,7 @@ def test_given_a_digest_past_its_retention_when_the_next_turn_runs_then_it_is_no
     assert ChatMessage("assistant", "Your order ships Tuesday") in prompt.messages
     assert 2 in h.db.digests_of(sid)
     assert fenced(prompt, "tool-results") == []
-    assert LOOKUP.output not in prompt.system
+    assert LOOKUP.output not in prompt_text(prompt)
 
 
 def test_given_a_digest_whose_answer_left_the_window_when_the_next_turn_runs_then_not_replayed():

@@ -199,6 +199,17 @@ def record_correlation_id(record: Any) -> str | None:
     return str(value) if value else None
 
 
+_turn_tokens = threading.local()
+
+
+def note_cached_tokens(cached_tokens: int) -> None:
+    """Add the prompt tokens a model call read from the provider's prompt cache to the
+    turn this thread is serving, for its log line; outside a turn, nothing."""
+    tally: list[int] | None = getattr(_turn_tokens, "tally", None)
+    if tally is not None:
+        tally[0] += cached_tokens
+
+
 def turn_outcome(result: Mapping[str, Any]) -> str:
     """How a served turn ended, for the ``Turns`` metric."""
     if result.get("withheld"):
@@ -212,7 +223,10 @@ def counted_turn(
     metrics: MetricsPort, door: str, compute: Callable[[], dict[str, Any]]
 ) -> dict[str, Any]:
     """``compute`` (one turn through ``door``), counted in the ``Turns`` metric by door
-    and outcome (how it ended, an error's contract code, or ``internal``)."""
+    and outcome (how it ended, an error's contract code, or ``internal``). When the
+    provider read part of the prompt from its cache, the line says how many tokens
+    (``cachedTokens``; the prompt's are in the ``ModelInputTokens`` metric)."""
+    _turn_tokens.tally = [0]
     try:
         result = compute()
     except Exception as exc:
@@ -220,6 +234,8 @@ def counted_turn(
         metrics.count("Turns", 1, door=door, outcome=outcome)
         _turn_line("turn failed", door=door, outcome=outcome)
         raise
+    finally:
+        tally, _turn_tokens.tally = _turn_tokens.tally, None
     outcome = turn_outcome(result)
     metrics.count("Turns", 1, door=door, outcome=outcome)
     # One line per turn: with the correlation id, it ties the turn to its SQS jobs.
@@ -229,6 +245,7 @@ def counted_turn(
         outcome=outcome,
         sessionId=result.get("sessionId"),
         runId=result.get("runId"),
+        cachedTokens=tally[0] or None,
     )
     return result
 

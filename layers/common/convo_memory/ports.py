@@ -40,10 +40,14 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class TokenUsage:
-    """Tokens a model call consumed, when the provider reports them."""
+    """Tokens a model call consumed, when the provider reports them. ``input_tokens``
+    counts the whole prompt; ``cached_input_tokens`` the part of it the provider read
+    from its prompt cache, ``cache_write_input_tokens`` the part it wrote there."""
 
     input_tokens: int
     output_tokens: int
+    cached_input_tokens: int = 0
+    cache_write_input_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -341,6 +345,11 @@ class SessionStore(Protocol):
         app's key opened it); how many were deleted."""
         ...
 
+    def keep_fence_nonce(self, session_id: str, nonce: str) -> str | None:
+        """Store ``nonce`` as the session's fence nonce unless it has one; the nonce the
+        session keeps, or None when the session is not active."""
+        ...
+
 
 class RecallStore(Protocol):
     """What a new session's recall reads: the end user's earlier sessions."""
@@ -401,8 +410,16 @@ class TurnStore(Protocol):
 
 class SummaryStore(Protocol):
     def get_summary(self, session_id: str) -> Summary | None: ...
-    def advance_summary(self, session_id: str, previous_through: int, summary: Summary) -> bool:
-        """Compare-and-set on ``throughSeq``: False when another run moved it first."""
+    def advance_summary(
+        self,
+        session_id: str,
+        previous_through: int,
+        summary: Summary,
+        earlier: Summary | None = None,
+    ) -> bool:
+        """Compare-and-set on ``throughSeq``: False when another run moved it first.
+        ``earlier`` (the version being replaced; throughSeq 0 for none) is kept beside
+        the new one, for a window that moves in steps; None keeps no earlier version."""
         ...
 
 

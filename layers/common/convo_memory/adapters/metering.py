@@ -1,7 +1,10 @@
 """Model calls, measured: a provider wrapped so that every call emits its latency and,
 when the provider reports them, its tokens (metrics ``ModelLatency``, ``ModelCalls``,
-``ModelErrors``, ``ModelInputTokens``, ``ModelOutputTokens``, split by connection). The
-services see the same ports and know nothing of it."""
+``ModelErrors``, ``ModelInputTokens``, ``ModelOutputTokens``, ``ModelCachedInputTokens``
+(read from the provider's prompt cache) and ``ModelCacheWriteInputTokens``, split by
+connection). Cached tokens also go to the turn's log line
+(``observability.note_cached_tokens``).
+The services see the same ports and know nothing of it."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 
 from convo_memory.domain.prompt import Prompt
+from convo_memory.observability import note_cached_tokens
 from convo_memory.ports import (
     Completion,
     MetricsPort,
@@ -48,6 +52,16 @@ class MeteredModel:
         if usage is not None:
             self._metrics.count("ModelInputTokens", usage.input_tokens, **dimensions)
             self._metrics.count("ModelOutputTokens", usage.output_tokens, **dimensions)
+            # Only what a cache did: a provider without one adds nothing to the record.
+            if usage.cached_input_tokens:
+                self._metrics.count(
+                    "ModelCachedInputTokens", usage.cached_input_tokens, **dimensions
+                )
+            if usage.cache_write_input_tokens:
+                self._metrics.count(
+                    "ModelCacheWriteInputTokens", usage.cache_write_input_tokens, **dimensions
+                )
+            note_cached_tokens(usage.cached_input_tokens)
 
     def complete(self, prompt: Prompt) -> Completion:
         began = self._clock()

@@ -29,6 +29,21 @@ _PARAMETER_NAME = re.compile(r"^/[\w.\-/]{1,1010}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 # The function's own AWS credentials live in AWS_* variables: never a provider key.
 _FORBIDDEN_ENV_PREFIX = "AWS_"
+# Bedrock models whose Converse requests take cache points (Bedrock's prompt caching
+# user guide), as model-id globs; a cross-Region inference profile's prefix ("us.",
+# "eu.", "apac.", "global.") is ignored. A connection's ``promptCaching`` overrides it.
+PROMPT_CACHING_MODELS = (
+    "anthropic.claude-3-7-sonnet-*",
+    "anthropic.claude-3-5-haiku-*",
+    "anthropic.claude-sonnet-4*",
+    "anthropic.claude-opus-4*",
+    "anthropic.claude-haiku-4*",
+    "amazon.nova-micro-*",
+    "amazon.nova-lite-*",
+    "amazon.nova-pro-*",
+    "amazon.nova-premier-*",
+)
+_INFERENCE_PROFILE_PREFIX = re.compile(r"^(?:us|us-gov|eu|apac|jp|au|ca|global)\.")
 
 
 class _Strict(BaseModel):
@@ -91,7 +106,9 @@ def check_base_url(url: str) -> str:
 class Connection(_Strict):
     """One operator-declared connection. ``models`` are fnmatch-style globs of the model
     ids a capability may name; ``timeoutSeconds`` is capped by the deployment;
-    ``maxTokens`` and ``temperature`` apply to every call through the connection."""
+    ``maxTokens`` and ``temperature`` apply to every call through the connection.
+    ``promptCaching`` (bedrock only) says whether requests carry cache points; unset,
+    the models in ``PROMPT_CACHING_MODELS`` get them."""
 
     type: ConnectionType
     models: tuple[str, ...] = ()
@@ -101,6 +118,7 @@ class Connection(_Strict):
     timeout_seconds: float | None = Field(default=None, gt=0, le=900)
     max_tokens: int | None = Field(default=None, ge=1, le=200_000)
     temperature: float | None = Field(default=None, ge=0, le=2)
+    prompt_caching: bool | None = None
 
     @field_validator("models")
     @classmethod
@@ -135,6 +153,11 @@ class Connection(_Strict):
                 raise ValueError("an openai connection needs a baseUrl")
             if self.region is not None:
                 raise ValueError("an openai connection takes no region")
+        if self.prompt_caching is not None and self.type != "bedrock":
+            raise ValueError(
+                "promptCaching applies to bedrock connections (OpenAI-compatible providers "
+                "cache a repeated prompt prefix on their own)"
+            )
         if self.type != EMBEDDED and not self.models:
             raise ValueError("models must list at least one glob of allowed model ids")
         return self
@@ -147,6 +170,16 @@ class Connection(_Strict):
     def allows(self, model_id: str) -> bool:
         """Whether one of the connection's globs matches ``model_id`` (case-sensitive)."""
         return any(fnmatch.fnmatchcase(model_id, glob) for glob in self.models)
+
+    def caches_prompts(self, model_id: str) -> bool:
+        """Whether requests for ``model_id`` carry Bedrock cache points: the connection's
+        ``promptCaching`` when set, else whether the model is a documented one."""
+        if self.type != "bedrock":
+            return False
+        if self.prompt_caching is not None:
+            return self.prompt_caching
+        base = _INFERENCE_PROFILE_PREFIX.sub("", model_id)
+        return any(fnmatch.fnmatchcase(base, glob) for glob in PROMPT_CACHING_MODELS)
 
     def timeout_within(self, cap_seconds: float) -> float:
         """The connection's timeout, never above the deployment's cap (the cap when unset)."""

@@ -49,6 +49,16 @@ class ReplayPolicy(ApiModel):
     max_messages: int = Field(default=20, ge=1, le=200)
     max_chars: int = Field(default=12_000, ge=1, le=1_000_000)
     min_messages: int = Field(default=2, ge=1)
+    # The window's start moves in steps of this many messages, so that between steps
+    # each prompt extends the previous one (a provider's prompt cache can reuse it).
+    alignment: int = Field(
+        default=1,
+        ge=1,
+        le=50,
+        description="The oldest replayed message is the first one at or after the rule's "
+        "oldest whose seq - 1 is a multiple of alignment (never fewer than minMessages): "
+        "between steps each prompt extends the previous one, so a provider can cache it.",
+    )
 
     @model_validator(mode="after")
     def _floor_within_ceiling(self) -> ReplayPolicy:
@@ -293,6 +303,9 @@ class Session(ApiModel):
     recall: Recall | None = Field(default=None, exclude=True)
     # The app's own key when the session was opened through the OpenAI-compatible door.
     session_key: str | None = None
+    # The fence nonce of this session's prompts (issue 21): generated once, never shown.
+    # None for a session created before it existed (one is stored on its next turn).
+    fence_nonce: str | None = Field(default=None, exclude=True, repr=False)
 
 
 Role = Literal["user", "assistant"]

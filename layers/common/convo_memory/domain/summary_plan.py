@@ -14,6 +14,14 @@ turns and never shows a gap:
 - *target*: a fold runs through the newest omitted message plus ``batch_turns`` turns'
   worth of messages (the messages about to leave the window), capped by the messages
   that exist, and at least through the projection.
+
+With ``replay.alignment = K > 1`` the window's start moves in steps, and the summary a
+prompt shows must change only when the start moves (v3, "Prompts a provider can
+cache"). Folds then end on a step (the target is rounded down to a multiple of K, never
+below the projection), and the summary item keeps the version a fold replaced: a turn
+shows the oldest kept version that covers everything its window omits
+(``summary_for_window``). So the fold that runs one turn before a step is not shown
+until the step, and the prompts between steps keep one summary text.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from convo_memory.domain.models import Message, ReplayPolicy
+from convo_memory.domain.models import Message, ReplayPolicy, Summary
 from convo_memory.domain.replay_window import select_replay_window
 
 DEFAULT_BATCH_TURNS = 5
@@ -36,6 +44,7 @@ class FoldPlan:
     newest_omitted: int  # what the next turn's window leaves out
     projected_omitted: int  # ... and the one after it, if it looks like the newest turn
     message_count: int
+    alignment: int = 1
 
     @property
     def due(self) -> bool:
@@ -51,7 +60,11 @@ class FoldPlan:
         """The seq a fold should reach: a batch past the newest omitted message, within
         the messages that exist, and never short of the projection."""
         ahead = self.newest_omitted + MESSAGES_PER_TURN * max(1, batch_turns)
-        return min(self.message_count, max(self.projected_omitted, ahead))
+        reach = min(self.message_count, max(self.projected_omitted, ahead))
+        if self.alignment > 1:
+            # End on a step: the version a later window start will show unchanged.
+            reach = max(self.projected_omitted, reach - reach % self.alignment)
+        return reach
 
 
 def plan_fold(
@@ -72,6 +85,7 @@ def plan_fold(
         newest_omitted=window.newest_omitted_seq,
         projected_omitted=max(window.newest_omitted_seq, after.newest_omitted_seq),
         message_count=message_count,
+        alignment=policy.alignment,
     )
 
 
@@ -90,3 +104,21 @@ def plan_after_turn(
         Message(seq=message_count + 2, role="assistant", content=answer, created_at=""),
     ]
     return plan_fold([*recent, *landed], policy, message_count + len(landed), covered)
+
+
+def summary_for_window(
+    current: Summary | None, earlier: Summary | None, omitted: int, alignment: int
+) -> Summary | None:
+    """The summary a turn shows, given the stored one (``current``), the version it
+    replaced (``earlier``, kept only with alignment; ``throughSeq`` 0 stands for "no
+    summary yet") and how many messages the turn's window omits.
+
+    With alignment 1, the stored summary. Otherwise the oldest version that covers every
+    omitted message, so that a fold made ahead of a step is shown from the step on; when
+    none covers them (the summarizer lags), the newest one.
+    """
+    if alignment <= 1 or current is None or earlier is None:
+        return current
+    if omitted <= earlier.through_seq < current.through_seq:
+        return earlier if earlier.through_seq > 0 else None
+    return current

@@ -37,6 +37,9 @@ class TurnState:
     # The head's coarse activity mark (lastActiveAt as last written to the head): it
     # moves at most once per ACTIVITY_GRANULARITY_SECONDS, not on every turn.
     activity_mark: str = ""
+    # The summary version the stored one replaced (kept only with replay.alignment > 1;
+    # throughSeq 0: there was none), shown until the window's start reaches a step.
+    earlier_summary: Summary | None = None
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,9 @@ from convo_memory.domain.errors import (
 )
 from convo_memory.domain.ids import new_id
 from convo_memory.domain.models import Capability, Message, Session, iso_at
+from convo_memory.domain.prompt import new_fence_nonce
 from convo_memory.domain.replay_window import select_replay_window
+from convo_memory.domain.summary_plan import summary_for_window
 from convo_memory.domain.turn_records import live_digests
 from convo_memory.ports import SessionStore, TurnStore
 from convo_memory.services.catalog import CapabilityCatalog
@@ -71,6 +73,7 @@ class SessionService:
             last_active_at=now,
             message_count=0,
             session_key=session_key,
+            fence_nonce=new_fence_nonce(),
         )
         return self._store_new(session, capability)
 
@@ -172,7 +175,9 @@ class SessionService:
             raise SessionNotFound(f"session {session_id!r} not found")
         window = select_replay_window(state.recent, policy, state.session.message_count)
         return ContextView(
-            summary=state.summary,
+            summary=summary_for_window(
+                state.summary, state.earlier_summary, window.omitted_messages, policy.alignment
+            ),
             messages=list(window.messages),
             tool_digests=live_digests(state, window.messages, self._clock()),
             omitted_messages=window.omitted_messages,

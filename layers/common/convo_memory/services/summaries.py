@@ -9,6 +9,10 @@ Watermark rules (the summary's ``throughSeq``):
   at most ``chunk_messages`` per summarizer call, where the target runs a batch of
   ``batch_turns`` turns past the newest omitted message (the contract lets the summary
   run ahead of the window; it must never fall behind it);
+- with ``replay.alignment > 1`` folds end on the window's steps and each stored step
+  keeps the version it replaced, which turns show until their window reaches the step
+  (``summary_plan.summary_for_window``): the summary a prompt shows changes only when
+  the window's start moves;
 - every step is stored with a compare-and-set on the previous ``throughSeq``; a lost
   race re-reads the stored summary and continues from its watermark, so no message is
   folded twice, none is skipped and the summary never moves backwards;
@@ -152,6 +156,7 @@ class SummaryService:
         target = plan.target(self._policy.batch_turns)
 
         max_chars = capability.summary_config.max_chars
+        aligned = capability.replay_policy.alignment > 1
         summarizer: Summarizer | None = None
         calls = lost = folded = 0
         while through < target:
@@ -171,8 +176,11 @@ class SummaryService:
                 logger.warning("a summary of %d chars was cut to %d", len(new_text), max_chars)
                 new_text = new_text[:max_chars]
             newest = messages[-1].seq
+            # With a window that moves in steps, the replaced version stays shown until
+            # the step (``summary_for_window``): keep it beside the new one.
+            earlier = Summary(text=text or "", through_seq=through) if aligned else None
             if self._summaries.advance_summary(
-                session_id, through, Summary(text=new_text, through_seq=newest)
+                session_id, through, Summary(text=new_text, through_seq=newest), earlier
             ):
                 folded += newest - through
                 through, text = newest, new_text

@@ -10,6 +10,7 @@ summary triggers carry no write at all (``SummaryTrigger``).
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 from collections.abc import Callable, Sequence
@@ -22,12 +23,15 @@ from convo_memory.domain.errors import (
     SessionArchived,
     SessionCapabilityMismatch,
     SessionNotFound,
+    StoreRejected,
+    StoreUnavailable,
     ValidationFailed,
 )
 from convo_memory.domain.generation import NO_OPTIONS, FinishReason, GenerationOptions
 from convo_memory.domain.models import Capability, Session, iso_at, parse_iso
-from convo_memory.domain.prompt import ChatMessage, Prompt, build_prompt
-from convo_memory.domain.replay_window import select_replay_window
+from convo_memory.domain.prompt import ChatMessage, Prompt, build_prompt, new_fence_nonce
+from convo_memory.domain.replay_window import keeps_start, select_replay_window
+from convo_memory.domain.summary_plan import summary_for_window
 from convo_memory.domain.tool_digest import build_tool_digest
 from convo_memory.domain.turn_records import (
     MAX_INPUT_BYTES,
@@ -43,6 +47,8 @@ from convo_memory.services.recording import TurnRecorder
 from convo_memory.services.session_keys import SessionOwner
 from convo_memory.services.summary_trigger import SummaryTrigger
 from convo_memory.time_budget import RECORDING_MARGIN_SECONDS
+
+logger = logging.getLogger(__name__)
 
 MAX_REMEMBERED_SESSIONS = 10_000
 
@@ -247,13 +253,20 @@ class TurnService:
         self._mark_active(state, now)
         policy = capability.replay_policy
         window = select_replay_window(state.recent, policy, session.message_count)
+        summary = summary_for_window(
+            state.summary, state.earlier_summary, window.omitted_messages, policy.alignment
+        )
         prompt = build_prompt(
             instructions=capability.instructions,
-            summary=state.summary,
+            summary=summary,
             digests=live_digests(state, window.messages, now),
             replayed=window.messages,
             user_input=user_input,
             recall=session.recall.text if session.recall else None,
+            nonce=self._fence_nonce(session),
+            replay_reused=keeps_start(
+                state.recent, policy, session.message_count, window, user_input
+            ),
         )
         prompt = replace(prompt, options=options)
         answer = self._answerer.answer(
@@ -277,10 +290,24 @@ class TurnService:
                 replayed_messages=len(window.messages),
                 replayed_chars=window.replayed_chars,
                 omitted_messages=window.omitted_messages,
-                summary_included=state.summary is not None,
+                summary_included=summary is not None,
             ),
         )
         return _outcome(prediction, answer)
+
+    def _fence_nonce(self, session: Session) -> str:
+        """The session's fence nonce. A session created before nonces were kept gets one
+        stored on its first turn (the winner of racing turns is kept); if the head
+        cannot take it (archived or deleted meanwhile, or the write failed), this turn
+        uses a fresh one: only the prompt's reuse by a cache is lost, never the fence."""
+        if session.fence_nonce:
+            return session.fence_nonce
+        try:
+            kept = self._sessions.keep_fence_nonce(session.id, new_fence_nonce())
+        except (StoreUnavailable, StoreRejected):
+            logger.warning("could not keep a fence nonce for session %s", session.id)
+            kept = None
+        return kept or new_fence_nonce()
 
     def _turn_record(self, user_input: str, answer: Answer, now: float) -> TurnRecord:
         stored, truncated = fit_answer(

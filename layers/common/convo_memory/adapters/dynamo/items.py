@@ -45,6 +45,10 @@ MSG_UPPER = "MSG#~"
 ACTIVITY_SHARDS = 16
 INDEX_PREFIX = {"active": "ACTIVE", "archived": "ARCHIVED", "deleting": "DELETING"}
 RECALL_ATTRIBUTE = "recall"
+# The head's fence nonce (never shown by the API) and the summary's earlier version.
+FENCE_NONCE = "fenceNonce"
+EARLIER_TEXT = "earlierText"
+EARLIER_THROUGH = "earlierThroughSeq"
 
 
 def session_pk(session_id: str) -> dict[str, str]:
@@ -112,7 +116,7 @@ def user_seq_of_item(item: Item) -> int:
 
 
 def head_item(session: Session) -> Item:
-    return {
+    item: Item = {
         **head_key(session.id),
         "workspaceId": s(session.workspace_id),
         "capabilityId": s(session.capability_id),
@@ -130,6 +134,9 @@ def head_item(session: Session) -> Item:
         # The app's own key (OpenAI-compatible door), when it opened the session.
         **({"sessionKey": s(session.session_key)} if session.session_key is not None else {}),
     }
+    if session.fence_nonce:
+        item[FENCE_NONCE] = s(session.fence_nonce)
+    return item
 
 
 def recall_attribute(recall: Recall | None) -> Item:
@@ -164,6 +171,7 @@ def session_from(head: Item, newest_turn: Item | None = None) -> Session:
         message_count=count,
         recall=recall_from(head),
         session_key=head["sessionKey"]["S"] if "sessionKey" in head else None,
+        fence_nonce=head[FENCE_NONCE]["S"] if FENCE_NONCE in head else None,
     )
 
 
@@ -248,12 +256,25 @@ def summary_from(item: Item) -> Summary:
     return Summary(text=item["text"]["S"], through_seq=int(item["throughSeq"]["N"]))
 
 
-def summary_item(session_id: str, summary: Summary) -> Item:
-    return {
+def earlier_summary_from(item: Item) -> Summary | None:
+    """The version the stored summary replaced, when it was kept (throughSeq 0: none)."""
+    if EARLIER_THROUGH not in item:
+        return None
+    text = item.get(EARLIER_TEXT, {}).get("S", "")
+    return Summary(text=text, through_seq=int(item[EARLIER_THROUGH]["N"]))
+
+
+def summary_item(session_id: str, summary: Summary, earlier: Summary | None = None) -> Item:
+    item: Item = {
         **summary_key(session_id),
         "text": s(summary.text),
         "throughSeq": n(summary.through_seq),
     }
+    if earlier is not None:
+        item[EARLIER_THROUGH] = n(earlier.through_seq)
+        if earlier.text:
+            item[EARLIER_TEXT] = s(earlier.text)
+    return item
 
 
 def compact(value: Any) -> str:

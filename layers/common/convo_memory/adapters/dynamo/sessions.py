@@ -191,6 +191,22 @@ class DynamoSessionStore:
             raise SessionArchived("the session is archived and accepts no new turns")
         raise SessionNotFound(f"session {session_id!r} not found")
 
+    def keep_fence_nonce(self, session_id: str, nonce: str) -> str | None:
+        """One conditional update on an active head: the nonce it already had, else
+        ``nonce``; None when the head is not active (never re-creates a deleted head)."""
+        kept, attributes = self._table.conditional(
+            "update_item",
+            Key=it.head_key(session_id),
+            UpdateExpression="SET #nonce = if_not_exists(#nonce, :nonce)",
+            ConditionExpression="#st = :active",
+            ExpressionAttributeNames={"#st": "status", "#nonce": it.FENCE_NONCE},
+            ExpressionAttributeValues={":nonce": s(nonce), ":active": s("active")},
+            ReturnValues="ALL_NEW",
+        )
+        if not kept or attributes is None:
+            return None
+        return str(attributes[it.FENCE_NONCE]["S"])
+
     def begin_deletion(self, session_id: str, workspace_id: str, deleted_at: str) -> bool:
         marked, _ = self._table.conditional(
             "update_item",

@@ -15,18 +15,25 @@ class DynamoSummaryStore:
         item = self._table.get(it.summary_key(session_id))
         return it.summary_from(item) if item else None
 
-    def advance_summary(self, session_id: str, previous_through: int, summary: Summary) -> bool:
+    def advance_summary(
+        self,
+        session_id: str,
+        previous_through: int,
+        summary: Summary,
+        earlier: Summary | None = None,
+    ) -> bool:
         """Store a newer summary only if the stored one is still at ``previous_through``
         and older than the new one, so the summary only moves forward and no message is
-        folded twice. One conditional put: a summary written for a session deleted
-        meanwhile is removed by the deletion's final sweep."""
+        folded twice. One conditional put, with the ``earlier`` version in the same item
+        when given: a summary written for a session deleted meanwhile is removed by the
+        deletion's final sweep."""
         if previous_through == 0:
             condition = "attribute_not_exists(sk) OR throughSeq = :prev"
         else:
             condition = "throughSeq = :prev"
         stored, _ = self._table.conditional(
             "put_item",
-            Item=it.summary_item(session_id, summary),
+            Item=it.summary_item(session_id, summary, earlier),
             ConditionExpression=(
                 f"({condition}) AND (attribute_not_exists(sk) OR throughSeq < :new)"
             ),

@@ -45,6 +45,7 @@ class DynamoTurnStore:
         turns_wanted = max(1, math.ceil(max_messages / 2))
         head: Item | None = None
         summary: Summary | None = None
+        earlier: Summary | None = None
         turns: list[Item] = []
         digest_items: list[Item] = []
         start: dict[str, Any] | None = None
@@ -69,6 +70,7 @@ class DynamoTurnStore:
                     head = item
                 elif sk == it.SUMMARY_SK:
                     summary = it.summary_from(item)
+                    earlier = it.earlier_summary_from(item)
                 elif it.is_digest(item):
                     if with_digests:
                         digest_items.append(item)
@@ -96,6 +98,7 @@ class DynamoTurnStore:
             digests=digests,
             digest_expiry=expiry,
             activity_mark=head["lastActiveAt"]["S"],
+            earlier_summary=earlier,
         )
 
     # -- the serving path's write ---------------------------------------------------

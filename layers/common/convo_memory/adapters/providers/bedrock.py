@@ -5,6 +5,15 @@ connection's timeout: see ``convo_memory.adapters.aws_clients``), so importing t
 module never imports boto3. botocore errors become ``ProviderError``
 chosen by error code, never by message text.
 
+Prompt caching: with ``prompt_caching`` (a connection whose model caches prompts, see
+``Connection.caches_prompts``), a ``cachePoint`` block follows the system text (every
+part of it is stable across a session's turns) and, when the next turn is expected to
+begin with them (``Prompt.replay_reused``: the window keeps its start), the replayed
+messages, so that the provider reads the previous turn's prefix from its cache. A write
+costs more than plain input (1.25 times on Claude), so messages the next turn will not
+replay (a window that moves every turn, the last turn before a step) are not marked. Usage's
+``cacheReadInputTokens`` and ``cacheWriteInputTokens`` are reported with the tokens.
+
 Tools (``step``): ``toolConfig`` offers each tool with its ``inputSchema``; a reply whose
 ``stopReason`` is ``tool_use`` carries ``toolUse`` blocks, answered in the next call by
 ``toolResult`` blocks. Bedrock requires ``toolConfig`` whenever the messages hold such
@@ -40,6 +49,8 @@ logger = logging.getLogger(__name__)
 LEADING_USER_PLACEHOLDER = "(continuing an earlier conversation)"
 # Bedrock rejects blank text blocks.
 EMPTY_CONTENT_PLACEHOLDER = "(empty message)"
+# Marks the end of a prefix the provider may cache (Converse's CachePointBlock).
+CACHE_POINT: dict[str, Any] = {"cachePoint": {"type": "default"}}
 # Said with the last tool results when the loop has no tool steps left.
 FINAL_ANSWER_REQUEST = (
     "You have used every tool call this turn allows. Answer the user now from the tool "
@@ -116,6 +127,23 @@ def normalize_messages(messages: Iterable[ChatMessage]) -> list[dict[str, Any]]:
     return [{"role": role, "content": [{"text": text}]} for role, text in merged]
 
 
+def cached_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
+    """``normalize_messages`` with a cache point after the last replayed message (every
+    message but the last, the current input). The input stays a block of its own after
+    the cache point when it shares that message's role."""
+    replayed, current = list(messages[:-1]), list(messages[-1:])
+    if not replayed:
+        return normalize_messages(messages)
+    converse = normalize_messages(replayed)
+    converse[-1]["content"].append(dict(CACHE_POINT))
+    for message in normalize_messages(current):
+        if message["role"] == converse[-1]["role"]:
+            converse[-1]["content"].extend(message["content"])
+        else:
+            converse.append(message)
+    return converse
+
+
 class BedrockConverseProvider:
     """A chat model on Amazon Bedrock (Converse and ConverseStream)."""
 
@@ -129,11 +157,13 @@ class BedrockConverseProvider:
         *,
         client_factory: Callable[[], Any] | None = None,
         timed_client_factory: Callable[[float], Any] | None = None,
+        prompt_caching: bool = False,
     ) -> None:
         """Give either a bedrock-runtime ``client`` or a ``client_factory`` that builds
         one on first use (cold starts then pay for boto3 only when Bedrock is called);
         ``timed_client_factory(seconds)`` gives a client whose read timeout is at most
-        that, for a tool loop's calls bounded by the turn's deadline."""
+        that, for a tool loop's calls bounded by the turn's deadline. With
+        ``prompt_caching`` (the model supports it) requests carry cache points."""
         if client is None and client_factory is None:
             raise ValueError("BedrockConverseProvider needs a client or a client_factory")
         if not model_id:
@@ -145,6 +175,7 @@ class BedrockConverseProvider:
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.guardrail = guardrail
+        self.prompt_caching = prompt_caching
 
     @property
     def client(self) -> Any:
@@ -155,12 +186,15 @@ class BedrockConverseProvider:
 
     def request(self, prompt: Prompt, *, streaming: bool = False) -> dict[str, Any]:
         """The keyword arguments of a converse / converse_stream call."""
+        caching = self.prompt_caching
         kwargs: dict[str, Any] = {
             "modelId": self.model_id,
-            "messages": normalize_messages(prompt.messages),
+            "messages": (
+                cached_messages if caching and prompt.replay_reused else normalize_messages
+            )(prompt.messages),
         }
         if prompt.system.strip():
-            kwargs["system"] = [{"text": prompt.system}]
+            kwargs["system"] = [{"text": prompt.system}, *([dict(CACHE_POINT)] if caching else [])]
         inference: dict[str, Any] = {}
         # The client's options (OpenAI-compatible door) within the connection's settings.
         options = prompt.options
@@ -309,11 +343,16 @@ def finish_of(stop_reason: Any) -> FinishReason:
 
 
 def usage_of(usage: Any) -> TokenUsage | None:
-    """Converse's ``usage`` (or a stream's ``metadata.usage``) as token counts."""
+    """Converse's ``usage`` (or a stream's ``metadata.usage``) as token counts. Bedrock's
+    ``inputTokens`` leaves out what was read from or written to the prompt cache: the
+    prompt's tokens are the three together."""
     if not isinstance(usage, Mapping):
         return None
     try:
-        return TokenUsage(int(usage["inputTokens"]), int(usage["outputTokens"]))
+        read = int(usage.get("cacheReadInputTokens") or 0)
+        written = int(usage.get("cacheWriteInputTokens") or 0)
+        prompt = int(usage["inputTokens"]) + read + written
+        return TokenUsage(prompt, int(usage["outputTokens"]), read, written)
     except (KeyError, TypeError, ValueError):
         return None
 

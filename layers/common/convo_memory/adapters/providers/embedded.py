@@ -54,17 +54,25 @@ def chunk_delay_from_env() -> float:
 
 
 def latest_input(prompt: Prompt) -> str:
-    """The current user input: the last message of the prompt."""
+    """The current user input (the last message may carry a replayed digest before it)."""
+    if prompt.user_input:
+        return prompt.user_input
     if prompt.messages:
         return prompt.messages[-1].content
-    return prompt.user_input
+    return ""
+
+
+def _prompt_text(prompt: Prompt) -> str:
+    """Everything the model reads: the system text and the messages (a replayed digest
+    travels in a message)."""
+    return "\n\n".join([prompt.system, *(m.content for m in prompt.messages)])
 
 
 def _fenced_kinds(prompt: Prompt) -> Counter[str]:
-    """Count the data blocks (recall, summary, tool-results) the system prompt carries. With a
+    """Count the data blocks (recall, summary, tool-results) the prompt carries. With a
     nonce only real fences count: the fence strips the nonce from the data it wraps."""
     kinds: Counter[str] = Counter()
-    for nonce, kind in _FENCE_OPEN.findall(prompt.system):
+    for nonce, kind in _FENCE_OPEN.findall(_prompt_text(prompt)):
         if not prompt.fence_nonce or nonce == prompt.fence_nonce:
             kinds[kind] += 1
     return kinds
@@ -203,7 +211,7 @@ def _replayed_tool_results(prompt: Prompt) -> list[str]:
         return []
     nonce = re.escape(prompt.fence_nonce)
     fence = re.compile(rf'<data-{nonce} kind="tool-results"[^>]*>\n(.*?)\n</data-{nonce}>', re.S)
-    return fence.findall(prompt.system)
+    return fence.findall(_prompt_text(prompt))
 
 
 class EmbeddedAgentProvider(_EmbeddedBase):

@@ -71,6 +71,7 @@ def build_provider(
             temperature=connection.temperature,
             client_factory=client_factory_for(bedrock_clients, region, timeout_seconds),
             timed_client_factory=timed_client,
+            prompt_caching=connection.caches_prompts(model_id),
         )
     if connection.type == "openai":
         from convo_memory.adapters.providers.openai_compat import OpenAICompatibleProvider

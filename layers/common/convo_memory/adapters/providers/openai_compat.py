@@ -313,10 +313,15 @@ def finish_of(choice: Any) -> FinishReason:
 
 
 def usage_of(usage: Any) -> TokenUsage | None:
-    """A chat completion's ``usage`` (prompt and completion tokens), when reported."""
+    """A chat completion's ``usage`` (prompt and completion tokens, and the prompt tokens
+    the provider read from its automatic prompt cache), when reported."""
     if not isinstance(usage, dict):
         return None
     try:
-        return TokenUsage(int(usage["prompt_tokens"]), int(usage["completion_tokens"]))
+        details = usage.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        return TokenUsage(
+            int(usage["prompt_tokens"]), int(usage["completion_tokens"]), int(cached or 0)
+        )
     except (KeyError, TypeError, ValueError):
         return None
