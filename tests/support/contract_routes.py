@@ -20,6 +20,8 @@ EXPECTED_ROUTES = {
     ("POST", "/v1/capabilities/{capabilityId}/predict"): "PredictFunction",
     ("POST", "/v1/capabilities/{capabilityId}/predict/stream"): "PredictFunction",
     ("POST", "/v1/sessions/{sessionId}/messages"): "PredictFunction",
+    ("POST", "/v1/erasures"): "ErasuresFunction",
+    ("GET", "/v1/erasures/{erasureId}"): "ErasuresFunction",
     # Unknown routes: the contract's not_found body (served without a token).
     ("ANY", "$default"): "CapabilitiesFunction",
     # The Studio Chat page (served without a token; its calls carry the operator's).

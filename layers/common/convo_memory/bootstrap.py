@@ -24,6 +24,7 @@ from convo_memory.services.agent_loop import AgentLoop
 from convo_memory.services.answering import Answerer
 from convo_memory.services.auth import TokenResolver
 from convo_memory.services.catalog import CapabilityCatalog, RunTraces
+from convo_memory.services.erasures import MAX_QUEUE_DELAY_SECONDS, ErasurePolicy, ErasureService
 from convo_memory.services.recording import TurnRecorder
 from convo_memory.services.retention import RetentionPolicy, RetentionService
 from convo_memory.services.sessions import SessionService
@@ -64,6 +65,8 @@ class Adapters:
     metrics: MetricsPort
     summary_queue: QueuePort | None
     repair_queue: QueuePort | None
+    # Erasure jobs and the delayed sweeps of deleted and erased sessions.
+    erasure_queue: QueuePort | None
     # The repair function, invoked asynchronously: a turn's path when the queue fails.
     repair_fallback: AsyncInvokePort | None
     turn_limiter: TurnLimiter
@@ -93,6 +96,7 @@ class Container:
     summaries: SummaryService
     retention: RetentionService
     tokens: TokenResolver
+    erasures: ErasureService
 
     # The adapters a door or a test reaches for itself.
     @property
@@ -173,10 +177,17 @@ def build_adapters(
     default_summary = settings.summary_default_provider
     limited = settings.workspace_turns_per_second > 0 and settings.turn_limits_table_name
     return Adapters(
-        stores=dynamo_stores(clients["dynamodb"], settings.table_name, settings.runs_table_name),
+        stores=dynamo_stores(
+            clients["dynamodb"],
+            settings.table_name,
+            settings.runs_table_name,
+            settings.idempotency_table_name,
+            settings.erasure_receipt_days,
+        ),
         metrics=metrics,
         summary_queue=_sqs_queue(settings.summary_queue_url, clients),
         repair_queue=_sqs_queue(settings.repair_queue_url, clients),
+        erasure_queue=_sqs_queue(settings.erasure_queue_url, clients),
         repair_fallback=_repair_fallback(settings, clients),
         turn_limiter=(
             _dynamo_turn_limiter(settings, clients["dynamodb"], metrics, clock)
@@ -232,12 +243,26 @@ def build_services(
         monotonic=monotonic,
         sleep=sleep,
     )
+    erasures = ErasureService(
+        stores.erasures,
+        adapters.erasure_queue,
+        metrics,
+        _erasure_policy(settings),
+        clock=clock,
+        sleep=sleep,
+    )
     return Container(
         settings=settings,
         adapters=adapters,
         catalog=catalog,
         runs=RunTraces(stores.runs),
-        sessions=SessionService(stores.sessions, stores.turns, catalog, clock),
+        sessions=SessionService(
+            stores.sessions,
+            stores.turns,
+            catalog,
+            clock,
+            after_delete=erasures.schedule_sweep if adapters.erasure_queue else None,
+        ),
         turns=_turn_service(adapters, settings, catalog, recorder, trigger, clock, monotonic),
         recorder=recorder,
         summaries=SummaryService(
@@ -252,6 +277,7 @@ def build_services(
         ),
         retention=RetentionService(stores.retention, _retention_policy(settings), metrics),
         tokens=TokenResolver(stores.tokens, settings.cache_ttl_seconds),
+        erasures=erasures,
     )
 
 
@@ -323,6 +349,13 @@ def _retention_policy(settings: Settings) -> RetentionPolicy:
         purge_after_days=settings.purge_after_days,
         deletion_grace_seconds=settings.deletion_grace_seconds,
     )
+
+
+def _erasure_policy(settings: Settings) -> ErasurePolicy:
+    # A deletion's sweep runs once no write in flight can land: DeletionGraceSeconds (at
+    # least 360 s, longer than any function runs) or SQS's longest delay, 900 s.
+    delay = min(MAX_QUEUE_DELAY_SECONDS, int(settings.deletion_grace_seconds))
+    return ErasurePolicy(sweep_delay_seconds=delay)
 
 
 def _dynamo_turn_limiter(

@@ -26,6 +26,7 @@ from pydantic.json_schema import models_json_schema
 from convo_memory import api_models as api
 from convo_memory import input_gate
 from convo_memory.domain import models as m
+from convo_memory.domain.erasures import Erasure
 from convo_memory.ports import ToolStatus
 
 API_VERSION = "2.0.0"
@@ -218,6 +219,12 @@ OPERATIONS: tuple[Operation, ...] = (
               not_found=_SES),
     Operation("GET", "/v1/runs/{runId}", "getRun", "An agent run's trace", "runs",
               response=RunTrace, not_found=("run_not_found",)),
+    Operation("POST", "/v1/erasures", "requestErasure",
+              "Erase an end user: every session of the externalRef is 404 from the 202 on",
+              "end users", 202, Erasure, api.ErasureRequest),
+    Operation("GET", "/v1/erasures/{erasureId}", "getErasure",
+              "An erasure's receipt (pending, running, done or failed, with its counts)",
+              "end users", response=Erasure),
 )  # fmt: skip
 
 

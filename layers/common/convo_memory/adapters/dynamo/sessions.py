@@ -125,16 +125,22 @@ class DynamoSessionStore:
         raise SessionNotFound(f"session {session_id!r} not found")
 
     def begin_deletion(self, session_id: str, workspace_id: str, deleted_at: str) -> bool:
+        """Mark the session deleted and strip its head to a tombstone in one write: from
+        here on it answers 404 and its head holds no personal data (an owner attribute,
+        naming an item the session owns, goes once that item has). A session an erasure
+        has claimed is the erasure's to finish: False, as for a missing one."""
+        remove = ", ".join(("gsi1pk", "gsi1sk", *it.PERSONAL_HEAD_ATTRIBUTES))
         marked, _ = self._table.conditional(
             "update_item",
             Key=it.head_key(session_id),
             # Out of the listing at once; into DELETING#NN so retention finishes the job.
             UpdateExpression=(
                 "SET #st = :del, deletedAt = if_not_exists(deletedAt, :at), "
-                "gsi2pk = :gsi2pk, gsi2sk = if_not_exists(deletedAt, :at) "
-                "REMOVE gsi1pk, gsi1sk"
+                f"gsi2pk = :gsi2pk, gsi2sk = if_not_exists(deletedAt, :at) REMOVE {remove}"
             ),
-            ConditionExpression="attribute_exists(pk) AND workspaceId = :ws",
+            ConditionExpression=(
+                "attribute_exists(pk) AND workspaceId = :ws AND attribute_not_exists(erasureId)"
+            ),
             ExpressionAttributeNames={"#st": "status"},
             ExpressionAttributeValues={
                 ":del": s("deleting"),
@@ -149,17 +155,42 @@ class DynamoSessionStore:
         return delete_contents(self._table, session_id)
 
 
-def delete_contents(table: DynamoTable, session_id: str) -> int:
-    """Delete every item of a session's partition except its head (strongly consistent
-    read of the keys, then batched deletes)."""
-    keys = [
-        {"pk": item["pk"], "sk": item["sk"]}
-        for item in table.query_all(
+def session_items(table: DynamoTable, session_id: str) -> list[Item]:
+    """Every item of a session's partition, head included (strongly consistent), as much
+    of each as a sweep needs (``items.session_item_projection``)."""
+    projection, names = it.session_item_projection()
+    return list(
+        table.query_all(
             KeyConditionExpression="pk = :pk",
             ExpressionAttributeValues={":pk": it.session_pk(session_id)},
-            ProjectionExpression="pk, sk",
+            ProjectionExpression=projection,
+            ExpressionAttributeNames=names,
             ConsistentRead=True,
         )
-        if item["sk"]["S"] != it.SESSION_SK
-    ]
-    return table.delete_keys(keys)
+    )
+
+
+def delete_contents(table: DynamoTable, session_id: str) -> int:
+    """Delete every item of a session's partition except its head, and the items outside
+    it that its head says it owns (strongly consistent read of the keys, then batched
+    deletes); then the head's owner attributes, once what they named is gone."""
+    found = session_items(table, session_id)
+    head = next((item for item in found if item["sk"]["S"] == it.SESSION_SK), None)
+    keys = [{"pk": item["pk"], "sk": item["sk"]} for item in found if item is not head]
+    if head is not None:
+        keys += it.owned_item_keys(head)
+    deleted = table.delete_keys(keys)
+    owners = [name for name in it.OWNER_ATTRIBUTES if head is not None and name in head]
+    if owners:
+        table.conditional(
+            "update_item",
+            Key=it.head_key(session_id),
+            UpdateExpression="REMOVE " + ", ".join(f"#o{i}" for i in range(len(owners))),
+            ConditionExpression="#st = :del",
+            ExpressionAttributeNames={
+                "#st": "status",
+                **{f"#o{i}": name for i, name in enumerate(owners)},
+            },
+            ExpressionAttributeValues={":del": s("deleting")},
+        )
+    return deleted
