@@ -163,8 +163,9 @@ def owned_item_keys(head: Item) -> list[Item]:
 
 def session_item_projection() -> tuple[str, dict[str, str]]:
     """What a sweep reads of each item of a session's partition: its key, the run id and
-    idempotency record a turn names, and the head's ``OWNER_ATTRIBUTES``."""
-    names = {f"#o{i}": name for i, name in enumerate(("pk", "sk", "r", "k", *OWNER_ATTRIBUTES))}
+    idempotency record a turn names, and the head's status and ``OWNER_ATTRIBUTES``."""
+    read = ("pk", "sk", "r", "k", "status", *OWNER_ATTRIBUTES)
+    names = {f"#o{i}": name for i, name in enumerate(read)}
     return ", ".join(names), names
 
 
