@@ -31,7 +31,7 @@ def app() -> FakeApp:
 
 
 def request(app: FakeApp, traces: str = "keep", ws: str = WS, ref: str = REF) -> Erasure:
-    body = ErasureRequest(external_ref=ref, traces=traces)  # type: ignore[arg-type]
+    body = ErasureRequest.model_validate({"externalRef": ref, "traces": traces})
     return app.container.erasures.request(ws, body)
 
 
