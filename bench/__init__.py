@@ -26,6 +26,8 @@ Figures, all measured in one run, nothing leaves the machine (moto in process):
     a flood) and its cost per million turns.
 12. Turns through an outage: answered turns lost and duplicated, and the seconds until
     every repair landed, while 25% and 60% of transcript writes and SQS sends fail.
+13. Erasing an end user with 10 and 100 sessions (traces kept, and erased): DynamoDB
+    requests and capacity units, SQS messages and Lambda invocations per erasure.
 
 It is a report: it exits 0 whatever the figures are (1 only when one could not be
 measured).

@@ -70,6 +70,7 @@ def run(plan: Plan, quick: bool) -> dict[str, Any]:
     from bench.cold import built_import_times, first_invocation, import_times
     from bench.content_filter import filter_figures
     from bench.costs import cost_figure
+    from bench.erasure_cost import erasure_figure
     from bench.resilience import outage_figure, rate_limit_figure
     from bench.serving import serving_figures, summarizer_isolation
     from bench.summary_cost import summary_cost
@@ -124,6 +125,7 @@ def run(plan: Plan, quick: bool) -> dict[str, Any]:
         )
         _attempt(results, "rateLimit", lambda: rate_limit_figure(progress), errors)
         _attempt(results, "outage", lambda: outage_figure(plan.outage_turns, progress), errors)
+        _attempt(results, "erasure", lambda: erasure_figure(progress), errors)
     results["meta"] = {
         "quick": quick,
         "python": platform.python_version(),

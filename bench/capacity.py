@@ -9,7 +9,7 @@ second, unmetered client) to apply DynamoDB's rules:
 - a read (GetItem, Query) costs one unit per 4 KB of the items it returns, summed per
   request, at least one unit; half of that when eventually consistent;
 - a write costs one unit per 1 KB of the larger of the item before and after (a failed
-  condition too); a transaction doubles it;
+  condition too); a transaction doubles it (``TransactWriteItems``: each of its items);
 - a global secondary index is written when the item carries its keys before or after:
   a put of the projected item when its keys appear, a delete when they go, both when
   they change, and one write when they stay but a projected attribute changes (the
@@ -220,6 +220,17 @@ class CapacityMeter:
         elif op in ("UpdateItem", "DeleteItem") and table in self._specs:
             key = dict(params["Key"])
             pending.append((table, key, self._current(table, key), None))
+        elif op == "TransactWriteItems":
+            # Each item as its own write; the transaction doubles every unit (_after).
+            for entry in params["TransactItems"]:
+                ((kind, request),) = entry.items()
+                name = request["TableName"]
+                if kind == "Put":
+                    key = self._key(name, request["Item"])
+                    pending.append((name, key, self._current(name, key), request["Item"]))
+                else:  # Update, Delete, ConditionCheck: the item as it is after the call
+                    key = dict(request["Key"])
+                    pending.append((name, key, self._current(name, key), None))
         elif op == "BatchWriteItem":
             for name, requests in params["RequestItems"].items():
                 for request in requests:
@@ -249,9 +260,12 @@ class CapacityMeter:
             total = sum(item_size(i) for i in found)
             self.units.read_units += read_units(total, bool(params.get("ConsistentRead")))
             return
+        factor = 2.0 if op == "TransactWriteItems" else 1.0
         for table, key, before, put in pending:
             if failed:
                 after = before
+            elif op == "TransactWriteItems":
+                after = put if put is not None else self._current(table, key)
             elif op == "PutItem":
                 after = put
             elif op == "DeleteItem" or (op == "BatchWriteItem" and put is None):
@@ -260,6 +274,6 @@ class CapacityMeter:
                 after = put
             else:
                 after = self._current(table, key)
-            self.units.table_write_units += write_units(before, after)
+            self.units.table_write_units += factor * write_units(before, after)
             if not failed:
                 self.units.index_write_units += index_write_units(self._specs[table], before, after)

@@ -523,6 +523,11 @@ def render(results: dict[str, Any]) -> str:
 
         title = _title(12, "Turns through an outage of DynamoDB writes and SQS sends")
         parts.append(render_outage(results["outage"], table, title))
+    if "erasure" in results:
+        from bench.erasure_cost import render_erasure
+
+        title = _title(13, "Erasing an end user: DynamoDB, SQS and Lambda per erasure")
+        parts.append(render_erasure(results["erasure"], table, title))
     for name, error in (results.get("errors") or {}).items():
         parts.append(f"[{name}] not measured: {error}")
     return "\n\n".join(parts) + "\n"
