@@ -183,7 +183,7 @@ class DynamoErasureStore:
             UpdateExpression="SET tracesKept = if_not_exists(tracesKept, :n)",
             ConditionExpression="erasureId = :e",
             ExpressionAttributeValues={":n": n(count), ":e": s(erasure_id)},
-            ReturnValues="UPDATED_NEW",
+            ReturnValues="ALL_NEW",
         )
         if attributes is None:  # no longer ours: removed meanwhile, its count is in
             return 0
