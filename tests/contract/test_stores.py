@@ -10,7 +10,7 @@ import boto3
 import pytest
 
 from convo_memory.adapters.dynamo.stores import dynamo_stores
-from convo_memory.domain.erasures import Erasure
+from convo_memory.domain.erasures import Erasure, TracePolicy
 from convo_memory.domain.errors import SessionArchived, SessionNotFound
 from convo_memory.domain.models import Capability, Session, Summary
 from convo_memory.domain.turn_records import AppendResult, TurnRecord
@@ -305,12 +305,12 @@ def test_archiving_and_purging_are_conditional_on_what_the_index_showed(stores: 
 # -- erasures ------------------------------------------------------------------------------
 
 
-def receipt(erasure_id: str = "era_1", traces: str = "keep") -> Erasure:
+def receipt(erasure_id: str = "era_1", traces: TracePolicy = "keep") -> Erasure:
     return Erasure(
         id=erasure_id,
         workspace_id=WS,
         external_ref="user-1",
-        traces=traces,  # type: ignore[arg-type]
+        traces=traces,
         status="pending",
         created_at="2026-01-01T00:00:09.000Z",
     )
