@@ -403,3 +403,12 @@ def test_a_sweep_never_touches_a_live_session(stores: Stores) -> None:
 
     assert len(stores.turns.list_messages("live", 0, 10)[0]) == 4
     assert stores.turns.list_messages("gone", 0, 10)[0] == []
+
+
+def test_only_a_running_erasure_finishes(stores: Stores) -> None:
+    stores.erasures.put_erasure(receipt())
+
+    assert stores.erasures.finish_erasure(WS, "era_1", "done", T0) is False  # pending
+    stores.erasures.start_erasure(WS, "era_1")
+    assert stores.erasures.finish_erasure(WS, "era_1", "failed", T0) is True
+    assert stores.erasures.finish_erasure(WS, "era_1", "done", T0) is False  # already

@@ -419,12 +419,14 @@ class FakeErasureStore(_Port):
 
     def finish_erasure(
         self, workspace_id: str, erasure_id: str, status: ErasureStatus, finished_at: str
-    ) -> None:
+    ) -> bool:
         self.db.enter("finish_erasure")
         receipt = self._receipt(workspace_id, erasure_id)
-        if receipt is not None and receipt.status == "running":
-            finished = receipt.model_copy(update={"status": status, "finished_at": finished_at})
-            self.db.erasures[(workspace_id, erasure_id)] = finished
+        if receipt is None or receipt.status != "running":
+            return False
+        finished = receipt.model_copy(update={"status": status, "finished_at": finished_at})
+        self.db.erasures[(workspace_id, erasure_id)] = finished
+        return True
 
     def sessions_of(
         self, workspace_id: str, external_ref: str, created_until: str

@@ -401,8 +401,9 @@ class ErasureStore(Protocol):
 
     def finish_erasure(
         self, workspace_id: str, erasure_id: str, status: ErasureStatus, finished_at: str
-    ) -> None:
-        """Mark a running erasure ``done`` or ``failed`` (its receipt then expires)."""
+    ) -> bool:
+        """Mark a running erasure ``done`` or ``failed`` (its receipt then expires);
+        False when it was not running (a concurrent delivery finished it first)."""
         ...
 
     def sessions_of(

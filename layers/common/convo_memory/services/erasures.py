@@ -304,8 +304,9 @@ class ErasureService:
             return list(pool.map(work, inputs))
 
     def _finish(self, erasure: Erasure, status: ErasureStatus) -> None:
-        self._store.finish_erasure(erasure.workspace_id, erasure.id, status, iso_at(self._clock()))
-        self._metrics.count("ErasuresInFlight", -1)
+        at = iso_at(self._clock())
+        if self._store.finish_erasure(erasure.workspace_id, erasure.id, status, at):
+            self._metrics.count("ErasuresInFlight", -1)
 
     def _send(self, body: dict[str, object], delay: int = 0) -> None:
         if self._queue is None:

@@ -75,10 +75,10 @@ class DynamoErasureStore:
 
     def finish_erasure(
         self, workspace_id: str, erasure_id: str, status: ErasureStatus, finished_at: str
-    ) -> None:
+    ) -> bool:
         # The receipt names the end user: it expires some days after the erasure ended.
         expires = int(parse_iso(finished_at) + self._receipt_seconds)
-        self._table.conditional(
+        finished, _ = self._table.conditional(
             "update_item",
             Key=it.erasure_key(workspace_id, erasure_id),
             UpdateExpression="SET #st = :status, finishedAt = :at, #ttl = :ttl",
@@ -91,6 +91,7 @@ class DynamoErasureStore:
                 ":running": s("running"),
             },
         )
+        return finished
 
     def _count(self, workspace_id: str, erasure_id: str, **counters: int) -> dict[str, Any]:
         """A transaction item that adds to the receipt's counters."""
