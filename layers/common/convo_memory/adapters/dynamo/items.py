@@ -156,15 +156,18 @@ OWNER_ATTRIBUTES: tuple[str, ...] = ()
 
 
 def owned_item_keys(head: Item) -> list[Item]:
-    """Keys of the items outside the session's partition that the session owns and that
-    go with it, derived from its head (``OWNER_ATTRIBUTES``). None yet."""
+    """Keys of the items of this table, outside the session's partition, that the session
+    owns and that go with it (a deletion, an erasure). Derived from the head as a sweep
+    reads it: ``workspaceId`` and ``OWNER_ATTRIBUTES`` only, since the deletion's first
+    write has already removed the rest (``PERSONAL_HEAD_ATTRIBUTES``). None yet."""
     return []
 
 
 def session_item_projection() -> tuple[str, dict[str, str]]:
     """What a sweep reads of each item of a session's partition: its key, the run id and
-    idempotency record a turn names, and the head's status and ``OWNER_ATTRIBUTES``."""
-    read = ("pk", "sk", "r", "k", "status", *OWNER_ATTRIBUTES)
+    idempotency record a turn names, and the head's status, workspace and
+    ``OWNER_ATTRIBUTES``."""
+    read = ("pk", "sk", "r", "k", "status", "workspaceId", *OWNER_ATTRIBUTES)
     names = {f"#o{i}": name for i, name in enumerate(read)}
     return ", ".join(names), names
 
