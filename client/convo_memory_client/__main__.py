@@ -14,6 +14,7 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from contextlib import redirect_stderr, redirect_stdout
 from typing import IO, NoReturn
 
 from convo_memory_client.client import Conversations
@@ -69,7 +70,11 @@ def main(
     env = os.environ if env is None else env
     out = stdout or sys.stdout
     err = stderr or sys.stderr
-    args = _parser(env).parse_args(argv)
+    try:  # argparse writes usage, help and its errors to the process's streams, then exits
+        with redirect_stdout(out), redirect_stderr(err):
+            args = _parser(env).parse_args(argv)
+    except SystemExit as done:
+        return done.code if isinstance(done.code, int) else USAGE_ERROR
     for name, flag, variable in (
         ("base_url", "--base-url", "CONVO_BASE_URL"),
         ("token", "--token", "CONVO_TOKEN"),
