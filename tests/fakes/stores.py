@@ -42,7 +42,7 @@ _T = TypeVar("_T")
 ACTIVITY_SHARDS = 16
 WRITES = ("put_", "create_", "append_", "update_", "advance_", "touch", "begin_", "delete_")
 # What a deletion strips from a head (``items.PERSONAL_HEAD_ATTRIBUTES``).
-PERSONAL_HEAD_FIELDS = ("externalRef", "principal", "metadata", "capabilityId", "recall")
+PERSONAL_HEAD_FIELDS = ("externalRef", "principal", "metadata", "recall")
 
 
 @dataclass

@@ -251,13 +251,9 @@ def test_given_a_deletion_then_its_sweep_is_queued_for_when_no_write_can_land(
             delay,
         )
     ]
-    # The tombstone holds keys, status and times only.
-    assert set(app.db.heads[session_id]) == {
-        "workspaceId",
-        "status",
-        "createdAt",
-        "lastActiveAt",
-    } | {"deletedAt"}
+    # The tombstone holds ids, status and times only.
+    tombstone = {"workspaceId", "capabilityId", "status", "createdAt", "lastActiveAt", "deletedAt"}
+    assert set(app.db.heads[session_id]) == tombstone
 
 
 def test_given_an_erased_session_when_deleted_then_it_is_not_found(app: FakeApp) -> None:

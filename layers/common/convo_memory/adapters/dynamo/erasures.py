@@ -18,7 +18,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from convo_memory.adapters.dynamo import items as it
 from convo_memory.adapters.dynamo.runs import FAILED_RUNS_INDEX, FAILED_SESSION
-from convo_memory.adapters.dynamo.sessions import session_items
+from convo_memory.adapters.dynamo.sessions import delete_contents, session_items
 from convo_memory.adapters.dynamo.table import DynamoTable, Item, error_code, n, s, translate
 from convo_memory.domain.erasures import Erasure, ErasureStatus, SessionOfEndUser
 from convo_memory.domain.errors import StoreRejected, StoreUnavailable
@@ -206,11 +206,8 @@ class DynamoErasureStore:
     def erase_contents(self, session_id: str) -> int:
         found = session_items(self._table, session_id)
         self._delete_idempotency_records(found)
-        head = next((item for item in found if item["sk"]["S"] == it.SESSION_SK), None)
-        keys = [{"pk": item["pk"], "sk": item["sk"]} for item in found if item is not head]
-        if head is not None:
-            keys += it.owned_item_keys(head)
-        return self._table.delete_keys(keys)
+        # Then as a deletion does (the owned items too), from the same read.
+        return delete_contents(self._table, session_id, found)
 
     def remove_session(
         self, session_id: str, workspace_id: str, erasure_id: str, traces_kept: int

@@ -135,20 +135,15 @@ def head_status(head: Item) -> str:
 
 # -- what a deletion or an erasure leaves, and what it removes ------------------------
 
-# A deleted session's head from the DELETE's 204 on: keys, status and times only.
+# A deleted session's head from the DELETE's 204 on: keys (the service's own ids: the
+# session's, its workspace's and capability's), status and times only.
 TOMBSTONE_ATTRIBUTES = frozenset(
-    {"pk", "sk", "workspaceId", "status", "createdAt", "lastActiveAt", "deletedAt"}
-    | {"gsi2pk", "gsi2sk"}
+    {"pk", "sk", "workspaceId", "capabilityId", "status", "createdAt", "lastActiveAt"}
+    | {"deletedAt", "gsi2pk", "gsi2sk"}
 )
 # Removed from the head by the write that marks it deleted (removing an attribute a head
 # does not have is a no-op, so fields added later belong here too).
-PERSONAL_HEAD_ATTRIBUTES: tuple[str, ...] = (
-    "externalRef",
-    "principal",
-    "metadata",
-    "capabilityId",
-    "recall",
-)
+PERSONAL_HEAD_ATTRIBUTES: tuple[str, ...] = ("externalRef", "principal", "metadata", "recall")
 # Head attributes that name an item outside the session's partition which the session
 # owns (the OpenAI-compatible door's session-key pointer, say): they stay on the head
 # until ``owned_item_keys`` has been deleted, so an interrupted deletion can resume.
@@ -158,16 +153,15 @@ OWNER_ATTRIBUTES: tuple[str, ...] = ()
 def owned_item_keys(head: Item) -> list[Item]:
     """Keys of the items of this table, outside the session's partition, that the session
     owns and that go with it (a deletion, an erasure). Derived from the head as a sweep
-    reads it: ``workspaceId`` and ``OWNER_ATTRIBUTES`` only, since the deletion's first
-    write has already removed the rest (``PERSONAL_HEAD_ATTRIBUTES``). None yet."""
+    reads it (its ids and ``OWNER_ATTRIBUTES``: the deletion's first write has already
+    removed ``PERSONAL_HEAD_ATTRIBUTES``). None yet."""
     return []
 
 
 def session_item_projection() -> tuple[str, dict[str, str]]:
     """What a sweep reads of each item of a session's partition: its key, the run id and
-    idempotency record a turn names, and the head's status, workspace and
-    ``OWNER_ATTRIBUTES``."""
-    read = ("pk", "sk", "r", "k", "status", "workspaceId", *OWNER_ATTRIBUTES)
+    idempotency record a turn names, and the head's status, ids and ``OWNER_ATTRIBUTES``."""
+    read = ("pk", "sk", "r", "k", "status", "workspaceId", "capabilityId", *OWNER_ATTRIBUTES)
     names = {f"#o{i}": name for i, name in enumerate(read)}
     return ", ".join(names), names
 

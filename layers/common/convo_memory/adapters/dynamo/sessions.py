@@ -170,11 +170,13 @@ def session_items(table: DynamoTable, session_id: str) -> list[Item]:
     )
 
 
-def delete_contents(table: DynamoTable, session_id: str) -> int:
+def delete_contents(table: DynamoTable, session_id: str, found: list[Item] | None = None) -> int:
     """Delete every item of a session's partition except its head, and the items outside
-    it that its head says it owns (strongly consistent read of the keys, then batched
-    deletes); then the head's owner attributes, once what they named is gone."""
-    found = session_items(table, session_id)
+    it that its head says it owns (strongly consistent read of the keys, unless the
+    caller read them: ``found``, then batched deletes); then the head's owner attributes,
+    once what they named is gone."""
+    if found is None:
+        found = session_items(table, session_id)
     head = next((item for item in found if item["sk"]["S"] == it.SESSION_SK), None)
     keys = [{"pk": item["pk"], "sk": item["sk"]} for item in found if item is not head]
     if head is not None:
