@@ -35,6 +35,8 @@ Figures, all measured in one run, nothing leaves the machine (moto in process):
 15. Prompts a provider can cache: over a 200-turn conversation with ``replay.alignment``
     1 and 10, the share of input tokens that repeat the previous prompt's prefix and the
     model's cost per million turns at published cached-read prices, next to figure 10's.
+16. Erasing an end user with 10 and 100 sessions (traces kept, and erased): DynamoDB
+    requests and capacity units, SQS messages and Lambda invocations per erasure.
 
 It is a report: it exits 0 whatever the figures are (1 only when one could not be
 measured).

@@ -75,6 +75,7 @@ def run(plan: Plan, quick: bool) -> dict[str, Any]:
     from bench.cold import built_import_times, first_invocation, import_times
     from bench.content_filter import filter_figures
     from bench.costs import cost_figure
+    from bench.erasure_cost import erasure_figure
     from bench.prompt_cache import prompt_cache_figure
     from bench.recall_cost import recall_cost_figure
     from bench.resilience import outage_figure, rate_limit_figure
@@ -141,6 +142,7 @@ def run(plan: Plan, quick: bool) -> dict[str, Any]:
             lambda: prompt_cache_figure(plan.prompt_cache_turns, progress, today),
             errors,
         )
+        _attempt(results, "erasure", lambda: erasure_figure(progress), errors)
     results["meta"] = {
         "quick": quick,
         "python": platform.python_version(),

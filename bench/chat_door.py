@@ -1,4 +1,4 @@
-"""Figure 13: a turn through the OpenAI-compatible door next to the same turn through
+"""Figure 14: a turn through the OpenAI-compatible door next to the same turn through
 predict, on the in-process stack (moto, the real handlers, warm containers).
 
 Both are turns of a session whose replay window is full (the same state read, the same

@@ -1,4 +1,4 @@
-"""Figure 13: prompts a provider can cache (``replay.alignment``).
+"""Figure 15: prompts a provider can cache (``replay.alignment``).
 
 One conversation of ``turns`` turns, served through the in-process stack at a human pace
 (each turn's summary job runs before the next turn) on a fake OpenAI-compatible model on
@@ -294,7 +294,7 @@ def prompt_cache_figure(
     progress: Callable[[str], None] | None = None,
     today_usd: float | None = None,
 ) -> dict[str, Any]:
-    """Figure 13: the conversation at each alignment, and today's figure (figure 10's
+    """Figure 15: the conversation at each alignment, and today's figure (figure 10's
     model line, when it was measured) beside them."""
     rows = [conversation(turns, alignment, progress) for alignment in ALIGNMENTS]
     return {
@@ -315,7 +315,7 @@ def prompt_cache_figure(
 
 
 def render_prompt_cache(figure: dict[str, Any], table: Callable[..., str], title: str) -> str:
-    """Figure 13 as text (``table`` and ``title`` from bench.render)."""
+    """Figure 15 as text (``table`` and ``title`` from bench.render)."""
     rows = []
     for row in figure["rows"]:
         rows.append(

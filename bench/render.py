@@ -538,6 +538,11 @@ def render(results: dict[str, Any]) -> str:
 
         title = _title(15, "Prompts a provider can cache: replay.alignment 1 and 10")
         parts.append(render_prompt_cache(results["promptCache"], table, title))
+    if "erasure" in results:
+        from bench.erasure_cost import render_erasure
+
+        title = _title(16, "Erasing an end user: DynamoDB, SQS and Lambda per erasure")
+        parts.append(render_erasure(results["erasure"], table, title))
     for name, error in (results.get("errors") or {}).items():
         parts.append(f"[{name}] not measured: {error}")
     return "\n\n".join(parts) + "\n"

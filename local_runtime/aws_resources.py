@@ -46,7 +46,11 @@ _LAMBDA_DEFAULT_MEMORY_MB = 128
 
 # Queues the functions do not read from the environment but the local runtime and the
 # tests do (to inspect poison messages).
-_EXTRA_QUEUE_ENV = {"SUMMARY_DLQ_URL": "SummaryDLQ", "REPAIR_DLQ_URL": "RepairDLQ"}
+_EXTRA_QUEUE_ENV = {
+    "SUMMARY_DLQ_URL": "SummaryDLQ",
+    "REPAIR_DLQ_URL": "RepairDLQ",
+    "ERASURE_DLQ_URL": "ErasureDLQ",
+}
 
 # CloudFormation property -> SQS attribute; values are sent as strings.
 _QUEUE_ATTRIBUTES: tuple[QueueAttributeNameType, ...] = (

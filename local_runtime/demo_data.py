@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from convo_memory.domain.erasures import Erasure
 from convo_memory.domain.errors import StoreRejected
 from convo_memory.domain.models import Session, iso, utc_now
 
@@ -20,6 +21,10 @@ DEMO_SESSION_ID = "ses-0000000000000000000000"
 # A second one, for events/delete_session.json: the others never find theirs deleted.
 DEMO_SESSION_TO_DELETE_ID = "ses-1111111111111111111111"
 DEMO_RUN_ID = "run-0000000000000000000000"
+# A finished erasure (events/get_erasure.json, events/erasure_sqs.json) of an end user
+# who never had a session, and whom events/request_erasure.json erases again.
+DEMO_ERASURE_ID = "era-0000000000000000000000"
+DEMO_ERASED_REF = "customer-0000"
 # The end user and principal of events/create_session.json.
 DEMO_EXTERNAL_REF = "customer-4471"
 DEMO_PRINCIPAL = {"tenant_id": "store-a", "user_id": "u_913"}
@@ -36,7 +41,8 @@ def workspace_id_for(name: str) -> str:
 
 
 def seed_demo_records(stores: Any, workspace_id: str) -> None:
-    """The demo sessions and the demo agent run trace, in ``workspace_id``."""
+    """The demo sessions, the demo agent run trace and the demo erasure, in
+    ``workspace_id``."""
     now = iso(utc_now())
     for session_id in (DEMO_SESSION_ID, DEMO_SESSION_TO_DELETE_ID):
         if stores.sessions.get_session(session_id) is not None:
@@ -58,6 +64,18 @@ def seed_demo_records(stores: Any, workspace_id: str) -> None:
             stores.sessions.create_session(session)
     if stores.runs.get_run(workspace_id, DEMO_RUN_ID) is None:
         stores.runs.put_run(demo_run(workspace_id, now))
+    if stores.erasures.get_erasure(workspace_id, DEMO_ERASURE_ID) is None:
+        stores.erasures.put_erasure(
+            Erasure(
+                id=DEMO_ERASURE_ID,
+                workspace_id=workspace_id,
+                external_ref=DEMO_ERASED_REF,
+                traces="keep",
+                status="done",
+                created_at=now,
+                finished_at=now,
+            )
+        )
 
 
 def demo_run(workspace_id: str, at: str) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from convo_memory_client.models import (
     Context,
     Delta,
     Done,
+    Erasure,
     Message,
     Page,
     Prediction,
@@ -94,6 +95,7 @@ class Conversations:
             "user_agent": f"convo-memory-client/{__version__}",
         }
         self.base_url = base_url
+        self._sleep = sleep
         self._transport = Transport(base_url, token, **options)
         self._stream_transport = (
             Transport(stream_url, token, **options) if stream_url else self._transport
@@ -102,6 +104,7 @@ class Conversations:
         self.capabilities = Capabilities(self)
         self.runs = Runs(self)
         self.providers = Providers(self)
+        self.erasures = Erasures(self)
 
     def __repr__(self) -> str:
         return f"Conversations(base_url={self.base_url!r})"
@@ -424,3 +427,28 @@ class Providers(_Resource):
         """The connections a capability can name, with the models each allows."""
         data = self._call("GET", "/v1/providers", READ)
         return [Provider.from_json(p) for p in data.get("providers") or []]
+
+
+class Erasures(_Resource):
+    """``client.erasures``: erasing an end user (every session of their externalRef)."""
+
+    def create(self, external_ref: str, traces: str = "keep") -> Erasure:
+        """Erase ``external_ref``: from the answer on, each of their sessions is gone
+        (404, unlisted, no turns); the receipt becomes ``done`` when nothing of them is
+        left. ``traces="erase"`` erases their agent run traces too."""
+        body = {"externalRef": external_ref, "traces": traces}
+        return Erasure.from_json(self._call("POST", "/v1/erasures", CREATE, body=body))
+
+    def get(self, erasure_id: str) -> Erasure:
+        """The erasure's receipt."""
+        return Erasure.from_json(self._call("GET", f"/v1/erasures/{_id(erasure_id)}", READ))
+
+    def wait(self, erasure_id: str, timeout: float = 120.0, every: float = 1.0) -> Erasure:
+        """The receipt once the erasure is ``done`` or ``failed`` (or, after ``timeout``
+        seconds, as it then is)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            erasure = self.get(erasure_id)
+            if erasure.finished or time.monotonic() >= deadline:
+                return erasure
+            self._client._sleep(every)

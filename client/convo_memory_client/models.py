@@ -14,6 +14,7 @@ __all__ = [
     "Context",
     "Delta",
     "Done",
+    "Erasure",
     "Message",
     "Page",
     "Prediction",
@@ -458,6 +459,45 @@ class Run:
             steps=[RunStep.from_json(s) for s in d.get("steps") or []],
             started_at=_time(d.get("startedAt")),
             finished_at=_time(d.get("finishedAt")),
+            raw=dict(d),
+        )
+
+
+@dataclass(frozen=True)
+class Erasure:
+    """The receipt of an end user's erasure. ``status`` is ``pending``, ``running``,
+    ``done`` or ``failed``; the counts say what it erased, and which run traces it kept
+    (``traces == "keep"``, the default: they are the audit record)."""
+
+    id: str
+    external_ref: str
+    traces: str
+    status: str
+    created_at: datetime | None
+    finished_at: datetime | None
+    sessions_erased: int
+    traces_erased: int
+    traces_kept: int
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("done", "failed")
+
+    @classmethod
+    def from_json(cls, data: Any) -> Erasure:
+        """Build from the service's JSON, ignoring fields this client does not know."""
+        d = _obj(data)
+        return cls(
+            id=_str(d.get("id")),
+            external_ref=_str(d.get("externalRef")),
+            traces=_str(d.get("traces"), "keep"),
+            status=_str(d.get("status")),
+            created_at=_time(d.get("createdAt")),
+            finished_at=_time(d.get("finishedAt")),
+            sessions_erased=_int(d.get("sessionsErased")),
+            traces_erased=_int(d.get("tracesErased")),
+            traces_kept=_int(d.get("tracesKept")),
             raw=dict(d),
         )
 

@@ -10,6 +10,7 @@ import boto3
 import pytest
 
 from convo_memory.adapters.dynamo.stores import dynamo_stores
+from convo_memory.domain.erasures import Erasure, TracePolicy
 from convo_memory.domain.errors import SessionArchived, SessionNotFound
 from convo_memory.domain.models import Capability, Session, Summary
 from convo_memory.domain.turn_records import AppendResult, TurnRecord
@@ -443,3 +444,115 @@ def test_a_session_with_recall_is_stored_only_while_its_sources_are_undeleted(
     assert stores.sessions.get_session("late") is None
     plain = stores.sessions.get_session("a")
     assert plain is not None and plain.recall is None
+
+
+# -- erasures ------------------------------------------------------------------------------
+
+
+def receipt(erasure_id: str = "era_1", traces: TracePolicy = "keep") -> Erasure:
+    return Erasure(
+        id=erasure_id,
+        workspace_id=WS,
+        external_ref="user-1",
+        traces=traces,
+        status="pending",
+        created_at="2026-01-01T00:00:09.000Z",
+    )
+
+
+def test_an_erasure_claims_only_its_end_users_live_sessions(stores: Stores) -> None:
+    erasures = stores.erasures
+    erasures.put_erasure(receipt())
+    for sid, ws, ref in (("s1", WS, "user-1"), ("s2", WS, "user-2"), ("s3", OTHER_WS, "user-1")):
+        stores.sessions.create_session(session(sid, ws, ref))
+    stores.sessions.create_session(session("s4"))
+    assert stores.sessions.begin_deletion("s4", WS, T0)  # deleted before: not in the index
+
+    listed = erasures.sessions_of(WS, "user-1", "2026-01-01T00:00:09.000Z")
+
+    assert [(s.session_id, s.live) for s in listed] == [("s1", True)]
+    assert erasures.claim_session("s1", WS, "user-1", "era_1", T0) is True
+    assert erasures.claim_session("s1", WS, "user-1", "era_1", T0) is True  # again: ours
+    assert erasures.claim_session("s1", WS, "user-1", "era_2", T0) is False  # another's
+    assert erasures.claim_session("s2", WS, "user-1", "era_1", T0) is False  # other user
+    assert erasures.claim_session("s3", WS, "user-1", "era_1", T0) is False  # other ws
+    assert erasures.claim_session("s4", WS, "user-1", "era_1", T0) is False  # deleted
+    assert stores.sessions.get_session("s1") is None
+    assert stores.sessions.begin_deletion("s1", WS, T0) is False  # the erasure's to finish
+    assert [(s.session_id, s.live) for s in erasures.sessions_of(WS, "user-1", T0 + "~")] == [
+        ("s1", False)
+    ]
+    assert erasures.sessions_of(WS, "user-1", "2025-12-31T00:00:00.000Z") == []
+
+
+def test_an_erased_session_is_counted_once_with_the_traces_it_keeps(stores: Stores) -> None:
+    erasures = stores.erasures
+    erasures.put_erasure(receipt())
+    with_turns(stores, "s1", 2)
+    erasures.claim_session("s1", WS, "user-1", "era_1", T0)
+
+    assert erasures.keep_traces("s1", "era_1", 3) == 3
+    assert erasures.keep_traces("s1", "era_1", 1) == 3  # the first count stays
+    assert erasures.erase_contents("s1") == 2
+    assert erasures.remove_session("s1", WS, "era_1", 3) is True
+    assert erasures.remove_session("s1", WS, "era_1", 3) is False  # gone: not counted again
+
+    counted = erasures.get_erasure(WS, "era_1")
+    assert counted is not None
+    assert (counted.sessions_erased, counted.traces_kept) == (1, 3)
+
+
+def test_an_erased_run_is_counted_once_and_only_in_its_workspace(stores: Stores) -> None:
+    erasures = stores.erasures
+    erasures.put_erasure(receipt(traces="erase"))
+    stores.runs.put_run({"runId": "run_1", "workspaceId": WS, "sessionId": "s1"})
+    stores.runs.put_run({"runId": "run_2", "workspaceId": OTHER_WS, "sessionId": "s9"})
+
+    assert erasures.erase_run(WS, "era_1", "run_1") is True
+    assert erasures.erase_run(WS, "era_1", "run_1") is False
+    assert erasures.erase_run(WS, "era_1", "run_2") is False  # another workspace's
+
+    counted = erasures.get_erasure(WS, "era_1")
+    assert counted is not None and counted.traces_erased == 1
+    assert stores.runs.get_run(WS, "run_1") is None
+    assert stores.runs.get_run(OTHER_WS, "run_2") is not None
+
+
+def test_a_receipt_runs_once_and_finishes_once(stores: Stores) -> None:
+    erasures = stores.erasures
+    erasures.put_erasure(receipt())
+
+    before = erasures.start_erasure(WS, "era_1")
+    erasures.finish_erasure(WS, "era_1", "done", "2026-01-01T00:01:00.000Z")
+    again = erasures.start_erasure(WS, "era_1")
+
+    assert before is not None and before.status == "pending"
+    assert again is not None and again.status == "done"  # a done erasure stays done
+    done = erasures.get_erasure(WS, "era_1")
+    assert done is not None and (done.status, done.finished_at) == (
+        "done",
+        "2026-01-01T00:01:00.000Z",
+    )
+    assert erasures.get_erasure(OTHER_WS, "era_1") is None
+    assert erasures.start_erasure(WS, "era_unknown") is None
+
+
+def test_a_sweep_never_touches_a_live_session(stores: Stores) -> None:
+    with_turns(stores, "live", 2)
+    with_turns(stores, "gone", 2)
+    assert stores.sessions.begin_deletion("gone", WS, T0)
+
+    assert stores.erasures.sweep_session("live", erase_traces=True) == (0, [])
+    assert stores.erasures.sweep_session("gone", erase_traces=False) == (2, [])
+
+    assert len(stores.turns.list_messages("live", 0, 10)[0]) == 4
+    assert stores.turns.list_messages("gone", 0, 10)[0] == []
+
+
+def test_only_a_running_erasure_finishes(stores: Stores) -> None:
+    stores.erasures.put_erasure(receipt())
+
+    assert stores.erasures.finish_erasure(WS, "era_1", "done", T0) is False  # pending
+    stores.erasures.start_erasure(WS, "era_1")
+    assert stores.erasures.finish_erasure(WS, "era_1", "failed", T0) is True
+    assert stores.erasures.finish_erasure(WS, "era_1", "done", T0) is False  # already

@@ -334,10 +334,14 @@ def test_no_input_reaches_a_5xx_or_stores_anything_when_refused(
     run = runtime.call(
         "POST", "/v1/capabilities/cap-agent/predict", token=DEV_TOKEN, json={"input": "order 7"}
     )[2]["runId"]
+    erasure = runtime.call(
+        "POST", "/v1/erasures", token=DEV_TOKEN, json={"externalRef": "prop-nobody"}
+    )[2]["id"]
     known = {
         "capabilityId": ["cap-generative", "cap-agent", "cap-classic", "cap-missing"],
         "sessionId": [session["id"], "ses_missing"],
         "runId": [run, "run_missing"],
+        "erasureId": [erasure, "era_missing"],
         "anything": ["capabilities", "nothing-here"],
     }
     ids = [value for values in known.values() for value in values]

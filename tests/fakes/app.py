@@ -50,6 +50,7 @@ class FakeApp:
     content_filter: FakeContentFilter
     summary_queue: FakeQueue
     repair_queue: FakeQueue
+    erasure_queue: FakeQueue
     metrics: FakeMetrics
     clock: FakeClock
     toolbox: FakeToolbox
@@ -101,6 +102,7 @@ def fake_app(
     provider = provider or FakeProvider("the answer")
     content_filter = FakeContentFilter(blocked)
     summary_queue, repair_queue, metrics = FakeQueue(), FakeQueue(), FakeMetrics()
+    erasure_queue = FakeQueue()
     toolbox, sealer, resolver = (
         FakeToolbox(provider=provider),
         FakeSealer(),
@@ -123,6 +125,7 @@ def fake_app(
         metrics=metrics,
         summary_queue=summary_queue if with_summary_queue else None,
         repair_queue=repair_queue if with_repair_queue else None,
+        erasure_queue=erasure_queue,
         repair_fallback=None,
         turn_limiter=NoTurnLimit(),
         provider_for=lambda capability: provider,
@@ -145,6 +148,7 @@ def fake_app(
         content_filter,
         summary_queue,
         repair_queue,
+        erasure_queue,
         metrics,
         clock,
         toolbox,

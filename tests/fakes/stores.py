@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from convo_memory.domain.erasures import Erasure, ErasureStatus, SessionOfEndUser
 from convo_memory.domain.errors import (
     RecallSourceGone,
     SessionArchived,
@@ -65,6 +66,8 @@ WRITES = (
     "delete_",
     "keep_",
 )
+# What a deletion strips from a head (``items.PERSONAL_HEAD_ATTRIBUTES``).
+PERSONAL_HEAD_FIELDS = ("externalRef", "principal", "metadata", "recall", "fenceNonce")
 
 
 @dataclass
@@ -95,6 +98,7 @@ class FakeDatabase:
     # The version each summary replaced, when the fold kept it (replay.alignment > 1).
     earlier_summaries: dict[str, Summary] = field(default_factory=dict)
     runs: dict[str, str] = field(default_factory=dict)  # runId -> JSON body
+    erasures: dict[tuple[str, str], Erasure] = field(default_factory=dict)
     calls: Counter[str] = field(default_factory=Counter)
     fail_next: dict[str, Exception] = field(default_factory=dict)
     fail_always: dict[str, Exception] = field(default_factory=dict)
@@ -114,6 +118,7 @@ class FakeDatabase:
             retention=FakeRetentionStore(self),
             runs=FakeRunStore(self),
             recall=FakeRecallStore(self),
+            erasures=FakeErasureStore(self),
         )
 
     def enter(self, operation: str) -> None:
@@ -404,7 +409,7 @@ class FakeSessionStore(_Port):
                 (f"{head['createdAt']}#{sid}", sid)
                 for sid, head in self.db.heads.items()
                 if head["workspaceId"] == workspace_id
-                and head["externalRef"] == external_ref
+                and head.get("externalRef") == external_ref
                 and head["status"] != "deleting"
             ),
             reverse=True,
@@ -440,11 +445,12 @@ class FakeSessionStore(_Port):
     def begin_deletion(self, session_id: str, workspace_id: str, deleted_at: str) -> bool:
         self.db.enter("begin_deletion")
         head = self.db.heads.get(session_id)
-        if head is None or head["workspaceId"] != workspace_id:
+        if head is None or head["workspaceId"] != workspace_id or "erasureId" in head:
             return False
         head["status"] = "deleting"
         head.setdefault("deletedAt", deleted_at)
-        head.pop("recall", None)
+        for name in PERSONAL_HEAD_FIELDS:  # a tombstone: keys, status and times
+            head.pop(name, None)
         return True
 
     def delete_contents(self, session_id: str) -> int:
@@ -479,7 +485,7 @@ class FakeRecallStore(_Port):
                 (f"{head['createdAt']}#{sid}", sid)
                 for sid, head in self.db.heads.items()
                 if head["workspaceId"] == workspace_id
-                and head["externalRef"] == external_ref
+                and head.get("externalRef") == external_ref  # a tombstone has none
                 and head["status"] != "deleting"
             ),
             reverse=True,
@@ -508,6 +514,144 @@ class FakeRecallStore(_Port):
                 RecallSource(sid, head["createdAt"], summary.text if summary else None, messages)
             )
         return found
+
+
+class FakeErasureStore(_Port):
+    """Receipts, and the steps of erasing a session, as ``DynamoErasureStore`` does them
+    (conditional on the claim; counters move with what they count)."""
+
+    def _receipt(self, workspace_id: str, erasure_id: str) -> Erasure | None:
+        return self.db.erasures.get((workspace_id, erasure_id))
+
+    def _add(self, workspace_id: str, erasure_id: str, **counters: int) -> None:
+        receipt = self._receipt(workspace_id, erasure_id)
+        if receipt is not None:
+            update = {name: getattr(receipt, name) + value for name, value in counters.items()}
+            self.db.erasures[(workspace_id, erasure_id)] = receipt.model_copy(update=update)
+
+    def put_erasure(self, erasure: Erasure) -> None:
+        self.db.enter("put_erasure")
+        key = (erasure.workspace_id, erasure.id)
+        if key in self.db.erasures:
+            raise StoreRejected(f"erasure id {erasure.id} already exists")
+        self.db.erasures[key] = erasure
+
+    def get_erasure(self, workspace_id: str, erasure_id: str) -> Erasure | None:
+        self.db.enter("get_erasure")
+        return self._receipt(workspace_id, erasure_id)
+
+    def delete_erasure(self, workspace_id: str, erasure_id: str) -> None:
+        self.db.enter("delete_erasure")
+        self.db.erasures.pop((workspace_id, erasure_id), None)
+
+    def start_erasure(self, workspace_id: str, erasure_id: str) -> Erasure | None:
+        self.db.enter("start_erasure")
+        before = self._receipt(workspace_id, erasure_id)
+        if before is not None and before.status != "done":
+            running = before.model_copy(update={"status": "running", "finished_at": None})
+            self.db.erasures[(workspace_id, erasure_id)] = running
+        return before
+
+    def finish_erasure(
+        self, workspace_id: str, erasure_id: str, status: ErasureStatus, finished_at: str
+    ) -> bool:
+        self.db.enter("finish_erasure")
+        receipt = self._receipt(workspace_id, erasure_id)
+        if receipt is None or receipt.status != "running":
+            return False
+        finished = receipt.model_copy(update={"status": status, "finished_at": finished_at})
+        self.db.erasures[(workspace_id, erasure_id)] = finished
+        return True
+
+    def sessions_of(
+        self, workspace_id: str, external_ref: str, created_until: str
+    ) -> list[SessionOfEndUser]:
+        self.db.enter("sessions_of")
+        return sorted(
+            (
+                SessionOfEndUser(sid, head["createdAt"], head["status"] != "deleting")
+                for sid, head in self.db.heads.items()
+                if head["workspaceId"] == workspace_id
+                and head.get("externalRef") == external_ref
+                and head["createdAt"] <= created_until
+                # A deleted session's head left the index; a claimed one stays in it.
+                and (head["status"] != "deleting" or "erasureId" in head)
+            ),
+            key=lambda found: (found.created_at, found.session_id),
+        )
+
+    def claim_session(
+        self, session_id: str, workspace_id: str, external_ref: str, erasure_id: str, at: str
+    ) -> bool:
+        self.db.enter("claim_session")
+        head = self.db.heads.get(session_id)
+        if head is None or head["workspaceId"] != workspace_id:
+            return False
+        if head.get("externalRef") != external_ref:
+            return False
+        if head.get("erasureId") == erasure_id:
+            return True
+        if "erasureId" in head or head["status"] not in ("active", "archived"):
+            return False
+        head.update(status="deleting", erasureId=erasure_id)
+        head.setdefault("deletedAt", at)
+        head.pop("principal", None)
+        head.pop("metadata", None)
+        return True
+
+    def session_runs(self, session_id: str) -> list[str]:
+        self.db.enter("session_runs")
+        named = {s.turn.run_id for s in (self.db.turns.get(session_id) or {}).values()}
+        failed = {
+            run_id
+            for run_id, body in self.db.runs.items()
+            if json.loads(body).get("sessionId") == session_id
+            and json.loads(body).get("status") == "failed"
+        }
+        return sorted(run_id for run_id in named | failed if run_id)
+
+    def keep_traces(self, session_id: str, erasure_id: str, count: int) -> int:
+        self.db.enter("keep_traces")
+        head = self.db.heads.get(session_id)
+        if head is None or head.get("erasureId") != erasure_id:
+            return 0
+        return int(head.setdefault("tracesKept", count))
+
+    def erase_run(self, workspace_id: str, erasure_id: str, run_id: str) -> bool:
+        self.db.enter("erase_run")
+        body = self.db.runs.get(run_id)
+        if body is None or json.loads(body)["workspaceId"] != workspace_id:
+            return False
+        del self.db.runs[run_id]
+        self._add(workspace_id, erasure_id, traces_erased=1)
+        return True
+
+    def erase_contents(self, session_id: str) -> int:
+        self.db.enter("erase_contents")
+        return self.db.delete_contents(session_id)
+
+    def remove_session(
+        self, session_id: str, workspace_id: str, erasure_id: str, traces_kept: int
+    ) -> bool:
+        self.db.enter("remove_session")
+        head = self.db.heads.get(session_id)
+        if head is None or head.get("erasureId") != erasure_id:
+            return False
+        del self.db.heads[session_id]
+        self._add(workspace_id, erasure_id, sessions_erased=1, traces_kept=traces_kept)
+        return True
+
+    def sweep_session(self, session_id: str, erase_traces: bool) -> tuple[int, list[str]]:
+        self.db.enter("sweep_session")
+        head = self.db.heads.get(session_id)
+        if head is not None and head["status"] != "deleting":
+            return 0, []
+        runs = sorted(
+            s.turn.run_id
+            for s in (self.db.turns.get(session_id) or {}).values()
+            if s.turn.run_id and erase_traces
+        )
+        return self.db.delete_contents(session_id), runs
 
 
 class FakeTurnStore(_Port):

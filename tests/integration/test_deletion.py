@@ -1,17 +1,27 @@
 """Deleting a conversation always finishes: the session is marked deleted first (404 at
-once), its items are removed, the head goes last; an interruption at any step is
-finished by a retry of the DELETE or by the retention run."""
+once, its head stripped to a tombstone of keys, status and times), its items are
+removed, the head goes last; an interruption at any step is finished by a retry of the
+DELETE or by the retention run, and a write that was in flight when the delete landed is
+removed by the delete's delayed sweep."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+import threading
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from convo_memory.adapters.dynamo import items as it
+from convo_memory.bootstrap import Adapters
+from convo_memory.domain.prompt import Prompt
+from convo_memory.ports import Completion
+from tests.support.erasure_jobs import receive_jobs, release_delayed, run_erasure_jobs
 from tests.support.faults import dynamodb_error, inject
-from tests.support.inprocess_api import InProcessApi, seed_history
+from tests.support.inprocess_api import InProcessApi, inprocess_stack, new_workspace, seed_history
+from tests.support.table_scan import every_item, items_naming
 from tests.support.tenants import Tenant, open_session, predict
 
 # The retention run finishes every pending deletion of the table: a table per test.
@@ -129,3 +139,87 @@ def test_a_deletion_inside_the_grace_period_keeps_only_the_emptied_head(
 
     assert report.deletions_finished == 0
     assert stored_keys(api, session_id) == ["SESSION"]
+
+
+class HeldProvider:
+    """A model that answers only once the test lets it: a turn held in flight."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def complete(self, prompt: Prompt) -> Completion:
+        self.entered.set()
+        assert self.release.wait(10), "the test never released the turn"
+        return Completion(text=f"about {prompt.user_input}")
+
+    def stream(self, prompt: Prompt) -> Iterator[str]:
+        yield self.complete(prompt).text
+
+
+def head_of(api: InProcessApi, session_id: str) -> dict[str, Any]:
+    head = api.container.clients["dynamodb"].get_item(
+        TableName=api.container.settings.table_name, Key=it.head_key(session_id)
+    )["Item"]
+    return dict(head)
+
+
+def test_a_turn_in_flight_when_the_delete_lands_leaves_nothing_but_the_bare_tombstone() -> None:
+    held = HeldProvider()
+
+    def hold_turns(adapters: Adapters) -> Adapters:
+        return dataclasses.replace(adapters, provider_for=lambda capability: held)
+
+    with inprocess_stack(adapt=hold_turns) as api:
+        tenant = Tenant(*new_workspace(api, "alpha"))
+        principal = {"tenant_id": "store-a", "user_id": "u_913"}
+        session_id = open_session(
+            api, tenant, principal=principal, metadata={"plan": "plan-zq9"}, externalRef="cust-77"
+        )
+        held.release.set()
+        assert predict(api, tenant, session_id, "my card ends in 4242-zq").status == 200
+        held.release.clear()
+        held.entered.clear()
+        answers: list[Any] = []
+        turn = threading.Thread(
+            target=lambda: answers.append(predict(api, tenant, session_id, "and order zq-555?"))
+        )
+        turn.start()
+        assert held.entered.wait(10)  # the turn read the session and is at the model
+
+        assert delete(api, tenant, session_id) == 204
+
+        # From the 204 on: the head is a tombstone of keys, status and times.
+        assert set(head_of(api, session_id)) <= it.TOMBSTONE_ATTRIBUTES
+        assert stored_keys(api, session_id) == ["SESSION"]
+        held.release.set()
+        turn.join(10)
+        # The turn in flight was answered, and its write landed where no route reads it.
+        assert answers[0].status == 200, answers[0].body
+        assert len(stored_keys(api, session_id)) == 2
+        assert (
+            api.call("GET", f"/v1/sessions/{session_id}/messages", token=tenant.token).status == 404
+        )
+
+        # The deletion queued its sweep for when no write in flight can land any more.
+        grace = api.container.settings.deletion_grace_seconds
+        assert receive_jobs(api) == []  # delayed
+        assert release_delayed(api) == 1
+        (swept,) = run_erasure_jobs(api)
+
+        assert swept == {
+            "kind": "sweep",
+            "workspaceId": tenant.workspace_id,
+            "sessionIds": [session_id],
+            "erasureId": None,
+            "eraseTraces": False,
+            "recheck": False,
+        }
+        assert min(900, grace) >= 360  # longer than any function that could still write
+        assert stored_keys(api, session_id) == ["SESSION"]
+        assert set(head_of(api, session_id)) <= it.TOMBSTONE_ATTRIBUTES
+        conversations = every_item(api)["ConversationsTable"]
+        assert items_naming(conversations, [session_id]) == [head_of(api, session_id)]
+        assert (
+            items_naming(conversations, ["cust-77", "u_913", "4242-zq", "zq-555", "plan-zq9"]) == []
+        )

@@ -36,11 +36,17 @@ def test_each_event_runs_through_its_handler(
     ]
     # The second demo session (events/delete_session.json deletes it).
     second_session_id = open_session(api, tenant, capability="cap-agent")
+    # The demo erasure (of an end user without sessions).
+    erasure = api.call(
+        "POST", "/v1/erasures", token=tenant.token, json_body={"externalRef": "customer-0000"}
+    )
+    assert erasure.status == 202, erasure.body
     raw = (EVENTS / file).read_text()
     for placeholder, real in {
         "ses-0000000000000000000000": session_id,
         "ses-1111111111111111111111": second_session_id,
         "run-0000000000000000000000": run_id,
+        "era-0000000000000000000000": erasure.body["id"],
         '"ws-dev"': json.dumps(tenant.workspace_id),
         '\\"ws-dev\\"': json.dumps(json.dumps(tenant.workspace_id))[1:-1],
         "Bearer dev-token": f"Bearer {tenant.token}",

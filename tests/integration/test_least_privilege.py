@@ -22,6 +22,7 @@ import pytest
 
 from convo_memory.stream_door import StreamDoor
 from tests.support.aws_calls import AwsCallRecorder, table_arn
+from tests.support.erasure_jobs import run_erasure_jobs
 from tests.support.inprocess_api import InProcessApi, inprocess_stack, new_workspace
 from tests.support.stack_template import (
     Request,
@@ -44,6 +45,8 @@ FUNCTIONS = (
     "SummarizeFunction",
     "RepairFunction",
     "RetentionFunction",
+    "ErasuresFunction",
+    "EraseEndUserFunction",
 )
 MODEL_CALLERS = {"PredictFunction", "StreamFunction", "SummarizeFunction"}
 
@@ -207,6 +210,20 @@ def run_every_function(api: InProcessApi, recorder: AwsCallRecorder) -> None:
     assert repairs
     api.invoke("RepairFunction", _sqs_event("repair_sqs.json", repairs))
 
+    # An end user erased with their traces (a keyed turn, an agent run, a failed one),
+    # the receipt read back; the worker finishes it and runs every delayed sweep (the
+    # deletion's above included).
+    gone = {"capabilityId": "cap-agent", "externalRef": "customer-erased"}
+    erased = call("POST", "/v1/sessions", 201, json_body=gone)["id"]
+    agent_turn = {"input": "order 7", "sessionId": erased}
+    call("POST", "/v1/capabilities/cap-agent/predict", 200, json_body=agent_turn,
+         headers={"Idempotency-Key": "erased-1"})  # fmt: skip
+    erasure = {"externalRef": "customer-erased", "traces": "erase"}
+    receipt = call("POST", "/v1/erasures", 202, json_body=erasure)
+    call("GET", f"/v1/erasures/{receipt['id']}", 200)
+    run_erasure_jobs(api, sweeps=True)
+    assert call("GET", f"/v1/erasures/{receipt['id']}", 200)["status"] == "done"
+
     # The retention run: archive the idle session, purge it, finish the deletion.
     now = datetime.now(UTC)
     for days in (8, 40, 80):
@@ -279,7 +296,14 @@ def test_the_authorizer_reads_token_items_and_nothing_else(stack: Stack) -> None
 
 
 @pytest.mark.parametrize(
-    "function", ["CapabilitiesFunction", "CreateSessionFunction", "ModifySessionFunction"]
+    "function",
+    [
+        "CapabilitiesFunction",
+        "CreateSessionFunction",
+        "ModifySessionFunction",
+        "ErasuresFunction",
+        "EraseEndUserFunction",
+    ],
 )
 def test_functions_that_call_no_model_may_not_invoke_one(stack: Stack, function: str) -> None:
     statements = role_statements(stack, function)

@@ -112,7 +112,11 @@ def test_runs_table_is_keyed_by_run_id_and_never_expires(
 
     assert _keys(table["KeySchema"]) == [("runId", "HASH")]
     assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
-    assert table.get("GlobalSecondaryIndexes", []) == []
+    # One sparse, keys-only index: the runs of failed turns by session (an erasure's).
+    (index,) = table.get("GlobalSecondaryIndexes", [])
+    assert index["IndexName"] == "failedRunsBySession"
+    assert _keys(index["KeySchema"]) == [("failedSessionId", "HASH")]
+    assert index["Projection"]["ProjectionType"] == "KEYS_ONLY"
     # Traces outlive conversations: retention must never expire them.
     assert _ttl(session, name)["TimeToLiveStatus"] == "DISABLED"
 
@@ -142,7 +146,11 @@ def test_stateful_tables_survive_stack_deletion_and_replacement() -> None:
 @pytest.mark.parametrize(
     ("queue", "dlq", "receives"),
     # A repair retries within seconds (2..60 s): 20 receives ride out a longer outage.
-    [("SummaryQueue", "SummaryDLQ", 5), ("RepairQueue", "RepairDLQ", 20)],
+    [
+        ("SummaryQueue", "SummaryDLQ", 5),
+        ("RepairQueue", "RepairDLQ", 20),
+        ("ErasureQueue", "ErasureDLQ", 5),
+    ],
 )
 def test_work_queues_redrive_to_their_dead_letter_queue_after_their_receives(
     session: boto3.session.Session, resources: LocalResources, queue: str, dlq: str, receives: int
@@ -156,16 +164,25 @@ def test_work_queues_redrive_to_their_dead_letter_queue_after_their_receives(
 
 
 @pytest.mark.parametrize(
-    ("function", "queue"),
-    [("SummarizeFunction", "SummaryQueue"), ("RepairFunction", "RepairQueue")],
+    ("function", "queue", "batch"),
+    [
+        ("SummarizeFunction", "SummaryQueue", 10),
+        ("RepairFunction", "RepairQueue", 10),
+        # One erasure job per invocation: its time check covers the whole invocation.
+        ("EraseEndUserFunction", "ErasureQueue", 1),
+    ],
 )
 def test_each_worker_consumes_its_queue_with_partial_batch_failures(
-    session: boto3.session.Session, resources: LocalResources, function: str, queue: str
+    session: boto3.session.Session,
+    resources: LocalResources,
+    function: str,
+    queue: str,
+    batch: int,
 ) -> None:
     spec = function_specs(TEMPLATE)[function]
 
     assert spec.sqs_queue_logical_id == queue
-    assert spec.sqs_batch_size == 10
+    assert spec.sqs_batch_size == batch
     assert spec.report_batch_item_failures is True
     assert spec.http_routes == []
     # AWS's rule of thumb: visibility >= 6x the consumer's timeout, or in-flight work
@@ -187,7 +204,7 @@ def test_creating_the_resources_twice_changes_nothing(
     assert sorted(session.client("dynamodb").list_tables()["TableNames"]) == sorted(
         resources.tables.values()
     )
-    assert len(session.client("sqs").list_queues()["QueueUrls"]) == 4
+    assert len(session.client("sqs").list_queues()["QueueUrls"]) == 6
 
 
 def test_physical_names_carry_the_configured_prefix(session: boto3.session.Session) -> None:
@@ -199,7 +216,14 @@ def test_physical_names_carry_the_configured_prefix(session: boto3.session.Sessi
         "IdempotencyTable",
         "TurnLimitsTable",
     }
-    assert set(created.queue_urls) == {"SummaryQueue", "SummaryDLQ", "RepairQueue", "RepairDLQ"}
+    assert set(created.queue_urls) == {
+        "SummaryQueue",
+        "SummaryDLQ",
+        "RepairQueue",
+        "RepairDLQ",
+        "ErasureQueue",
+        "ErasureDLQ",
+    }
     assert all(name.startswith("e2e-7-") for name in created.tables.values())
     assert all(url.rsplit("/", 1)[1].startswith("e2e-7-") for url in created.queue_urls.values())
 
@@ -216,6 +240,8 @@ def test_function_environment_points_at_the_local_resources_with_documented_defa
     assert env["REPAIR_QUEUE_URL"] == resources.queue_urls["RepairQueue"]
     assert env["SUMMARY_DLQ_URL"] == resources.queue_urls["SummaryDLQ"]
     assert env["REPAIR_DLQ_URL"] == resources.queue_urls["RepairDLQ"]
+    assert env["ERASURE_QUEUE_URL"] == resources.queue_urls["ErasureQueue"]
+    assert env["ERASURE_DLQ_URL"] == resources.queue_urls["ErasureDLQ"]
     assert {name: env[name] for name in DOCUMENTED_DEFAULTS} == DOCUMENTED_DEFAULTS
     assert all(isinstance(value, str) for value in env.values())
 
@@ -250,11 +276,15 @@ def test_functions_point_at_their_code_and_share_one_handler_name() -> None:
         "StreamFunction",
         "StudioFunction",
         "OpenApiFunction",
+        "ErasuresFunction",
+        "EraseEndUserFunction",
     }
     assert specs["CreateSessionFunction"].code_uri == ROOT / "functions" / "create_session"
     assert specs["ReadSessionsFunction"].code_uri == ROOT / "functions" / "read_sessions"
     assert specs["ModifySessionFunction"].code_uri == ROOT / "functions" / "modify_session"
     assert specs["RepairFunction"].code_uri == ROOT / "functions" / "repair_transcript"
+    assert specs["ErasuresFunction"].code_uri == ROOT / "functions" / "erasures"
+    assert specs["EraseEndUserFunction"].code_uri == ROOT / "functions" / "erase_end_user"
     # The streaming door runs behind the Lambda Web Adapter: run.sh starts app.py's server.
     stream = specs.pop("StreamFunction")
     assert stream.handler == "run.sh" and (stream.code_uri / "app.py").is_file()
@@ -313,6 +343,9 @@ def test_the_authorizer_can_only_read_token_items_of_the_conversations_table() -
     [
         ("PredictFunction", {"SummaryQueue", "RepairQueue"}),
         ("StreamFunction", {"SummaryQueue", "RepairQueue"}),
+        ("ErasuresFunction", {"ErasureQueue"}),
+        ("EraseEndUserFunction", {"ErasureQueue"}),
+        ("ModifySessionFunction", {"ErasureQueue"}),
     ],
 )
 def test_functions_that_enqueue_may_send_to_their_queues(function: str, queues: set[str]) -> None:

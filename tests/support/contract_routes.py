@@ -23,6 +23,8 @@ EXPECTED_ROUTES = {
     # The OpenAI-compatible door (the streaming Function URL serves them too).
     ("POST", "/v1/chat/completions"): "PredictFunction",
     ("GET", "/v1/models"): "PredictFunction",
+    ("POST", "/v1/erasures"): "ErasuresFunction",
+    ("GET", "/v1/erasures/{erasureId}"): "ErasuresFunction",
     # Unknown routes: the contract's not_found body (served without a token).
     ("ANY", "$default"): "CapabilitiesFunction",
     # The Studio Chat page (served without a token; its calls carry the operator's).

@@ -1,4 +1,4 @@
-"""Figure 13's arithmetic (prompts a provider can cache): where the adapter's cache points
+"""Figure 15's arithmetic (prompts a provider can cache): where the adapter's cache points
 fall, what a Bedrock-like cache reads and writes, OpenAI's reported cached tokens, the
 price per million turns, and the rendered figure."""
 

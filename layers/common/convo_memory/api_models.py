@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from convo_memory.domain.erasures import TracePolicy
 from convo_memory.domain.models import (
     ApiModel,
     CapabilityKind,
@@ -220,6 +221,17 @@ def _depth(value: Any) -> int:
             deepest = max(deepest, depth + 1)
             stack.extend((child, depth + 1) for child in children)
     return deepest
+
+
+# -- end users -----------------------------------------------------------------------
+
+
+class ErasureRequest(ApiModel):
+    """Erase every session of this end user (externalRef); with traces "erase" their
+    agent run traces too (kept by default: they are the audit record)."""
+
+    external_ref: str = Field(min_length=1, max_length=256)
+    traces: TracePolicy = "keep"
 
 
 # -- turns ---------------------------------------------------------------------------

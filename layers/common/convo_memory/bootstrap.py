@@ -24,6 +24,7 @@ from convo_memory.services.agent_loop import AgentLoop
 from convo_memory.services.answering import Answerer
 from convo_memory.services.auth import TokenResolver
 from convo_memory.services.catalog import CapabilityCatalog, RunTraces
+from convo_memory.services.erasures import MAX_QUEUE_DELAY_SECONDS, ErasurePolicy, ErasureService
 from convo_memory.services.recall import RecallTaker
 from convo_memory.services.recording import TurnRecorder
 from convo_memory.services.retention import RetentionPolicy, RetentionService
@@ -66,6 +67,8 @@ class Adapters:
     metrics: MetricsPort
     summary_queue: QueuePort | None
     repair_queue: QueuePort | None
+    # Erasure jobs and the delayed sweeps of deleted and erased sessions.
+    erasure_queue: QueuePort | None
     # The repair function, invoked asynchronously: a turn's path when the queue fails.
     repair_fallback: AsyncInvokePort | None
     turn_limiter: TurnLimiter
@@ -97,6 +100,7 @@ class Container:
     tokens: TokenResolver
     # Sessions found or opened by an app's own key (the OpenAI-compatible door).
     session_keys: SessionKeys
+    erasures: ErasureService
 
     # The adapters a door or a test reaches for itself.
     @property
@@ -177,10 +181,17 @@ def build_adapters(
     default_summary = settings.summary_default_provider
     limited = settings.workspace_turns_per_second > 0 and settings.turn_limits_table_name
     return Adapters(
-        stores=dynamo_stores(clients["dynamodb"], settings.table_name, settings.runs_table_name),
+        stores=dynamo_stores(
+            clients["dynamodb"],
+            settings.table_name,
+            settings.runs_table_name,
+            settings.idempotency_table_name,
+            settings.erasure_receipt_days,
+        ),
         metrics=metrics,
         summary_queue=_sqs_queue(settings.summary_queue_url, clients),
         repair_queue=_sqs_queue(settings.repair_queue_url, clients),
+        erasure_queue=_sqs_queue(settings.erasure_queue_url, clients),
         repair_fallback=_repair_fallback(settings, clients),
         turn_limiter=(
             _dynamo_turn_limiter(settings, clients["dynamodb"], metrics, clock)
@@ -236,8 +247,21 @@ def build_services(
         monotonic=monotonic,
         sleep=sleep,
     )
+    erasures = ErasureService(
+        stores.erasures,
+        adapters.erasure_queue,
+        metrics,
+        _erasure_policy(settings),
+        clock=clock,
+        sleep=sleep,
+    )
     sessions = SessionService(
-        stores.sessions, stores.turns, catalog, clock, recall=RecallTaker(stores.recall)
+        stores.sessions,
+        stores.turns,
+        catalog,
+        clock,
+        recall=RecallTaker(stores.recall),
+        after_delete=erasures.schedule_sweep if adapters.erasure_queue else None,
     )
     return Container(
         settings=settings,
@@ -260,6 +284,7 @@ def build_services(
         retention=RetentionService(stores.retention, _retention_policy(settings), metrics),
         tokens=TokenResolver(stores.tokens, settings.cache_ttl_seconds),
         session_keys=SessionKeys(sessions, stores.sessions, catalog, sleep),
+        erasures=erasures,
     )
 
 
@@ -331,6 +356,13 @@ def _retention_policy(settings: Settings) -> RetentionPolicy:
         purge_after_days=settings.purge_after_days,
         deletion_grace_seconds=settings.deletion_grace_seconds,
     )
+
+
+def _erasure_policy(settings: Settings) -> ErasurePolicy:
+    # A deletion's sweep runs once no write in flight can land: DeletionGraceSeconds (at
+    # least 360 s, longer than any function runs) or SQS's longest delay, 900 s.
+    delay = min(MAX_QUEUE_DELAY_SECONDS, int(settings.deletion_grace_seconds))
+    return ErasurePolicy(sweep_delay_seconds=delay)
 
 
 def _dynamo_turn_limiter(

@@ -41,6 +41,12 @@ class Settings(BaseModel):
     repair_queue_url: str = ""
     # The repair function, invoked asynchronously when the repair queue takes no job.
     repair_function_name: str = ""
+    # Erasure jobs and the delayed sweeps of deleted and erased sessions; a job reports
+    # ``failed`` on its last delivery (the queue's maxReceiveCount).
+    erasure_queue_url: str = ""
+    erasure_max_receive_count: int = Field(default=5, ge=1, le=1000)
+    # A finished erasure's receipt (it names the end user) is deleted this long after.
+    erasure_receipt_days: float = Field(default=30, ge=1, le=3650)
     max_input_chars: int = Field(default=32_000, ge=1, le=100_000)
     # Longer answers are stored cut (``truncated: true``); the client receives all of it.
     max_stored_answer_chars: int = Field(default=100_000, ge=1_000, le=100_000)
@@ -185,6 +191,9 @@ class Settings(BaseModel):
             "summary_queue_url": "SUMMARY_QUEUE_URL",
             "repair_queue_url": "REPAIR_QUEUE_URL",
             "repair_function_name": "REPAIR_FUNCTION_NAME",
+            "erasure_queue_url": "ERASURE_QUEUE_URL",
+            "erasure_max_receive_count": "ERASURE_MAX_RECEIVE_COUNT",
+            "erasure_receipt_days": "ERASURE_RECEIPT_DAYS",
             "max_input_chars": "MAX_INPUT_CHARS",
             "max_stored_answer_chars": "MAX_STORED_ANSWER_CHARS",
             "digest_max_chars": "DIGEST_MAX_CHARS",

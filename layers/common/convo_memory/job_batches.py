@@ -1,6 +1,7 @@
-"""The SQS batches of the two workers, typed: Powertools' ``BatchProcessor`` parses each
-record into a model whose body is a ``SummaryJob`` or a ``RepairJob``
-(``EventType.SQS, model=...``), so the handlers never read a dict.
+"""The SQS batches of the workers, typed: Powertools' ``BatchProcessor`` parses each
+record into a model whose body is a ``SummaryJob``, a ``RepairJob``, or the erasure
+worker's ``ErasureJob`` / ``SweepJob`` (``EventType.SQS, model=...``), so the handlers
+never read a dict.
 
 A body that fails its model (not JSON, a field missing) can never succeed, whoever
 retries it. What happens to it is each worker's choice:
@@ -10,7 +11,9 @@ retries it. What happens to it is each worker's choice:
   asks for a new job, so nothing is lost and a retry would only end in the DLQ;
 - a repair job is **failed** (reported in ``batchItemFailures``, logged, counted in
   ``RepairJobsMalformed``): it may hold a turn an operator can still read, so it goes
-  through its retries into RepairDLQ (kept 14 days, alarmed) rather than away.
+  through its retries into RepairDLQ (kept 14 days, alarmed) rather than away;
+- an erasure job is **failed** too (``ErasureJobsMalformed``): into ErasureDLQ, alarmed,
+  where an operator sees what it was.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.parser.models import SqsRecordModel
 from pydantic import Json, ValidationError
 
-from convo_memory.domain.jobs import RepairJob, SummaryJob
+from convo_memory.domain.jobs import ErasureWork, RepairJob, SummaryJob
 from convo_memory.observability import logger
 
 BODY_LOG_CHARS = 200
@@ -35,6 +38,10 @@ class SummaryJobRecord(SqsRecordModel):
 
 class RepairJobRecord(SqsRecordModel):
     body: Json[RepairJob]
+
+
+class ErasureJobRecord(SqsRecordModel):
+    body: Json[ErasureWork]
 
 
 def receive_count(record: SqsRecordModel) -> int:
@@ -100,12 +107,27 @@ def fail_malformed_repair_job(count: Callable[[str], None]) -> Callable[[Any, An
     return fail
 
 
+def fail_malformed_erasure_job(count: Callable[[str], None]) -> Callable[[Any, Any], bool]:
+    def fail(record: Any, error: ValidationError) -> bool:
+        message_id, body = _raw(record)
+        logger.error(
+            "an erasure job that is no ErasureJob or SweepJob: failed, on to ErasureDLQ",
+            extra={"messageId": message_id, "body": body, "problems": error.error_count()},
+        )
+        count("ErasureJobsMalformed")
+        return False
+
+    return fail
+
+
 __all__ = [
+    "ErasureJobRecord",
     "JobBatch",
     "PartialItemFailureResponse",
     "RepairJobRecord",
     "SummaryJobRecord",
     "drop_malformed_summary_job",
+    "fail_malformed_erasure_job",
     "fail_malformed_repair_job",
     "receive_count",
 ]

@@ -26,6 +26,7 @@ from pydantic.json_schema import models_json_schema
 from convo_memory import api_models as api
 from convo_memory import input_gate
 from convo_memory.domain import models as m
+from convo_memory.domain.erasures import Erasure
 from convo_memory.ports import ToolStatus
 from convo_memory.turn_edge import OPENAI_ERROR_TYPES
 
@@ -308,6 +309,12 @@ OPERATIONS: tuple[Operation, ...] = (
               body=api.ChatCompletionRequest, not_found=_CAP + _SES,
               conflicts=(*TURN_CONFLICTS, "principal_immutable", "external_ref_immutable"),
               reused_key=True, turn=True, openai=True),
+    Operation("POST", "/v1/erasures", "requestErasure",
+              "Erase an end user: every session of the externalRef is 404 from the 202 on",
+              "end users", 202, Erasure, api.ErasureRequest),
+    Operation("GET", "/v1/erasures/{erasureId}", "getErasure",
+              "An erasure's receipt (pending, running, done or failed, with its counts)",
+              "end users", response=Erasure),
 )  # fmt: skip
 OPENAI_HEADERS = (
     ("X-Convo-Session-Id", {"type": "string", "minLength": 1, "maxLength": 128},

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from convo_memory.domain.erasures import Erasure, ErasureStatus, SessionOfEndUser
 from convo_memory.domain.generation import FinishReason
 from convo_memory.domain.models import Capability, Message, Principal, Session, Summary
 from convo_memory.domain.prompt import Prompt
@@ -448,6 +449,82 @@ class RetentionStore(Protocol):
         ...
 
 
+class ErasureStore(Protocol):
+    """Erasing end users: the receipts (per workspace), and the steps that erase one
+    session, each idempotent, so that a job cut short anywhere finishes on its next
+    delivery with the same receipt. Every step that removes something is conditional on
+    the session being claimed by this erasure: an erasure never touches another end
+    user's session, nor one another erasure or a deletion is finishing."""
+
+    def put_erasure(self, erasure: Erasure) -> None: ...
+    def get_erasure(self, workspace_id: str, erasure_id: str) -> Erasure | None: ...
+    def delete_erasure(self, workspace_id: str, erasure_id: str) -> None:
+        """Remove a receipt whose job could not be queued (nothing was done yet)."""
+        ...
+
+    def start_erasure(self, workspace_id: str, erasure_id: str) -> Erasure | None:
+        """Mark the erasure running (also a failed one, redriven), unless it is done:
+        the receipt as it was before, or None when there is none."""
+        ...
+
+    def finish_erasure(
+        self, workspace_id: str, erasure_id: str, status: ErasureStatus, finished_at: str
+    ) -> bool:
+        """Mark a running erasure ``done`` or ``failed`` (its receipt then expires);
+        False when it was not running (a concurrent delivery finished it first)."""
+        ...
+
+    def sessions_of(
+        self, workspace_id: str, external_ref: str, created_until: str
+    ) -> list[SessionOfEndUser]:
+        """Every session of the end user created at or before ``created_until`` that the
+        byExternalRef index shows, live or claimed by an erasure (eventually consistent:
+        a session created a moment ago may be missing, one removed a moment ago may still
+        show), oldest first."""
+        ...
+
+    def claim_session(
+        self, session_id: str, workspace_id: str, external_ref: str, erasure_id: str, at: str
+    ) -> bool:
+        """Mark a live session of this end user erased by ``erasure_id`` (404 everywhere
+        from now on, its principal and metadata gone); True also when it already is.
+        False: gone, another end user's, or being deleted or erased by someone else."""
+        ...
+
+    def session_runs(self, session_id: str) -> list[str]:
+        """The run ids of the session's agent turns: those its turns name, and those of
+        turns that failed (and so are in no transcript)."""
+        ...
+
+    def keep_traces(self, session_id: str, erasure_id: str, count: int) -> int:
+        """Note on the claimed head how many run traces it keeps, once: the count noted
+        first (a redelivery may see fewer turns than the first attempt did)."""
+        ...
+
+    def erase_run(self, workspace_id: str, erasure_id: str, run_id: str) -> bool:
+        """Delete a run trace and count it on the receipt, together; False when it was
+        already gone (nothing counted)."""
+        ...
+
+    def erase_contents(self, session_id: str) -> int:
+        """Delete every item of the session but its head, the items it owns elsewhere,
+        and the idempotency records of its turns; how many items."""
+        ...
+
+    def remove_session(
+        self, session_id: str, workspace_id: str, erasure_id: str, traces_kept: int
+    ) -> bool:
+        """Delete the claimed head and count the session (and the traces it keeps) on
+        the receipt, together; False when it was already gone (nothing counted)."""
+        ...
+
+    def sweep_session(self, session_id: str, erase_traces: bool) -> tuple[int, list[str]]:
+        """Delete what writes in flight left in the partition of a deleted or erased
+        session (never a head, never a live session's items), with the idempotency
+        records its turns name: (items deleted, run ids its turns named)."""
+        ...
+
+
 @dataclass
 class Stores:
     """Every storage port, as the composition root wires them into the services."""
@@ -460,3 +537,4 @@ class Stores:
     retention: RetentionStore
     runs: RunStore
     recall: RecallStore
+    erasures: ErasureStore

@@ -63,6 +63,10 @@ class RunNotFound(NotFound):
     code = "run_not_found"
 
 
+class ErasureNotFound(NotFound):
+    """An unknown erasure, or another workspace's (the contract's plain ``not_found``)."""
+
+
 class Conflict(ServiceError):
     status = 409
     code = "conflict"

@@ -1,5 +1,7 @@
 """The bodies of the service's background jobs, as typed models: what a turn hands the
-summary worker (``SummaryJob``) and the transcript repair worker (``RepairJob``).
+summary worker (``SummaryJob``) and the transcript repair worker (``RepairJob``), and
+what the erasure worker takes (``ErasureJob``: finish an end user's erasure;
+``SweepJob``: sweep deleted or erased sessions again once no write in flight can land).
 
 Both are camelCase JSON. Unknown fields are ignored, so that a producer deployed before
 its consumer (or after) never turns its jobs into poison pills. A repair job too large
@@ -14,7 +16,7 @@ from __future__ import annotations
 import base64
 import json
 import zlib
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
@@ -56,6 +58,7 @@ class TurnBody(JobModel):
     digest_text: str | None = None
     digest_expires_at: float | None = None
     run_id: str | None = None
+    idempotency_record: str | None = None
 
     @classmethod
     def of(cls, turn: TurnRecord) -> TurnBody:
@@ -70,6 +73,7 @@ class TurnBody(JobModel):
             digest_text=turn.digest_text,
             digest_expires_at=turn.digest_expires_at,
             run_id=turn.run_id,
+            idempotency_record=turn.idempotency_record,
         )
 
     def record(self) -> TurnRecord:
@@ -84,6 +88,7 @@ class TurnBody(JobModel):
             digest_text=self.digest_text,
             digest_expires_at=self.digest_expires_at,
             run_id=self.run_id,
+            idempotency_record=self.idempotency_record,
         )
 
 
@@ -141,3 +146,34 @@ class RepairJob(JobModel):
             update={"answer": cut_to_bytes(self.turn.answer, room), "truncated": True}
         )
         return self.model_copy(update={"turn": cut}).to_message()
+
+
+# A sweep job names at most this many sessions (an SQS body stays far below 256 KiB).
+MAX_SWEEP_SESSIONS = 500
+
+
+class ErasureJob(JobModel):
+    """Finish erasure ``erasure_id`` of this workspace (its receipt says whose)."""
+
+    kind: Literal["erase"] = "erase"
+    workspace_id: str = Field(min_length=1)
+    erasure_id: str = Field(min_length=1)
+
+
+class SweepJob(JobModel):
+    """Sweep these sessions again, once no write that was in flight when they were
+    deleted or erased can still land: whatever such a write left is removed (with its
+    run traces when ``erase_traces``, counted on erasure ``erasure_id``'s receipt). A
+    live session's items are never touched."""
+
+    kind: Literal["sweep"] = "sweep"
+    workspace_id: str = Field(min_length=1)
+    session_ids: tuple[str, ...] = Field(default=(), max_length=MAX_SWEEP_SESSIONS)
+    erasure_id: str | None = None
+    erase_traces: bool = False
+    # An erasure's last sweep also lists the end user again: a session the index showed
+    # too late for the job is erased then.
+    recheck: bool = False
+
+
+ErasureWork = Annotated[ErasureJob | SweepJob, Field(discriminator="kind")]

@@ -59,6 +59,9 @@ class TurnRecord:
     digest_text: str | None = None
     digest_expires_at: float | None = None
     run_id: str | None = None
+    # The idempotency record of the request that served this turn (its Idempotency-Key's),
+    # kept with the turn so that erasing the session removes the record too.
+    idempotency_record: str | None = None
 
     @property
     def has_digest(self) -> bool:

@@ -39,12 +39,15 @@ class SessionService:
         clock: Callable[[], float] = time.time,
         *,
         recall: RecallTaker,
+        after_delete: Callable[[str, str], None] | None = None,
     ) -> None:
         self._sessions = sessions
         self._turns = turns
         self._catalog = catalog
         self._clock = clock
         self._recall = recall
+        # Told (workspace, session) after a deletion: schedules its delayed sweep.
+        self._after_delete = after_delete
 
     def create(
         self, workspace_id: str, body: SessionCreate, *, session_key: str | None = None
@@ -143,13 +146,17 @@ class SessionService:
         return updated
 
     def delete(self, workspace_id: str, session_id: str) -> None:
-        """Mark the session deleted (it answers 404 from now on), then remove its
-        transcript, summary and digests. A retry resumes an interrupted deletion; the
-        emptied head is removed by the retention run once no turn that was already in
-        flight can still land (see ``RetentionService``). Run traces are never touched."""
+        """Mark the session deleted and strip its head to a tombstone (keys, status,
+        times: it answers 404 from now on), then remove its transcript, summary and
+        digests. A retry resumes an interrupted deletion. A write that was in flight
+        lands in no route's view (404) and is removed by the delayed sweep (and again by
+        the retention run, which removes the tombstone once no turn in flight can still
+        land; see ``RetentionService``). Run traces are never touched."""
         if not self._sessions.begin_deletion(session_id, workspace_id, iso_at(self._clock())):
             raise SessionNotFound(f"session {session_id!r} not found")
         self._sessions.delete_contents(session_id)
+        if self._after_delete is not None:
+            self._after_delete(workspace_id, session_id)
 
     def messages(
         self, workspace_id: str, session_id: str, limit: int, after: dict[str, Any] | None = None

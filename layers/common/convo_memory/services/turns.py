@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from convo_memory import request_scope
 from convo_memory.api_models import Prediction, TurnContext
 from convo_memory.domain.errors import (
     CapabilityNotConversational,
@@ -329,6 +330,8 @@ class TurnService:
             digest_text=digest_text,
             digest_expires_at=now + self._policy.digest_retention_seconds if digest_text else None,
             run_id=answer.run_id,
+            # Kept with the turn so that erasing the session removes the record too.
+            idempotency_record=request_scope.idempotency_record(),
         )
 
     def _stateless(

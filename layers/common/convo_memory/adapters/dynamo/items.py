@@ -7,6 +7,8 @@ One partition per session (``pk = SESSION#<sid>``)::
     SESSION                     the head (its GSI keys put it in byExternalRef/byActivity)
     SUMMARY                     the rolling summary
 
+and, per workspace (``pk = WS#<workspace>``), ``ERASURE#<id>``: an erasure's receipt.
+
 "MSG#..." sorts before "SESSION" < "SUMMARY", so one descending Query reads the summary,
 the head and then the newest turns (with their digests): everything a turn needs.
 
@@ -17,7 +19,8 @@ read by ``GetItem`` (no scan), deleted with the session's contents. Workspace an
 capability ids never hold ``#``, so no key can pose as another's.
 
 A turn item's attribute names are one or two letters (``id`` turn id, ``at`` createdAt,
-``u`` user message, ``a`` answer, ``w`` withheld, ``x`` truncated, ``r`` run id): DynamoDB
+``u`` user message, ``a`` answer, ``w`` withheld, ``x`` truncated, ``r`` run id, ``k`` the
+idempotency record of the request that served it, if it had an Idempotency-Key): DynamoDB
 bills attribute names as data, and the serving path reads ten turns per request, so the
 window of a default capability fits in one 4 KB read unit more often.
 
@@ -33,6 +36,7 @@ import zlib
 from typing import Any
 
 from convo_memory.adapters.dynamo.table import Item, n, s
+from convo_memory.domain.erasures import Erasure
 from convo_memory.domain.models import Message, Recall, Session, Summary, ToolDigest
 from convo_memory.domain.turn_records import AppendResult, TurnRecord, turn_messages
 
@@ -184,6 +188,49 @@ def head_status(head: Item) -> str:
     return str(head.get("status", {}).get("S", ""))
 
 
+# -- what a deletion or an erasure leaves, and what it removes ------------------------
+
+# A deleted session's head from the DELETE's 204 on: keys (the service's own ids: the
+# session's, its workspace's and capability's), status and times only.
+TOMBSTONE_ATTRIBUTES = frozenset(
+    {"pk", "sk", "workspaceId", "capabilityId", "status", "createdAt", "lastActiveAt"}
+    | {"deletedAt", "gsi2pk", "gsi2sk"}
+)
+# Removed from the head by the write that marks it deleted (removing an attribute a head
+# does not have is a no-op, so fields added later belong here too).
+PERSONAL_HEAD_ATTRIBUTES: tuple[str, ...] = (
+    "externalRef",
+    "principal",
+    "metadata",
+    RECALL_ATTRIBUTE,
+    # Not personal, but no more than keys, status and times stay on a tombstone.
+    FENCE_NONCE,
+)
+# Head attributes that name an item outside the session's partition which the session
+# owns (the OpenAI-compatible door's session-key pointer, say): they stay on the head
+# until ``owned_item_keys`` has been deleted, so an interrupted deletion can resume.
+SESSION_KEY = "sessionKey"
+OWNER_ATTRIBUTES: tuple[str, ...] = (SESSION_KEY,)
+
+
+def owned_item_keys(head: Item) -> list[Item]:
+    """Keys of the items of this table, outside the session's partition, that the session
+    owns and that go with it (a deletion, an erasure). Derived from the head as a sweep
+    reads it (its ids and ``OWNER_ATTRIBUTES``: the deletion's first write has already
+    removed ``PERSONAL_HEAD_ATTRIBUTES``). None: the one such item, an app's session key
+    (``SESSION_KEY``), is released conditionally by ``sessions.delete_contents``, since a
+    newer session may have claimed the key since."""
+    return []
+
+
+def session_item_projection() -> tuple[str, dict[str, str]]:
+    """What a sweep reads of each item of a session's partition: its key, the run id and
+    idempotency record a turn names, and the head's status, ids and ``OWNER_ATTRIBUTES``."""
+    read = ("pk", "sk", "r", "k", "status", "workspaceId", "capabilityId", *OWNER_ATTRIBUTES)
+    names = {f"#o{i}": name for i, name in enumerate(read)}
+    return ", ".join(names), names
+
+
 # -- turns ---------------------------------------------------------------------------
 
 
@@ -201,6 +248,8 @@ def turn_item(session_id: str, user_seq: int, turn: TurnRecord) -> Item:
         item["x"] = {"BOOL": True}
     if turn.run_id:
         item["r"] = s(turn.run_id)
+    if turn.idempotency_record:
+        item["k"] = s(turn.idempotency_record)
     return item
 
 
@@ -275,6 +324,46 @@ def summary_item(session_id: str, summary: Summary, earlier: Summary | None = No
         if earlier.text:
             item[EARLIER_TEXT] = s(earlier.text)
     return item
+
+
+# -- erasure receipts -------------------------------------------------------------------
+
+
+def erasure_key(workspace_id: str, erasure_id: str) -> Item:
+    return {"pk": s(f"WS#{workspace_id}"), "sk": s(f"ERASURE#{erasure_id}")}
+
+
+def erasure_item(erasure: Erasure, expires_at: int | None = None) -> Item:
+    item: Item = {
+        **erasure_key(erasure.workspace_id, erasure.id),
+        "externalRef": s(erasure.external_ref),
+        "traces": s(erasure.traces),
+        "status": s(erasure.status),
+        "createdAt": s(erasure.created_at),
+        "sessionsErased": n(erasure.sessions_erased),
+        "tracesErased": n(erasure.traces_erased),
+        "tracesKept": n(erasure.traces_kept),
+    }
+    if erasure.finished_at:
+        item["finishedAt"] = s(erasure.finished_at)
+    if expires_at is not None:
+        item["ttl"] = n(expires_at)
+    return item
+
+
+def erasure_from(item: Item) -> Erasure:
+    return Erasure(
+        id=item["sk"]["S"].removeprefix("ERASURE#"),
+        workspace_id=item["pk"]["S"].removeprefix("WS#"),
+        external_ref=item["externalRef"]["S"],
+        traces=item["traces"]["S"],
+        status=item["status"]["S"],
+        created_at=item["createdAt"]["S"],
+        finished_at=item.get("finishedAt", {}).get("S"),
+        sessions_erased=int(item.get("sessionsErased", {}).get("N", "0")),
+        traces_erased=int(item.get("tracesErased", {}).get("N", "0")),
+        traces_kept=int(item.get("tracesKept", {}).get("N", "0")),
+    )
 
 
 def compact(value: Any) -> str:

@@ -77,16 +77,17 @@ class DynamoRetentionStore:
         return archived
 
     def begin_purge(self, session_id: str, archived_at: str, deleted_at: str) -> bool:
-        """Mark an archived session (still archived at ``archived_at``) deleted."""
+        """Mark an archived session (still archived at ``archived_at``) deleted, its head
+        stripped to a tombstone as by a deletion."""
+        remove = ", ".join(("gsi1pk", "gsi1sk", *it.PERSONAL_HEAD_ATTRIBUTES))
         marked, _ = self._table.conditional(
             "update_item",
             Key=it.head_key(session_id),
             UpdateExpression=(
-                "SET #st = :del, deletedAt = :at, gsi2pk = :p, gsi2sk = :at "
-                "REMOVE gsi1pk, gsi1sk, #rc"
+                f"SET #st = :del, deletedAt = :at, gsi2pk = :p, gsi2sk = :at REMOVE {remove}"
             ),
             ConditionExpression="#st = :archived AND archivedAt = :archived_at",
-            ExpressionAttributeNames={"#st": "status", "#rc": it.RECALL_ATTRIBUTE},
+            ExpressionAttributeNames={"#st": "status"},
             ExpressionAttributeValues={
                 ":del": s("deleting"),
                 ":archived": s("archived"),

@@ -1,5 +1,11 @@
 """Agent run traces: their own table, keyed by run id, scoped by workspace on read.
-No TTL and no deletion path: traces outlive the conversations they came from."""
+No TTL: traces outlive the conversations they came from; only an erasure with
+``traces: "erase"`` deletes them (``adapters.dynamo.erasures``).
+
+A turn that recorded names its run (``r`` on the turn item), so an erasure finds a
+session's runs in the session's own partition at no cost per turn. A run whose turn
+failed is in no transcript: it carries ``failedSessionId``, which puts it (and only it)
+in the sparse ``failedRunsBySession`` index."""
 
 from __future__ import annotations
 
@@ -8,20 +14,23 @@ from typing import Any
 
 from convo_memory.adapters.dynamo.table import DynamoTable, s
 
+FAILED_SESSION = "failedSessionId"
+FAILED_RUNS_INDEX = "failedRunsBySession"
+
 
 class DynamoRunStore:
     def __init__(self, table: DynamoTable) -> None:
         self._table = table
 
     def put_run(self, run: dict[str, Any]) -> None:
-        self._table.call(
-            "put_item",
-            Item={
-                "runId": s(run["runId"]),
-                "workspaceId": s(run["workspaceId"]),
-                "body": s(json.dumps(run)),
-            },
-        )
+        item = {
+            "runId": s(run["runId"]),
+            "workspaceId": s(run["workspaceId"]),
+            "body": s(json.dumps(run)),
+        }
+        if run.get("status") == "failed" and run.get("sessionId"):
+            item[FAILED_SESSION] = s(str(run["sessionId"]))
+        self._table.call("put_item", Item=item)
 
     def get_run(self, workspace_id: str, run_id: str) -> dict[str, Any] | None:
         item = self._table.get({"runId": s(run_id)})

@@ -208,18 +208,23 @@ class DynamoSessionStore:
         return str(attributes[it.FENCE_NONCE]["S"])
 
     def begin_deletion(self, session_id: str, workspace_id: str, deleted_at: str) -> bool:
+        """Mark the session deleted and strip its head to a tombstone in one write: from
+        here on it answers 404 and its head holds no personal data (an owner attribute,
+        naming an item the session owns, goes once that item has). A session an erasure
+        has claimed is the erasure's to finish: False, as for a missing one."""
+        remove = ", ".join(("gsi1pk", "gsi1sk", *it.PERSONAL_HEAD_ATTRIBUTES))
         marked, _ = self._table.conditional(
             "update_item",
             Key=it.head_key(session_id),
             # Out of the listing at once; into DELETING#NN so retention finishes the job.
             UpdateExpression=(
                 "SET #st = :del, deletedAt = if_not_exists(deletedAt, :at), "
-                "gsi2pk = :gsi2pk, gsi2sk = if_not_exists(deletedAt, :at) "
-                "REMOVE gsi1pk, gsi1sk, #rc"
+                f"gsi2pk = :gsi2pk, gsi2sk = if_not_exists(deletedAt, :at) REMOVE {remove}"
             ),
-            ConditionExpression="attribute_exists(pk) AND workspaceId = :ws",
-            # The recall (other sessions' text) goes with the deletion's first step.
-            ExpressionAttributeNames={"#st": "status", "#rc": it.RECALL_ATTRIBUTE},
+            ConditionExpression=(
+                "attribute_exists(pk) AND workspaceId = :ws AND attribute_not_exists(erasureId)"
+            ),
+            ExpressionAttributeNames={"#st": "status"},
             ExpressionAttributeValues={
                 ":del": s("deleting"),
                 ":at": s(deleted_at),
@@ -233,36 +238,54 @@ class DynamoSessionStore:
         return delete_contents(self._table, session_id)
 
 
-def delete_contents(table: DynamoTable, session_id: str) -> int:
-    """Delete every item of a session's partition except its head (strongly consistent
-    read of the keys, then batched deletes), and its app key's item: the key is released
-    (a later call with it opens a new session) and taken off the head."""
-    keys: list[Item] = []
-    head: Item | None = None
-    for item in table.query_all(
-        KeyConditionExpression="pk = :pk",
-        ExpressionAttributeValues={":pk": it.session_pk(session_id)},
-        ProjectionExpression="pk, sk, workspaceId, capabilityId, sessionKey",
-        ConsistentRead=True,
-    ):
-        if item["sk"]["S"] == it.SESSION_SK:
-            head = item
-        else:
-            keys.append({"pk": item["pk"], "sk": item["sk"]})
+def session_items(table: DynamoTable, session_id: str) -> list[Item]:
+    """Every item of a session's partition, head included (strongly consistent), as much
+    of each as a sweep needs (``items.session_item_projection``)."""
+    projection, names = it.session_item_projection()
+    return list(
+        table.query_all(
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": it.session_pk(session_id)},
+            ProjectionExpression=projection,
+            ExpressionAttributeNames=names,
+            ConsistentRead=True,
+        )
+    )
+
+
+def delete_contents(table: DynamoTable, session_id: str, found: list[Item] | None = None) -> int:
+    """Delete every item of a session's partition except its head, and the items outside
+    it that its head says it owns (strongly consistent read of the keys, unless the
+    caller read them: ``found``, then batched deletes); then the head's owner attributes,
+    once what they named is gone."""
+    if found is None:
+        found = session_items(table, session_id)
+    head = next((item for item in found if item["sk"]["S"] == it.SESSION_SK), None)
+    keys = [{"pk": item["pk"], "sk": item["sk"]} for item in found if item is not head]
+    if head is not None:
+        keys += it.owned_item_keys(head)
     deleted = table.delete_keys(keys)
-    if head is not None and "sessionKey" in head:
+    if head is not None and it.SESSION_KEY in head:
+        # The app's key (OpenAI-compatible door) is released: a later call with it opens
+        # a new session. Conditional: a key already re-opened on a newer session stays.
         key = it.session_key_key(
-            head["workspaceId"]["S"], head["capabilityId"]["S"], head["sessionKey"]["S"]
+            head["workspaceId"]["S"], head["capabilityId"]["S"], head[it.SESSION_KEY]["S"]
         )
         release_session_key(table, key, session_id)
-        # Last: a deletion interrupted before this finds the key again when retried.
+        deleted += 1
+    owners = [name for name in it.OWNER_ATTRIBUTES if head is not None and name in head]
+    if owners:
         table.conditional(
             "update_item",
             Key=it.head_key(session_id),
-            UpdateExpression="REMOVE sessionKey",
-            ConditionExpression="attribute_exists(pk)",
+            UpdateExpression="REMOVE " + ", ".join(f"#o{i}" for i in range(len(owners))),
+            ConditionExpression="#st = :del",
+            ExpressionAttributeNames={
+                "#st": "status",
+                **{f"#o{i}": name for i, name in enumerate(owners)},
+            },
+            ExpressionAttributeValues={":del": s("deleting")},
         )
-        deleted += 1
     return deleted
 
 

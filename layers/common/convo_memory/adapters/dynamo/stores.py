@@ -1,10 +1,11 @@
-"""All the DynamoDB stores over the stack's two tables (the composition root's entry)."""
+"""All the DynamoDB stores over the stack's tables (the composition root's entry)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from convo_memory.adapters.dynamo.capabilities import DynamoCapabilityStore
+from convo_memory.adapters.dynamo.erasures import DynamoErasureStore
 from convo_memory.adapters.dynamo.recall import DynamoRecallStore
 from convo_memory.adapters.dynamo.retention import DynamoRetentionStore
 from convo_memory.adapters.dynamo.runs import DynamoRunStore
@@ -16,9 +17,18 @@ from convo_memory.adapters.dynamo.turns import DynamoTurnStore
 from convo_memory.ports import Stores
 
 
-def dynamo_stores(client: Any, table_name: str, runs_table_name: str) -> Stores:
-    """Every store over one DynamoDB client and the stack's two tables."""
+def dynamo_stores(
+    client: Any,
+    table_name: str,
+    runs_table_name: str,
+    idempotency_table_name: str = "",
+    erasure_receipt_days: float = 30,
+) -> Stores:
+    """Every store over one DynamoDB client and the stack's tables (an erasure removes
+    the idempotency records of its turns when there is an idempotency table)."""
     table = DynamoTable(client, table_name)
+    runs = DynamoTable(client, runs_table_name)
+    idempotency = DynamoTable(client, idempotency_table_name) if idempotency_table_name else None
     return Stores(
         tokens=DynamoTokenStore(table),
         capabilities=DynamoCapabilityStore(table),
@@ -26,6 +36,7 @@ def dynamo_stores(client: Any, table_name: str, runs_table_name: str) -> Stores:
         turns=DynamoTurnStore(table),
         summaries=DynamoSummaryStore(table),
         retention=DynamoRetentionStore(table),
-        runs=DynamoRunStore(DynamoTable(client, runs_table_name)),
+        runs=DynamoRunStore(runs),
         recall=DynamoRecallStore(table),
+        erasures=DynamoErasureStore(table, runs, idempotency, erasure_receipt_days),
     )

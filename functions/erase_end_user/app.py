@@ -1,0 +1,105 @@
+"""The erasure worker (ErasureQueue consumer), one job per record:
+
+- an ``ErasureJob`` finishes an end user's erasure (``ErasureService.run``): idempotent
+  and resumable, so a delivery cut short anywhere is finished by the next one. A record
+  that fails is made visible again after 5, 10, 20 ... up to 120 seconds (by its receive
+  count), and on its last delivery (``ERASURE_MAX_RECEIVE_COUNT``, the queue's
+  maxReceiveCount) the receipt says ``failed`` before the message moves to ErasureDLQ,
+  from which a redrive resumes it;
+- a ``SweepJob`` sweeps deleted or erased sessions once no write that was in flight can
+  still land (``ErasureService.sweep``).
+
+A body that is neither is failed, not dropped (``convo_memory.job_batches``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.batch import process_partial_response
+
+from convo_memory.domain.jobs import ErasureJob
+from convo_memory.job_batches import (
+    ErasureJobRecord,
+    JobBatch,
+    PartialItemFailureResponse,
+    fail_malformed_erasure_job,
+    receive_count,
+)
+from convo_memory.observability import (
+    job_handler,
+    logger,
+    record_correlation_id,
+    set_correlation_id,
+)
+
+REDELIVER_FIRST_SECONDS = 5
+REDELIVER_MAX_SECONDS = 120
+
+
+def _count(name: str) -> None:
+    from convo_memory.bootstrap import get_container
+
+    get_container().metrics.count(name)
+
+
+processor = JobBatch(ErasureJobRecord, fail_malformed_erasure_job(_count))
+
+
+def redeliver_seconds(deliveries: int) -> int:
+    """How long a job that failed its ``deliveries``-th delivery waits for the next."""
+    return min(REDELIVER_MAX_SECONDS, REDELIVER_FIRST_SECONDS * 2 ** (max(1, deliveries) - 1))
+
+
+def erase_record(record: ErasureJobRecord, lambda_context: Any = None) -> None:
+    from convo_memory.bootstrap import get_container
+
+    set_correlation_id(record_correlation_id(record) or record.messageId)
+    container = get_container()
+    job = record.body
+    deliveries = receive_count(record)
+    remaining = getattr(lambda_context, "get_remaining_time_in_millis", None)
+
+    def time_left() -> float:
+        return float(remaining()) / 1000 if callable(remaining) else 900.0
+
+    try:
+        if isinstance(job, ErasureJob):
+            last = deliveries >= container.settings.erasure_max_receive_count
+            erasure = container.erasures.run(job, last_delivery=last, time_left=time_left)
+            logger.info(
+                "erasure job",
+                extra={
+                    "erasureId": job.erasure_id,
+                    "status": erasure.status if erasure else None,
+                    "sessionsErased": erasure.sessions_erased if erasure else None,
+                },
+            )
+        else:
+            removed = container.erasures.sweep(job, time_left=time_left)
+            logger.info(
+                "sweep job",
+                extra={"sessions": len(job.session_ids), "removed": removed},
+            )
+    except Exception:
+        wait = redeliver_seconds(deliveries)
+        logger.warning(
+            "erasure worker job failed; retried in %d s",
+            wait,
+            exc_info=True,
+            extra={"messageId": record.messageId, "deliveries": deliveries},
+        )
+        queue = container.adapters.erasure_queue
+        if queue is not None and hasattr(queue, "redeliver_after"):
+            try:
+                queue.redeliver_after(record.receiptHandle, wait)
+            except Exception:  # the queue's visibility timeout applies instead
+                logger.warning("could not shorten the job's visibility", exc_info=True)
+        raise
+
+
+@job_handler
+def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
+    return process_partial_response(
+        event=event, record_handler=erase_record, processor=processor, context=context
+    )

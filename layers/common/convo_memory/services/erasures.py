@@ -1,0 +1,326 @@
+"""Erasing an end user (``POST /v1/erasures``) and sweeping deleted sessions again.
+
+**The request** writes the receipt (``pending``), queues the job, and then claims every
+session of the end user that the byExternalRef index shows, in parallel: from the ``202``
+on, each of them answers 404 on every route, is out of every listing and takes no turn.
+The index is eventually consistent, so a session created a moment before the request may
+not show yet: the job lists again (at least ``index_settle_seconds`` after the request),
+and so does a last sweep later on.
+
+**The job** (``ErasureJob``, on the erasure queue) lists and claims again, then erases the
+sessions in chunks: per session its run traces (erased and counted, or counted as kept),
+its idempotency records, every item of its partition and the items it owns elsewhere,
+and finally its head, counted on the receipt in the same transaction. Every step is
+idempotent and conditional on the claim, so a job cut short after any write finishes on
+its next delivery with the same receipt; it reports ``failed`` only on its last delivery.
+
+**Writes in flight** (a turn, a summary, a repair that read the session before it was
+claimed or deleted) can land after the sweep, until the longest of them ends (the
+streaming function's 300 s). No route reads them (the session is 404); a ``SweepJob``
+queued with a delay (``sweep_delay_seconds``: the deployment's DeletionGraceSeconds, at
+most SQS's 900 s) removes them, for erased sessions and for deleted ones alike.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TypeVar
+
+from convo_memory.api_models import ErasureRequest
+from convo_memory.domain.erasures import Erasure, ErasureStatus, SessionOfEndUser
+from convo_memory.domain.errors import ErasureNotFound, StoreUnavailable
+from convo_memory.domain.ids import new_id
+from convo_memory.domain.jobs import MAX_SWEEP_SESSIONS, ErasureJob, SweepJob
+from convo_memory.domain.models import iso_at, parse_iso
+from convo_memory.ports import ErasureStore, MetricsPort, NullMetrics, QueuePort
+
+logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+# SQS delays a message at most this long.
+MAX_QUEUE_DELAY_SECONDS = 900
+
+
+@dataclass(frozen=True)
+class ErasurePolicy:
+    # Sessions claimed, erased or removed at the same time.
+    concurrency: int = 8
+    # The request claims sessions for at most this long; the job claims the rest.
+    request_claim_seconds: float = 20.0
+    # Sessions erased per chunk (one delayed sweep job per chunk).
+    chunk_sessions: int = 50
+    # The job's last listing is no earlier than this after the request: the index shows
+    # a session created just before the request by then (usually within a second).
+    index_settle_seconds: float = 2.0
+    # How long after a deletion or an erasure its sweep runs (the template's
+    # DeletionGraceSeconds, at least 360 s: longer than any write in flight can take).
+    sweep_delay_seconds: int = MAX_QUEUE_DELAY_SECONDS
+    # A new chunk is started only while the invocation has at least this much time.
+    min_seconds_left: float = 20.0
+
+
+class ErasureIncomplete(RuntimeError):
+    """The job ran out of time with sessions left: its next delivery goes on."""
+
+
+class ErasureService:
+    def __init__(
+        self,
+        store: ErasureStore,
+        queue: QueuePort | None,
+        metrics: MetricsPort | None = None,
+        policy: ErasurePolicy | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._store = store
+        self._queue = queue
+        self._metrics = metrics or NullMetrics()
+        self._policy = policy or ErasurePolicy()
+        self._clock = clock
+        self._sleep = sleep
+
+    # -- the routes -------------------------------------------------------------------
+
+    def request(
+        self,
+        workspace_id: str,
+        body: ErasureRequest,
+        time_left: Callable[[], float] | None = None,
+    ) -> Erasure:
+        """Record the erasure, queue its job and claim the end user's sessions (for at
+        most ``request_claim_seconds``, or what ``time_left`` allows): the receipt."""
+        erasure = Erasure(
+            id=new_id("era"),
+            workspace_id=workspace_id,
+            external_ref=body.external_ref,
+            traces=body.traces,
+            status="pending",
+            created_at=iso_at(self._clock()),
+        )
+        self._store.put_erasure(erasure)
+        try:
+            self._send(ErasureJob(workspace_id=workspace_id, erasure_id=erasure.id).to_body())
+        except Exception:
+            # Nothing was done yet: no receipt that no job would ever finish.
+            self._forget(erasure)
+            raise
+        self._metrics.count("ErasuresInFlight", 1)
+        budget = self._policy.request_claim_seconds
+        if time_left is not None:
+            budget = min(budget, time_left() - 5.0)
+        until = self._clock() + max(0.0, budget)
+        sessions = self._store.sessions_of(workspace_id, erasure.external_ref, erasure.created_at)
+        claimed = self._claim(erasure, [s for s in sessions if s.live], until)
+        logger.info(
+            "erasure requested",
+            extra={"erasureId": erasure.id, "listed": len(sessions), "claimed": len(claimed)},
+        )
+        return erasure
+
+    def get(self, workspace_id: str, erasure_id: str) -> Erasure:
+        erasure = self._store.get_erasure(workspace_id, erasure_id)
+        if erasure is None:
+            raise ErasureNotFound(f"erasure {erasure_id!r} not found")
+        return erasure
+
+    # -- the job ------------------------------------------------------------------------
+
+    def run(
+        self,
+        job: ErasureJob,
+        *,
+        last_delivery: bool = False,
+        time_left: Callable[[], float] | None = None,
+    ) -> Erasure | None:
+        """Finish the erasure (``done``); a failure on its ``last_delivery`` marks it
+        ``failed`` before it propagates. Returns the receipt, or None when there is none."""
+        before = self._store.start_erasure(job.workspace_id, job.erasure_id)
+        if before is None:
+            logger.warning("erasure job without a receipt dropped: %s", job.erasure_id)
+            return None
+        if before.status == "done":
+            return before  # a duplicate delivery
+        if before.status == "failed":
+            self._metrics.count("ErasuresInFlight", 1)  # redriven from the DLQ
+        erasure = before.model_copy(update={"status": "running", "finished_at": None})
+        try:
+            self._erase_all(erasure, time_left, settle=True)
+            # The last sweep lists the end user once more, when writes in flight are over.
+            self._send(
+                SweepJob(
+                    workspace_id=erasure.workspace_id,
+                    session_ids=(),
+                    erasure_id=erasure.id,
+                    erase_traces=erasure.traces == "erase",
+                    recheck=True,
+                ).to_body(),
+                delay=self._policy.sweep_delay_seconds,
+            )
+            self._finish(erasure, "done")
+        except Exception:
+            if last_delivery:
+                logger.exception("erasure %s failed on its last delivery", erasure.id)
+                self._metrics.count("ErasureFailed")
+                self._finish(erasure, "failed")
+            raise
+        return self._store.get_erasure(erasure.workspace_id, erasure.id)
+
+    def sweep(self, job: SweepJob, time_left: Callable[[], float] | None = None) -> int:
+        """Remove what writes in flight left of deleted or erased sessions (with their
+        traces for an erasure that erases them, counted on its receipt); on an erasure's
+        last sweep, erase any session of the end user the index showed late. How many
+        items were removed."""
+        removed = 0
+        for session_id in job.session_ids:
+            count, runs = self._store.sweep_session(session_id, job.erase_traces)
+            removed += count
+            if job.erasure_id is not None:
+                for run_id in runs:
+                    self._store.erase_run(job.workspace_id, job.erasure_id, run_id)
+        if job.recheck and job.erasure_id is not None:
+            erasure = self._store.get_erasure(job.workspace_id, job.erasure_id)
+            if erasure is not None:
+                late = self._erase_all(erasure, time_left, settle=False)
+                if late:
+                    logger.warning(
+                        "erasure %s: %d sessions shown late by the index, erased now",
+                        erasure.id,
+                        late,
+                    )
+        if removed:
+            self._metrics.count("SweptItems", removed)
+        return removed
+
+    def schedule_sweep(self, workspace_id: str, session_id: str) -> None:
+        """After a deletion: sweep the session again once no write in flight can land.
+        Best effort: the retention run sweeps it again before removing its head."""
+        try:
+            self._send(
+                SweepJob(workspace_id=workspace_id, session_ids=(session_id,)).to_body(),
+                delay=self._policy.sweep_delay_seconds,
+            )
+        except Exception:
+            logger.warning("no delayed sweep for deleted session %s", session_id, exc_info=True)
+            self._metrics.count("SweepNotScheduled")
+
+    # -- the steps ----------------------------------------------------------------------
+
+    def _erase_all(
+        self, erasure: Erasure, time_left: Callable[[], float] | None, *, settle: bool
+    ) -> int:
+        """List and erase until a listing gives nothing more to erase (with ``settle``:
+        a listing late enough to show every session created before the request): how
+        many sessions were erased. A session another erasure holds is left to it."""
+        erased = 0
+        settle_until = parse_iso(erasure.created_at) + self._policy.index_settle_seconds
+        while True:
+            listed = self._store.sessions_of(
+                erasure.workspace_id, erasure.external_ref, erasure.created_at
+            )
+            this_pass = 0
+            for chunk in _chunks(listed, self._policy.chunk_sessions):
+                if time_left is not None and time_left() < self._policy.min_seconds_left:
+                    raise ErasureIncomplete(f"erasure {erasure.id}: out of time, resumes")
+                this_pass += self._erase_chunk(erasure, chunk)
+            erased += this_pass
+            if this_pass:
+                continue
+            wait = settle_until - self._clock()
+            if not settle or wait <= 0:
+                return erased
+            self._sleep(wait)
+            settle = False
+
+    def _erase_chunk(self, erasure: Erasure, chunk: Sequence[SessionOfEndUser]) -> int:
+        """Claim, empty and remove a chunk of sessions: the sweep job for them is queued
+        before their heads go, so a redelivery that finds them gone has queued it."""
+        ours = self._claim(erasure, chunk, until=None)
+        if not ours:
+            return 0
+        emptied = self._parallel(lambda sid: self._empty(erasure, sid), ours)
+        kept = dict(zip(ours, emptied, strict=True))
+        self._send(
+            SweepJob(
+                workspace_id=erasure.workspace_id,
+                session_ids=tuple(ours),
+                erasure_id=erasure.id,
+                erase_traces=erasure.traces == "erase",
+            ).to_body(),
+            delay=self._policy.sweep_delay_seconds,
+        )
+        removed = self._parallel(
+            lambda sid: self._store.remove_session(
+                sid, erasure.workspace_id, erasure.id, kept[sid]
+            ),
+            ours,
+        )
+        return sum(1 for done in removed if done)
+
+    def _empty(self, erasure: Erasure, session_id: str) -> int:
+        """Everything of a claimed session but its head: its traces (erased, or counted
+        as kept), idempotency records and items. The traces it keeps."""
+        runs = self._store.session_runs(session_id)
+        kept = 0
+        if erasure.traces == "erase":
+            for run_id in runs:
+                self._store.erase_run(erasure.workspace_id, erasure.id, run_id)
+        else:
+            kept = self._store.keep_traces(session_id, erasure.id, len(runs))
+        self._store.erase_contents(session_id)
+        return kept
+
+    def _claim(
+        self, erasure: Erasure, sessions: Iterable[SessionOfEndUser], until: float | None
+    ) -> list[str]:
+        """Claim the sessions not someone else's (until ``until``, if given): the ids
+        this erasure now holds."""
+        at = iso_at(self._clock())
+
+        def claim(session: SessionOfEndUser) -> str | None:
+            if until is not None and self._clock() > until:
+                return None
+            held = self._store.claim_session(
+                session.session_id,
+                erasure.workspace_id,
+                erasure.external_ref,
+                erasure.id,
+                at,
+            )
+            return session.session_id if held else None
+
+        return [sid for sid in self._parallel(claim, list(sessions)) if sid is not None]
+
+    def _parallel(self, work: Callable[[_T], _R], inputs: Sequence[_T]) -> list[_R]:
+        if len(inputs) <= 1:
+            return [work(item) for item in inputs]
+        with ThreadPoolExecutor(max_workers=self._policy.concurrency) as pool:
+            return list(pool.map(work, inputs))
+
+    def _finish(self, erasure: Erasure, status: ErasureStatus) -> None:
+        at = iso_at(self._clock())
+        if self._store.finish_erasure(erasure.workspace_id, erasure.id, status, at):
+            self._metrics.count("ErasuresInFlight", -1)
+
+    def _send(self, body: dict[str, object], delay: int = 0) -> None:
+        if self._queue is None:
+            raise StoreUnavailable("no erasure queue is configured")
+        self._queue.send(dict(body), delay_seconds=min(MAX_QUEUE_DELAY_SECONDS, delay))
+
+    def _forget(self, erasure: Erasure) -> None:
+        try:
+            self._store.delete_erasure(erasure.workspace_id, erasure.id)
+        except Exception:
+            logger.warning("receipt of unqueued erasure %s left", erasure.id, exc_info=True)
+
+
+def _chunks(items: Sequence[SessionOfEndUser], size: int) -> Iterable[list[SessionOfEndUser]]:
+    size = max(1, min(size, MAX_SWEEP_SESSIONS))
+    for start in range(0, len(items), size):
+        yield list(items[start : start + size])
