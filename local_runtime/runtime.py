@@ -98,6 +98,8 @@ class RuntimeConfig:
     # CONVO_WORKSPACE_TURNS_PER_SECOND, exported as WORKSPACE_TURNS_PER_SECOND ("": the
     # template's default, as deployed).
     workspace_turns_per_second: str = ""
+    # CONVO_WORKSPACE_TURN_BURST, exported as WORKSPACE_TURN_BURST ("": the template's).
+    workspace_turn_burst: str = ""
     # LOCAL_TURN_WRITES_FAIL_WHILE: the embedded emulation fails turn writes while this
     # file exists (to watch a repair).
     turn_writes_fail_while: str = ""
@@ -106,7 +108,7 @@ class RuntimeConfig:
     def from_env(cls, env: Mapping[str, str]) -> RuntimeConfig:
         """Read ``PORT``, ``LAMBDA_PORT``, ``CONVO_DEV_TOKEN(S)``,
         ``CONVO_PROVIDER_CONNECTIONS``, ``CONVO_TOOL_ALLOWED_HOSTS``, ``CONVO_SUMMARY_*``,
-        ``CONVO_WORKSPACE_TURNS_PER_SECOND`` and the
+        ``CONVO_WORKSPACE_TURNS_PER_SECOND``, ``CONVO_WORKSPACE_TURN_BURST`` and the
         LOCAL_* knobs."""
         dev_token = env.get("CONVO_DEV_TOKEN", "").strip()
         generated = not dev_token
@@ -150,6 +152,7 @@ class RuntimeConfig:
             workspace_turns_per_second=parse_turns_per_second(
                 env.get("CONVO_WORKSPACE_TURNS_PER_SECOND", "")
             ),
+            workspace_turn_burst=parse_turn_burst(env.get("CONVO_WORKSPACE_TURN_BURST", "")),
             turn_writes_fail_while=env.get("LOCAL_TURN_WRITES_FAIL_WHILE", "").strip(),
         )
 
@@ -176,6 +179,19 @@ def parse_turns_per_second(raw: str) -> str:
     if not raw.isdigit() or int(raw) > 10_000:
         raise ConfigError(
             f"CONVO_WORKSPACE_TURNS_PER_SECOND must be an integer from 0 to 10000, got {raw!r}"
+        )
+    return str(int(raw))
+
+
+def parse_turn_burst(raw: str) -> str:
+    """``CONVO_WORKSPACE_TURN_BURST`` checked like the stack parameter
+    ``WorkspaceTurnBurst`` (an integer, 1 to 100000)."""
+    raw = raw.strip()
+    if not raw:
+        return ""
+    if not raw.isdigit() or not 1 <= int(raw) <= 100_000:
+        raise ConfigError(
+            f"CONVO_WORKSPACE_TURN_BURST must be an integer from 1 to 100000, got {raw!r}"
         )
     return str(int(raw))
 
@@ -536,6 +552,8 @@ class LocalRuntime:
         os.environ.update(dict(self.config.summary_settings))
         if self.config.workspace_turns_per_second:
             os.environ["WORKSPACE_TURNS_PER_SECOND"] = self.config.workspace_turns_per_second
+        if self.config.workspace_turn_burst:
+            os.environ["WORKSPACE_TURN_BURST"] = self.config.workspace_turn_burst
         # A turn the repair queue does not take goes to RepairFunction as an asynchronous
         # invocation: the functions' Lambda clients call this runtime's Lambda API port.
         if self.lambda_api is not None:

@@ -200,10 +200,12 @@ def test_every_refusal_raises_the_sdks_own_exception(stack: Stack) -> None:
 
 
 def test_over_the_rate_limit_the_sdk_raises_rate_limit_error(start_runtime: StartRuntime) -> None:
-    runtime = start_runtime({"CONVO_WORKSPACE_TURNS_PER_SECOND": "1"})
+    runtime = start_runtime(
+        {"CONVO_WORKSPACE_TURNS_PER_SECOND": "1", "CONVO_WORKSPACE_TURN_BURST": "40"}
+    )
     client = OpenAI(base_url=runtime.base_url + "/v1", api_key=DEV_TOKEN, max_retries=0)
     with pytest.raises(openai.RateLimitError) as refused:
-        for _ in range(60):  # the default burst is 40
+        for _ in range(60):  # a burst of 40
             client.chat.completions.create(
                 model="cap-generative", messages=[{"role": "user", "content": "again"}]
             )

@@ -184,9 +184,10 @@ def launch_runtime(extra_env: Mapping[str, str] | None = None) -> RuntimeProcess
             "LAMBDA_PORT": str(lambda_port),
             "CONVO_DEV_TOKEN": DEV_TOKEN,
             "CONVO_DEV_TOKENS": f"other={OTHER_TOKEN}",
-            # The tier fires bursts (16 concurrent turns on one workspace); the turn limit
-            # itself is tested in tests/integration/test_turn_limits.py.
+            # The tier fires bursts (16 concurrent turns on one workspace) from a loaded
+            # machine; the turn limit itself is tested in tests/integration/test_turn_limits.py.
             "CONVO_WORKSPACE_TURNS_PER_SECOND": "1000",
+            "CONVO_WORKSPACE_TURN_BURST": "1000",
             "PYTHONUNBUFFERED": "1",
         }
     )

@@ -576,6 +576,9 @@ class TestDevTokens:
             {"CONVO_WORKSPACE_TURNS_PER_SECOND": "-1"},
             {"CONVO_WORKSPACE_TURNS_PER_SECOND": "10001"},
             {"CONVO_WORKSPACE_TURNS_PER_SECOND": "fast"},
+            {"CONVO_WORKSPACE_TURN_BURST": "0"},
+            {"CONVO_WORKSPACE_TURN_BURST": "100001"},
+            {"CONVO_WORKSPACE_TURN_BURST": "many"},
         ],
     )
     def test_bad_settings_are_refused(self, env: dict[str, str]) -> None:
@@ -586,6 +589,11 @@ class TestDevTokens:
         assert RuntimeConfig.from_env({}).workspace_turns_per_second == ""
         given = RuntimeConfig.from_env({"CONVO_WORKSPACE_TURNS_PER_SECOND": " 007 "})
         assert given.workspace_turns_per_second == "7"
+
+    def test_the_turn_burst_is_the_templates_unless_given(self) -> None:
+        assert RuntimeConfig.from_env({}).workspace_turn_burst == ""
+        given = RuntimeConfig.from_env({"CONVO_WORKSPACE_TURN_BURST": " 120 "})
+        assert given.workspace_turn_burst == "120"
 
 
 class TestTopology:
