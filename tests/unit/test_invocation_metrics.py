@@ -211,7 +211,6 @@ def test_a_turns_line_names_the_function_the_request_and_the_turn_and_no_more(
     assert served == {
         "level": "INFO",
         "message": "turn served",
-        "timestamp": served["timestamp"],
         "service": "convo-memory",
         "function_name": "PredictFunction",
         "function_request_id": "req-lambda-1",
