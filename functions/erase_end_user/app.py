@@ -23,6 +23,8 @@ from convo_memory.job_batches import (
     ErasureJobRecord,
     JobBatch,
     PartialItemFailureResponse,
+    backoff_seconds,
+    count_metric,
     fail_malformed_erasure_job,
     receive_count,
 )
@@ -37,18 +39,12 @@ REDELIVER_FIRST_SECONDS = 5
 REDELIVER_MAX_SECONDS = 120
 
 
-def _count(name: str) -> None:
-    from convo_memory.bootstrap import get_container
-
-    get_container().metrics.count(name)
-
-
-processor = JobBatch(ErasureJobRecord, fail_malformed_erasure_job(_count))
+processor = JobBatch(ErasureJobRecord, fail_malformed_erasure_job(count_metric))
 
 
 def redeliver_seconds(deliveries: int) -> int:
     """How long a job that failed its ``deliveries``-th delivery waits for the next."""
-    return min(REDELIVER_MAX_SECONDS, REDELIVER_FIRST_SECONDS * 2 ** (max(1, deliveries) - 1))
+    return backoff_seconds(deliveries, REDELIVER_FIRST_SECONDS, REDELIVER_MAX_SECONDS)
 
 
 def erase_record(record: ErasureJobRecord, lambda_context: Any = None) -> None:

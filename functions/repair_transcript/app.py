@@ -23,6 +23,8 @@ from convo_memory.domain.jobs import RepairJob
 from convo_memory.job_batches import (
     JobBatch,
     RepairJobRecord,
+    backoff_seconds,
+    count_metric,
     fail_malformed_repair_job,
     receive_count,
 )
@@ -37,18 +39,12 @@ REDELIVER_FIRST_SECONDS = 2
 REDELIVER_MAX_SECONDS = 60
 
 
-def _count(name: str) -> None:
-    from convo_memory.bootstrap import get_container
-
-    get_container().metrics.count(name)
-
-
-processor = JobBatch(RepairJobRecord, fail_malformed_repair_job(_count))
+processor = JobBatch(RepairJobRecord, fail_malformed_repair_job(count_metric))
 
 
 def redeliver_seconds(deliveries: int) -> int:
     """How long a repair that failed its ``deliveries``-th delivery waits for the next."""
-    return min(REDELIVER_MAX_SECONDS, REDELIVER_FIRST_SECONDS * 2 ** (max(1, deliveries) - 1))
+    return backoff_seconds(deliveries, REDELIVER_FIRST_SECONDS, REDELIVER_MAX_SECONDS)
 
 
 def repair_record(record: RepairJobRecord) -> None:

@@ -24,6 +24,7 @@ from convo_memory.job_batches import (
     JobBatch,
     PartialItemFailureResponse,
     SummaryJobRecord,
+    count_metric,
     drop_malformed_summary_job,
 )
 from convo_memory.observability import (
@@ -33,14 +34,7 @@ from convo_memory.observability import (
     set_correlation_id,
 )
 
-
-def _count(name: str) -> None:
-    from convo_memory.bootstrap import get_container
-
-    get_container().metrics.count(name)
-
-
-processor = JobBatch(SummaryJobRecord, drop_malformed_summary_job(_count))
+processor = JobBatch(SummaryJobRecord, drop_malformed_summary_job(count_metric))
 # How soon an unfinished backlog is picked up again.
 REDELIVER_SECONDS = 10
 

@@ -52,6 +52,19 @@ def receive_count(record: SqsRecordModel) -> int:
         return 1
 
 
+def backoff_seconds(deliveries: int, first: int, most: int) -> int:
+    """How long a job that failed its ``deliveries``-th delivery waits for the next:
+    ``first`` seconds, doubling with each delivery, at most ``most``."""
+    return min(most, first * 2 ** (max(1, deliveries) - 1))
+
+
+def count_metric(name: str) -> None:
+    """Count ``name`` once in this invocation's metrics (for a worker's malformed jobs)."""
+    from convo_memory.bootstrap import get_container
+
+    get_container().metrics.count(name)
+
+
 class JobBatch(BatchProcessor):
     """A ``BatchProcessor`` over one job model that reports every failed record, even
     when all failed (SQS redelivers them either way), and hands a record whose body
