@@ -221,14 +221,14 @@ def build_services(
     sleep: Callable[[float], None] = time.sleep,
 ) -> Container:
     """The services over ``adapters``, with the deployment's policies from ``settings``
-    (``sleep``: a failed transcript write's backoff)."""
-    stores, metrics, tools = adapters.stores, adapters.metrics, adapters.tools
+    (``sleep``: the backoff of a failed transcript write or erasure step)."""
+    stores, metrics = adapters.stores, adapters.metrics
     catalog = CapabilityCatalog(
         stores.capabilities,
         settings.cache_ttl_seconds,
         connections=settings.provider_connections,
-        tool_urls=tools.policy,
-        sealer=tools.sealer,
+        tool_urls=adapters.tools.policy,
+        sealer=adapters.tools.sealer,
     )
     trigger = SummaryTrigger(
         adapters.summary_queue,
@@ -237,23 +237,9 @@ def build_services(
         metrics,
         clock,
     )
-    recorder = TurnRecorder(
-        stores.turns,
-        stores.sessions,
-        adapters.repair_queue,
-        metrics,
-        after_repair=trigger.after_repair,
-        repair_fallback=adapters.repair_fallback,
-        monotonic=monotonic,
-        sleep=sleep,
-    )
+    recorder = _recorder(adapters, trigger, monotonic, sleep)
     erasures = ErasureService(
-        stores.erasures,
-        adapters.erasure_queue,
-        metrics,
-        _erasure_policy(settings),
-        clock=clock,
-        sleep=sleep,
+        stores.erasures, adapters.erasure_queue, metrics, _erasure_policy(settings), clock, sleep
     )
     sessions = SessionService(
         stores.sessions,
@@ -271,16 +257,7 @@ def build_services(
         sessions=sessions,
         turns=_turn_service(adapters, settings, catalog, recorder, trigger, clock, monotonic),
         recorder=recorder,
-        summaries=SummaryService(
-            sessions=stores.sessions,
-            turns=stores.turns,
-            summaries=stores.summaries,
-            catalog=catalog,
-            summarizer_for=adapters.summarizer_for,
-            policy=_summary_policy(settings),
-            metrics=metrics,
-            clock=clock,
-        ),
+        summaries=_summary_service(adapters, settings, catalog, clock),
         retention=RetentionService(stores.retention, _retention_policy(settings), metrics),
         tokens=TokenResolver(stores.tokens, settings.cache_ttl_seconds),
         session_keys=SessionKeys(sessions, stores.sessions, catalog, sleep),
@@ -297,6 +274,38 @@ def table_stores(table_name: str, clients: AwsClients) -> Stores:
 
 
 # -- the parts ---------------------------------------------------------------------------
+
+
+def _recorder(
+    adapters: Adapters, trigger: SummaryTrigger, monotonic: Clock, sleep: Callable[[float], None]
+) -> TurnRecorder:
+    """Records each turn once: retried within the turn, then the repair queue, then the
+    repair function invoked asynchronously."""
+    return TurnRecorder(
+        adapters.stores.turns,
+        adapters.stores.sessions,
+        adapters.repair_queue,
+        adapters.metrics,
+        after_repair=trigger.after_repair,
+        repair_fallback=adapters.repair_fallback,
+        monotonic=monotonic,
+        sleep=sleep,
+    )
+
+
+def _summary_service(
+    adapters: Adapters, settings: Settings, catalog: CapabilityCatalog, clock: Clock
+) -> SummaryService:
+    return SummaryService(
+        sessions=adapters.stores.sessions,
+        turns=adapters.stores.turns,
+        summaries=adapters.stores.summaries,
+        catalog=catalog,
+        summarizer_for=adapters.summarizer_for,
+        policy=_summary_policy(settings),
+        metrics=adapters.metrics,
+        clock=clock,
+    )
 
 
 def _turn_service(
