@@ -12,13 +12,15 @@ from typing import Any
 
 import pytest
 
+from convo_memory.cors import ALLOWED_HEADERS
 from convo_memory.stream_door import StreamRequestHandler
 from local_runtime.aws_resources import load_template
 from tests.support.inprocess_api import InProcessApi
 from tests.support.tenants import Tenant
 
 ROOT = Path(__file__).resolve().parents[2]
-HEADERS = ["authorization", "content-type", "idempotency-key"]
+# What the template lists is what the streaming app and the local runtime allow.
+HEADERS = list(ALLOWED_HEADERS)
 STUDIO_ORIGIN = "https://abc123.execute-api.us-east-1.amazonaws.com"
 
 

@@ -56,6 +56,22 @@ def test_idempotency_key_is_an_allowed_header_and_others_are_not() -> None:
     assert preflight(request(headers="")).allowed
 
 
+def test_a_browser_app_on_openais_javascript_sdk_may_call_the_openai_compatible_door() -> None:
+    # What openai-node sends from a page (dangerouslyAllowBrowser), plus our session headers.
+    sdk_headers = (
+        "authorization, content-type, x-stainless-arch, x-stainless-lang, x-stainless-os, "
+        "x-stainless-package-version, x-stainless-retry-count, x-stainless-runtime, "
+        "x-stainless-runtime-version, x-stainless-timeout, "
+        "X-Convo-Session-Key, X-Convo-Principal, X-Convo-Session-Id"
+    )
+
+    answer = preflight(request(headers=sdk_headers))
+
+    assert answer.allowed
+    allowed = dict(answer.headers)["access-control-allow-headers"].split(", ")
+    assert {"x-convo-session-key", "x-convo-principal", "x-stainless-timeout"} <= set(allowed)
+
+
 def test_only_the_methods_of_the_door_are_allowed() -> None:
     stream_only = ("POST",)
 

@@ -19,7 +19,25 @@ from dataclasses import dataclass
 ALLOWED_ORIGINS_ENV = "CORS_ALLOWED_ORIGINS"
 # The template's default (see its AllowedOrigins parameter for why).
 DEFAULT_ALLOWED_ORIGINS: tuple[str, ...] = ("*",)
-ALLOWED_HEADERS: tuple[str, ...] = ("authorization", "content-type", "idempotency-key")
+# Ours, the OpenAI-compatible door's, and the ones OpenAI's JavaScript SDK adds to every
+# request in a browser (``dangerouslyAllowBrowser``); the template lists the same.
+ALLOWED_HEADERS: tuple[str, ...] = (
+    "authorization",
+    "content-type",
+    "idempotency-key",
+    "x-convo-session-id",
+    "x-convo-session-key",
+    "x-convo-principal",
+    "x-stainless-arch",
+    "x-stainless-lang",
+    "x-stainless-os",
+    "x-stainless-package-version",
+    "x-stainless-retry-count",
+    "x-stainless-runtime",
+    "x-stainless-runtime-version",
+    "x-stainless-timeout",
+    "x-stainless-helper-method",
+)
 ALLOWED_METHODS: tuple[str, ...] = ("GET", "POST", "PATCH", "DELETE")
 MAX_AGE_SECONDS = 600
 
