@@ -15,7 +15,7 @@ from convo_memory.adapters.providers.openai_compat import (
     OpenAICompatibleProvider,
 )
 from convo_memory.domain.prompt import ChatMessage, Prompt
-from convo_memory.ports import ToolCallContext, ToolDefinition, ToolOutcome
+from convo_memory.ports import TokenUsage, ToolCallContext, ToolDefinition, ToolOutcome
 from convo_memory.services.agent_loop import AgentLoop, AgentRun
 from tests.fakes.adapters import FakeToolbox
 from tests.fakes.openai_server import FakeOpenAIServer, Turn
@@ -110,6 +110,23 @@ def test_a_tool_round_then_an_answer(server: FakeOpenAIServer, streamed: bool) -
     ]
     if streamed:
         assert len(deltas) > 1 and "".join(deltas) == result.text
+
+
+def test_a_runs_usage_adds_up_what_each_call_reported(server: FakeOpenAIServer) -> None:
+    server.script = [
+        Turn(tool_calls=[("call_a", "track", '{"query": "12345"}')]),
+        Turn(content="It is on its way."),
+    ]
+    # The second call's prompt is longer by the tool round, and reads the first from cache.
+    server.usage_for = lambda body: {
+        "prompt_tokens": 1100 * (len(body["messages"]) - 1),
+        "completion_tokens": 9,
+        "prompt_tokens_details": {"cached_tokens": 1024 if len(body["messages"]) > 2 else 0},
+    }
+
+    result, _ = run_loop(server, Toolbox({"track": "in transit"}), streamed=False)
+
+    assert result.usage == TokenUsage(1100 + 3300, 18, cached_input_tokens=1024)
 
 
 @pytest.mark.parametrize("streamed", [False, True])

@@ -14,6 +14,7 @@ from convo_memory.domain.prompt import build_prompt
 from convo_memory.ports import (
     ModelStep,
     TextSink,
+    TokenUsage,
     ToolCallContext,
     ToolDefinition,
     ToolOutcome,
@@ -128,6 +129,22 @@ def test_a_tool_round_then_an_answer() -> None:
     assert all(c.started_at.endswith("Z") and c.duration_ms >= 0 for c in result.calls)
     # The model was offered the toolbox's tools every time
     assert [t.name for t in model.calls[0]["tools"]] == ["track", "weather"]
+
+
+def test_a_runs_tokens_are_every_model_calls_added_up() -> None:
+    toolbox = FakeToolbox({"track": "ETA Friday"})
+    first = ModelStep("", asks("track").requests, usage=TokenUsage(1200, 30, 1024, 0))
+    second = ModelStep("It arrives Friday.", usage=TokenUsage(1300, 12, 1024, 150))
+
+    result = run(ScriptedModel(first, second), toolbox)
+
+    assert result.usage == TokenUsage(2500, 42, 2048, 150)
+
+
+def test_a_run_whose_provider_reports_no_tokens_has_none() -> None:
+    result = run(ScriptedModel(asks("track"), ModelStep("ok")), FakeToolbox({"track": "x"}))
+
+    assert result.usage is None
 
 
 def test_a_failing_tool_becomes_an_error_result_and_the_turn_goes_on() -> None:

@@ -50,6 +50,17 @@ class TokenUsage:
     cached_input_tokens: int = 0
     cache_write_input_tokens: int = 0
 
+    def plus(self, other: TokenUsage | None) -> TokenUsage:
+        """Both calls' tokens (an agent turn's model calls, added up)."""
+        if other is None:
+            return self
+        return TokenUsage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cached_input_tokens + other.cached_input_tokens,
+            self.cache_write_input_tokens + other.cache_write_input_tokens,
+        )
+
 
 @dataclass(frozen=True)
 class Completion:

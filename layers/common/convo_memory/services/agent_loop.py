@@ -32,6 +32,7 @@ from convo_memory.domain.turn_records import scrub_text
 from convo_memory.ports import (
     ModelStep,
     TextSink,
+    TokenUsage,
     Toolbox,
     ToolCall,
     ToolCallContext,
@@ -83,6 +84,8 @@ class AgentRun:
     calls: tuple[ToolCall, ...]
     model_calls: int
     stop_reason: str
+    # Every model call's tokens added up; None when the provider reported none.
+    usage: TokenUsage | None = None
 
 
 class _Answer:
@@ -153,9 +156,10 @@ class AgentLoop:
         rounds: list[ToolRound] = []
         calls = calls if calls is not None else []
         model_calls = 0
+        usage: TokenUsage | None = None
 
         def ask(final: bool) -> ModelStep | None:
-            nonlocal model_calls
+            nonlocal model_calls, usage
             left = deadline - self._monotonic()
             if left < MIN_MODEL_CALL_SECONDS:
                 return None
@@ -184,6 +188,8 @@ class AgentLoop:
                     return None
                 raise
             answer.end_step(step, streamed=on_text is not None)
+            if step.usage is not None:
+                usage = step.usage.plus(usage)
             return step
 
         stop = STOP_STEP_BOUND
@@ -193,7 +199,7 @@ class AgentLoop:
                 stop = STOP_DEADLINE
                 break
             if not step.requests:
-                return AgentRun(answer.text, tuple(calls), model_calls, STOP_ANSWERED)
+                return AgentRun(answer.text, tuple(calls), model_calls, STOP_ANSWERED, usage)
             replies = [
                 self._call(toolbox, request, context, deadline, calls, on_tool)
                 for request in step.requests
@@ -204,7 +210,7 @@ class AgentLoop:
                 stop = STOP_DEADLINE
         if not answer.text:
             answer.say(_closing_sentence(stop, calls))
-        return AgentRun(answer.text, tuple(calls), model_calls, stop)
+        return AgentRun(answer.text, tuple(calls), model_calls, stop, usage)
 
     def _call(
         self,

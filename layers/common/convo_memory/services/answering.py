@@ -108,7 +108,7 @@ class Answerer:
         calls: list[ToolCall] = []
         try:
             run = self._agent(capability, prompt, sink, context, deadline, on_tool, calls)
-            completion = Completion(run.text, run.calls)
+            completion = Completion(run.text, run.calls, run.usage)
             output, withheld = self._filtered(capability, completion.text, sink)
         except Exception:
             # The tools that did run stay on record, even when the turn fails.
@@ -132,7 +132,7 @@ class Answerer:
         if not isinstance(provider, ToolCallingModel) or self._toolbox_for is None:
             # A provider that cannot call tools answers as plain chat.
             completion = self._generate(capability, prompt, sink, deadline)
-            return AgentRun(completion.text, completion.tool_calls, 1, "answered")
+            return AgentRun(completion.text, completion.tool_calls, 1, "answered", completion.usage)
         return self._loop.run(
             provider,
             self._toolbox_for(capability),
