@@ -13,7 +13,9 @@ attributes, which tests set before calling:
 - ``delay``: sleep before answering (timeouts);
 - ``stream_raw``: raw SSE text sent as the streaming body instead of ``stream_chunks``;
 - ``usage``: the ``usage`` member of non-streaming answers (or ``usage_for(body)``, when
-  set: usage that depends on the request); none when both are unset;
+  set: usage that depends on the request), and of a stream's last chunk (``choices: []``)
+  when the request asks with ``stream_options.include_usage``, as OpenAI does; none when
+  both are unset;
 - ``script``: replies for the next requests, one each, streamed or not as asked:
   ``Turn(content, tool_calls)`` with ``tool_calls`` as ``(id, name, arguments JSON)``; a
   streamed reply sends each call's arguments in pieces of ``piece_chars`` characters
@@ -45,6 +47,12 @@ class RecordedRequest:
 class Turn:
     content: str | None = None
     tool_calls: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+def streamed_usage(body: Any) -> bool:
+    """Whether a streaming request asks for usage in its last chunk."""
+    options = body.get("stream_options") if isinstance(body, dict) else None
+    return isinstance(options, dict) and options.get("include_usage") is True
 
 
 @dataclass
@@ -104,9 +112,10 @@ class FakeOpenAIServer:
                         fake.script.pop(0),
                         bool(isinstance(body, dict) and body.get("stream")),
                         fake._usage(body),
+                        streamed_usage(body),
                     )
                 elif isinstance(body, dict) and body.get("stream"):
-                    self._send_stream()
+                    self._send_stream(fake._usage(body) if streamed_usage(body) else None)
                 else:
                     answer: dict[str, Any] = {
                         "id": "chatcmpl-1",
@@ -141,7 +150,9 @@ class FakeOpenAIServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def _send_turn(self, turn: Turn, stream: bool, usage: Any = None) -> None:
+            def _send_turn(
+                self, turn: Turn, stream: bool, usage: Any = None, stream_usage: bool = False
+            ) -> None:
                 calls = [
                     {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
                     for i, n, a in turn.tool_calls
@@ -182,6 +193,7 @@ class FakeOpenAIServer:
                     self._chunk(f"data: {json.dumps(event)}\n\n")
                 done = {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
                 self._chunk(f"data: {json.dumps(done)}\n\n")
+                self._usage_chunk(usage if stream_usage else None)
                 self._chunk("data: [DONE]\n\n")
                 self.wfile.write(b"0\r\n\r\n")
 
@@ -190,7 +202,11 @@ class FakeOpenAIServer:
                 self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                 self.wfile.flush()
 
-            def _send_stream(self) -> None:
+            def _usage_chunk(self, usage: Any) -> None:
+                if usage is not None:
+                    self._chunk(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n")
+
+            def _send_stream(self, usage: Any = None) -> None:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Transfer-Encoding", "chunked")
@@ -209,6 +225,7 @@ class FakeOpenAIServer:
                             fake.gate_timed_out = True
                 done = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
                 self._chunk(f"data: {json.dumps(done)}\n\n")
+                self._usage_chunk(usage)
                 self._chunk("data: [DONE]\n\n")
                 self.wfile.write(b"0\r\n\r\n")
 

@@ -19,6 +19,7 @@ from convo_memory.domain.connections import parse_connections
 from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.models import ProviderConfig
 from convo_memory.domain.prompt import ChatMessage, Prompt
+from convo_memory.ports import TokenUsage
 from tests.fakes.openai_server import FakeOpenAIServer
 
 PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
@@ -124,6 +125,36 @@ def test_stream_yields_deltas_until_done(server: FakeOpenAIServer) -> None:
     [request] = server.requests
     assert request.body["stream"] is True
     assert request.headers["Accept"] == "text/event-stream"
+
+
+@pytest.mark.parametrize("stream_usage", [None, False])
+def test_a_connections_streamed_turn_reads_its_usage_unless_told_not_to(
+    server: FakeOpenAIServer, stream_usage: bool | None
+) -> None:
+    setting = {} if stream_usage is None else {"streamUsage": stream_usage}
+    connections = parse_connections(
+        {"c": {"type": "openai", "baseUrl": server.base_url, "models": ["*"], **setting}}
+    )
+    registry = AdapterRegistry(connections, secrets=SecretResolver(lambda *_: None))
+    provider = registry.provider(ProviderConfig(connection="c", model_id="m1"), "generative")
+    assert isinstance(provider, OpenAICompatibleProvider)
+    server.usage = {
+        "prompt_tokens": 1500,
+        "completion_tokens": 4,
+        "prompt_tokens_details": {"cached_tokens": 1280},
+    }
+    texts: list[str] = []
+
+    step = provider.step(prompt(("user", "hi")), (), (), timeout=5, on_text=texts.append)
+
+    assert "".join(texts) == step.text == "Hello there!"
+    [request] = server.requests
+    if stream_usage is None:  # asked, and the usage-only last chunk read
+        assert request.body["stream_options"] == {"include_usage": True}
+        assert step.usage == TokenUsage(1500, 4, cached_input_tokens=1280)
+    else:  # for a server that refuses stream_options
+        assert "stream_options" not in request.body
+        assert step.usage is None
 
 
 def test_stream_deltas_arrive_before_the_rest_of_the_body(server: FakeOpenAIServer) -> None:

@@ -373,3 +373,21 @@ def test_prompt_caching_is_a_bedrock_setting_only(connection: dict[str, Any]) ->
     if connection["type"] == "openai":
         built = parse_connections({"c": connection}).get("c")
         assert built is not None and built.caches_prompts("llama3.1") is False
+
+
+def test_an_openai_connections_streams_ask_for_usage_unless_told_not_to() -> None:
+    base = {"type": "openai", "baseUrl": "http://10.0.3.7:11434/v1", "models": ["*"]}
+    default = parse_connections({"c": base}).get("c")
+    off = parse_connections({"c": {**base, "streamUsage": False}}).get("c")
+
+    assert default is not None and default.asks_stream_usage is True
+    assert off is not None and off.asks_stream_usage is False
+
+
+@pytest.mark.parametrize(
+    "connection",
+    [{"type": "bedrock", "models": ["*"]}, {"type": "embedded"}],
+)
+def test_stream_usage_is_an_openai_setting_only(connection: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError, match="streamUsage applies to openai"):
+        parse_connections({"c": {**connection, "streamUsage": True}})

@@ -108,7 +108,9 @@ class Connection(_Strict):
     ids a capability may name; ``timeoutSeconds`` is capped by the deployment;
     ``maxTokens`` and ``temperature`` apply to every call through the connection.
     ``promptCaching`` (bedrock only) says whether requests carry cache points; unset,
-    the models in ``PROMPT_CACHING_MODELS`` get them."""
+    the models in ``PROMPT_CACHING_MODELS`` get them. ``streamUsage`` (openai only,
+    default true) says whether a stream asks for its token counts; false for a server
+    that refuses ``stream_options``."""
 
     type: ConnectionType
     models: tuple[str, ...] = ()
@@ -119,6 +121,7 @@ class Connection(_Strict):
     max_tokens: int | None = Field(default=None, ge=1, le=200_000)
     temperature: float | None = Field(default=None, ge=0, le=2)
     prompt_caching: bool | None = None
+    stream_usage: bool | None = None
 
     @field_validator("models")
     @classmethod
@@ -158,6 +161,8 @@ class Connection(_Strict):
                 "promptCaching applies to bedrock connections (OpenAI-compatible providers "
                 "cache a repeated prompt prefix on their own)"
             )
+        if self.stream_usage is not None and self.type != "openai":
+            raise ValueError("streamUsage applies to openai connections")
         if self.type != EMBEDDED and not self.models:
             raise ValueError("models must list at least one glob of allowed model ids")
         return self
@@ -170,6 +175,11 @@ class Connection(_Strict):
     def allows(self, model_id: str) -> bool:
         """Whether one of the connection's globs matches ``model_id`` (case-sensitive)."""
         return any(fnmatch.fnmatchcase(model_id, glob) for glob in self.models)
+
+    @property
+    def asks_stream_usage(self) -> bool:
+        """Whether streams through this (openai) connection ask for their token counts."""
+        return self.type == "openai" and self.stream_usage is not False
 
     def caches_prompts(self, model_id: str) -> bool:
         """Whether requests for ``model_id`` carry Bedrock cache points: the connection's

@@ -83,5 +83,6 @@ def build_provider(
             timeout=timeout_seconds,
             max_tokens=connection.max_tokens,
             temperature=connection.temperature,
+            stream_usage=connection.asks_stream_usage,
         )
     raise ValueError(f"unknown connection type {connection.type!r}")

@@ -65,10 +65,13 @@ class OpenAICompatibleProvider:
         *,
         max_completion_bytes: int = MAX_COMPLETION_BYTES,
         max_stream_bytes: int = MAX_STREAM_BYTES,
+        stream_usage: bool = False,
     ) -> None:
         """``api_key`` is the key, or a function that returns it on each call (so that a
         rotated secret is picked up); ``timeout`` (seconds) bounds a whole non-streaming
-        completion, a stream's head and each wait for more of a stream."""
+        completion, a stream's head and each wait for more of a stream; ``stream_usage``
+        asks a stream for its token counts (``stream_options.include_usage``), which
+        some OpenAI-compatible servers refuse."""
         parsed = urllib.parse.urlsplit(base_url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             # A ProviderError (502 with a clear message), not a crash of the turn.
@@ -78,6 +81,7 @@ class OpenAICompatibleProvider:
         self.timeout = timeout
         self.max_tokens = max_tokens
         self.temperature = temperature
+        self.stream_usage = stream_usage
         self._endpoint = ChatCompletionsEndpoint(
             self.url,
             api_key if callable(api_key) else (lambda: api_key or None),
@@ -96,6 +100,9 @@ class OpenAICompatibleProvider:
             messages.append({"role": "system", "content": prompt.system})
         messages.extend({"role": m.role, "content": m.content} for m in prompt.messages)
         body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": stream}
+        if stream and self.stream_usage:
+            # The token counts arrive in one more chunk, after the last choice.
+            body["stream_options"] = {"include_usage": True}
         # The client's options (OpenAI-compatible door) within the connection's settings.
         options = prompt.options
         max_tokens = options.capped_max_tokens(self.max_tokens)
