@@ -9,7 +9,7 @@ gives none."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 # Why a model stopped writing: it finished, or it reached its output token limit.
 FinishReason = Literal["stop", "length"]
@@ -32,6 +32,20 @@ class GenerationOptions:
 
     def temperature_or(self, connection_default: float | None) -> float | None:
         return connection_default if self.temperature is None else self.temperature
+
+    def call_settings(
+        self, connection_max_tokens: int | None, connection_temperature: float | None
+    ) -> dict[str, Any]:
+        """The settings a model call sends, under OpenAI's names (``max_tokens``,
+        ``temperature``, ``top_p``, ``stop``), each only when it has a value: the
+        client's, within the connection's."""
+        settings: dict[str, Any] = {
+            "max_tokens": self.capped_max_tokens(connection_max_tokens),
+            "temperature": self.temperature_or(connection_temperature),
+            "top_p": self.top_p,
+            "stop": list(self.stop) or None,
+        }
+        return {name: value for name, value in settings.items() if value is not None}
 
 
 NO_OPTIONS = GenerationOptions()

@@ -51,6 +51,13 @@ LEADING_USER_PLACEHOLDER = "(continuing an earlier conversation)"
 EMPTY_CONTENT_PLACEHOLDER = "(empty message)"
 # Marks the end of a prefix the provider may cache (Converse's CachePointBlock).
 CACHE_POINT: dict[str, Any] = {"cachePoint": {"type": "default"}}
+# Converse's inferenceConfig names for a call's settings (GenerationOptions.call_settings).
+INFERENCE_CONFIG_NAMES = {
+    "max_tokens": "maxTokens",
+    "temperature": "temperature",
+    "top_p": "topP",
+    "stop": "stopSequences",
+}
 # Said with the last tool results when the loop has no tool steps left.
 FINAL_ANSWER_REQUEST = (
     "You have used every tool call this turn allows. Answer the user now from the tool "
@@ -195,19 +202,9 @@ class BedrockConverseProvider:
         }
         if prompt.system.strip():
             kwargs["system"] = [{"text": prompt.system}, *([dict(CACHE_POINT)] if caching else [])]
-        inference: dict[str, Any] = {}
         # The client's options (OpenAI-compatible door) within the connection's settings.
-        options = prompt.options
-        max_tokens = options.capped_max_tokens(self.max_tokens)
-        if max_tokens is not None:
-            inference["maxTokens"] = max_tokens
-        temperature = options.temperature_or(self.temperature)
-        if temperature is not None:
-            inference["temperature"] = temperature
-        if options.top_p is not None:
-            inference["topP"] = options.top_p
-        if options.stop:
-            inference["stopSequences"] = list(options.stop)
+        settings = prompt.options.call_settings(self.max_tokens, self.temperature)
+        inference = {INFERENCE_CONFIG_NAMES[name]: value for name, value in settings.items()}
         if inference:
             kwargs["inferenceConfig"] = inference
         if self.guardrail is not None:

@@ -104,17 +104,7 @@ class OpenAICompatibleProvider:
             # The token counts arrive in one more chunk, after the last choice.
             body["stream_options"] = {"include_usage": True}
         # The client's options (OpenAI-compatible door) within the connection's settings.
-        options = prompt.options
-        max_tokens = options.capped_max_tokens(self.max_tokens)
-        if max_tokens is not None:
-            body["max_tokens"] = max_tokens
-        temperature = options.temperature_or(self.temperature)
-        if temperature is not None:
-            body["temperature"] = temperature
-        if options.top_p is not None:
-            body["top_p"] = options.top_p
-        if options.stop:
-            body["stop"] = list(options.stop)
+        body.update(prompt.options.call_settings(self.max_tokens, self.temperature))
         return body
 
     def tool_payload(
