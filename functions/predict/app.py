@@ -12,16 +12,15 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 
 from convo_memory.http import (
     container,
-    edge,
-    gated,
     install_error_handlers,
     json_body,
     json_response,
-    route_of,
+    serve_turn,
     workspace_id,
 )
 from convo_memory.input_gate import parse_model
 from convo_memory.observability import http_handler
+from convo_memory.turn_edge import TurnEdge
 
 app = APIGatewayHttpResolver()
 install_error_handlers(app)
@@ -32,29 +31,15 @@ def predict(capability_id: str) -> Response:
     from convo_memory.api_models import TurnInput  # pydantic: on first use, not at import
 
     turn = parse_model(TurnInput, json_body(app))
-    request, turns = gated(app), edge()
-    assert request.workspace_id is not None
-    turns.admit(request.workspace_id)
 
-    def compute() -> dict[str, Any]:
+    def compute(_: TurnEdge, workspace: str, budget: float | None) -> dict[str, Any]:
         prediction = container().turns.predict(
-            request.workspace_id or "",
-            capability_id,
-            turn.input,
-            turn.session_id,
-            budget_seconds=turns.http_budget(app.lambda_context),
+            workspace, capability_id, turn.input, turn.session_id, budget_seconds=budget
         )
         result: dict[str, Any] = prediction.to_json_dict()
         return result
 
-    result = turns.run(
-        door="predict",
-        route=route_of(app),
-        request=request,
-        compute=compute,
-        lambda_context=app.lambda_context,
-    )
-    return json_response(200, result)
+    return json_response(200, serve_turn(app, "predict", compute))
 
 
 @app.post("/v1/capabilities/<capability_id>/predict/stream")
@@ -65,9 +50,6 @@ def predict_stream(capability_id: str) -> Response:
     from convo_memory.sse import sse_event
 
     turn = parse_model(TurnInput, json_body(app))
-    request, turns = gated(app), edge()
-    assert request.workspace_id is not None
-    turns.admit(request.workspace_id)
     events: list[str] = []
     streamed: list[bool] = [False]
 
@@ -78,26 +60,20 @@ def predict_stream(capability_id: str) -> Response:
     def tool(name: str, status: str) -> None:
         events.append(sse_event("tool", {"name": name, "status": status}))
 
-    def compute() -> dict[str, Any]:
+    def compute(_: TurnEdge, workspace: str, budget: float | None) -> dict[str, Any]:
         prediction = container().turns.predict(
-            request.workspace_id or "",
+            workspace,
             capability_id,
             turn.input,
             turn.session_id,
             sink=delta,
             on_tool=tool,
-            budget_seconds=turns.http_budget(app.lambda_context),
+            budget_seconds=budget,
         )
         result: dict[str, Any] = prediction.to_json_dict()
         return result
 
-    result = turns.run(
-        door="stream-buffered",
-        route=route_of(app),
-        request=request,
-        compute=compute,
-        lambda_context=app.lambda_context,
-    )
+    result = serve_turn(app, "stream-buffered", compute)
     if not streamed[0]:  # a replayed response: its answer as one delta
         events.append(sse_event("delta", {"text": result["output"]}))
     events.append(sse_event("done", result))
@@ -109,28 +85,15 @@ def session_message(session_id: str) -> Response:
     from convo_memory.api_models import MessageInput
 
     message = parse_model(MessageInput, json_body(app))
-    request, turns = gated(app), edge()
-    assert request.workspace_id is not None
-    turns.admit(request.workspace_id)
 
-    def compute() -> dict[str, Any]:
+    def compute(_: TurnEdge, workspace: str, budget: float | None) -> dict[str, Any]:
         prediction = container().turns.session_message(
-            request.workspace_id or "",
-            session_id,
-            message.input,
-            budget_seconds=turns.http_budget(app.lambda_context),
+            workspace, session_id, message.input, budget_seconds=budget
         )
         result: dict[str, Any] = prediction.to_json_dict()
         return result
 
-    result = turns.run(
-        door="messages",
-        route=route_of(app),
-        request=request,
-        compute=compute,
-        lambda_context=app.lambda_context,
-    )
-    return json_response(200, result)
+    return json_response(200, serve_turn(app, "messages", compute))
 
 
 @app.post("/v1/chat/completions")
@@ -140,31 +103,23 @@ def chat_completions() -> Response:
     from convo_memory import chat_completions as chat
 
     chat_turn = chat.read_chat_turn(json_body(app), app.current_event.headers)
-    request, turns = gated(app), edge()
-    assert request.workspace_id is not None
-    turns.admit(request.workspace_id)
     stamp = chat.CompletionStamp.new(chat_turn.capability_id)
     deltas: list[str] = []
 
-    def compute() -> dict[str, Any]:
+    def compute(turns: TurnEdge, workspace: str, budget: float | None) -> dict[str, Any]:
         outcome = turns.serve_turn(
-            request.workspace_id or "",
+            workspace,
             chat_turn.capability_id,
             chat_turn.user_input,
             chat_turn.choice,
             chat_turn.client,
             sink=deltas.append if chat_turn.stream else None,
-            budget_seconds=turns.http_budget(app.lambda_context),
+            budget_seconds=budget,
         )
         return chat.turn_result(stamp, outcome)
 
-    result = turns.run(
-        door="chat-stream-buffered" if chat_turn.stream else "chat",
-        route=chat.ROUTE,
-        request=request,
-        compute=compute,
-        lambda_context=app.lambda_context,
-    )
+    door = "chat-stream-buffered" if chat_turn.stream else "chat"
+    result = serve_turn(app, door, compute, route=chat.ROUTE)
     headers = chat.session_headers(result)
     if not chat_turn.stream:
         return json_response(200, chat.chat_completion(result), headers=headers or None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aws_lambda_powertools.event_handler import Response
@@ -128,6 +129,29 @@ def gated(app: APIGatewayHttpResolver) -> GatedRequest:
         workspace_id(app),
         input_gate.idempotency_key(event.headers),
         json_body(app) if event.http_method.upper() in METHODS_WITH_BODY else None,
+    )
+
+
+# One turn's work, given the turn edge, the token's workspace and the turn's time.
+TurnCompute = Callable[[TurnEdge, str, "float | None"], dict[str, Any]]
+
+
+def serve_turn(
+    app: APIGatewayHttpResolver, door: str, compute: TurnCompute, route: str | None = None
+) -> dict[str, Any]:
+    """A turn route's way through the turn edge, after it has read its body: the gated
+    request, the rate limit, then ``compute`` at most once per Idempotency-Key of
+    ``route`` (default: this request's), counted as ``door``."""
+    request, turns = gated(app), edge()
+    workspace = request.workspace_id
+    assert workspace is not None  # every turn route is behind the authorizer
+    turns.admit(workspace)
+    return turns.run(
+        door=door,
+        route=route or route_of(app),
+        request=request,
+        compute=lambda: compute(turns, workspace, turns.http_budget(app.lambda_context)),
+        lambda_context=app.lambda_context,
     )
 
 
