@@ -27,6 +27,7 @@ from convo_memory.job_batches import (
     count_metric,
     fail_malformed_erasure_job,
     receive_count,
+    redeliver_after,
 )
 from convo_memory.observability import (
     job_handler,
@@ -85,12 +86,7 @@ def erase_record(record: ErasureJobRecord, lambda_context: Any = None) -> None:
             exc_info=True,
             extra={"messageId": record.messageId, "deliveries": deliveries},
         )
-        queue = container.adapters.erasure_queue
-        if queue is not None and hasattr(queue, "redeliver_after"):
-            try:
-                queue.redeliver_after(record.receiptHandle, wait)
-            except Exception:  # the queue's visibility timeout applies instead
-                logger.warning("could not shorten the job's visibility", exc_info=True)
+        redeliver_after(container.adapters.erasure_queue, record, wait)
         raise
 
 

@@ -27,6 +27,7 @@ from convo_memory.job_batches import (
     count_metric,
     fail_malformed_repair_job,
     receive_count,
+    redeliver_after,
 )
 from convo_memory.observability import (
     job_handler,
@@ -64,12 +65,7 @@ def repair_record(record: RepairJobRecord) -> None:
             extra={"messageId": record.messageId, "sessionId": job.session_id},
         )
         container.metrics.count("TranscriptRepairRetried")
-        queue = container.adapters.repair_queue
-        if queue is not None and hasattr(queue, "redeliver_after"):
-            try:
-                queue.redeliver_after(record.receiptHandle, wait)
-            except Exception:  # the queue's visibility timeout applies instead
-                logger.warning("could not shorten the repair's visibility", exc_info=True)
+        redeliver_after(container.adapters.repair_queue, record, wait)
         raise
     logger.info(
         "transcript repair",

@@ -26,6 +26,7 @@ from convo_memory.job_batches import (
     SummaryJobRecord,
     count_metric,
     drop_malformed_summary_job,
+    redeliver_after,
 )
 from convo_memory.observability import (
     job_handler,
@@ -78,9 +79,7 @@ def fold_record(record: SummaryJobRecord, lambda_context: Any = None) -> None:
     )
     if outcome.status == "partial":
         container.metrics.count("SummaryBacklogRedelivered")
-        queue = container.summary_queue
-        if queue is not None and hasattr(queue, "redeliver_after"):
-            queue.redeliver_after(record.receiptHandle, REDELIVER_SECONDS)
+        redeliver_after(container.summary_queue, record, REDELIVER_SECONDS)
         raise BacklogRemaining(
             f"session {job.session_id}: folded through {outcome.through_seq} of "
             f"{outcome.target_seq}; the rest on redelivery"

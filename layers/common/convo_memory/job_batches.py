@@ -58,6 +58,19 @@ def backoff_seconds(deliveries: int, first: int, most: int) -> int:
     return min(most, first * 2 ** (max(1, deliveries) - 1))
 
 
+def redeliver_after(queue: object | None, record: SqsRecordModel, seconds: int) -> None:
+    """Make the failing ``record`` visible again after ``seconds`` rather than the
+    queue's visibility timeout (a queue without that ability, or an SQS error, leaves
+    the timeout in force: the record is retried either way)."""
+    redeliver = getattr(queue, "redeliver_after", None)
+    if not callable(redeliver):
+        return
+    try:
+        redeliver(record.receiptHandle, seconds)
+    except Exception:
+        logger.warning("could not shorten the job's visibility", exc_info=True)
+
+
 def count_metric(name: str) -> None:
     """Count ``name`` once in this invocation's metrics (for a worker's malformed jobs)."""
     from convo_memory.bootstrap import get_container
