@@ -27,14 +27,13 @@ in figure 8. Per setting:
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.costs import LOG_BYTES_BUDGET, FunctionLedger
+from bench.model_session import model_session
 from bench.prices import (
     MODEL_MIN_CACHED_PREFIX_TOKENS,
     MODEL_USD_PER_MILLION_CACHE_READ_TOKENS,
@@ -48,7 +47,6 @@ CHARS_PER_TOKEN = 4
 QUESTION_CHARS = 200
 ANSWER_CHARS = 1_200
 ALIGNMENTS = (1, 10)
-MODEL = "bench-model-1"
 SUMMARY_MARK = "rolling summary of a conversation"
 # OpenAI's automatic caching: prefixes of at least 1,024 tokens, in steps of 128.
 OPENAI_MIN_TOKENS, OPENAI_STEP_TOKENS = 1_024, 128
@@ -198,94 +196,63 @@ def conversation(
     turns: int, alignment: int, progress: Callable[[str], None] | None = None
 ) -> dict[str, Any]:
     """One conversation at ``alignment``: what its prompts repeat and what they cost."""
-    from tests.fakes.openai_server import FakeOpenAIServer
-    from tests.support.inprocess_api import inprocess_stack, new_workspace
     from tests.support.summary_jobs import SummaryJobs
 
-    for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
-        os.environ.pop(name, None)
     model = FakeModel()
     tally = Tally()
     cache = BedrockCache(MODEL_MIN_CACHED_PREFIX_TOKENS * CHARS_PER_TOKEN)
-    with FakeOpenAIServer() as server:
-        server.respond, server.usage_for = model.respond, model.usage
-        connections = {"bench": {"type": "openai", "baseUrl": server.base_url, "models": ["*"]}}
-        env = {
-            "PROVIDER_CONNECTIONS": json.dumps(connections),
-            "SUMMARY_COALESCE_SECONDS": "0",
-            "SUMMARY_DELAY_SECONDS": "0",
-        }
-        with inprocess_stack(env) as api:
-            _, token = new_workspace(api, "bench-cache")
-            created = api.call(
-                "POST",
-                "/v1/capabilities",
-                token=token,
-                json_body={
-                    "name": "bench support",
-                    "kind": "generative",
-                    "provider": {"connection": "bench", "modelId": MODEL},
-                    "replay": {"alignment": alignment},
-                },
-            )
-            if created.status != 201:
-                raise RuntimeError(f"could not create the capability: {created.body}")
-            session = api.call(
-                "POST",
-                "/v1/sessions",
-                token=token,
-                json_body={"capabilityId": created.body["id"], "externalRef": "bench"},
-            )
-            session_id = session.body["id"]
-            jobs = SummaryJobs(api)
-            ledger = FunctionLedger().attach(api.registry)
-            previous = ""
-            seen = 0
-            # A turn is billed once the next one shows whether its window kept its start
-            # (the adapter marks the replayed messages then: ``Prompt.replay_reused``).
-            pending: tuple[str, list[dict[str, Any]], int] | None = None
+    with model_session(
+        "bench-cache", model.respond, usage_for=model.usage, replay={"alignment": alignment}
+    ) as (server, api, token, session_id):
+        jobs = SummaryJobs(api)
+        ledger = FunctionLedger().attach(api.registry)
+        previous = ""
+        seen = 0
+        # A turn is billed once the next one shows whether its window kept its start
+        # (the adapter marks the replayed messages then: ``Prompt.replay_reused``).
+        pending: tuple[str, list[dict[str, Any]], int] | None = None
 
-            def bill(text: str, messages: list[dict[str, Any]], reused: bool) -> None:
-                read, write, _ = cache.bill(text, cache_points(messages, reused))
-                tally.read_chars += read
-                tally.write_chars += write
+        def bill(text: str, messages: list[dict[str, Any]], reused: bool) -> None:
+            read, write, _ = cache.bill(text, cache_points(messages, reused))
+            tally.read_chars += read
+            tally.write_chars += write
 
-            for i in range(1, turns + 1):
-                question = f"Turn {i}: and what about the other order, can you check it?"
-                ledger.reset()
-                answer = api.call(
-                    "POST",
-                    f"/v1/sessions/{session_id}/messages",
-                    token=token,
-                    json_body={"input": question.ljust(QUESTION_CHARS, ".")},
-                )
-                if answer.status != 200 or not answer.body["recorded"]:
-                    raise RuntimeError(f"turn {i} failed: {answer.status} {answer.body}")
-                tally.log_bytes += sum(use.log_bytes for use in ledger.reset().values())
-                omitted = answer.body["context"]["omittedMessages"]
-                jobs.run_pending()
-                for request in server.requests[seen:]:
-                    messages = request.body["messages"]
-                    text = prompt_text(messages)
-                    if SUMMARY_MARK in messages[0]["content"]:
-                        tally.summary_input_chars += len(text)
-                        tally.summary_output_chars += 900
-                        continue
-                    tally.turns += 1
-                    tally.input_chars += len(text)
-                    tally.output_chars += ANSWER_CHARS
-                    shared = common_prefix(previous, text)
-                    tally.repeated_chars += shared
-                    tally.extending_turns += shared == len(previous) > 0
-                    if pending is not None:
-                        bill(pending[0], pending[1], pending[2] == omitted)
-                    pending = (text, messages, omitted)
-                    previous = text
-                seen = len(server.requests)
-                if progress and i % 50 == 0:
-                    progress(f"prompt cache, alignment {alignment}: {i} of {turns} turns")
-            if pending is not None:
-                bill(pending[0], pending[1], False)
+        for i in range(1, turns + 1):
+            question = f"Turn {i}: and what about the other order, can you check it?"
+            ledger.reset()
+            answer = api.call(
+                "POST",
+                f"/v1/sessions/{session_id}/messages",
+                token=token,
+                json_body={"input": question.ljust(QUESTION_CHARS, ".")},
+            )
+            if answer.status != 200 or not answer.body["recorded"]:
+                raise RuntimeError(f"turn {i} failed: {answer.status} {answer.body}")
+            tally.log_bytes += sum(use.log_bytes for use in ledger.reset().values())
+            omitted = answer.body["context"]["omittedMessages"]
+            jobs.run_pending()
+            for request in server.requests[seen:]:
+                messages = request.body["messages"]
+                text = prompt_text(messages)
+                if SUMMARY_MARK in messages[0]["content"]:
+                    tally.summary_input_chars += len(text)
+                    tally.summary_output_chars += 900
+                    continue
+                tally.turns += 1
+                tally.input_chars += len(text)
+                tally.output_chars += ANSWER_CHARS
+                shared = common_prefix(previous, text)
+                tally.repeated_chars += shared
+                tally.extending_turns += shared == len(previous) > 0
+                if pending is not None:
+                    bill(pending[0], pending[1], pending[2] == omitted)
+                pending = (text, messages, omitted)
+                previous = text
+            seen = len(server.requests)
+            if progress and i % 50 == 0:
+                progress(f"prompt cache, alignment {alignment}: {i} of {turns} turns")
+        if pending is not None:
+            bill(pending[0], pending[1], False)
     return tally.result(alignment)
 
 

@@ -25,7 +25,6 @@ million output tokens (Claude 3.5 Haiku on Bedrock, us-east-1, as a reference).
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from collections.abc import Callable
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.costs import FunctionLedger, FunctionUse
+from bench.model_session import model_session
 from bench.prices import (
     DYNAMODB_USD_PER_MILLION_READ_UNITS,
     DYNAMODB_USD_PER_MILLION_WRITE_UNITS,
@@ -46,7 +46,6 @@ from bench.prices import (
 ROOT = Path(__file__).resolve().parent.parent
 CHARS_PER_TOKEN = 4
 SHARE_LIMIT = 1 / 3
-MODEL = "bench-model-1"
 SUMMARY_MARK = "rolling summary of a conversation"
 
 
@@ -155,96 +154,63 @@ def _share(summary: float, turn: float) -> float | None:
 
 def summary_cost(turns: int = 100, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Per-turn cost of the turns and of their rolling summary, over ``turns`` turns."""
-    import os
-
     import boto3
 
     from bench.capacity import CapacityMeter, table_specs
-    from tests.fakes.openai_server import FakeOpenAIServer
-    from tests.support.inprocess_api import REGION, inprocess_stack, new_workspace
+    from tests.support.inprocess_api import REGION
     from tests.support.summary_jobs import SummaryJobs
 
-    for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
-        os.environ.pop(name, None)
     fake = FakeModel()
     turn_side, summary_side = Side(), Side()
     gaps = 0
-    with FakeOpenAIServer() as server:
-        server.respond = fake.respond
-        connections = {"bench": {"type": "openai", "baseUrl": server.base_url, "models": ["*"]}}
-        env = {
-            "PROVIDER_CONNECTIONS": json.dumps(connections),
-            "SUMMARY_COALESCE_SECONDS": "0",
-            "SUMMARY_DELAY_SECONDS": "0",
-        }
-        with inprocess_stack(env) as api:
-            _, token = new_workspace(api, "bench-summary")
-            created = api.call(
+    with model_session("bench-summary", fake.respond) as (server, api, token, session_id):
+        dynamodb = api.container.clients["dynamodb"]
+        side_client = boto3.client("dynamodb", region_name=REGION)
+        meter = CapacityMeter(
+            dynamodb, side_client, table_specs(ROOT / "template.yaml", api.resources.tables)
+        )
+        sends = _count_calls(api.container.clients["sqs"], "SendMessage")
+        ledger = FunctionLedger().attach(api.registry)
+        jobs = SummaryJobs(api)
+        # The event source's receives that returned a job (one per invocation).
+        job_receives = 0
+        job_deletes = _count_calls(jobs.sqs, "DeleteMessageBatch")
+        seen_requests = 0
+        for i in range(1, turns + 1):
+            question = f"Turn {i}: and what about the other order, can you check it?"
+            meter.reset()
+            ledger.reset()
+            sends_before = sends()
+            answer = api.call(
                 "POST",
-                "/v1/capabilities",
+                f"/v1/sessions/{session_id}/messages",
                 token=token,
-                json_body={
-                    "name": "bench support",
-                    "kind": "generative",
-                    "provider": {"connection": "bench", "modelId": MODEL},
-                },
+                json_body={"input": question.ljust(120, ".")},
             )
-            if created.status != 201:
-                raise RuntimeError(f"could not create the capability: {created.body}")
-            session = api.call(
-                "POST",
-                "/v1/sessions",
-                token=token,
-                json_body={"capabilityId": created.body["id"], "externalRef": "bench"},
-            )
-            session_id = session.body["id"]
-            dynamodb = api.container.clients["dynamodb"]
-            side_client = boto3.client("dynamodb", region_name=REGION)
-            meter = CapacityMeter(
-                dynamodb, side_client, table_specs(ROOT / "template.yaml", api.resources.tables)
-            )
-            sends = _count_calls(api.container.clients["sqs"], "SendMessage")
-            ledger = FunctionLedger().attach(api.registry)
-            jobs = SummaryJobs(api)
-            # The event source's receives that returned a job (one per invocation).
-            job_receives = 0
-            job_deletes = _count_calls(jobs.sqs, "DeleteMessageBatch")
-            seen_requests = 0
-            for i in range(1, turns + 1):
-                question = f"Turn {i}: and what about the other order, can you check it?"
-                meter.reset()
-                ledger.reset()
-                sends_before = sends()
-                answer = api.call(
-                    "POST",
-                    f"/v1/sessions/{session_id}/messages",
-                    token=token,
-                    json_body={"input": question.ljust(120, ".")},
-                )
-                if answer.status != 200 or not answer.body["recorded"]:
-                    raise RuntimeError(f"turn {i} failed: {answer.status} {answer.body}")
-                turn_side.add_units(meter.reset())
-                turn_side.add_functions(ledger.reset())
-                summary_side.sqs_requests += sends() - sends_before
-                context = answer.body["context"]
-                gaps += _gap(server.requests[seen_requests:], context["omittedMessages"])
+            if answer.status != 200 or not answer.body["recorded"]:
+                raise RuntimeError(f"turn {i} failed: {answer.status} {answer.body}")
+            turn_side.add_units(meter.reset())
+            turn_side.add_functions(ledger.reset())
+            summary_side.sqs_requests += sends() - sends_before
+            context = answer.body["context"]
+            gaps += _gap(server.requests[seen_requests:], context["omittedMessages"])
 
-                invocations = jobs.invocations
-                jobs.run_pending()
-                summary_side.add_units(meter.reset())
-                summary_side.add_functions(ledger.reset())
-                job_receives += jobs.invocations - invocations
-                for request in server.requests[seen_requests:]:
-                    side = summary_side if _is_summary(request) else turn_side
-                    side.model_calls += 1
-                    side.input_chars += sum(len(m["content"]) for m in request.body["messages"])
-                seen_requests = len(server.requests)
-                if progress and i % 25 == 0:
-                    progress(f"summary cost: {i} of {turns} turns")
-            summary_side.sqs_requests += job_receives + job_deletes()
-            turn_side.output_chars = fake.output_chars["turn"]
-            summary_side.output_chars = fake.output_chars["summary"]
-            view = api.call("GET", f"/v1/sessions/{session_id}/context", token=token).body
+            invocations = jobs.invocations
+            jobs.run_pending()
+            summary_side.add_units(meter.reset())
+            summary_side.add_functions(ledger.reset())
+            job_receives += jobs.invocations - invocations
+            for request in server.requests[seen_requests:]:
+                side = summary_side if _is_summary(request) else turn_side
+                side.model_calls += 1
+                side.input_chars += sum(len(m["content"]) for m in request.body["messages"])
+            seen_requests = len(server.requests)
+            if progress and i % 25 == 0:
+                progress(f"summary cost: {i} of {turns} turns")
+        summary_side.sqs_requests += job_receives + job_deletes()
+        turn_side.output_chars = fake.output_chars["turn"]
+        summary_side.output_chars = fake.output_chars["summary"]
+        view = api.call("GET", f"/v1/sessions/{session_id}/context", token=token).body
     turn = turn_side.per_turn(turns)
     summary = summary_side.per_turn(turns)
     shares = {
