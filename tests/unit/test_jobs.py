@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 from pydantic import ValidationError
 
-from convo_memory.domain.jobs import MAX_JOB_BODY_BYTES, RepairJob, SummaryJob
+from convo_memory.domain.jobs import MAX_JOB_BODY_BYTES, RepairJob, SummaryJob, TurnBody
 from convo_memory.domain.turn_records import TurnRecord
 
 TURN = TurnRecord(
@@ -35,6 +36,21 @@ def test_a_repair_job_round_trips_its_turn() -> None:
     again = RepairJob.model_validate(body)
     assert again == job and again.turn.record() == TURN
     assert body["turn"]["turnId"] == TURN.turn_id and body["position"] == 3
+
+
+def test_a_repair_job_carries_every_field_of_a_turn_record() -> None:
+    # A field TurnRecord gains must travel too, or a repaired turn would lose it.
+    assert set(TurnBody.model_fields) == {f.name for f in dataclasses.fields(TurnRecord)}
+    full = dataclasses.replace(
+        TURN,
+        truncated=True,
+        digest_tools=("track",),
+        digest_text="ETA Friday",
+        digest_expires_at=1_700_000_000.0,
+        run_id="run_1",
+        idempotency_record="idem#1",
+    )
+    assert TurnBody.of(full).record() == full
 
 
 def test_a_large_repair_job_travels_packed_and_a_huge_one_cut() -> None:

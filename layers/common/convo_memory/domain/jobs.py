@@ -14,6 +14,7 @@ asynchronous invocation failed (the job is its ``requestPayload``).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import zlib
 from typing import Annotated, Any, Literal
@@ -62,34 +63,11 @@ class TurnBody(JobModel):
 
     @classmethod
     def of(cls, turn: TurnRecord) -> TurnBody:
-        return cls(
-            turn_id=turn.turn_id,
-            user_content=turn.user_content,
-            answer=turn.answer,
-            withheld=turn.withheld,
-            truncated=turn.truncated,
-            created_at=turn.created_at,
-            digest_tools=turn.digest_tools,
-            digest_text=turn.digest_text,
-            digest_expires_at=turn.digest_expires_at,
-            run_id=turn.run_id,
-            idempotency_record=turn.idempotency_record,
-        )
+        return cls(**{f.name: getattr(turn, f.name) for f in dataclasses.fields(turn)})
 
     def record(self) -> TurnRecord:
-        return TurnRecord(
-            turn_id=self.turn_id,
-            user_content=self.user_content,
-            answer=self.answer,
-            withheld=self.withheld,
-            truncated=self.truncated,
-            created_at=self.created_at,
-            digest_tools=self.digest_tools,
-            digest_text=self.digest_text,
-            digest_expires_at=self.digest_expires_at,
-            run_id=self.run_id,
-            idempotency_record=self.idempotency_record,
-        )
+        names = (f.name for f in dataclasses.fields(TurnRecord))
+        return TurnRecord(**{name: getattr(self, name) for name in names})
 
 
 class RepairJob(JobModel):
