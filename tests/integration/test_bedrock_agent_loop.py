@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import botocore.session
 import pytest
-from botocore.config import Config
 from botocore.stub import Stubber
 
 from convo_memory.adapters.aws_clients import AwsClients, Patience
@@ -20,6 +18,7 @@ from convo_memory.ports import ToolCallContext, ToolDefinition, ToolOutcome
 from convo_memory.services.agent_loop import AgentLoop, AgentRun
 from tests.fakes.adapters import FakeToolbox
 from tests.support.bedrock_events import (
+    bedrock_client,
     serve_streams,
     stop,
     text_delta,
@@ -48,18 +47,6 @@ PROMPT = Prompt(
     user_input="Where is order 12345?",
 )
 USER = {"role": "user", "content": [{"text": "Where is order 12345?"}]}
-
-
-def make_client() -> Any:
-    # The endpoint is a closed local port: even an unstubbed call never leaves the host.
-    return botocore.session.get_session().create_client(
-        "bedrock-runtime",
-        region_name="us-east-1",
-        endpoint_url="http://127.0.0.1:9",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        config=Config(retries={"total_max_attempts": 1}),
-    )
 
 
 class Toolbox(FakeToolbox):
@@ -129,7 +116,7 @@ def run_loop(provider: BedrockConverseProvider, toolbox: FakeToolbox, **kwargs: 
 
 
 def test_a_tool_use_round_then_an_answer() -> None:
-    client = make_client()
+    client = bedrock_client()
     toolbox = Toolbox({"track": "in transit, ETA 2025-06-14"})
     with Stubber(client) as stubber:
         stubber.add_response(
@@ -159,7 +146,7 @@ def test_a_tool_use_round_then_an_answer() -> None:
 
 
 def test_a_tool_error_is_sent_back_as_an_error_result() -> None:
-    client = make_client()
+    client = bedrock_client()
     toolbox = Toolbox({"track": ToolOutcome("timeout", "the tool did not answer within 10.0 s")})
     with Stubber(client) as stubber:
         stubber.add_response("converse", tool_use_reply(("tu_1", {"query": "1"})), request())
@@ -179,7 +166,7 @@ def test_a_tool_error_is_sent_back_as_an_error_result() -> None:
 
 
 def test_the_step_bound_keeps_the_tools_and_asks_for_the_answer_in_words() -> None:
-    client = make_client()
+    client = bedrock_client()
     toolbox = Toolbox({"track": "x"})
     first = ("tu_1", {"query": "a"})
     second = ("tu_2", {"query": "b"})
@@ -215,7 +202,7 @@ def test_the_step_bound_keeps_the_tools_and_asks_for_the_answer_in_words() -> No
 
 
 def test_converse_stream_streams_the_answer_and_accumulates_tool_input() -> None:
-    client = make_client()
+    client = bedrock_client()
     toolbox = Toolbox({"track": "ETA Friday"})
     requests = serve_streams(
         client,
@@ -243,7 +230,7 @@ def test_converse_stream_streams_the_answer_and_accumulates_tool_input() -> None
 
 
 def test_unreadable_streamed_tool_input_reaches_the_model_as_an_error() -> None:
-    client = make_client()
+    client = bedrock_client()
     toolbox = Toolbox({"track": "x"})
     requests = serve_streams(
         client,
@@ -264,7 +251,7 @@ def test_each_step_uses_a_client_whose_timeout_fits_the_time_left() -> None:
 
     def build(service: str, region: str | None, patience: Patience) -> Any:
         built.append((region, patience.read_timeout))
-        return make_client()
+        return bedrock_client()
 
     connections = parse_connections(
         '{"bedrock": {"type": "bedrock", "region": "eu-west-1", "models": ["anthropic.*"]}}'
@@ -288,7 +275,7 @@ def test_each_step_uses_a_client_whose_timeout_fits_the_time_left() -> None:
 
 @pytest.mark.parametrize("reason", ["end_turn", "max_tokens"])
 def test_tool_use_blocks_without_a_tool_use_stop_are_not_requests(reason: str) -> None:
-    client = make_client()
+    client = bedrock_client()
     reply = tool_use_reply(("tu_1", {"query": "1"}), text="partial")
     reply["stopReason"] = reason
     with Stubber(client) as stubber:

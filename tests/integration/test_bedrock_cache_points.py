@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import botocore.session
 import pytest
-from botocore.config import Config
 from botocore.stub import Stubber
 
 from convo_memory.adapters.aws_clients import AwsClients, Patience
@@ -22,7 +20,7 @@ from convo_memory.domain.connections import parse_connections
 from convo_memory.domain.models import Message, Summary, ToolDigest
 from convo_memory.domain.prompt import Prompt, build_prompt
 from convo_memory.ports import ModelProvider, TokenUsage, ToolReply, ToolRequest, ToolRound
-from tests.support.bedrock_events import event, serve_streams, stop, text_delta
+from tests.support.bedrock_events import bedrock_client, event, serve_streams, stop, text_delta
 
 CACHING_MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0"
 OTHER_MODEL = "meta.llama3-1-70b-instruct-v1:0"
@@ -30,22 +28,10 @@ CACHE_POINT = {"cachePoint": {"type": "default"}}
 NONCE = "0123456789abcdef"
 
 
-def make_client() -> Any:
-    # The endpoint is a closed local port: even an unstubbed call never leaves the host.
-    return botocore.session.get_session().create_client(
-        "bedrock-runtime",
-        region_name="us-east-1",
-        endpoint_url="http://127.0.0.1:9",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        config=Config(retries={"total_max_attempts": 1}),
-    )
-
-
 def provider_for(model_id: str, prompt_caching: str = "") -> tuple[ModelProvider, Any]:
     """The provider the registry builds for ``model_id`` on a bedrock connection (with
     ``"promptCaching": ...`` when given), and its client."""
-    client = make_client()
+    client = bedrock_client()
 
     def build(service: str, region: str | None, patience: Patience) -> Any:
         return client

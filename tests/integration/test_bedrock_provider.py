@@ -9,11 +9,9 @@ import json
 from collections.abc import Generator, Iterator
 from typing import Any
 
-import botocore.session
 import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.compat import HTTPHeaders
-from botocore.config import Config
 from botocore.exceptions import EndpointConnectionError
 from botocore.stub import Stubber
 from hypothesis import given
@@ -29,26 +27,14 @@ from convo_memory.adapters.providers.bedrock import (
 )
 from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.prompt import ChatMessage, Prompt
-from tests.support.bedrock_events import event, exception_event, text_delta
+from tests.support.bedrock_events import bedrock_client, event, exception_event, text_delta
 
 MODEL_ID = "anthropic.claude-3-haiku-20240307-v1:0"
 
 
-def make_client() -> Any:
-    # The endpoint is a closed local port: even an unstubbed call never leaves the host.
-    return botocore.session.get_session().create_client(
-        "bedrock-runtime",
-        region_name="us-east-1",
-        endpoint_url="http://127.0.0.1:9",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        config=Config(retries={"total_max_attempts": 1}),
-    )
-
-
 @pytest.fixture
 def client() -> Any:
-    return make_client()
+    return bedrock_client()
 
 
 def prompt(*messages: tuple[str, str], system: str = "Be brief.") -> Prompt:
@@ -243,7 +229,7 @@ def test_the_client_is_built_on_first_use_only() -> None:
     built: list[Any] = []
 
     def factory() -> Any:
-        built.append(make_client())
+        built.append(bedrock_client())
         return built[-1]
 
     provider = BedrockConverseProvider(model_id=MODEL_ID, client_factory=factory)

@@ -1,5 +1,6 @@
-"""Bedrock ConverseStream bodies for tests: real AWS event-stream messages (binary
-frames with CRCs) fed to botocore's own parser, never sent anywhere."""
+"""Bedrock for tests: a bedrock-runtime client that can never reach AWS, and
+ConverseStream bodies as real AWS event-stream messages (binary frames with CRCs) fed to
+botocore's own parser, never sent anywhere."""
 
 from __future__ import annotations
 
@@ -9,8 +10,23 @@ import struct
 from collections.abc import Iterator
 from typing import Any
 
+import botocore.session
 from botocore.awsrequest import AWSResponse
 from botocore.compat import HTTPHeaders
+from botocore.config import Config
+
+
+def bedrock_client() -> Any:
+    """A bedrock-runtime client for Stubber: its endpoint is a closed local port, so
+    even an unstubbed call never leaves the host; one attempt, no retries."""
+    return botocore.session.get_session().create_client(
+        "bedrock-runtime",
+        region_name="us-east-1",
+        endpoint_url="http://127.0.0.1:9",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(retries={"total_max_attempts": 1}),
+    )
 
 
 def _header(name: str, value: str) -> bytes:

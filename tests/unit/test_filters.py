@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import botocore.session
 import pytest
-from botocore.config import Config
 from botocore.exceptions import EndpointConnectionError
 from botocore.stub import Stubber
 
@@ -16,6 +14,7 @@ from convo_memory.adapters.filters import (
     build_content_filter,
 )
 from convo_memory.domain.models import ContentFilterConfig
+from tests.support.bedrock_events import bedrock_client
 
 # --- embedded ------------------------------------------------------------------------
 
@@ -67,14 +66,7 @@ def test_build_content_filter() -> None:
 
 @pytest.fixture
 def client() -> Any:
-    return botocore.session.get_session().create_client(
-        "bedrock-runtime",
-        region_name="us-east-1",
-        endpoint_url="http://127.0.0.1:9",  # never reached: stubbed or short-circuited
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        config=Config(retries={"total_max_attempts": 1}),
-    )
+    return bedrock_client()  # never reached: stubbed or short-circuited
 
 
 USAGE = {
