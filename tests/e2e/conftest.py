@@ -1,9 +1,10 @@
 """The e2e tier: ``python -m local_runtime`` as a subprocess, spoken to over HTTP.
 
 ``local_runtime`` is one runtime for the whole session (dev token and a second workspace
-"other" known in advance). ``start_runtime`` starts extra ones with their own
-environment (e.g. ``start_runtime({"CONVO_SUMMARIZER_FAIL": "1"})``); each is stopped
-with SIGINT at teardown and must exit 0.
+"other" known in advance), and ``client`` the Python client on it. ``start_runtime``
+starts extra ones with their own environment (e.g.
+``start_runtime({"CONVO_SUMMARIZER_FAIL": "1"})``); each is stopped with SIGINT at
+teardown and must exit 0.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Iterator, Mapping
 
 import pytest
 
+from convo_memory_client import Conversations
 from tests.support.runtime_process import RuntimeProcess, StartRuntime, launch_runtime
 
 
@@ -39,3 +41,9 @@ def start_runtime() -> Iterator[StartRuntime]:
     for runtime in started:
         if runtime.process.poll() is None:
             runtime.assert_stopped_cleanly()
+
+
+@pytest.fixture
+def client(local_runtime: RuntimeProcess) -> Conversations:
+    """The Python client on the shared runtime, with the dev workspace's token."""
+    return Conversations(local_runtime.base_url, local_runtime.tokens["dev"], timeout=30)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import http.client
 import threading
-import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -26,18 +25,10 @@ from convo_memory_client import (
 )
 from tests.fakes.quiet_server import QuietServer
 from tests.support.runtime_process import RuntimeProcess
+from tests.support.tenants import unique_ref
 
 pytestmark = pytest.mark.e2e
 PRINCIPAL = {"tenant_id": "store-a", "user_id": "u_913"}
-
-
-@pytest.fixture
-def client(local_runtime: RuntimeProcess) -> Conversations:
-    return Conversations(local_runtime.base_url, local_runtime.tokens["dev"], timeout=30)
-
-
-def unique_ref() -> str:
-    return f"customer-{uuid.uuid4().hex[:12]}"
 
 
 def test_a_conversation_its_pages_and_its_context(client: Conversations) -> None:

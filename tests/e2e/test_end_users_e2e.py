@@ -9,25 +9,16 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 from typing import Any
 
 import pytest
 
 from convo_memory_client import Conversations, SessionNotFound
 from tests.support.runtime_process import RuntimeProcess
+from tests.support.tenants import unique_ref
 
 pytestmark = pytest.mark.e2e
 PRINCIPAL = {"tenant_id": "store-a", "user_id": "u_913"}
-
-
-@pytest.fixture
-def client(local_runtime: RuntimeProcess) -> Conversations:
-    return Conversations(local_runtime.base_url, local_runtime.tokens["dev"], timeout=30)
-
-
-def unique_ref() -> str:
-    return f"customer-{uuid.uuid4().hex[:12]}"
 
 
 def export(runtime: RuntimeProcess, ref: str, token: str | None = None) -> Any:

@@ -3,6 +3,7 @@ make as it on the in-process stack: open a session, a turn, the transcript."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,3 +44,8 @@ def transcript(api: InProcessApi, tenant: Tenant, session_id: str) -> list[dict[
     )
     assert response.status == 200
     return list(response.body["messages"])
+
+
+def unique_ref() -> str:
+    """An end user's id no other test uses (tests share one runtime)."""
+    return f"customer-{uuid.uuid4().hex[:12]}"
