@@ -332,7 +332,7 @@ class SummaryWorker(threading.Thread):
         self.errors: list[str] = []
 
     def run(self) -> None:
-        from local_runtime.queue_pollers import sqs_event, succeeded_records
+        from local_runtime.queue_pollers import delete_records, sqs_event, succeeded_records
 
         while not self.stopping.is_set() and time.monotonic() < self.deadline:
             messages = self.sqs.receive_message(
@@ -355,14 +355,7 @@ class SummaryWorker(threading.Thread):
                     self.errors.append(f"{type(exc).__name__}: {exc}")
             else:
                 done = succeeded_records(event["Records"], result, self.report_failures)
-            if done:
-                self.sqs.delete_message_batch(
-                    QueueUrl=self.url,
-                    Entries=[
-                        {"Id": str(i), "ReceiptHandle": r["receiptHandle"]}
-                        for i, r in enumerate(done)
-                    ],
-                )
+            delete_records(self.sqs, self.url, done)
             with self.lock:
                 self.invocations += 1
                 self.records_ok += len(done)

@@ -106,6 +106,19 @@ def succeeded_records(
     return [record for record in records if record["messageId"] not in failed]
 
 
+def delete_records(sqs: Any, queue_url: str, records: Sequence[Mapping[str, Any]]) -> None:
+    """Delete the records a function finished (at most ten: one receive's batch), as
+    Lambda's event source does after the invocation."""
+    if records:
+        sqs.delete_message_batch(
+            QueueUrl=queue_url,
+            Entries=[
+                {"Id": str(index), "ReceiptHandle": record["receiptHandle"]}
+                for index, record in enumerate(records)
+            ],
+        )
+
+
 class QueuePoller(threading.Thread):
     """Polls one queue for one function until ``stop()``, with at most
     ``source.concurrency`` invocations in flight."""
@@ -191,14 +204,7 @@ class QueuePoller(threading.Thread):
             _report(f"{self.source.function} failed a batch of {len(messages)}")
             return
         done = succeeded_records(event["Records"], result, self.source.report_batch_item_failures)
-        if done:
-            self.sqs.delete_message_batch(
-                QueueUrl=self.source.queue_url,
-                Entries=[
-                    {"Id": str(index), "ReceiptHandle": record["receiptHandle"]}
-                    for index, record in enumerate(done)
-                ],
-            )
+        delete_records(self.sqs, self.source.queue_url, done)
 
 
 def _report(what: str) -> None:

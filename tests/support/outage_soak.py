@@ -30,7 +30,7 @@ from botocore.compat import HTTPHeaders
 
 from local_runtime.async_events import AsyncEvents, async_invoke_configs
 from local_runtime.aws_resources import DEFAULT_TEMPLATE, load_template
-from local_runtime.queue_pollers import sqs_event, succeeded_records
+from local_runtime.queue_pollers import delete_records, sqs_event, succeeded_records
 from tests.fakes.adapters import FakeClock, FakeMetrics
 from tests.support.faults import dynamodb_error, is_turn_put
 from tests.support.inprocess_api import REGION, InProcessApi, inprocess_stack, new_workspace
@@ -155,14 +155,7 @@ class RepairQueueMapping:
             event = sqs_event(messages, self.arn)
             result = self.api.invoke("RepairFunction", event)
             done = succeeded_records(event["Records"], result, True)
-            if done:
-                self.sqs.delete_message_batch(
-                    QueueUrl=self.url,
-                    Entries=[
-                        {"Id": str(i), "ReceiptHandle": r["receiptHandle"]}
-                        for i, r in enumerate(done)
-                    ],
-                )
+            delete_records(self.sqs, self.url, done)
 
     def depth(self, url: str | None = None) -> int:
         attributes = self.sqs.get_queue_attributes(

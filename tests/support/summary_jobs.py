@@ -11,7 +11,7 @@ from typing import Any
 
 import boto3
 
-from local_runtime.queue_pollers import sqs_event, succeeded_records
+from local_runtime.queue_pollers import delete_records, sqs_event, succeeded_records
 from tests.support.inprocess_api import REGION, InProcessApi, serialized
 
 
@@ -50,13 +50,7 @@ class SummaryJobs:
             self.errors.append(f"{type(exc).__name__}: {exc}")
         else:
             done = list(succeeded_records(event["Records"], result, True))
-        if done:
-            self.sqs.delete_message_batch(
-                QueueUrl=self.url,
-                Entries=[
-                    {"Id": str(i), "ReceiptHandle": r["receiptHandle"]} for i, r in enumerate(done)
-                ],
-            )
+        delete_records(self.sqs, self.url, done)
         with self._lock:
             self.invocations += 1
             self.records_ok += len(done)
