@@ -13,6 +13,7 @@ from convo_memory.adapters.dynamo.stores import dynamo_stores
 from convo_memory.domain.erasures import Erasure, TracePolicy
 from convo_memory.domain.errors import SessionArchived, SessionNotFound
 from convo_memory.domain.models import Capability, Session, Summary
+from convo_memory.domain.summary_plan import FoldWindow, SummaryVersion
 from convo_memory.domain.turn_records import AppendResult, TurnRecord
 from convo_memory.ports import Stores
 from local_runtime.aws_resources import ensure_resources
@@ -64,7 +65,12 @@ def turn(turn_id: str, user: str = "q", answer: str = "a", **extra: object) -> T
 
 def with_turns(stores: Stores, sid: str, n: int) -> None:
     stores.sessions.create_session(session(sid))
-    for i in range(n):
+    with_more_turns(stores, sid, 0, n)
+
+
+def with_more_turns(stores: Stores, sid: str, done: int, n: int) -> None:
+    """``n`` more turns after the ``done`` the session has."""
+    for i in range(done, done + n):
         stores.turns.append_turn(sid, 2 * i, turn(f"t{i}", f"question {i}", f"answer {i}"))
 
 
@@ -261,27 +267,44 @@ def test_the_summary_only_moves_forward_by_compare_and_set(stores: Stores) -> No
     assert stores.summaries.get_summary("s1") == Summary(text="d", through_seq=8)
 
 
-def test_a_summary_advanced_with_its_earlier_version_keeps_it_beside_it(stores: Stores) -> None:
-    with_turns(stores, "s1", 6)
-    # The first fold of an aligned window: the version before it was "none yet".
+def test_a_summary_made_in_a_window_keeps_the_version_that_window_shows(
+    stores: Stores,
+) -> None:
+    with_turns(stores, "s1", 3)  # 6 messages
     first = Summary(text="one", through_seq=4)
-    assert stores.summaries.advance_summary("s1", 0, first, Summary(text="", through_seq=0))
+    assert stores.summaries.advance_summary("s1", 0, first, window=FoldWindow(2, 6))
     state = stores.turns.load_turn_state("s1", 4, with_digests=False)
     assert state is not None and state.summary == first
-    assert state.earlier_summary == Summary(text="", through_seq=0)
+    assert state.summary_versions == (SummaryVersion(first, 2),)
 
-    second = Summary(text="two", through_seq=8)
-    assert stores.summaries.advance_summary("s1", 4, second, first)
+    second = Summary(text="two", through_seq=6)
+    kept = SummaryVersion(first, 2)
+    assert stores.summaries.advance_summary("s1", 4, second, kept, window=FoldWindow(4, 6))
     state = stores.turns.load_turn_state("s1", 4, with_digests=False)
-    assert state is not None and (state.summary, state.earlier_summary) == (second, first)
+    assert state is not None and state.summary == second
+    assert state.summary_versions == (SummaryVersion(second, 4), kept)
     assert stores.summaries.get_summary("s1") == second
-    # A fold without alignment keeps no earlier version.
-    assert stores.summaries.advance_summary("s1", 8, Summary(text="three", through_seq=10))
+    # A fold without a window (alignment 1) keeps no other version and no window.
+    with_more_turns(stores, "s1", 3, 2)
+    third = Summary(text="three", through_seq=8)
+    assert stores.summaries.advance_summary("s1", 6, third)
     state = stores.turns.load_turn_state("s1", 4, with_digests=False)
-    assert state is not None and state.earlier_summary is None
+    assert state is not None and state.summary_versions == (SummaryVersion(third, 0),)
     # Deleting the conversation takes every version with it.
     stores.sessions.delete_contents("s1")
     assert stores.summaries.get_summary("s1") is None
+
+
+def test_a_version_is_not_stored_once_a_turn_landed_after_its_window(stores: Stores) -> None:
+    with_turns(stores, "s1", 3)  # 6 messages: the job read its window then
+    with_more_turns(stores, "s1", 3, 1)  # ... and a turn landed (messages 7 and 8)
+    late = Summary(text="late", through_seq=6)
+
+    assert not stores.summaries.advance_summary("s1", 0, late, window=FoldWindow(2, 6))
+    assert stores.summaries.get_summary("s1") is None
+    # Made in the window now current, it is stored.
+    assert stores.summaries.advance_summary("s1", 0, late, window=FoldWindow(4, 8))
+    assert stores.summaries.get_summary("s1") == late
 
 
 # -- the fence nonce ---------------------------------------------------------------------

@@ -44,6 +44,7 @@ from convo_memory.domain.models import (
     ToolDigest,
 )
 from convo_memory.domain.recall import RecallSource, canonical_principal
+from convo_memory.domain.summary_plan import FoldWindow, SummaryVersion
 from convo_memory.domain.turn_records import (
     AppendResult,
     TurnRecord,
@@ -95,8 +96,10 @@ class FakeDatabase:
     summaries: dict[str, Summary] = field(default_factory=dict)
     # (workspace, capability, app key) -> the session the key opened
     session_keys: dict[tuple[str, str, str], str] = field(default_factory=dict)
-    # The version each summary replaced, when the fold kept it (replay.alignment > 1).
-    earlier_summaries: dict[str, Summary] = field(default_factory=dict)
+    # The window each summary was made in, and the version kept beside it, when the fold
+    # said so (replay.alignment > 1).
+    summary_made_at: dict[str, int] = field(default_factory=dict)
+    earlier_summaries: dict[str, SummaryVersion] = field(default_factory=dict)
     runs: dict[str, str] = field(default_factory=dict)  # runId -> JSON body
     erasures: dict[tuple[str, str], Erasure] = field(default_factory=dict)
     calls: Counter[str] = field(default_factory=Counter)
@@ -158,6 +161,17 @@ class FakeDatabase:
             fence_nonce=head.get("fenceNonce"),
         )
 
+    def summary_versions(self, session_id: str) -> tuple[SummaryVersion, ...]:
+        """The stored summary and the version kept beside it, as a turn reads them."""
+        current = self.summaries.get(session_id)
+        if current is None:
+            return ()
+        versions = [SummaryVersion(_copy(current), self.summary_made_at.get(session_id, 0))]
+        earlier = self.earlier_summaries.get(session_id)
+        if earlier is not None and earlier.summary.through_seq > 0:
+            versions.append(earlier)
+        return tuple(versions)
+
     def messages(self, session_id: str) -> list[Message]:
         out: list[Message] = []
         for seq, stored in sorted((self.turns.get(session_id) or {}).items()):
@@ -171,6 +185,7 @@ class FakeDatabase:
         deleted = len(self.turns.pop(session_id, {})) + len(self.digests.pop(session_id, {}))
         deleted += 1 if self.summaries.pop(session_id, None) is not None else 0
         self.earlier_summaries.pop(session_id, None)
+        self.summary_made_at.pop(session_id, None)
         head = self.heads.get(session_id) or {}
         key = head.pop("sessionKey", None)
         if key is not None:
@@ -255,7 +270,11 @@ class FakeDatabase:
             },
             "summaries": {sid: s.model_dump() for sid, s in self.summaries.items()},
             "sessionKeys": {"#".join(claim): sid for claim, sid in self.session_keys.items()},
-            "earlierSummaries": {sid: s.model_dump() for sid, s in self.earlier_summaries.items()},
+            "summaryMadeAt": self.summary_made_at,
+            "earlierSummaries": {
+                sid: [v.summary.model_dump(), v.made_at_window]
+                for sid, v in self.earlier_summaries.items()
+            },
             "runs": self.runs,
         }
         return json.dumps(snapshot, ensure_ascii=False, default=str)
@@ -691,7 +710,7 @@ class FakeTurnStore(_Port):
             digests=digests,
             digest_expiry=expiry,
             activity_mark=str(self.db.heads[session_id]["lastActiveAt"]),
-            earlier_summary=_copy(self.db.earlier_summaries.get(session_id)),
+            summary_versions=self.db.summary_versions(session_id),
         )
 
     def append_turn(self, session_id: str, after_seq: int, turn: TurnRecord) -> AppendResult:
@@ -749,18 +768,23 @@ class FakeSummaryStore(_Port):
         session_id: str,
         previous_through: int,
         summary: Summary,
-        earlier: Summary | None = None,
+        earlier: SummaryVersion | None = None,
+        *,
+        window: FoldWindow | None = None,
     ) -> bool:
         self.db.enter("advance_summary")
         current = self.db.summaries.get(session_id)
         through = current.through_seq if current else 0
         if through != previous_through or (current and summary.through_seq <= through):
             return False
+        if window is not None and self.db.newest_user_seq(session_id) > window.message_count:
+            return False  # a turn landed after the window's history
         self.db.summaries[session_id] = _copy(summary)
+        self.db.summary_made_at[session_id] = window.omitted if window else 0
         if earlier is None:
             self.db.earlier_summaries.pop(session_id, None)
         else:
-            self.db.earlier_summaries[session_id] = _copy(earlier)
+            self.db.earlier_summaries[session_id] = earlier
         return True
 
 

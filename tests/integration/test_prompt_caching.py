@@ -6,6 +6,7 @@ and the summary jobs run between turns (a conversation at a human pace).
   prompts begin with the previous turn's prompt exactly, none replays more than 10
   messages or fewer than ``minMessages``, and the summary shown changes only when the
   window's start moves.
+- So do they when the summary jobs land turns late (turns faster than the jobs).
 - With ``alignment: 1`` the replayed messages are the contract's rule, exactly.
 - The fence holds with a per-session nonce, whatever later data carries.
 - A session created before nonces were kept gets one on its next turn, never shown.
@@ -93,9 +94,15 @@ class TurnSeen:
 
 
 def converse(
-    api: InProcessApi, model: FakeOpenAIServer, token: str, session_id: str, turns: int
+    api: InProcessApi,
+    model: FakeOpenAIServer,
+    token: str,
+    session_id: str,
+    turns: int,
+    jobs_every: int = 1,
 ) -> list[TurnSeen]:
-    """``turns`` turns, each followed by the summary jobs it asked for."""
+    """``turns`` turns; the summary jobs they asked for run after every ``jobs_every``
+    turns (1: each turn's before the next turn)."""
     jobs = SummaryJobs(api)
     seen: list[TurnSeen] = []
     for i in range(1, turns + 1):
@@ -108,7 +115,8 @@ def converse(
             if SUMMARY_MARK not in r.body["messages"][0]["content"]
         ]
         seen.append(TurnSeen(request.body["messages"], response.body["context"]))
-        jobs.run_pending()
+        if i % jobs_every == 0:
+            jobs.run_pending()
     assert jobs.errors == []
     return seen
 
@@ -156,6 +164,27 @@ def test_an_aligned_window_lets_most_prompts_extend_the_previous_one(
     view = api.call("GET", f"/v1/sessions/{session_id}/context", token=tenant.token).body
     assert view["omittedMessages"] % 10 == 0 and 2 <= len(view["messages"]) <= 10
     assert view["summary"]["throughSeq"] >= view["omittedMessages"]
+
+
+@pytest.mark.parametrize("jobs_every", [3, 4])
+def test_with_late_summary_jobs_the_summary_shown_still_changes_only_at_a_step(
+    api: InProcessApi, model: FakeOpenAIServer, tenant: Tenant, jobs_every: int
+) -> None:
+    # Turns faster than the summary jobs (0.4 s apart, jobs 2 s after their turn): jobs
+    # land several turns late, after the window they were asked for has been shown.
+    cap_id = capability(api, tenant.token, {"maxMessages": 10, "alignment": 10})
+    session_id = open_session(api, tenant.token, cap_id)
+
+    seen = converse(api, model, tenant.token, session_id, 40, jobs_every)
+
+    filled = [i for i in range(1, 40) if 2 * i >= 10]
+    extending = [i for i in filled if extends(seen[i - 1], seen[i])]
+    assert len(extending) >= 0.75 * len(filled), (len(extending), len(filled))
+    for i in range(1, 40):
+        if seen[i].context["omittedMessages"] == seen[i - 1].context["omittedMessages"]:
+            assert extends(seen[i - 1], seen[i]), i
+    # The summary reaches the prompts all the same, a step after it was folded.
+    assert summary_through(seen[-1]) >= 20
 
 
 def test_without_alignment_the_window_is_the_contracts_rule(

@@ -363,9 +363,9 @@ def racing_store(api: InProcessApi, monkeypatch: pytest.MonkeyPatch) -> Callable
     advance = store.advance_summary
 
     def counted(
-        session_id: str, previous_through: int, summary: Summary, earlier: Summary | None = None
+        session_id: str, previous_through: int, summary: Summary, *more: Any, **kw: Any
     ) -> bool:
-        stored = advance(session_id, previous_through, summary, earlier)
+        stored = advance(session_id, previous_through, summary, *more, **kw)
         if not stored:
             lost.add()
         return stored

@@ -591,22 +591,36 @@ def test_each_fold_reports_how_far_the_summary_lags_what_turns_leave_out(world: 
 # -- replay.alignment: the summary shown changes only when the window's start moves ------
 
 
-def test_summary_for_window_shows_the_oldest_version_that_covers_the_window() -> None:
-    from convo_memory.domain.summary_plan import summary_for_window
+def test_a_window_shows_the_oldest_version_made_before_it_that_covers_it() -> None:
+    from convo_memory.domain.summary_plan import SummaryVersion, summary_for_window
 
-    current, earlier = Summary(text="c", through_seq=20), Summary(text="e", through_seq=10)
-    none_yet = Summary(text="", through_seq=0)
+    ten, twenty = Summary(text="e", through_seq=10), Summary(text="c", through_seq=20)
+    # Folded ahead (in the window omitting 10) and in time (made before the windows).
+    versions = [SummaryVersion(twenty, made_at_window=10), SummaryVersion(ten, 0)]
 
-    assert summary_for_window(current, earlier, 10, alignment=10) == earlier
-    assert summary_for_window(current, earlier, 20, alignment=10) == current
-    # The summarizer lags: the newest version, even though it leaves a gap.
-    assert summary_for_window(current, earlier, 30, alignment=10) == current
-    # Nothing omitted yet, and before this fold there was no summary: none is shown.
-    assert summary_for_window(current, none_yet, 0, alignment=10) is None
-    # Alignment 1, or no earlier version kept: the stored summary, as before.
-    assert summary_for_window(current, earlier, 10, alignment=1) == current
-    assert summary_for_window(current, None, 10, alignment=10) == current
-    assert summary_for_window(None, None, 10, alignment=10) is None
+    assert summary_for_window(versions, 10, alignment=10) == ten
+    assert summary_for_window(versions, 20, alignment=10) == twenty
+    # The summarizer lags: the newest version made before the window, with a gap.
+    assert summary_for_window(versions, 30, alignment=10) == twenty
+    # Nothing omitted yet: none is shown.
+    assert summary_for_window(versions, 0, alignment=10) is None
+    # Alignment 1: the newest version, whenever it was made.
+    assert summary_for_window(versions, 10, alignment=1) == twenty
+    assert summary_for_window([], 10, alignment=10) is None
+
+
+def test_a_version_made_while_a_window_is_current_waits_for_the_next_step() -> None:
+    from convo_memory.domain.summary_plan import SummaryVersion, summary_for_window
+
+    ten, twenty = Summary(text="e", through_seq=10), Summary(text="c", through_seq=20)
+    # A late job folded through 20 while turns already showed the window omitting 20
+    # (with the version through 10): those turns keep it until the window steps.
+    late = [SummaryVersion(twenty, made_at_window=20), SummaryVersion(ten, 0)]
+    assert summary_for_window(late, 20, alignment=10) == ten
+    assert summary_for_window(late, 30, alignment=10) == twenty
+    # A job so late that the window showed nothing: nothing until the next step.
+    assert summary_for_window([SummaryVersion(twenty, 10)], 10, alignment=10) is None
+    assert summary_for_window([SummaryVersion(twenty, 10)], 20, alignment=10) == twenty
 
 
 @pytest.mark.parametrize("alignment", [10, 4, 1])
@@ -642,10 +656,134 @@ def test_with_an_aligned_window_folds_end_on_steps_and_the_shown_summary_moves_w
         assert set(changed) <= set(moved)
         # Every fold ended on a step, and the version it replaced was kept.
         assert stored.through_seq % alignment == 0
-        earlier = app.db.earlier_summaries[sid]
+        earlier = app.db.earlier_summaries[sid].summary
         assert earlier.through_seq % alignment == 0 and earlier.through_seq < stored.through_seq
     else:
         assert sid not in app.db.earlier_summaries  # nothing more is stored than before
     # GET context shows the summary the next turn will see.
     view = app.container.sessions.context(WS, sid)
     assert view.summary is not None and view.summary.through_seq >= view.omitted_messages
+
+
+# -- ... whenever the summary jobs run -----------------------------------------------------
+
+# When a job runs against the turn it is due at: before the turn reads the session,
+# during the turn's model call (after its read), or around the turn, and around it and
+# the next (the job reads the session, then one or two turns are served and land during
+# the summarizer's call, then the job writes).
+JOB_MOMENTS = ("before", "during", "around", "around two")
+
+
+@dataclass
+class JobTimetable:
+    """A conversation whose summary jobs run ``delay`` turns after the turn that asked
+    for them, at ``moment``: 40 turns of a window of 10 aligned to 10."""
+
+    delay: int
+    moment: str
+    summarizer: FakeSummarizer = field(default_factory=FakeSummarizer)
+    pending: list[int] = field(default_factory=list)  # the turn each job is due at
+    ran: int = 0
+
+    def __post_init__(self) -> None:
+        self.app = fake_app(
+            provider=FakeProvider(self._answer),
+            summarizer=self.summarizer,
+            # Every due turn sends its job: when it runs is the timetable's choice.
+            summary_coalesce_seconds=0,
+            summary_delay_seconds=0,
+        )
+        self.app.capability(CAP, replay={"maxMessages": 10, "alignment": 10})
+        self.session_id = self.app.session(CAP)
+        self.turn_index = 0
+        self.omitted: list[int] = []
+        self.served: set[int] = set()  # turns served inside a summarizer call
+
+    def _answer(self, prompt: Any) -> str:
+        if self.moment == "during":
+            self._run_due()
+        return prompt.user_input.replace("question", "answer")
+
+    def _run_due(self) -> None:
+        due = [t for t in self.pending if t <= self.turn_index]
+        self.pending = [t for t in self.pending if t > self.turn_index]
+        for _ in due:
+            self.app.container.summaries.fold(WS, self.session_id)
+            self.ran += 1
+
+    def _turn(self) -> None:
+        sent = len(self.app.summary_queue.sent)
+        prediction = self.app.container.turns.predict(
+            WS, CAP, f"question {self.turn_index}", self.session_id
+        )
+        assert prediction.context is not None and prediction.recorded
+        self.omitted.append(prediction.context.omitted_messages)
+        asked = len(self.app.summary_queue.sent) - sent
+        self.pending += [self.turn_index + 1 + self.delay] * asked
+
+    def converse(self, turns: int = 40) -> list[Any]:
+        for self.turn_index in range(turns):
+            if self.moment == "before":
+                self._run_due()
+            elif self.moment.startswith("around") and self._due():
+                if self._served_around(2 if self.moment == "around two" else 1, turns):
+                    continue
+            elif self.turn_index in self.served:
+                continue
+            self._turn()
+        return self.app.provider.prompts
+
+    def _due(self) -> bool:
+        return any(t <= self.turn_index for t in self.pending)
+
+    def _served_around(self, count: int, turns: int) -> bool:
+        """Run the due jobs, serving this turn (and the next ``count - 1``) inside the
+        first summarizer call; whether the turn was served so."""
+        first = self.turn_index
+
+        def serve(_call: int) -> None:
+            if first in self.served:
+                return
+            for index in range(first, min(first + count, turns)):
+                self.turn_index = index
+                self.served.add(index)
+                self._turn()
+            self.turn_index = first
+
+        self.summarizer.during_call = serve
+        self._run_due()
+        self.summarizer.during_call = None
+        return first in self.served
+
+
+def extends(previous: Any, current: Any) -> bool:
+    """Whether a prompt is the previous one plus its answer and a new input."""
+    return (
+        current.system == previous.system
+        and current.messages[: len(previous.messages)] == previous.messages
+        and len(current.messages) == len(previous.messages) + 2
+    )
+
+
+@pytest.mark.parametrize("moment", JOB_MOMENTS)
+@pytest.mark.parametrize("delay", range(8))
+def test_whenever_summary_jobs_land_every_turn_between_steps_extends_the_previous_prompt(
+    delay: int, moment: str
+) -> None:
+    timetable = JobTimetable(delay, moment)
+
+    prompts = timetable.converse(40)
+
+    omitted = timetable.omitted
+    assert len(prompts) == 40 and timetable.ran > 0 and timetable.summarizer.calls
+    steps = [i for i in range(1, 40) if omitted[i] != omitted[i - 1]]
+    assert steps == [i for i in range(6, 40, 5)]  # the window of 10 steps every 5 turns
+    for i in range(1, 40):
+        if i not in steps:
+            assert extends(prompts[i - 1], prompts[i]), (i, omitted[i])
+    # The summary does reach the prompts (from the step after a late job on).
+    shown = [re.findall(r'through-seq="(\d+)"', p.system) for p in prompts]
+    assert any(shown[30:])
+    if delay == 0 and moment == "before":
+        # Jobs in time: no turn lacks an omitted message.
+        assert all(int(s[0]) >= o for s, o in zip(shown, omitted, strict=True) if o)

@@ -17,6 +17,7 @@ from convo_memory.domain.generation import FinishReason
 from convo_memory.domain.models import Capability, Message, Principal, Session, Summary
 from convo_memory.domain.prompt import Prompt
 from convo_memory.domain.recall import RecallSource
+from convo_memory.domain.summary_plan import FoldWindow, SummaryVersion
 from convo_memory.domain.turn_records import AppendResult, TurnRecord, TurnState
 
 # -- model providers, filters, summarizers --------------------------------------------
@@ -427,11 +428,16 @@ class SummaryStore(Protocol):
         session_id: str,
         previous_through: int,
         summary: Summary,
-        earlier: Summary | None = None,
+        earlier: SummaryVersion | None = None,
+        *,
+        window: FoldWindow | None = None,
     ) -> bool:
         """Compare-and-set on ``throughSeq``: False when another run moved it first.
-        ``earlier`` (the version being replaced; throughSeq 0 for none) is kept beside
-        the new one, for a window that moves in steps; None keeps no earlier version."""
+        With ``window`` (a replay window that moves in steps), the new version is made
+        in that window, ``earlier`` (the version that window shows, if any) is kept
+        beside it, and the write happens only while no turn has landed after the
+        window's ``message_count`` messages (else False too); without it, no earlier
+        version is kept."""
         ...
 
 

@@ -1,5 +1,5 @@
-"""When the rolling summary is folded, and how far: the rules the serving path's trigger
-and the summary worker share (pure).
+"""When the rolling summary is folded, and how far, and which stored version a turn
+shows: the rules the serving path's trigger, the summary worker and the turns share (pure).
 
 The contract ("Replay window") asks that, once the summarizer has caught up, the
 summary's ``throughSeq`` is at least the newest omitted message; it may run ahead and
@@ -17,11 +17,16 @@ turns and never shows a gap:
 
 With ``replay.alignment = K > 1`` the window's start moves in steps, and the summary a
 prompt shows must change only when the start moves (v3, "Prompts a provider can
-cache"). Folds then end on a step (the target is rounded down to a multiple of K, never
-below the projection), and the summary item keeps the version a fold replaced: a turn
-shows the oldest kept version that covers everything its window omits
-(``summary_for_window``). So the fold that runs one turn before a step is not shown
-until the step, and the prompts between steps keep one summary text.
+cache"), whenever the summary jobs run. Folds end on a step (the target is rounded down
+to a multiple of K, never below the projection), and each stored version says in which
+window it was made (``SummaryVersion.made_at_window``: how many messages the window
+omitted then). A turn shows only versions made in an earlier window than its own
+(``summary_for_window``): the oldest of them that covers everything its window omits,
+else (the summarizer lagged) the newest of them. So the versions a window can show were
+all stored before its first turn read, and every turn of the window shows the same one,
+however late a job lands: a version made while a window is current waits for the next
+step. The store keeps the version the current window shows beside a new one, and stores
+a version only while no turn has landed since its window was read (``FoldWindow``).
 """
 
 from __future__ import annotations
@@ -34,6 +39,27 @@ from convo_memory.domain.replay_window import select_replay_window
 
 DEFAULT_BATCH_TURNS = 5
 MESSAGES_PER_TURN = 2
+
+
+@dataclass(frozen=True)
+class SummaryVersion:
+    """A stored version of a session's rolling summary, and how many messages the replay
+    window omitted when the fold that made it stored it (``made_at_window``; 0 for a
+    version stored before this was kept): only windows that omit more show it."""
+
+    summary: Summary
+    made_at_window: int = 0
+
+
+@dataclass(frozen=True)
+class FoldWindow:
+    """The window a fold stores its version in: how many messages it omits (the new
+    version's ``made_at_window``) and the length of the history it was read from. A
+    store writes the version only while the history is still that long, so that no turn
+    of a later window has read the versions before it."""
+
+    omitted: int
+    message_count: int
 
 
 @dataclass(frozen=True)
@@ -106,19 +132,34 @@ def plan_after_turn(
     return plan_fold([*recent, *landed], policy, message_count + len(landed), covered)
 
 
-def summary_for_window(
-    current: Summary | None, earlier: Summary | None, omitted: int, alignment: int
-) -> Summary | None:
-    """The summary a turn shows, given the stored one (``current``), the version it
-    replaced (``earlier``, kept only with alignment; ``throughSeq`` 0 stands for "no
-    summary yet") and how many messages the turn's window omits.
+def shown_version(
+    versions: Sequence[SummaryVersion], omitted: int, alignment: int
+) -> SummaryVersion | None:
+    """The stored version a turn shows, given every version kept (``versions``, in any
+    order) and how many messages the turn's window omits.
 
-    With alignment 1, the stored summary. Otherwise the oldest version that covers every
-    omitted message, so that a fold made ahead of a step is shown from the step on; when
-    none covers them (the summarizer lags), the newest one.
+    With alignment 1, the newest version. Otherwise only versions made in an earlier
+    window (``made_at_window < omitted``) count: the oldest of them that covers every
+    omitted message (a fold made ahead of a step is shown from the step on), else the
+    newest of them (the summarizer lags; a later window shows its catch-up), else none.
     """
-    if alignment <= 1 or current is None or earlier is None:
-        return current
-    if omitted <= earlier.through_seq < current.through_seq:
-        return earlier if earlier.through_seq > 0 else None
-    return current
+    real = [v for v in versions if v.summary.through_seq > 0]
+    if alignment <= 1:
+        return max(real, key=_through, default=None)
+    eligible = [v for v in real if v.made_at_window < omitted]
+    covering = [v for v in eligible if v.summary.through_seq >= omitted]
+    if covering:
+        return min(covering, key=_through)
+    return max(eligible, key=_through, default=None)
+
+
+def summary_for_window(
+    versions: Sequence[SummaryVersion], omitted: int, alignment: int
+) -> Summary | None:
+    """The summary a turn shows (``shown_version``), or None."""
+    shown = shown_version(versions, omitted, alignment)
+    return shown.summary if shown is not None else None
+
+
+def _through(version: SummaryVersion) -> int:
+    return version.summary.through_seq

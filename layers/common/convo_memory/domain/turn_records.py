@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 from convo_memory.domain.models import Message, Session, Summary, ToolDigest
+from convo_memory.domain.summary_plan import SummaryVersion
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -37,9 +38,9 @@ class TurnState:
     # The head's coarse activity mark (lastActiveAt as last written to the head): it
     # moves at most once per ACTIVITY_GRANULARITY_SECONDS, not on every turn.
     activity_mark: str = ""
-    # The summary version the stored one replaced (kept only with replay.alignment > 1;
-    # throughSeq 0: there was none), shown until the window's start reaches a step.
-    earlier_summary: Summary | None = None
+    # Every stored version a turn may show (``summary_plan.summary_for_window``): the
+    # stored one and, with replay.alignment > 1, the one kept beside it.
+    summary_versions: tuple[SummaryVersion, ...] = ()
 
 
 @dataclass(frozen=True)

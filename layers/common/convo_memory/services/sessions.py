@@ -183,7 +183,7 @@ class SessionService:
         window = select_replay_window(state.recent, policy, state.session.message_count)
         return ContextView(
             summary=summary_for_window(
-                state.summary, state.earlier_summary, window.omitted_messages, policy.alignment
+                state.summary_versions, window.omitted_messages, policy.alignment
             ),
             messages=list(window.messages),
             tool_digests=live_digests(state, window.messages, self._clock()),

@@ -9,10 +9,12 @@ Watermark rules (the summary's ``throughSeq``):
   at most ``chunk_messages`` per summarizer call, where the target runs a batch of
   ``batch_turns`` turns past the newest omitted message (the contract lets the summary
   run ahead of the window; it must never fall behind it);
-- with ``replay.alignment > 1`` folds end on the window's steps and each stored step
-  keeps the version it replaced, which turns show until their window reaches the step
+- with ``replay.alignment > 1`` folds end on the window's steps; each version is stored
+  as made in the window current when it is written (checked by the store: no turn has
+  landed since that window was read, else the window is read again), beside the version
+  that window shows, so that turns show a version only from the next window on
   (``summary_plan.summary_for_window``): the summary a prompt shows changes only when
-  the window's start moves;
+  the window's start moves, however late the job runs;
 - every step is stored with a compare-and-set on the previous ``throughSeq``; a lost
   race re-reads the stored summary and continues from its watermark, so no message is
   folded twice, none is skipped and the summary never moves backwards;
@@ -31,12 +33,19 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
-from convo_memory.domain.errors import CapabilityNotFound
+from convo_memory.domain.errors import CapabilityNotFound, StoreUnavailable
 from convo_memory.domain.models import Capability, Message, Summary
-from convo_memory.domain.summary_plan import DEFAULT_BATCH_TURNS, plan_fold
+from convo_memory.domain.replay_window import select_replay_window
+from convo_memory.domain.summary_plan import (
+    DEFAULT_BATCH_TURNS,
+    FoldWindow,
+    SummaryVersion,
+    plan_fold,
+    shown_version,
+)
 from convo_memory.domain.turn_records import TurnState
 from convo_memory.ports import (
     MetricsPort,
@@ -57,6 +66,8 @@ CHUNK_MESSAGES = 40
 # (a model call may take the provider timeout cap, 25 s by default).
 MIN_SECONDS_PER_CHUNK = 30.0
 MAX_REMEMBERED_SESSIONS = 10_000
+# Attempts at storing one version while turns keep landing (each re-reads the window).
+MAX_WINDOW_ATTEMPTS = 5
 
 
 class TranscriptGap(RuntimeError):
@@ -132,17 +143,8 @@ class SummaryService:
         capability = self._capability(workspace_id, session_id)
         if capability is None:
             return FoldOutcome("skipped")
-        state = self._turns.load_turn_state(
-            session_id,
-            capability.replay_policy.max_messages,
-            # Agent messages may carry a digest item: read enough for maxMessages.
-            with_digests=capability.kind == "agent",
-        )
-        if (
-            state is None
-            or state.session.workspace_id != workspace_id
-            or state.session.status != "active"
-        ):
+        state = self._state(workspace_id, session_id, capability)
+        if state is None:
             return FoldOutcome("skipped")
         through = state.summary.through_seq if state.summary else 0
         text = state.summary.text if state.summary else None
@@ -156,7 +158,6 @@ class SummaryService:
         target = plan.target(self._policy.batch_turns)
 
         max_chars = capability.summary_config.max_chars
-        aligned = capability.replay_policy.alignment > 1
         summarizer: Summarizer | None = None
         calls = lost = folded = 0
         while through < target:
@@ -175,29 +176,79 @@ class SummaryService:
             if len(new_text) > max_chars:
                 logger.warning("a summary of %d chars was cut to %d", len(new_text), max_chars)
                 new_text = new_text[:max_chars]
-            newest = messages[-1].seq
-            # With a window that moves in steps, the replaced version stays shown until
-            # the step (``summary_for_window``): keep it beside the new one.
-            earlier = Summary(text=text or "", through_seq=through) if aligned else None
-            if self._summaries.advance_summary(
-                session_id, through, Summary(text=new_text, through_seq=newest), earlier
-            ):
-                folded += newest - through
-                through, text = newest, new_text
+            version = Summary(text=new_text, through_seq=messages[-1].seq)
+            stored, latest = self._store(workspace_id, capability, state, through, version)
+            if stored and latest is not None:
+                folded += version.through_seq - through
+                through, text, state = version.through_seq, new_text, latest
                 continue
             # Another job moved the summary first: continue from its watermark.
             lost += 1
             self._metrics.count("SummaryRaceLost")
-            current = self._summaries.get_summary(session_id)
-            if current is None:
-                if self._sessions.get_session(session_id) is None:
-                    return FoldOutcome("skipped", through, target, folded, calls, lost)
-                through, text = 0, None  # the summary vanished with its text: start over
-            else:
-                through, text = current.through_seq, current.text
+            if latest is None:
+                return FoldOutcome("skipped", through, target, folded, calls, lost)
+            state = latest
+            current = state.summary
+            # A summary that vanished with its text (no version left): start over.
+            through, text = (current.through_seq, current.text) if current else (0, None)
 
         self._count_folded(folded)
         return FoldOutcome("caught_up", through, target, folded, calls, lost)
+
+    def _state(
+        self, workspace_id: str, session_id: str, capability: Capability
+    ) -> TurnState | None:
+        """What a job plans from, in one read; None when there is nothing to do (the
+        session is gone, another workspace's, or no longer active)."""
+        state = self._turns.load_turn_state(
+            session_id,
+            capability.replay_policy.max_messages,
+            # Agent messages may carry a digest item: read enough for maxMessages.
+            with_digests=capability.kind == "agent",
+        )
+        if (
+            state is None
+            or state.session.workspace_id != workspace_id
+            or state.session.status != "active"
+        ):
+            return None
+        return state
+
+    def _store(
+        self,
+        workspace_id: str,
+        capability: Capability,
+        state: TurnState,
+        through: int,
+        version: Summary,
+    ) -> tuple[bool, TurnState | None]:
+        """Store ``version`` over the summary at ``through``: (True, the state with it)
+        when stored; (False, the state read again: None when there is nothing to do)
+        when another job moved the summary first.
+
+        With a window that moves in steps, the version is made in the window the state
+        shows, beside the version that window shows (``summary_plan``); when a turn has
+        landed since the state was read, it is stored again in the window now current.
+        """
+        session_id = state.session.id
+        policy = capability.replay_policy
+        for _ in range(MAX_WINDOW_ATTEMPTS):
+            window, kept = None, None
+            if policy.alignment > 1:
+                count = state.session.message_count
+                omitted = select_replay_window(state.recent, policy, count).omitted_messages
+                window = FoldWindow(omitted, count)
+                kept = shown_version(state.summary_versions, omitted, policy.alignment)
+            if self._summaries.advance_summary(session_id, through, version, kept, window=window):
+                made = SummaryVersion(version, window.omitted if window else 0)
+                return True, replace(
+                    state, summary=version, summary_versions=(made, *([kept] if kept else []))
+                )
+            latest = self._state(workspace_id, session_id, capability)
+            if latest is None or _through(latest) != through or window is None:
+                return False, latest
+            state = latest  # a turn landed: the version is made in the window now current
+        raise StoreUnavailable("turns kept landing while the summary was being stored")
 
     # -- helpers ----------------------------------------------------------------
     def _capability(self, workspace_id: str, session_id: str) -> Capability | None:
@@ -255,3 +306,7 @@ class SummaryService:
         if self._sessions.get_session(session_id) is None:
             return None
         raise TranscriptGap(f"message {through + 1} of session {session_id} is not readable")
+
+
+def _through(state: TurnState) -> int:
+    return state.summary.through_seq if state.summary else 0

@@ -255,7 +255,7 @@ class TurnService:
         policy = capability.replay_policy
         window = select_replay_window(state.recent, policy, session.message_count)
         summary = summary_for_window(
-            state.summary, state.earlier_summary, window.omitted_messages, policy.alignment
+            state.summary_versions, window.omitted_messages, policy.alignment
         )
         prompt = build_prompt(
             instructions=capability.instructions,

@@ -38,6 +38,7 @@ from typing import Any
 from convo_memory.adapters.dynamo.table import Item, n, s
 from convo_memory.domain.erasures import Erasure
 from convo_memory.domain.models import Message, Recall, Session, Summary, ToolDigest
+from convo_memory.domain.summary_plan import SummaryVersion
 from convo_memory.domain.turn_records import AppendResult, TurnRecord, turn_messages
 
 SESSION_SK = "SESSION"
@@ -49,10 +50,13 @@ MSG_UPPER = "MSG#~"
 ACTIVITY_SHARDS = 16
 INDEX_PREFIX = {"active": "ACTIVE", "archived": "ARCHIVED", "deleting": "DELETING"}
 RECALL_ATTRIBUTE = "recall"
-# The head's fence nonce (never shown by the API) and the summary's earlier version.
+# The head's fence nonce (never shown by the API); the window the summary was made in,
+# and the version kept beside it (replay.alignment > 1).
 FENCE_NONCE = "fenceNonce"
+MADE_AT = "madeAtWindow"
 EARLIER_TEXT = "earlierText"
 EARLIER_THROUGH = "earlierThroughSeq"
+EARLIER_MADE_AT = "earlierMadeAtWindow"
 
 
 def session_pk(session_id: str) -> dict[str, str]:
@@ -305,24 +309,42 @@ def summary_from(item: Item) -> Summary:
     return Summary(text=item["text"]["S"], through_seq=int(item["throughSeq"]["N"]))
 
 
-def earlier_summary_from(item: Item) -> Summary | None:
-    """The version the stored summary replaced, when it was kept (throughSeq 0: none)."""
-    if EARLIER_THROUGH not in item:
-        return None
-    text = item.get(EARLIER_TEXT, {}).get("S", "")
-    return Summary(text=text, through_seq=int(item[EARLIER_THROUGH]["N"]))
+def summary_versions_from(item: Item) -> tuple[SummaryVersion, ...]:
+    """The stored version and the one kept beside it (when there is one), each with the
+    window it was made in (0 when not recorded)."""
+    versions = [SummaryVersion(summary_from(item), _number(item, MADE_AT))]
+    if EARLIER_THROUGH in item and int(item[EARLIER_THROUGH]["N"]) > 0:
+        earlier = Summary(
+            text=item.get(EARLIER_TEXT, {}).get("S", ""),
+            through_seq=int(item[EARLIER_THROUGH]["N"]),
+        )
+        versions.append(SummaryVersion(earlier, _number(item, EARLIER_MADE_AT)))
+    return tuple(versions)
 
 
-def summary_item(session_id: str, summary: Summary, earlier: Summary | None = None) -> Item:
+def _number(item: Item, name: str) -> int:
+    return int(item[name]["N"]) if name in item else 0
+
+
+def summary_item(
+    session_id: str,
+    summary: Summary,
+    earlier: SummaryVersion | None = None,
+    made_at_window: int = 0,
+) -> Item:
     item: Item = {
         **summary_key(session_id),
         "text": s(summary.text),
         "throughSeq": n(summary.through_seq),
     }
+    if made_at_window:
+        item[MADE_AT] = n(made_at_window)
     if earlier is not None:
-        item[EARLIER_THROUGH] = n(earlier.through_seq)
-        if earlier.text:
-            item[EARLIER_TEXT] = s(earlier.text)
+        item[EARLIER_THROUGH] = n(earlier.summary.through_seq)
+        if earlier.summary.text:
+            item[EARLIER_TEXT] = s(earlier.summary.text)
+        if earlier.made_at_window:
+            item[EARLIER_MADE_AT] = n(earlier.made_at_window)
     return item
 
 

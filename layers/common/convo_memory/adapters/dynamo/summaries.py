@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from convo_memory.adapters.dynamo import items as it
 from convo_memory.adapters.dynamo.table import DynamoTable, n
+from convo_memory.domain.errors import StoreUnavailable
 from convo_memory.domain.models import Summary
+from convo_memory.domain.summary_plan import FoldWindow, SummaryVersion
+from convo_memory.domain.turn_records import user_seq_of
+
+CONDITION_FAILED = "ConditionalCheckFailed"
 
 
 class DynamoSummaryStore:
@@ -20,26 +27,45 @@ class DynamoSummaryStore:
         session_id: str,
         previous_through: int,
         summary: Summary,
-        earlier: Summary | None = None,
+        earlier: SummaryVersion | None = None,
+        *,
+        window: FoldWindow | None = None,
     ) -> bool:
         """Store a newer summary only if the stored one is still at ``previous_through``
         and older than the new one, so the summary only moves forward and no message is
-        folded twice. One conditional put, with the ``earlier`` version in the same item
-        when given: a summary written for a session deleted meanwhile is removed by the
-        deletion's final sweep."""
-        if previous_through == 0:
-            condition = "attribute_not_exists(sk) OR throughSeq = :prev"
-        else:
-            condition = "throughSeq = :prev"
-        stored, _ = self._table.conditional(
-            "put_item",
-            Item=it.summary_item(session_id, summary, earlier),
-            ConditionExpression=(
-                f"({condition}) AND (attribute_not_exists(sk) OR throughSeq < :new)"
+        folded twice: one conditional put, with ``earlier`` in the same item. With
+        ``window``, a transaction that also checks that the turn after the window's
+        history has not landed (no turn of a later window has read the versions yet). A
+        summary written for a session deleted meanwhile is removed by the deletion's
+        final sweep."""
+        put: dict[str, Any] = {
+            "Item": it.summary_item(session_id, summary, earlier, window.omitted if window else 0),
+            "ConditionExpression": (
+                f"({_previous(previous_through)}) AND "
+                "(attribute_not_exists(sk) OR throughSeq < :new)"
             ),
-            ExpressionAttributeValues={
+            "ExpressionAttributeValues": {
                 ":prev": n(previous_through),
                 ":new": n(summary.through_seq),
             },
-        )
-        return stored
+        }
+        if window is None:
+            stored, _ = self._table.conditional("put_item", **put)
+            return stored
+        no_later_turn = {
+            "Key": it.turn_key(session_id, user_seq_of(window.message_count + 1)),
+            "ConditionExpression": "attribute_not_exists(sk)",
+        }
+        reasons = self._table.transact([{"Put": put}, {"ConditionCheck": no_later_turn}])
+        if reasons is None:
+            return True
+        if any(reason == CONDITION_FAILED for reason in reasons):
+            return False
+        # Canceled by a conflicting transaction or throttling: worth a retry of the job.
+        raise StoreUnavailable(f"summary transaction canceled ({', '.join(sorted(set(reasons)))})")
+
+
+def _previous(previous_through: int) -> str:
+    if previous_through == 0:
+        return "attribute_not_exists(sk) OR throughSeq = :prev"
+    return "throughSeq = :prev"

@@ -19,6 +19,7 @@ from convo_memory.adapters.dynamo.reads import newest_turn
 from convo_memory.adapters.dynamo.table import DynamoTable, Item, s
 from convo_memory.domain.errors import StoreUnavailable
 from convo_memory.domain.models import Message, Summary, ToolDigest
+from convo_memory.domain.summary_plan import SummaryVersion
 from convo_memory.domain.turn_records import (
     AppendResult,
     TurnRecord,
@@ -45,7 +46,7 @@ class DynamoTurnStore:
         turns_wanted = max(1, math.ceil(max_messages / 2))
         head: Item | None = None
         summary: Summary | None = None
-        earlier: Summary | None = None
+        versions: tuple[SummaryVersion, ...] = ()
         turns: list[Item] = []
         digest_items: list[Item] = []
         start: dict[str, Any] | None = None
@@ -70,7 +71,7 @@ class DynamoTurnStore:
                     head = item
                 elif sk == it.SUMMARY_SK:
                     summary = it.summary_from(item)
-                    earlier = it.earlier_summary_from(item)
+                    versions = it.summary_versions_from(item)
                 elif it.is_digest(item):
                     if with_digests:
                         digest_items.append(item)
@@ -98,7 +99,7 @@ class DynamoTurnStore:
             digests=digests,
             digest_expiry=expiry,
             activity_mark=head["lastActiveAt"]["S"],
-            earlier_summary=earlier,
+            summary_versions=versions,
         )
 
     # -- the serving path's write ---------------------------------------------------
