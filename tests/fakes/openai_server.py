@@ -19,7 +19,11 @@ attributes, which tests set before calling:
 - ``script``: replies for the next requests, one each, streamed or not as asked:
   ``Turn(content, tool_calls)`` with ``tool_calls`` as ``(id, name, arguments JSON)``; a
   streamed reply sends each call's arguments in pieces of ``piece_chars`` characters
-  (the id and name with the first piece only), as OpenAI does.
+  (the id and name with the first piece only), as OpenAI does;
+- ``refuse_fields``: request fields the server does not know, answered with a 400 as
+  strict servers do (``prompt_cache_key`` on an older vLLM, say).
+
+``cache_keys`` lists the ``prompt_cache_key`` of each request received (None: none sent).
 """
 
 from __future__ import annotations
@@ -74,8 +78,17 @@ class FakeOpenAIServer:
     piece_chars: int = 5
     first_chunk_sent: threading.Event = field(default_factory=threading.Event)
     gate_timed_out: bool = False
+    refuse_fields: tuple[str, ...] = ()
     _server: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
+
+    @property
+    def cache_keys(self) -> list[str | None]:
+        """The ``prompt_cache_key`` of each request received, in order (None: none)."""
+        return [
+            r.body.get("prompt_cache_key") if isinstance(r.body, dict) else None
+            for r in self.requests
+        ]
 
     @property
     def base_url(self) -> str:
@@ -103,8 +116,12 @@ class FakeOpenAIServer:
                 )
                 if fake.delay:
                     time.sleep(fake.delay)
+                unknown = [f for f in fake.refuse_fields if isinstance(body, dict) and f in body]
                 if fake.error_status is not None:
                     self._send_json(fake.error_status, fake.error_body, fake.error_headers)
+                elif unknown:
+                    message = f"unexpected field: {unknown[0]}"
+                    self._send_json(400, {"error": {"message": message}})
                 elif self.path != "/v1/chat/completions":
                     self._send_json(404, {"error": {"message": "no such route"}})
                 elif fake.script:

@@ -16,6 +16,7 @@ from convo_memory.adapters.aws_clients import AwsClients, Patience
 from convo_memory.adapters.providers.bedrock import BedrockConverseProvider
 from convo_memory.adapters.providers.factory import build_provider
 from convo_memory.adapters.providers.openai_compat import usage_of as openai_usage
+from convo_memory.adapters.summarizers import build_summarizer
 from convo_memory.domain.connections import parse_connections
 from convo_memory.domain.models import Message, Summary, ToolDigest
 from convo_memory.domain.prompt import Prompt, build_prompt
@@ -28,15 +29,18 @@ CACHE_POINT = {"cachePoint": {"type": "default"}}
 NONCE = "0123456789abcdef"
 
 
-def provider_for(model_id: str, prompt_caching: str = "") -> tuple[ModelProvider, Any]:
+def provider_for(
+    model_id: str, prompt_caching: str = "", ttl: str = ""
+) -> tuple[ModelProvider, Any]:
     """The provider the registry builds for ``model_id`` on a bedrock connection (with
-    ``"promptCaching": ...`` when given), and its client."""
+    ``"promptCaching": ...`` and ``"promptCacheTtl": ...`` when given), and its client."""
     client = bedrock_client()
 
     def build(service: str, region: str | None, patience: Patience) -> Any:
         return client
 
     setting = f', "promptCaching": {prompt_caching}' if prompt_caching else ""
+    setting += f', "promptCacheTtl": "{ttl}"' if ttl else ""
     connections = parse_connections(
         '{"bedrock": {"type": "bedrock", "region": "us-east-1", '
         f'"models": ["anthropic.*", "meta.*"]{setting}}}}}'
@@ -195,6 +199,61 @@ def test_a_tool_loop_keeps_the_cache_point_at_the_end_of_the_replayed_messages()
     assert [i for i, c in enumerate(contents) if CACHE_POINT in c] == [3]
     # This turn's rounds come after the input, past the cached prefix.
     assert "toolUse" in contents[5][0] and "toolResult" in contents[6][0]
+
+
+@pytest.mark.parametrize("ttl", ["5m", "1h"])
+def test_a_connections_cache_ttl_goes_on_every_cache_point(ttl: str) -> None:
+    provider, client = provider_for(CACHING_MODEL, ttl=ttl)
+    assert isinstance(provider, BedrockConverseProvider)
+    prompt = session_prompt()
+    expected = expected_request(prompt, CACHING_MODEL, True)
+    point = {"cachePoint": {"type": "default", "ttl": ttl}}
+    expected["system"][-1] = point
+    expected["messages"][3]["content"][-1] = point
+
+    with Stubber(client) as stubber:  # the service model takes the ttl
+        stubber.add_response("converse", reply(), expected)
+        assert provider.complete(prompt).text == "ok"
+        stubber.assert_no_pending_responses()
+    # ConverseStream and a tool loop's calls carry the same points.
+    streamed = provider.tool_request(prompt, [], [], streaming=True)
+    assert streamed["system"][-1] == point and streamed["messages"][3]["content"][-1] == point
+
+
+def test_a_summarizer_on_a_caching_model_sends_one_system_text_with_its_cache_point() -> None:
+    provider, client = provider_for(CACHING_MODEL, ttl="1h")
+    summarizer = build_summarizer(provider)
+    sent: list[dict[str, Any]] = []
+
+    with Stubber(client) as stubber:
+        for _ in range(2):
+            stubber.add_response("converse", reply("The user is Ada."))
+        client.meta.events.register(
+            "provide-client-params.bedrock-runtime.Converse",
+            lambda params, **_: sent.append(params),
+        )
+        summarizer.summarize(None, [("user", "I am Ada")], 500)
+        summarizer.summarize("The user is Ada.", [("user", "order 42?")], 500)
+
+    first, second = sent
+    assert first["system"] == second["system"]  # a stable prefix, then its cache point
+    assert first["system"][-1] == {"cachePoint": {"type": "default", "ttl": "1h"}}
+    assert first["messages"] != second["messages"]
+
+
+def test_a_ttl_is_a_bedrock_setting_of_a_connection_that_caches() -> None:
+    base = {"type": "bedrock", "region": "us-east-1", "models": ["anthropic.*"]}
+    openai = {"type": "openai", "baseUrl": "http://127.0.0.1:1/v1", "models": ["m"]}
+    with pytest.raises(ValueError, match="Input should be '5m' or '1h'"):
+        parse_connections({"b": {**base, "promptCacheTtl": "24h"}})
+    with pytest.raises(ValueError, match="promptCacheTtl applies to bedrock"):
+        parse_connections({"o": {**openai, "promptCacheTtl": "1h"}})
+    with pytest.raises(ValueError, match="promptCacheTtl needs prompt caching"):
+        parse_connections({"b": {**base, "promptCaching": False, "promptCacheTtl": "1h"}})
+    # Without a TTL the points are Bedrock's default (5 minutes), as before.
+    provider, _ = provider_for(CACHING_MODEL)
+    assert isinstance(provider, BedrockConverseProvider)
+    assert provider.request(session_prompt())["system"][-1] == CACHE_POINT
 
 
 def test_a_replay_that_starts_with_an_answer_still_marks_its_end() -> None:

@@ -71,7 +71,9 @@ def test_a_missing_secret_is_a_configuration_error_not_a_client_error(
         key_from_secret(secrets_client, missing)
 
 
-def test_the_template_grants_the_secret_only_to_the_function_that_pages() -> None:
+def test_the_template_grants_the_secret_only_to_the_functions_that_page_or_call_models() -> (
+    None
+):
     from local_runtime.aws_resources import load_template
 
     template = load_template(os.path.join(os.path.dirname(__file__), "..", "..", "template.yaml"))
@@ -85,7 +87,10 @@ def test_the_template_grants_the_secret_only_to_the_function_that_pages() -> Non
         if resource["Type"] == "AWS::Serverless::Function"
         and "CursorKeySecret" in str(resource["Properties"].get("Policies"))
     }
-    assert granted == {"ReadSessionsFunction"}
-    env = resources["ReadSessionsFunction"]["Properties"]["Environment"]["Variables"]
-    assert env["CURSOR_KEY_SECRET_ARN"] == {"Ref": "CursorKeySecret"}
+    # Paging, and keying each conversation's prompt_cache_key (the model callers).
+    users = {"ReadSessionsFunction", "PredictFunction", "StreamFunction", "SummarizeFunction"}
+    assert granted == users
+    for name in users:
+        env = resources[name]["Properties"]["Environment"]["Variables"]
+        assert env["CURSOR_KEY_SECRET_ARN"] == {"Ref": "CursorKeySecret"}
     assert "CursorKeySecret" not in str(template.get("Outputs"))

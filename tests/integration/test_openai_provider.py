@@ -4,6 +4,7 @@ oversize bodies, slow servers) without telling how the network failed."""
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import threading
 import time
@@ -11,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from convo_memory.adapters.cache_keys import PromptCacheKeys
 from convo_memory.adapters.providers.openai_compat import OpenAICompatibleProvider
 from convo_memory.adapters.providers.openai_http import UNREACHABLE
 from convo_memory.adapters.registry import AdapterRegistry
@@ -378,3 +380,73 @@ def test_connection_refused_is_a_provider_error() -> None:
 def test_only_http_urls_are_accepted(url: str) -> None:
     with pytest.raises(ProviderError, match="http"):
         OpenAICompatibleProvider(url, "m")
+
+
+# -- prompt_cache_key ------------------------------------------------------------------
+
+
+def keyed_provider(server: FakeOpenAIServer, **setting: object) -> OpenAICompatibleProvider:
+    """The registry's provider on an openai connection (with ``setting``), whose
+    prompt-cache keys come from a deployment secret."""
+    connections = parse_connections(
+        {"c": {"type": "openai", "baseUrl": server.base_url, "models": ["*"], **setting}}
+    )
+    registry = AdapterRegistry(
+        connections,
+        secrets=SecretResolver(lambda *_: None),
+        cache_keys=PromptCacheKeys(lambda: b"the deployment's cursor key, 64 chars" * 2),
+    )
+    provider = registry.provider(ProviderConfig(connection="c", model_id="m1"), "generative")
+    assert isinstance(provider, OpenAICompatibleProvider)
+    return provider
+
+
+def of(lineage: str, *messages: tuple[str, str]) -> Prompt:
+    return dataclasses.replace(prompt(*messages), lineage=lineage)
+
+
+def test_each_conversation_sends_one_prompt_cache_key_that_names_nothing(
+    server: FakeOpenAIServer,
+) -> None:
+    provider = keyed_provider(server)
+
+    provider.complete(of("sess_0001", ("user", "hi")))
+    provider.step(of("sess_0001", *HISTORY), (), (), timeout=5, on_text=lambda _: None)
+    provider.complete(of("sess_0002", ("user", "hi")))
+    provider.complete(prompt(("user", "a stateless call")))
+
+    first, again, other, stateless = server.cache_keys
+    assert first == again and first != other  # one per conversation, streamed or not
+    assert stateless is None and "prompt_cache_key" not in server.requests[3].body
+    assert first is not None and len(first) == 32 and int(first, 16) >= 0
+    assert "sess_0001" not in first and "0001" not in first
+
+
+def test_a_connection_can_turn_the_key_off_for_a_server_that_refuses_it(
+    server: FakeOpenAIServer,
+) -> None:
+    server.refuse_fields = ("prompt_cache_key",)  # as a strict server answers
+    with pytest.raises(ProviderError, match="HTTP 400: unexpected field: prompt_cache_key"):
+        keyed_provider(server).complete(of("sess_0001", ("user", "hi")))
+
+    completion = keyed_provider(server, promptCacheKey=False).complete(
+        of("sess_0001", ("user", "hi"))
+    )
+
+    assert completion.text == "Hello from the fake model."
+    refused, accepted = server.cache_keys
+    assert refused is not None and accepted is None
+
+
+def test_a_completion_reads_the_tokens_the_provider_read_from_its_cache(
+    server: FakeOpenAIServer,
+) -> None:
+    server.usage = {
+        "prompt_tokens": 2048,
+        "completion_tokens": 9,
+        "prompt_tokens_details": {"cached_tokens": 1920},
+    }
+
+    completion = keyed_provider(server).complete(of("sess_0001", ("user", "hi")))
+
+    assert completion.usage == TokenUsage(2048, 9, cached_input_tokens=1920)

@@ -11,6 +11,7 @@ and the summary jobs run between turns (a conversation at a human pace).
 - The fence holds with a per-session nonce, whatever later data carries.
 - A session created before nonces were kept gets one on its next turn, never shown.
 - The provider's cached tokens become a metric and part of the turn's log line.
+- Each session's turns carry one prompt_cache_key, another session's another.
 """
 
 from __future__ import annotations
@@ -206,6 +207,29 @@ def test_without_alignment_the_window_is_the_contracts_rule(
         ]
     # Which is why, once the window has filled, no prompt extends the previous one.
     assert not any(extends(seen[i - 1], seen[i]) for i in range(6, 16))
+
+
+def test_each_session_sends_one_prompt_cache_key_on_every_turn_and_its_summaries_another(
+    api: InProcessApi, model: FakeOpenAIServer, tenant: Tenant
+) -> None:
+    cap_id = capability(api, tenant.token, {"maxMessages": 4, "alignment": 2})
+    first, second = open_session(api, tenant.token, cap_id), open_session(api, tenant.token, cap_id)
+
+    converse(api, model, tenant.token, first, 4)
+    converse(api, model, tenant.token, second, 4)
+
+    turns = [r for r in model.requests if SUMMARY_MARK not in r.body["messages"][0]["content"]]
+    summaries = [r for r in model.requests if r not in turns]
+    keys = [r.body.get("prompt_cache_key") for r in turns]
+    assert len(keys) == 8 and len(set(keys[:4])) == len(set(keys[4:])) == 1
+    assert keys[0] != keys[4] and None not in keys
+    # Never the session's or the workspace's id, in any form.
+    for key in keys[::4]:
+        assert first not in key and second not in key and tenant.workspace_id not in key
+        assert first.split("_")[-1] not in key and second.split("_")[-1] not in key
+    # The summarizer's calls share their own key (their prompts share their instructions).
+    assert summaries and {r.body.get("prompt_cache_key") for r in summaries} - set(keys)
+    assert len({r.body.get("prompt_cache_key") for r in summaries}) == 1
 
 
 def fence_holds(turn: TurnSeen, nonce: str) -> list[str]:

@@ -408,15 +408,20 @@ def _sqs_queue(url: str, clients: AwsClients) -> QueuePort | None:
 
 def _adapter_registry(settings: Settings, clients: AwsClients) -> AdapterRegistry:
     """Providers, filters and summarizers over the operator's connections; secrets are
-    resolved server-side, Bedrock clients built per region and timeout on first use."""
+    resolved server-side, Bedrock clients built per region and timeout on first use, and
+    prompt-cache keys derived from the deployment's cursor key."""
+    from convo_memory.adapters.cache_keys import PromptCacheKeys
     from convo_memory.adapters.registry import AdapterRegistry
     from convo_memory.adapters.secrets import SecretResolver
+    from convo_memory.cursors import key_source
 
     return AdapterRegistry(
         settings.provider_connections,
         timeout_cap_seconds=settings.provider_timeout_cap_seconds,
         secrets=SecretResolver(clients.secrets),
         bedrock_clients=clients.bedrock_runtime,
+        # Keyed by the cursor key (read on the first key a container sends).
+        cache_keys=PromptCacheKeys(key_source(settings, lambda: clients["secretsmanager"])),
     )
 
 

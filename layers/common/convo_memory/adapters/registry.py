@@ -17,6 +17,7 @@ from convo_memory.domain.errors import ProviderError
 
 if TYPE_CHECKING:
     from convo_memory.adapters.aws_clients import BedrockClientFactory
+    from convo_memory.adapters.cache_keys import PromptCacheKeys
     from convo_memory.adapters.secrets import SecretResolver
     from convo_memory.domain.models import (
         Capability,
@@ -58,9 +59,13 @@ class AdapterRegistry:
         timeout_cap_seconds: float = DEFAULT_TIMEOUT_CAP_SECONDS,
         secrets: SecretResolver | None = None,
         bedrock_clients: BedrockClientFactory | None = None,
+        cache_keys: PromptCacheKeys | None = None,
         max_entries: int = 256,
     ) -> None:
+        """``cache_keys`` gives OpenAI-compatible requests their ``prompt_cache_key``
+        (none without it)."""
         self.connections = connections or ProviderConnections.embedded_only()
+        self.cache_keys = cache_keys
         self.timeout_cap_seconds = timeout_cap_seconds
         self.secrets = secrets
         if bedrock_clients is None:
@@ -120,6 +125,7 @@ class AdapterRegistry:
             timeout_seconds=connection.timeout_within(self.timeout_cap_seconds),
             bedrock_clients=self.bedrock_clients,
             api_key=api_key,
+            cache_key_for=self.cache_keys.key if self.cache_keys else None,
         )
 
     def content_filter(self, config: ContentFilterConfig | None) -> ContentFilter | None:

@@ -66,12 +66,22 @@ SUMMARY_INSTRUCTIONS = (
 )
 
 
+# The lineage of every summarizer call: their prompts share a prefix (the instructions).
+SUMMARY_LINEAGE = "rolling-summary"
+
+
 class ModelSummarizer:
     """Asks a model to update the summary. The previous summary and the new messages go
-    in as fenced data, never as instructions; the answer is cut to ``max_chars``."""
+    in as fenced data, never as instructions; the answer is cut to ``max_chars``.
+
+    The system text (the instructions and the data policy) is the same for every call
+    this summarizer makes with one ``max_chars``: its fence nonce is drawn once (the data
+    still cannot contain it: ``fence`` removes it), so a provider can cache it (a Bedrock
+    cache point follows it; OpenAI-compatible calls share one ``prompt_cache_key``)."""
 
     def __init__(self, provider: ModelProvider) -> None:
         self.provider = provider
+        self.nonce = secrets.token_hex(8)
 
     def build_prompt(
         self,
@@ -81,7 +91,7 @@ class ModelSummarizer:
         *,
         nonce: str | None = None,
     ) -> Prompt:
-        nonce = nonce or secrets.token_hex(8)
+        nonce = nonce or self.nonce
         transcript = "\n\n".join(f"{role}: {content}" for role, content in messages)
         request = (
             f"Update the summary with the new messages, in at most {max_chars} characters.\n\n"
@@ -95,6 +105,7 @@ class ModelSummarizer:
             messages=(ChatMessage("user", request),),
             user_input=request,
             fence_nonce=nonce,
+            lineage=SUMMARY_LINEAGE,
         )
 
     def summarize(

@@ -18,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator, m
 from pydantic.alias_generators import to_camel
 
 ConnectionType = Literal["embedded", "bedrock", "openai"]
+# How long Bedrock keeps a cached prompt prefix after its last use (CachePointBlock.ttl).
+PromptCacheTtl = Literal["5m", "1h"]
 EMBEDDED = "embedded"
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -108,9 +110,12 @@ class Connection(_Strict):
     ids a capability may name; ``timeoutSeconds`` is capped by the deployment;
     ``maxTokens`` and ``temperature`` apply to every call through the connection.
     ``promptCaching`` (bedrock only) says whether requests carry cache points; unset,
-    the models in ``PROMPT_CACHING_MODELS`` get them. ``streamUsage`` (openai only,
-    default true) says whether a stream asks for its token counts; false for a server
-    that refuses ``stream_options``."""
+    the models in ``PROMPT_CACHING_MODELS`` get them; ``promptCacheTtl`` (bedrock only,
+    ``5m`` or ``1h``) how long a cached prefix lives (unset: the model's default, 5
+    minutes). ``streamUsage`` (openai only, default true) says whether a stream asks for
+    its token counts; false for a server that refuses ``stream_options``.
+    ``promptCacheKey`` (openai only, default true) says whether requests carry a
+    ``prompt_cache_key``; false for a server that refuses unknown fields."""
 
     type: ConnectionType
     models: tuple[str, ...] = ()
@@ -121,7 +126,9 @@ class Connection(_Strict):
     max_tokens: int | None = Field(default=None, ge=1, le=200_000)
     temperature: float | None = Field(default=None, ge=0, le=2)
     prompt_caching: bool | None = None
+    prompt_cache_ttl: PromptCacheTtl | None = None
     stream_usage: bool | None = None
+    prompt_cache_key: bool | None = None
 
     @field_validator("models")
     @classmethod
@@ -161,8 +168,17 @@ class Connection(_Strict):
                 "promptCaching applies to bedrock connections (OpenAI-compatible providers "
                 "cache a repeated prompt prefix on their own)"
             )
+        if self.prompt_cache_ttl is not None and self.type != "bedrock":
+            raise ValueError(
+                "promptCacheTtl applies to bedrock connections (OpenAI-compatible providers "
+                "decide how long they keep a cached prefix)"
+            )
+        if self.prompt_cache_ttl is not None and self.prompt_caching is False:
+            raise ValueError("promptCacheTtl needs prompt caching (promptCaching is false)")
         if self.stream_usage is not None and self.type != "openai":
             raise ValueError("streamUsage applies to openai connections")
+        if self.prompt_cache_key is not None and self.type != "openai":
+            raise ValueError("promptCacheKey applies to openai connections")
         if self.type != EMBEDDED and not self.models:
             raise ValueError("models must list at least one glob of allowed model ids")
         return self
@@ -180,6 +196,11 @@ class Connection(_Strict):
     def asks_stream_usage(self) -> bool:
         """Whether streams through this (openai) connection ask for their token counts."""
         return self.type == "openai" and self.stream_usage is not False
+
+    @property
+    def sends_prompt_cache_key(self) -> bool:
+        """Whether requests through this (openai) connection carry a prompt_cache_key."""
+        return self.type == "openai" and self.prompt_cache_key is not False
 
     def caches_prompts(self, model_id: str) -> bool:
         """Whether requests for ``model_id`` carry Bedrock cache points: the connection's

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from convo_memory.domain.generation import NO_OPTIONS, GenerationOptions
-from convo_memory.domain.models import Message, Summary, ToolDigest
+from convo_memory.domain.models import Message, Session, Summary, ToolDigest
 
 DEFAULT_INSTRUCTIONS = "You are a helpful assistant. Answer the user's latest message."
 
@@ -61,6 +61,16 @@ class Prompt:
     # replayed messages (its window keeps its start): marking them for a provider's
     # prompt cache then pays for the write.
     replay_reused: bool = False
+    # The conversation whose prompts this one continues (``lineage_of``; "" for none):
+    # what a provider's prompt-cache routing key is derived from, never sent as such.
+    lineage: str = field(default="", repr=False)
+
+
+def lineage_of(session: Session) -> str:
+    """The conversation whose prompt prefix a session's turns continue: the session's
+    own today. (A fork's prompts begin with its parent's: it would name the lineage of
+    the session it was forked from.)"""
+    return session.id
 
 
 def fence(kind: str, body: str, nonce: str, attrs: Mapping[str, object] | None = None) -> str:

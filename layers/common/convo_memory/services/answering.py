@@ -6,13 +6,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from convo_memory.domain.errors import ProviderError, StoreRejected, StoreUnavailable
 from convo_memory.domain.ids import new_id
 from convo_memory.domain.models import Capability, Session, iso, utc_now
-from convo_memory.domain.prompt import Prompt
+from convo_memory.domain.prompt import Prompt, lineage_of
 from convo_memory.domain.turn_records import scrub_text
 from convo_memory.ports import (
     Completion,
@@ -92,6 +92,9 @@ class Answerer:
         status); ``deadline`` (a ``monotonic`` time) bounds an agent's tool loop."""
         started = iso(utc_now())
         deadline = deadline if deadline is not None else self._monotonic() + DEFAULT_TURN_SECONDS
+        if session is not None:
+            # Every turn of the conversation: one prompt-cache routing key for them all.
+            prompt = replace(prompt, lineage=lineage_of(session))
         if capability.kind != "agent":
             completion = self._generate(capability, prompt, sink, deadline)
             output, withheld = self._filtered(capability, completion.text, sink)

@@ -6,8 +6,9 @@ module never imports boto3. botocore errors become ``ProviderError``
 chosen by error code, never by message text.
 
 Prompt caching: with ``prompt_caching`` (a connection whose model caches prompts, see
-``Connection.caches_prompts``), a ``cachePoint`` block follows the system text (every
-part of it is stable across a session's turns) and, when the next turn is expected to
+``Connection.caches_prompts``), a ``cachePoint`` block (with the connection's
+``promptCacheTtl``, when set) follows the system text (every part of it is stable across
+a session's turns, and across a summarizer's calls) and, when the next turn is expected to
 begin with them (``Prompt.replay_reused``: the window keeps its start), the replayed
 messages, so that the provider reads the previous turn's prefix from its cache. A write
 costs more than plain input (1.25 times on Claude), so messages the next turn will not
@@ -134,15 +135,28 @@ def normalize_messages(messages: Iterable[ChatMessage]) -> list[dict[str, Any]]:
     return [{"role": role, "content": [{"text": text}]} for role, text in merged]
 
 
-def cached_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
-    """``normalize_messages`` with a cache point after the last replayed message (every
-    message but the last, the current input). The input stays a block of its own after
-    the cache point when it shares that message's role."""
+def cache_point(ttl: str | None = None) -> dict[str, Any]:
+    """A cache point block; with ``ttl`` (``5m`` or ``1h``) the cached prefix lives that
+    long after its last use (every cache point of a request gets the same TTL: Bedrock
+    refuses a later one that is longer than an earlier one)."""
+    return {"cachePoint": {**CACHE_POINT["cachePoint"], **({"ttl": ttl} if ttl else {})}}
+
+
+def _copy_point(point: dict[str, Any]) -> dict[str, Any]:
+    return {"cachePoint": dict(point["cachePoint"])}
+
+
+def cached_messages(
+    messages: Sequence[ChatMessage], point: dict[str, Any] = CACHE_POINT
+) -> list[dict[str, Any]]:
+    """``normalize_messages`` with a cache point (``point``) after the last replayed
+    message (every message but the last, the current input). The input stays a block of
+    its own after the cache point when it shares that message's role."""
     replayed, current = list(messages[:-1]), list(messages[-1:])
     if not replayed:
         return normalize_messages(messages)
     converse = normalize_messages(replayed)
-    converse[-1]["content"].append(dict(CACHE_POINT))
+    converse[-1]["content"].append(_copy_point(point))
     for message in normalize_messages(current):
         if message["role"] == converse[-1]["role"]:
             converse[-1]["content"].extend(message["content"])
@@ -165,12 +179,14 @@ class BedrockConverseProvider:
         client_factory: Callable[[], Any] | None = None,
         timed_client_factory: Callable[[float], Any] | None = None,
         prompt_caching: bool = False,
+        cache_ttl: str | None = None,
     ) -> None:
         """Give either a bedrock-runtime ``client`` or a ``client_factory`` that builds
         one on first use (cold starts then pay for boto3 only when Bedrock is called);
         ``timed_client_factory(seconds)`` gives a client whose read timeout is at most
         that, for a tool loop's calls bounded by the turn's deadline. With
-        ``prompt_caching`` (the model supports it) requests carry cache points."""
+        ``prompt_caching`` (the model supports it) requests carry cache points, with
+        ``cache_ttl`` (``5m`` or ``1h``) when given."""
         if client is None and client_factory is None:
             raise ValueError("BedrockConverseProvider needs a client or a client_factory")
         if not model_id:
@@ -183,6 +199,7 @@ class BedrockConverseProvider:
         self.temperature = temperature
         self.guardrail = guardrail
         self.prompt_caching = prompt_caching
+        self.cache_point = cache_point(cache_ttl)
 
     @property
     def client(self) -> Any:
@@ -197,11 +214,14 @@ class BedrockConverseProvider:
         kwargs: dict[str, Any] = {
             "modelId": self.model_id,
             "messages": (
-                cached_messages if caching and prompt.replay_reused else normalize_messages
-            )(prompt.messages),
+                cached_messages(prompt.messages, self.cache_point)
+                if caching and prompt.replay_reused
+                else normalize_messages(prompt.messages)
+            ),
         }
         if prompt.system.strip():
-            kwargs["system"] = [{"text": prompt.system}, *([dict(CACHE_POINT)] if caching else [])]
+            point = [_copy_point(self.cache_point)] if caching else []
+            kwargs["system"] = [{"text": prompt.system}, *point]
         # The client's options (OpenAI-compatible door) within the connection's settings.
         settings = prompt.options.call_settings(self.max_tokens, self.temperature)
         inference = {INFERENCE_CONFIG_NAMES[name]: value for name, value in settings.items()}

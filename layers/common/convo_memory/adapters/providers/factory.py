@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 # Reads the connection's API key at call time (cached and rotated by the secrets adapter).
 ApiKeySource = Callable[[], "str | None"]
+# A conversation's prompt-cache routing key, from its lineage (None: send none).
+CacheKeySource = Callable[[str], "str | None"]
 
 KINDS = ("generative", "agent", "classic")
 
@@ -35,6 +37,7 @@ def build_provider(
     timeout_seconds: float,
     bedrock_clients: BedrockClientFactory | None = None,
     api_key: ApiKeySource | None = None,
+    cache_key_for: CacheKeySource | None = None,
 ) -> ModelProvider:
     """The model provider for a capability of ``kind`` (generative, agent or classic)
     on ``connection``, which the caller has already checked allows ``model_id``.
@@ -43,7 +46,8 @@ def build_provider(
     limited to the declared ``tools``, else EmbeddedChatProvider. Bedrock and
     OpenAI-compatible providers serve every kind, agents through the tool loop (both
     implement ``ToolCallingModel``), with the connection's timeout (already capped),
-    ``maxTokens`` and ``temperature``.
+    ``maxTokens`` and ``temperature``, and its prompt-cache settings (Bedrock's cache
+    points and their TTL; OpenAI's ``prompt_cache_key`` from ``cache_key_for``).
     """
     if kind not in KINDS:
         raise ValueError(f"unknown capability kind {kind!r}")
@@ -72,6 +76,7 @@ def build_provider(
             client_factory=client_factory_for(bedrock_clients, region, timeout_seconds),
             timed_client_factory=timed_client,
             prompt_caching=connection.caches_prompts(model_id),
+            cache_ttl=connection.prompt_cache_ttl,
         )
     if connection.type == "openai":
         from convo_memory.adapters.providers.openai_compat import OpenAICompatibleProvider
@@ -84,5 +89,6 @@ def build_provider(
             max_tokens=connection.max_tokens,
             temperature=connection.temperature,
             stream_usage=connection.asks_stream_usage,
+            cache_key_for=cache_key_for if connection.sends_prompt_cache_key else None,
         )
     raise ValueError(f"unknown connection type {connection.type!r}")

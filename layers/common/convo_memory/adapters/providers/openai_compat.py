@@ -66,12 +66,14 @@ class OpenAICompatibleProvider:
         max_completion_bytes: int = MAX_COMPLETION_BYTES,
         max_stream_bytes: int = MAX_STREAM_BYTES,
         stream_usage: bool = False,
+        cache_key_for: Callable[[str], str | None] | None = None,
     ) -> None:
         """``api_key`` is the key, or a function that returns it on each call (so that a
         rotated secret is picked up); ``timeout`` (seconds) bounds a whole non-streaming
         completion, a stream's head and each wait for more of a stream; ``stream_usage``
         asks a stream for its token counts (``stream_options.include_usage``), which
-        some OpenAI-compatible servers refuse."""
+        some OpenAI-compatible servers refuse; ``cache_key_for`` gives a prompt's
+        ``prompt_cache_key`` from its lineage (none without it)."""
         parsed = urllib.parse.urlsplit(base_url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             # A ProviderError (502 with a clear message), not a crash of the turn.
@@ -82,6 +84,7 @@ class OpenAICompatibleProvider:
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.stream_usage = stream_usage
+        self.cache_key_for = cache_key_for
         self._endpoint = ChatCompletionsEndpoint(
             self.url,
             api_key if callable(api_key) else (lambda: api_key or None),
@@ -105,6 +108,10 @@ class OpenAICompatibleProvider:
             body["stream_options"] = {"include_usage": True}
         # The client's options (OpenAI-compatible door) within the connection's settings.
         body.update(prompt.options.call_settings(self.max_tokens, self.temperature))
+        key = self.cache_key_for(prompt.lineage) if self.cache_key_for and prompt.lineage else None
+        if key:
+            # One per conversation: its requests reach the machines that cache its prefix.
+            body["prompt_cache_key"] = key
         return body
 
     def tool_payload(
