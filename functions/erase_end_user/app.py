@@ -14,13 +14,9 @@ A body that is neither is failed, not dropped (``convo_memory.job_batches``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.utilities.batch import process_partial_response
-
-from convo_memory.domain.jobs import ErasureJob
 from convo_memory.job_batches import (
-    ErasureJobRecord,
     JobBatch,
     PartialItemFailureResponse,
     backoff_seconds,
@@ -36,11 +32,14 @@ from convo_memory.observability import (
     set_correlation_id,
 )
 
+if TYPE_CHECKING:
+    from convo_memory.job_records import ErasureJobRecord
+
 REDELIVER_FIRST_SECONDS = 5
 REDELIVER_MAX_SECONDS = 120
 
 
-processor = JobBatch(ErasureJobRecord, fail_malformed_erasure_job(count_metric))
+processor = JobBatch("erasure", fail_malformed_erasure_job(count_metric))
 
 
 def redeliver_seconds(deliveries: int) -> int:
@@ -50,6 +49,7 @@ def redeliver_seconds(deliveries: int) -> int:
 
 def erase_record(record: ErasureJobRecord, lambda_context: Any = None) -> None:
     from convo_memory.bootstrap import get_container
+    from convo_memory.domain.jobs import ErasureJob
 
     set_correlation_id(record_correlation_id(record) or record.messageId)
     container = get_container()
@@ -92,6 +92,4 @@ def erase_record(record: ErasureJobRecord, lambda_context: Any = None) -> None:
 
 @job_handler
 def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
-    return process_partial_response(
-        event=event, record_handler=erase_record, processor=processor, context=context
-    )
+    return processor.process(event, erase_record, context)

@@ -15,14 +15,10 @@ A body that is no ``RepairJob`` is failed, not dropped (``convo_memory.job_batch
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.utilities.batch import process_partial_response
-
-from convo_memory.domain.jobs import RepairJob
 from convo_memory.job_batches import (
     JobBatch,
-    RepairJobRecord,
     backoff_seconds,
     count_metric,
     fail_malformed_repair_job,
@@ -36,11 +32,14 @@ from convo_memory.observability import (
     set_correlation_id,
 )
 
+if TYPE_CHECKING:
+    from convo_memory.job_records import RepairJobRecord
+
 REDELIVER_FIRST_SECONDS = 2
 REDELIVER_MAX_SECONDS = 60
 
 
-processor = JobBatch(RepairJobRecord, fail_malformed_repair_job(count_metric))
+processor = JobBatch("repair", fail_malformed_repair_job(count_metric))
 
 
 def redeliver_seconds(deliveries: int) -> int:
@@ -48,7 +47,7 @@ def redeliver_seconds(deliveries: int) -> int:
     return backoff_seconds(deliveries, REDELIVER_FIRST_SECONDS, REDELIVER_MAX_SECONDS)
 
 
-def repair_record(record: RepairJobRecord) -> None:
+def repair_record(record: RepairJobRecord, lambda_context: Any = None) -> None:
     from convo_memory.bootstrap import get_container
 
     set_correlation_id(record_correlation_id(record) or record.messageId)
@@ -76,6 +75,7 @@ def repair_record(record: RepairJobRecord) -> None:
 def repair_event(event: dict[str, Any], context: Any) -> dict[str, str]:
     """An asynchronous invocation's job (the serving path's fallback)."""
     from convo_memory.bootstrap import get_container
+    from convo_memory.domain.jobs import RepairJob
 
     job = RepairJob.model_validate(event)  # malformed: fails, and Lambda keeps it
 
@@ -94,7 +94,5 @@ def repair_event(event: dict[str, Any], context: Any) -> dict[str, str]:
 @job_handler
 def handler(event: dict[str, Any], context: Any) -> Any:
     if isinstance(event, dict) and "Records" in event:
-        return process_partial_response(
-            event=event, record_handler=repair_record, processor=processor, context=context
-        )
+        return processor.process(event, repair_record, context)
     return repair_event(event, context)

@@ -16,14 +16,11 @@ timeout, so SQS delivers the same message again within seconds.
 
 from __future__ import annotations
 
-from typing import Any
-
-from aws_lambda_powertools.utilities.batch import process_partial_response
+from typing import TYPE_CHECKING, Any
 
 from convo_memory.job_batches import (
     JobBatch,
     PartialItemFailureResponse,
-    SummaryJobRecord,
     count_metric,
     drop_malformed_summary_job,
     redeliver_after,
@@ -35,7 +32,10 @@ from convo_memory.observability import (
     set_correlation_id,
 )
 
-processor = JobBatch(SummaryJobRecord, drop_malformed_summary_job(count_metric))
+if TYPE_CHECKING:
+    from convo_memory.job_records import SummaryJobRecord
+
+processor = JobBatch("summary", drop_malformed_summary_job(count_metric))
 # How soon an unfinished backlog is picked up again.
 REDELIVER_SECONDS = 10
 
@@ -88,6 +88,4 @@ def fold_record(record: SummaryJobRecord, lambda_context: Any = None) -> None:
 
 @job_handler
 def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
-    return process_partial_response(
-        event=event, record_handler=fold_record, processor=processor, context=context
-    )
+    return processor.process(event, fold_record, context)

@@ -71,9 +71,7 @@ def test_a_missing_secret_is_a_configuration_error_not_a_client_error(
         key_from_secret(secrets_client, missing)
 
 
-def test_the_template_grants_the_secret_only_to_the_functions_that_page_or_call_models() -> (
-    None
-):
+def test_the_template_grants_the_secret_only_to_the_functions_that_page_or_call_models() -> None:
     from local_runtime.aws_resources import load_template
 
     template = load_template(os.path.join(os.path.dirname(__file__), "..", "..", "template.yaml"))

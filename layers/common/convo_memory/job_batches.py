@@ -1,7 +1,13 @@
-"""The SQS batches of the workers, typed: Powertools' ``BatchProcessor`` parses each
-record into a model whose body is a ``SummaryJob``, a ``RepairJob``, or the erasure
-worker's ``ErasureJob`` / ``SweepJob`` (``EventType.SQS, model=...``), so the handlers
-never read a dict.
+"""The SQS batches of the workers, typed: each record is parsed into a model whose
+body is a ``SummaryJob``, a ``RepairJob``, or the erasure worker's ``ErasureJob`` /
+``SweepJob``, so the handlers never read a dict, and the batch answers with the records
+that failed (``batchItemFailures``: the event source's ``ReportBatchItemFailures``), so
+SQS redelivers only those.
+
+This is what Powertools' ``BatchProcessor`` with a parser model does, in a few lines:
+importing Powertools' batch utility imports every one of its parser models (about 130 ms
+of a cold start, more than ``import boto3``), and the workers need one record shape
+(``convo_memory.job_records``), imported with pydantic on the first batch.
 
 A body that fails its model (not JSON, a field missing) can never succeed, whoever
 retries it. What happens to it is each worker's choice:
@@ -18,33 +24,43 @@ retries it. What happens to it is each worker's choice:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.parser.models import SqsRecordModel
-from pydantic import Json, ValidationError
-
-from convo_memory.domain.jobs import ErasureWork, RepairJob, SummaryJob
 from convo_memory.observability import logger
 
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+    from convo_memory.job_records import SqsJobRecord
+
 BODY_LOG_CHARS = 200
+# Which record model a worker's batch parses (``convo_memory.job_records``, imported on
+# the first batch: a cold start imports neither pydantic nor the job models).
+JobKind = Literal["summary", "repair", "erasure"]
 
 
-class SummaryJobRecord(SqsRecordModel):
-    body: Json[SummaryJob]
+def record_model(kind: JobKind) -> type[SqsJobRecord[Any]]:
+    """The record model of a kind of job."""
+    from convo_memory import job_records
+
+    models: dict[str, type[SqsJobRecord[Any]]] = {
+        "summary": job_records.SummaryJobRecord,
+        "repair": job_records.RepairJobRecord,
+        "erasure": job_records.ErasureJobRecord,
+    }
+    return models[kind]
 
 
-class RepairJobRecord(SqsRecordModel):
-    body: Json[RepairJob]
+class ItemFailure(TypedDict):
+    itemIdentifier: str
 
 
-class ErasureJobRecord(SqsRecordModel):
-    body: Json[ErasureWork]
+class PartialItemFailureResponse(TypedDict):
+    batchItemFailures: list[ItemFailure]
 
 
-def receive_count(record: SqsRecordModel) -> int:
+def receive_count(record: SqsJobRecord[Any]) -> int:
     """How many times SQS has delivered this record (1 on its first delivery)."""
     try:
         return max(1, int(record.attributes.ApproximateReceiveCount))
@@ -58,7 +74,7 @@ def backoff_seconds(deliveries: int, first: int, most: int) -> int:
     return min(most, first * 2 ** (max(1, deliveries) - 1))
 
 
-def redeliver_after(queue: object | None, record: SqsRecordModel, seconds: int) -> None:
+def redeliver_after(queue: object | None, record: SqsJobRecord[Any], seconds: int) -> None:
     """Make the failing ``record`` visible again after ``seconds`` rather than the
     queue's visibility timeout (a queue without that ability, or an SQS error, leaves
     the timeout in force: the record is retried either way)."""
@@ -78,33 +94,52 @@ def count_metric(name: str) -> None:
     get_container().metrics.count(name)
 
 
-class JobBatch(BatchProcessor):
-    """A ``BatchProcessor`` over one job model that reports every failed record, even
-    when all failed (SQS redelivers them either way), and hands a record whose body
-    fails the model to ``on_malformed``: True drops it, False fails it."""
+class JobBatch:
+    """The records of one job model: each parsed and handed to a record handler
+    (``handler(record, lambda_context)``), a failure reported for each record that
+    failed, even when all did (SQS redelivers them either way). A record whose body
+    fails the model goes to ``on_malformed``: True drops it, False fails it."""
 
     def __init__(
         self,
-        model: type[SqsRecordModel],
+        kind: JobKind,
         on_malformed: Callable[[Any, ValidationError], bool],
     ) -> None:
-        super().__init__(event_type=EventType.SQS, model=model, raise_on_entire_batch_failure=False)
-        self._model_name = model.__name__
+        self._kind = kind
         self._on_malformed = on_malformed
 
-    def failure_handler(self, record: Any, exception: Any) -> Any:
-        error = exception[1]
-        malformed = isinstance(error, ValidationError) and error.title == self._model_name
-        if malformed and self._on_malformed(record, error):
-            return self.success_handler(record, None)
-        return super().failure_handler(record, exception)
+    def process(
+        self,
+        event: Mapping[str, Any],
+        handler: Callable[[Any, Any], object],
+        context: Any = None,
+    ) -> PartialItemFailureResponse:
+        """Handle every record of the SQS ``event``; the ones to redeliver."""
+        from pydantic import ValidationError
+
+        model = record_model(self._kind)
+        failures: list[ItemFailure] = []
+        for raw in event.get("Records") or []:
+            message_id = str(raw.get("messageId", "")) if isinstance(raw, Mapping) else ""
+            try:
+                record = model.model_validate(raw)
+            except ValidationError as error:
+                if not self._on_malformed(raw, error):
+                    failures.append({"itemIdentifier": message_id})
+                continue
+            try:
+                handler(record, context)
+            except Exception:
+                # The handler logged what it knows; the record comes back.
+                logger.debug("record %s failed", message_id, exc_info=True)
+                failures.append({"itemIdentifier": message_id})
+        return {"batchItemFailures": failures}
 
 
 def _raw(record: Any) -> tuple[str, str]:
     """(messageId, the start of the body) of a record that failed its model."""
-    message_id = str(getattr(record, "message_id", "") or getattr(record, "messageId", ""))
-    body = getattr(record, "body", "")
-    return message_id, str(body)[:BODY_LOG_CHARS]
+    record = record if isinstance(record, Mapping) else {}
+    return str(record.get("messageId", "")), str(record.get("body", ""))[:BODY_LOG_CHARS]
 
 
 def drop_malformed_summary_job(count: Callable[[str], None]) -> Callable[[Any, Any], bool]:
@@ -147,11 +182,8 @@ def fail_malformed_erasure_job(count: Callable[[str], None]) -> Callable[[Any, A
 
 
 __all__ = [
-    "ErasureJobRecord",
     "JobBatch",
     "PartialItemFailureResponse",
-    "RepairJobRecord",
-    "SummaryJobRecord",
     "drop_malformed_summary_job",
     "fail_malformed_erasure_job",
     "fail_malformed_repair_job",

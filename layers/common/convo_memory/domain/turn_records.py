@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from convo_memory.domain.models import Message, Session, Summary, ToolDigest
-from convo_memory.domain.summary_plan import SummaryVersion
+if TYPE_CHECKING:  # the job workers import this module at cold start, not the API models
+    from convo_memory.domain.models import Message, Session, Summary, ToolDigest
+    from convo_memory.domain.summary_plan import SummaryVersion
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -90,6 +92,8 @@ def turn_messages(
     truncated: bool,
 ) -> tuple[Message, Message]:
     """The two messages of a stored turn."""
+    from convo_memory.domain.models import Message
+
     return (
         Message(seq=user_seq, role="user", content=user_content, created_at=created_at),
         Message(
