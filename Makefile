@@ -78,7 +78,7 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 bench: $(STAMP)
-	$(PY) -m bench
+	@$(PY) -m bench
 
 $(SAM):
 	@test -x $(SAM_VENV)/bin/python || $(PYTHON_BOOT) -m venv $(SAM_VENV)

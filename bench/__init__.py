@@ -33,11 +33,14 @@ Figures, all measured in one run, nothing leaves the machine (moto in process):
     same turn through predict: DynamoDB requests and capacity units, and the handler's
     added time (median of interleaved turns).
 15. Prompts a provider can cache: over a 200-turn conversation with ``replay.alignment``
-    1 and 10, the share of input tokens that repeat the previous prompt's prefix and the
-    model's cost per million turns at published cached-read prices, next to figure 10's.
+    1 and 10, the share of input tokens that repeat the previous prompt's prefix; and
+    what Bedrock bills for the model's input per million turns at two human paces (a
+    turn a minute; a 7-minute pause every 10 turns, on simulated clocks) with 5-minute
+    and 1-hour cache TTLs (each write priced at its premium), against no caching.
 16. Erasing an end user with 10 and 100 sessions (traces kept, and erased): DynamoDB
     requests and capacity units, SQS messages and Lambda invocations per erasure.
 
 It is a report: it exits 0 whatever the figures are (1 only when one could not be
-measured).
+measured). While it measures, the service's own logs go to a file (``--log``, default
+``.bench/bench.log``) and a terminal shows one progress line; then the figures.
 """

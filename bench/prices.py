@@ -26,7 +26,9 @@ MODEL_USD_PER_MILLION_OUTPUT_TOKENS = 4.00
 # Its prompt cache on Bedrock: writes at 1.25 times the input price, reads at a tenth,
 # and a cache point counts only past the model's minimum prefix (Claude 3.5 Haiku: 2,048
 # tokens; 1,024 to 4,096 on other models). A cached prefix lives 5 minutes after its last
-# use (an hour at a higher write price on the newest models).
+# use; with a cache point's ``ttl: 1h`` an hour, for writes at twice the input price
+# (Anthropic's ratio for 1-hour writes; reads cost the same).
 MODEL_USD_PER_MILLION_CACHE_WRITE_TOKENS = 1.00
+MODEL_USD_PER_MILLION_CACHE_WRITE_1H_TOKENS = 1.60
 MODEL_USD_PER_MILLION_CACHE_READ_TOKENS = 0.08
 MODEL_MIN_CACHED_PREFIX_TOKENS = 2_048

@@ -487,10 +487,13 @@ def render_million_turns(figure: dict[str, Any]) -> str:
 
 def render(results: dict[str, Any]) -> str:
     meta = results["meta"]
-    parts = [
+    header = (
         f"convo-memory bench ({'quick' if meta['quick'] else 'full'} run,"
-        f" python {meta['python']}, {meta['cpus']} cpus, {meta['seconds']:.0f} s)",
-    ]
+        f" python {meta['python']}, {meta['cpus']} cpus, {meta['seconds']:.0f} s)"
+    )
+    if meta.get("log"):
+        header += f"\nthe service's own logs while measuring: {meta['log']}"
+    parts = [header]
     serving = results.get("serving")
     if serving:
         parts.append(render_requests(serving["requestsPerTurn"]))
@@ -543,6 +546,7 @@ def render(results: dict[str, Any]) -> str:
 
         title = _title(16, "Erasing an end user: DynamoDB, SQS and Lambda per erasure")
         parts.append(render_erasure(results["erasure"], table, title))
+    where = f" (its traceback is in {meta['log']})" if meta.get("log") else ""
     for name, error in (results.get("errors") or {}).items():
-        parts.append(f"[{name}] not measured: {error}")
+        parts.append(f"[{name}] not measured: {error}{where}")
     return "\n\n".join(parts) + "\n"

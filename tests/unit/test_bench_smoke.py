@@ -318,6 +318,66 @@ def test_report_lists_figures_that_could_not_be_measured() -> None:
     assert "[serving] not measured: RuntimeError: boom" in render(results)
 
 
+def test_a_run_sends_the_services_output_to_its_log_and_shows_one_progress_line(
+    tmp_path: Any,
+) -> None:
+    import io
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from bench.__main__ import Progress
+
+    log = tmp_path / "logs" / "bench.log"
+    script = (
+        "import logging, os, sys\n"
+        "from pathlib import Path\n"
+        "from bench.__main__ import logs_to\n"
+        "logging.basicConfig()\n"
+        f"with logs_to(Path({str(log)!r})) as terminal:\n"
+        '    print(\'{"level":"INFO","message":"turn served"}\')\n'
+        "    logging.getLogger('x').warning('a warning, on stderr')\n"
+        "    os.write(2, b'a native write to stderr\\n')\n"
+        "    terminal.write('[bench] progress\\n')\n"
+        "print('the report')\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, check=True
+    )
+    written = log.read_text()
+    assert "turn served" in written and "a warning, on stderr" in written
+    assert "a native write to stderr" in written
+    assert done.stdout == "the report\n" and done.stderr == "[bench] progress\n"
+
+    # On a terminal the progress line is rewritten in place; a pipe gets the two lines.
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    live, piped = Tty(), io.StringIO()
+    for stream in (live, piped):
+        progress = Progress(stream)
+        progress("import times, round 1/7")
+        progress("import times, round 2/7")
+        progress.done("done in 3 s")
+    assert piped.getvalue() == "[bench] done in 3 s\n"
+    assert live.getvalue().count("\r\033[K") == 3 and "\n" not in live.getvalue()[:-1]
+    assert live.getvalue().endswith("[bench] done in 3 s\n")
+
+
+def test_the_report_names_the_log_and_points_failures_there() -> None:
+    results = {
+        "meta": {**sample_results()["meta"], "log": ".bench/bench.log"},
+        "errors": {"serving": "RuntimeError: boom"},
+    }
+    text = render(results)
+    assert "the service's own logs while measuring: .bench/bench.log" in text
+    assert (
+        "[serving] not measured: RuntimeError: boom (its traceback is in .bench/bench.log)" in text
+    )
+
+
 def test_summarizer_figure_reports_a_missing_handler_instead_of_failing(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
