@@ -42,6 +42,8 @@ class LambdaFunction:
     handler: str
     timeout_seconds: float = 3.0
     memory_mb: int = 128
+    # ReservedConcurrentExecutions: this many environments (else the registry's default).
+    reserved_concurrency: int | None = None
 
     @property
     def module_path(self) -> str:
@@ -149,7 +151,8 @@ class _EnvironmentPool:
 
 
 class FunctionRegistry:
-    """The template's functions by logical id; each runs in lazily started environments."""
+    """The template's functions by logical id; each runs in lazily started environments,
+    as many at once as its reserved concurrency (else ``max_environments``)."""
 
     def __init__(
         self,
@@ -163,7 +166,9 @@ class FunctionRegistry:
         isolate_resolver_state()
         self._specs = {spec.name: spec for spec in specs}
         self._pools = {
-            name: _EnvironmentPool(spec, max_environments, wait_seconds)
+            name: _EnvironmentPool(
+                spec, spec.reserved_concurrency or max_environments, wait_seconds
+            )
             for name, spec in self._specs.items()
         }
 

@@ -100,6 +100,9 @@ class RuntimeConfig:
     workspace_turns_per_second: str = ""
     # CONVO_WORKSPACE_TURN_BURST, exported as WORKSPACE_TURN_BURST ("": the template's).
     workspace_turn_burst: str = ""
+    # CONVO_WORKSPACE_MAX_SLOW_TURNS, exported as WORKSPACE_MAX_SLOW_TURNS ("": the
+    # template's).
+    workspace_max_slow_turns: str = ""
     # LOCAL_TURN_WRITES_FAIL_WHILE: the embedded emulation fails turn writes while this
     # file exists (to watch a repair).
     turn_writes_fail_while: str = ""
@@ -108,8 +111,8 @@ class RuntimeConfig:
     def from_env(cls, env: Mapping[str, str]) -> RuntimeConfig:
         """Read ``PORT``, ``LAMBDA_PORT``, ``CONVO_DEV_TOKEN(S)``,
         ``CONVO_PROVIDER_CONNECTIONS``, ``CONVO_TOOL_ALLOWED_HOSTS``, ``CONVO_SUMMARY_*``,
-        ``CONVO_WORKSPACE_TURNS_PER_SECOND``, ``CONVO_WORKSPACE_TURN_BURST`` and the
-        LOCAL_* knobs."""
+        ``CONVO_WORKSPACE_TURNS_PER_SECOND``, ``CONVO_WORKSPACE_TURN_BURST``,
+        ``CONVO_WORKSPACE_MAX_SLOW_TURNS`` and the LOCAL_* knobs."""
         dev_token = env.get("CONVO_DEV_TOKEN", "").strip()
         generated = not dev_token
         if generated:
@@ -149,10 +152,9 @@ class RuntimeConfig:
                 for local, variable in LOCAL_SUMMARY_VARIABLES.items()
                 if env.get(local, "").strip()
             ),
-            workspace_turns_per_second=parse_turns_per_second(
-                env.get("CONVO_WORKSPACE_TURNS_PER_SECOND", "")
-            ),
-            workspace_turn_burst=parse_turn_burst(env.get("CONVO_WORKSPACE_TURN_BURST", "")),
+            workspace_turns_per_second=parse_turn_limit(env, "CONVO_WORKSPACE_TURNS_PER_SECOND"),
+            workspace_turn_burst=parse_turn_limit(env, "CONVO_WORKSPACE_TURN_BURST"),
+            workspace_max_slow_turns=parse_turn_limit(env, "CONVO_WORKSPACE_MAX_SLOW_TURNS"),
             turn_writes_fail_while=env.get("LOCAL_TURN_WRITES_FAIL_WHILE", "").strip(),
         )
 
@@ -170,29 +172,23 @@ def parse_tool_allowed_hosts(raw: str) -> tuple[str, ...]:
     return entries
 
 
-def parse_turns_per_second(raw: str) -> str:
-    """``CONVO_WORKSPACE_TURNS_PER_SECOND`` checked like the stack parameter
-    ``WorkspaceTurnsPerSecond`` (an integer, 0 to 10000; 0 turns the limit off)."""
-    raw = raw.strip()
-    if not raw:
-        return ""
-    if not raw.isdigit() or int(raw) > 10_000:
-        raise ConfigError(
-            f"CONVO_WORKSPACE_TURNS_PER_SECOND must be an integer from 0 to 10000, got {raw!r}"
-        )
-    return str(int(raw))
+# The turn limits' variables, checked like their stack parameters: (lowest, highest).
+TURN_LIMIT_RANGES = {
+    "CONVO_WORKSPACE_TURNS_PER_SECOND": (0, 10_000),  # WorkspaceTurnsPerSecond; 0: off
+    "CONVO_WORKSPACE_TURN_BURST": (1, 100_000),  # WorkspaceTurnBurst
+    "CONVO_WORKSPACE_MAX_SLOW_TURNS": (0, 32),  # WorkspaceMaxSlowTurns; 0: off
+}
 
 
-def parse_turn_burst(raw: str) -> str:
-    """``CONVO_WORKSPACE_TURN_BURST`` checked like the stack parameter
-    ``WorkspaceTurnBurst`` (an integer, 1 to 100000)."""
-    raw = raw.strip()
+def parse_turn_limit(env: Mapping[str, str], variable: str) -> str:
+    """One of ``TURN_LIMIT_RANGES``' variables as the functions' setting: an integer in
+    its parameter's range, or "" (unset: the template's default, as deployed)."""
+    raw = env.get(variable, "").strip()
     if not raw:
         return ""
-    if not raw.isdigit() or not 1 <= int(raw) <= 100_000:
-        raise ConfigError(
-            f"CONVO_WORKSPACE_TURN_BURST must be an integer from 1 to 100000, got {raw!r}"
-        )
+    low, high = TURN_LIMIT_RANGES[variable]
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise ConfigError(f"{variable} must be an integer from {low} to {high}, got {raw!r}")
     return str(int(raw))
 
 
@@ -326,6 +322,9 @@ def read_topology(template_path: Path, authorizer_cache_seconds: float | None) -
                 handler=spec.handler,
                 timeout_seconds=float(spec.timeout),
                 memory_mb=spec.memory_size,
+                reserved_concurrency=_reserved_concurrency(
+                    props, aws_resources.parameter_defaults(template)
+                ),
             )
         )
         auth_by_route = _route_authorizers(props, default_authorizer)
@@ -346,6 +345,20 @@ def read_topology(template_path: Path, authorizer_cache_seconds: float | None) -
         if route.authorizer is not None and route.authorizer not in authorizers:
             raise StartupError(f"{route.route_key}: unknown authorizer {route.authorizer!r}")
     return Topology(functions, routes, authorizers, sources)
+
+
+def _reserved_concurrency(props: Mapping[str, Any], parameters: Mapping[str, str]) -> int | None:
+    """``ReservedConcurrentExecutions`` (``!If [Reserve..., !Ref Param, !Ref
+    AWS::NoValue]``: the parameter's default; 0 reserves none). The turn functions run
+    as many copies as on AWS, so one workspace at its cap of slow turns
+    (``WorkspaceMaxSlowTurns``) leaves copies for every other workspace."""
+    value = props.get("ReservedConcurrentExecutions")
+    if isinstance(value, dict) and "Fn::If" in value:
+        value = value["Fn::If"][1]
+    if isinstance(value, dict) and "Ref" in value:
+        value = parameters.get(str(value["Ref"]))
+    reserved = int(str(value)) if value is not None else 0
+    return reserved or None
 
 
 def _maximum_concurrency(props: Mapping[str, Any], parameters: Mapping[str, str]) -> int | None:
@@ -554,6 +567,8 @@ class LocalRuntime:
             os.environ["WORKSPACE_TURNS_PER_SECOND"] = self.config.workspace_turns_per_second
         if self.config.workspace_turn_burst:
             os.environ["WORKSPACE_TURN_BURST"] = self.config.workspace_turn_burst
+        if self.config.workspace_max_slow_turns:
+            os.environ["WORKSPACE_MAX_SLOW_TURNS"] = self.config.workspace_max_slow_turns
         # A turn the repair queue does not take goes to RepairFunction as an asynchronous
         # invocation: the functions' Lambda clients call this runtime's Lambda API port.
         if self.lambda_api is not None:

@@ -261,3 +261,31 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+class ManualTimers:
+    """An injectable ``start_timer(delay, callback)``: nothing fires on its own; ``fire``
+    runs every pending callback (a turn's first second has passed), in the caller's
+    thread, and a cancelled one never runs."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[float, Callable[[], None]]] = []
+        self.started = 0
+
+    def __call__(self, delay: float, callback: Callable[[], None]) -> Callable[[], None]:
+        entry = (delay, callback)
+        self.pending.append(entry)
+        self.started += 1
+
+        def cancel() -> None:
+            if entry in self.pending:
+                self.pending.remove(entry)
+
+        return cancel
+
+    def fire(self) -> int:
+        """Run the pending callbacks; how many ran."""
+        due, self.pending = self.pending, []
+        for _, callback in due:
+            callback()
+        return len(due)

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from convo_memory.adapters.dynamo.rate_limit import COUNTER_TTL_SECONDS, MICROS, counter_key
+from convo_memory.adapters.dynamo.slow_turns import SlowTurnLimiter
 from convo_memory.ports import NoTurnLimit
 from convo_memory.stream_door import StreamDoor
 from local_runtime.aws_resources import DEFAULT_TEMPLATE, load_template, parameter_defaults
@@ -249,5 +250,9 @@ def test_zero_turns_the_limit_off(backend: AwsBackend) -> None:
 
         statuses = [_turn(api, tenant, "predict", session_id).status for _ in range(12)]
 
-        assert isinstance(api.container.turn_limiter, NoTurnLimit)
+        # The slow-turn cap stays on (its own setting), without the rate's counter.
+        assert isinstance(api.container.turn_limiter, SlowTurnLimiter)
         assert statuses == [200] * 12
+    off = {"WORKSPACE_TURNS_PER_SECOND": "0", "WORKSPACE_MAX_SLOW_TURNS": "0"}
+    with serving(backend, off) as api:
+        assert isinstance(api.container.turn_limiter, NoTurnLimit)

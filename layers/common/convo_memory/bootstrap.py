@@ -179,7 +179,9 @@ def build_adapters(
     registry = _adapter_registry(settings, clients)
     tools = _tool_adapters(settings, clients)
     default_summary = settings.summary_default_provider
-    limited = settings.workspace_turns_per_second > 0 and settings.turn_limits_table_name
+    limited = settings.turn_limits_table_name and (
+        settings.workspace_turns_per_second > 0 or settings.workspace_max_slow_turns > 0
+    )
     return Adapters(
         stores=dynamo_stores(
             clients["dynamodb"],
@@ -377,14 +379,44 @@ def _erasure_policy(settings: Settings) -> ErasurePolicy:
 def _dynamo_turn_limiter(
     settings: Settings, dynamodb: Any, metrics: MetricsPort, clock: Callable[[], float]
 ) -> TurnLimiter:
-    from convo_memory.adapters.dynamo.rate_limit import RateLimit, WorkspaceRateLimiter
+    """The rate limit and the slow-turn cap, on one item per workspace (either may be
+    off, not both)."""
+    from convo_memory.adapters.dynamo.rate_limit import (
+        COUNTER_TTL_SECONDS,
+        RateLimit,
+        WorkspaceRateLimiter,
+    )
+    from convo_memory.adapters.dynamo.slow_turns import SlowTurnCap, SlowTurnLimiter, SlowTurns
     from convo_memory.adapters.dynamo.table import DynamoTable
+    from convo_memory.time_budget import RECORDING_MARGIN_SECONDS
 
+    table = DynamoTable(dynamodb, settings.turn_limits_table_name)
+    rated = settings.workspace_turns_per_second > 0
+    # No turn runs longer than a streamed one (the longest deadline, then its recording).
+    lifetime = (
+        max(settings.turn_deadline_seconds, settings.stream_turn_deadline_seconds)
+        + RECORDING_MARGIN_SECONDS
+    )
+    slow = None
+    if settings.workspace_max_slow_turns > 0:
+        slow = SlowTurns(
+            table,
+            SlowTurnCap(settings.workspace_max_slow_turns, lifetime),
+            metrics,
+            clock,
+            item_expiry_seconds=lifetime + COUNTER_TTL_SECONDS,
+            sets_item_expiry=not rated,
+        )
+    if not rated:
+        assert slow is not None
+        return SlowTurnLimiter(slow)
     return WorkspaceRateLimiter(
-        DynamoTable(dynamodb, settings.turn_limits_table_name),
+        table,
         RateLimit(settings.workspace_turns_per_second, settings.workspace_turn_burst),
         metrics,
         clock,
+        slow,
+        min_item_seconds=lifetime if slow is not None else 0,
     )
 
 

@@ -82,6 +82,9 @@ class Settings(BaseModel):
     # a workspace may start at the same moment: 40 at once, or 20 a second for 4 s.
     workspace_turns_per_second: int = Field(default=10, ge=0, le=10_000)
     workspace_turn_burst: int = Field(default=40, ge=1, le=100_000)
+    # Turns of one workspace that have run for more than a second, in flight at once
+    # (0: no cap). At most 32: the counter item stays one write unit.
+    workspace_max_slow_turns: int = Field(default=8, ge=0, le=32)
     # What IAM lets the functions read. None (variable absent): not checked, e.g. locally.
     provider_secret_arns: tuple[str, ...] | None = None
     provider_parameter_names: tuple[str, ...] | None = None
@@ -217,6 +220,7 @@ class Settings(BaseModel):
             "tool_secret_key_id": "TOOL_SECRET_KEY_ID",
             "workspace_turns_per_second": "WORKSPACE_TURNS_PER_SECOND",
             "workspace_turn_burst": "WORKSPACE_TURN_BURST",
+            "workspace_max_slow_turns": "WORKSPACE_MAX_SLOW_TURNS",
             "cursor_signing_key": "CURSOR_SIGNING_KEY",
             "cursor_key_secret_arn": "CURSOR_KEY_SECRET_ARN",
         }

@@ -9,6 +9,7 @@ Storage ports raise ``StoreUnavailable`` for capacity and availability errors an
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -263,16 +264,27 @@ class NullMetrics:
 
 
 class TurnLimiter(Protocol):
-    """Admits a workspace's next turn, or refuses it with ``RateLimited`` (429)."""
+    """Admits a workspace's next turn, or refuses it with ``RateLimited`` (429): over
+    its rate, or with its cap of slow turns in flight. ``slow_turn`` wraps a turn's run:
+    past its first second the turn counts as slow until it ends (``seconds_left``: the
+    most it may still run, so that a turn killed mid-way stops counting then)."""
 
     def admit(self, workspace_id: str) -> None: ...
+    def slow_turn(
+        self, workspace_id: str, seconds_left: float | None = None
+    ) -> AbstractContextManager[None]: ...
 
 
 class NoTurnLimit:
-    """Admits every turn: the limit is off (0), or the services run over fakes."""
+    """Admits every turn: the limits are off (0), or the services run over fakes."""
 
     def admit(self, workspace_id: str) -> None:
         return None
+
+    def slow_turn(
+        self, workspace_id: str, seconds_left: float | None = None
+    ) -> AbstractContextManager[None]:
+        return nullcontext()
 
 
 # -- storage -----------------------------------------------------------------------------

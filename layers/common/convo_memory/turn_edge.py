@@ -12,7 +12,7 @@ happens in between is here, once:
 3. which session (``serve_turn``): by id, by the app's own key (found or opened), or none;
 4. the turn itself (``run``): at most once per ``Idempotency-Key``, counted in the
    ``Turns`` metric by door and outcome, within its time budget (``http_budget``,
-   ``stream_budget``);
+   ``stream_budget``), and among the workspace's slow turns once past its first second;
 5. any failure, anywhere, becomes one status and error body (``error_for`` and
    ``error_response``): the contract's ``{"error": {"code", "message"}}``, with
    ``"type"`` added on the OpenAI-compatible door so that OpenAI's SDKs raise their
@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -186,8 +187,9 @@ class TurnEdge:
         self._container = container
 
     def admit(self, workspace_id: str) -> None:
-        """Refuse the workspace's turn over its rate limit (``429 rate_limited`` with
-        ``Retry-After``), after the input gate and before the turn or its key."""
+        """Refuse the workspace's turn over its rate limit or its cap of slow turns in
+        flight (``429 rate_limited`` with ``Retry-After``), after the input gate and
+        before the turn or its key."""
         self._container.turn_limiter.admit(workspace_id)
 
     def run(
@@ -204,7 +206,8 @@ class TurnEdge:
         first result; the key is scoped to ``route`` and the body)."""
 
         def counted() -> dict[str, Any]:
-            return observability.counted_turn(self._container.metrics, door, compute)
+            with self._slow_turn(request.workspace_id, lambda_context):
+                return observability.counted_turn(self._container.metrics, door, compute)
 
         runner = self._container.idempotency
         if request.idempotency_key is None or runner is None or request.workspace_id is None:
@@ -217,6 +220,17 @@ class TurnEdge:
             compute=counted,
             lambda_context=lambda_context,
         )
+
+    def _slow_turn(
+        self, workspace_id: str | None, lambda_context: Any
+    ) -> AbstractContextManager[None]:
+        """Counts the turn among the workspace's slow turns past its first second, at
+        most for the invocation's time left."""
+        if workspace_id is None:
+            return nullcontext()
+        remaining = getattr(lambda_context, "get_remaining_time_in_millis", None)
+        seconds_left = float(remaining()) / 1000 if callable(remaining) else None
+        return self._container.turn_limiter.slow_turn(workspace_id, seconds_left)
 
     def http_budget(self, lambda_context: Any) -> float | None:
         """An HttpApi turn's time: the deployment's turn deadline, or less when the

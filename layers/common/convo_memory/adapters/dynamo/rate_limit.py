@@ -28,6 +28,10 @@ The counters live in a table of their own (``TurnLimitsTable``), one item per
 workspace, and expire by its TTL a minute after the bucket is full again. Nothing is
 released after a turn, so a turn that Lambda kills leaks nothing.
 
+The same item holds the workspace's slow turns in flight (``slow_turns.py``): with that
+cap on, the admission's condition also asks for room among them, so a fast turn still
+costs one write, and the item outlives the longest turn it admitted.
+
 Ceiling: DynamoDB writes one item at most about 1,000 times a second (its per-partition
 limit). Above that, its writes are throttled; the limiter then fails open (see
 ``admit``), and the HttpApi's throttle and the serving functions' reserved concurrency
@@ -40,8 +44,10 @@ import logging
 import math
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
+from convo_memory.adapters.dynamo.slow_turns import ADMISSION_CONDITION, SlowTurns
 from convo_memory.adapters.dynamo.table import DynamoTable, Item, n, s
 from convo_memory.domain.errors import RateLimited, StoreRejected, StoreUnavailable
 from convo_memory.ports import MetricsPort
@@ -86,7 +92,8 @@ class _Seen:
 
 class WorkspaceRateLimiter:
     """Admits a workspace's turns at ``limit.rate`` a second with bursts of
-    ``limit.burst``, counted in one DynamoDB item per workspace."""
+    ``limit.burst``, counted in one DynamoDB item per workspace; with ``slow``, only
+    while the workspace has room among its slow turns in flight too."""
 
     def __init__(
         self,
@@ -94,13 +101,28 @@ class WorkspaceRateLimiter:
         limit: RateLimit,
         metrics: MetricsPort,
         clock: Callable[[], float],
+        slow: SlowTurns | None = None,
+        *,
+        min_item_seconds: float = 0,
     ) -> None:
         self._table = table
         self._limit = limit
         self._metrics = metrics
         self._clock = clock
+        self._slow = slow
+        # The item lives at least this long after a turn (the longest a turn runs, when
+        # it holds slow turns).
+        self._min_item_seconds = min_item_seconds
         self._seen: dict[str, _Seen] = {}
         self._lock = threading.Lock()
+
+    def slow_turn(
+        self, workspace_id: str, seconds_left: float | None = None
+    ) -> AbstractContextManager[None]:
+        """The turn run inside this block counts as slow after its first second."""
+        if self._slow is None:
+            return nullcontext()
+        return self._slow.watch(workspace_id, seconds_left)
 
     def admit(self, workspace_id: str) -> None:
         """Count the turn, or raise ``RateLimited`` (with ``Retry-After``) when the
@@ -118,6 +140,8 @@ class WorkspaceRateLimiter:
             known_tat, debt = (seen.tat_us, seen.debt) if seen is not None else (None, 0)
         if known_tat is not None and known_tat > allowed_until:
             self._refuse(known_tat, now)  # tat only grows: no need to ask
+        if self._slow is not None:
+            self._slow.refuse_if_known_full(workspace_id)
         busy = known_tat is not None and known_tat >= now
         if not busy:
             debt = 0  # whatever was owed has drained by now
@@ -130,10 +154,14 @@ class WorkspaceRateLimiter:
         tat = _tat_of(item)
         if admitted and tat is not None:
             self._remember(workspace_id, _Seen(tat))
+            if self._slow is not None:
+                self._slow.settle(workspace_id, item)  # room was there: only sweeps
             return
         if tat is not None and tat > allowed_until:
             self._remember(workspace_id, _Seen(tat, debt))
             self._refuse(tat, now)
+        if self._slow is not None:
+            self._slow.settle(workspace_id, item)  # refuses at the cap
         # Room, but another container wrote first (or the item expired): admit, and
         # write this turn's interval with this container's next turn of the workspace.
         self._metrics.count("TurnLimiterDeferredWrites")
@@ -144,9 +172,8 @@ class WorkspaceRateLimiter:
         self, workspace_id: str, now: int, busy: bool, debt: int
     ) -> tuple[bool, Item | None]:
         limit = self._limit
-        expires = now // MICROS + math.ceil(
-            (limit.tolerance_us + (debt + 1) * limit.interval_us) / MICROS
-        )
+        drained = math.ceil((limit.tolerance_us + (debt + 1) * limit.interval_us) / MICROS)
+        expires = now // MICROS + max(drained, math.ceil(self._min_item_seconds))
         values = {":expires": n(expires + COUNTER_TTL_SECONDS)}
         if busy:
             update = "SET tat = tat + :step, expiresAt = :expires"
@@ -158,13 +185,16 @@ class WorkspaceRateLimiter:
             condition = "attribute_not_exists(tat) OR tat <= :now"
             values[":next"] = n(now + limit.interval_us)
             values[":now"] = n(now)
+        if self._slow is not None:
+            condition = f"({condition}) AND {ADMISSION_CONDITION}"
+            values.update(self._slow.condition_values())
         return self._table.conditional(
             "update_item",
             Key=counter_key(workspace_id),
             UpdateExpression=update,
             ConditionExpression=condition,
             ExpressionAttributeValues=values,
-            ReturnValues="UPDATED_NEW",
+            ReturnValues="ALL_NEW",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
 
