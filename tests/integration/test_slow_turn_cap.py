@@ -166,7 +166,7 @@ def test_a_refusal_the_container_knows_costs_no_request(client: Any) -> None:
     container = Container(client, clock)
     with ExitStack() as in_flight:
         _slow_turns(client, in_flight, container, CAP)
-        calls: list[str] = []
+        calls: list[int] = []
         client.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(1))
         refused = [container.admitted() for _ in range(20)]
         assert not any(refused)
