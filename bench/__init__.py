@@ -39,6 +39,10 @@ Figures, all measured in one run, nothing leaves the machine (moto in process):
     and 1-hour cache TTLs (each write priced at its premium), against no caching.
 16. Erasing an end user with 10 and 100 sessions (traces kept, and erased): DynamoDB
     requests and capacity units, SQS messages and Lambda invocations per erasure.
+17. A slow tenant (an agent whose tool takes 5 s, from 60 clients) next to a fast one,
+    through PredictFunction's 50 environments, with ``WorkspaceMaxSlowTurns`` off and at
+    8: each tenant's turns answered and refused, the fast tenant's latency; and the
+    cap's write units for a fast turn and a slow one.
 
 It is a report: it exits 0 whatever the figures are (1 only when one could not be
 measured). While it measures, the service's own logs go to a file (``--log``, default

@@ -114,6 +114,7 @@ def run(plan: Plan, quick: bool, progress: Callable[[str], None]) -> dict[str, A
     from bench.recall_cost import recall_cost_figure
     from bench.resilience import outage_figure, rate_limit_figure
     from bench.serving import serving_figures, summarizer_isolation
+    from bench.slow_tenants import slow_tenant_figure
     from bench.summary_cost import summary_cost
 
     began = time.monotonic()
@@ -172,6 +173,7 @@ def run(plan: Plan, quick: bool, progress: Callable[[str], None]) -> dict[str, A
         errors,
     )
     _attempt(results, "erasure", lambda: erasure_figure(progress), errors)
+    _attempt(results, "slowTenants", lambda: slow_tenant_figure(progress), errors)
     results["meta"] = {
         "quick": quick,
         "python": platform.python_version(),

@@ -546,6 +546,11 @@ def render(results: dict[str, Any]) -> str:
 
         title = _title(16, "Erasing an end user: DynamoDB, SQS and Lambda per erasure")
         parts.append(render_erasure(results["erasure"], table, title))
+    if "slowTenants" in results:
+        from bench.slow_tenants import render_slow_tenants
+
+        title = _title(17, "A slow tenant next to a fast one: the slow-turn cap off and on")
+        parts.append(render_slow_tenants(results["slowTenants"], table, title))
     where = f" (its traceback is in {meta['log']})" if meta.get("log") else ""
     for name, error in (results.get("errors") or {}).items():
         parts.append(f"[{name}] not measured: {error}{where}")

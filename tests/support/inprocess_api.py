@@ -30,9 +30,8 @@ from local_runtime.aws_resources import (
     DEFAULT_TEMPLATE,
     LocalResources,
     ensure_resources,
-    function_specs,
 )
-from local_runtime.handlers import FunctionRegistry, LambdaFunction
+from local_runtime.handlers import FunctionRegistry
 from local_runtime.http_gateway import (
     HttpRequest,
     Route,
@@ -58,13 +57,10 @@ class InProcessApi:
     def __init__(self, container: Container, resources: LocalResources) -> None:
         self.container = container
         self.resources = resources
-        specs = function_specs()
-        self.registry = FunctionRegistry(
-            LambdaFunction(s.logical_id, s.code_uri, s.handler, float(s.timeout), s.memory_size)
-            for s in specs.values()
-        )
-        # The routes and their authorizers as the template declares them (Auth: NONE too).
+        # The functions (as many environments each as its reserved concurrency, as under
+        # make run), routes and authorizers as the template declares them.
         topology = read_topology(DEFAULT_TEMPLATE, None)
+        self.registry = FunctionRegistry(topology.functions)
         self.routes: list[Route] = topology.routes
         self.authorizers = topology.authorizers
 
