@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from local_runtime.aws_resources import load_template, parameter_defaults
 from local_runtime.handlers import (
     FunctionRegistry,
     HandlerLoadError,
@@ -579,6 +580,8 @@ class TestDevTokens:
             {"CONVO_WORKSPACE_TURN_BURST": "0"},
             {"CONVO_WORKSPACE_TURN_BURST": "100001"},
             {"CONVO_WORKSPACE_TURN_BURST": "many"},
+            {"CONVO_WORKSPACE_MAX_SLOW_TURNS": "33"},
+            {"CONVO_WORKSPACE_MAX_SLOW_TURNS": "-1"},
         ],
     )
     def test_bad_settings_are_refused(self, env: dict[str, str]) -> None:
@@ -589,6 +592,11 @@ class TestDevTokens:
         assert RuntimeConfig.from_env({}).workspace_turns_per_second == ""
         given = RuntimeConfig.from_env({"CONVO_WORKSPACE_TURNS_PER_SECOND": " 007 "})
         assert given.workspace_turns_per_second == "7"
+
+    def test_the_slow_turn_cap_is_the_templates_unless_given(self) -> None:
+        assert RuntimeConfig.from_env({}).workspace_max_slow_turns == ""
+        given = RuntimeConfig.from_env({"CONVO_WORKSPACE_MAX_SLOW_TURNS": " 0 "})
+        assert given.workspace_max_slow_turns == "0"
 
     def test_the_turn_burst_is_the_templates_unless_given(self) -> None:
         assert RuntimeConfig.from_env({}).workspace_turn_burst == ""
@@ -622,6 +630,20 @@ class TestTopology:
         assert ("RepairFunction", "RepairQueue", 10, True, 5) in topology.queue_sources
         names = {function.name for function in topology.functions}
         assert {"AuthorizerFunction", "PredictFunction", "SummarizeFunction"} <= names
+
+    def test_functions_run_as_many_copies_as_their_reserved_concurrency(self) -> None:
+        reserved = {
+            function.name: function.reserved_concurrency
+            for function in read_topology(TEMPLATE, authorizer_cache_seconds=None).functions
+        }
+
+        # The parameters' defaults; none reserved (0, or no property): the pool's default.
+        assert reserved["PredictFunction"] == 50 and reserved["CapabilitiesFunction"] == 10
+        assert reserved["AuthorizerFunction"] is None and reserved["SummarizeFunction"] is None
+        # One workspace at its cap of slow turns leaves most copies to the others.
+        template = load_template(TEMPLATE)
+        cap = int(parameter_defaults(template)["WorkspaceMaxSlowTurns"])
+        assert reserved["PredictFunction"] >= 4 * cap
 
     def test_the_authorizer_cache_ttl_can_be_overridden(self) -> None:
         topology = read_topology(TEMPLATE, authorizer_cache_seconds=0)
