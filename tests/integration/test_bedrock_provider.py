@@ -170,18 +170,20 @@ def test_client_errors_map_to_provider_errors_by_code(
         with pytest.raises(ProviderError) as raised:
             provider.complete(prompt(("user", "hi")))
     message = str(raised.value)
-    assert code in message
-    assert phrase in message
-    assert "123456789012" not in message
+    # The service's own words for the code, and the status: nothing Bedrock said.
+    assert phrase in message and f"(HTTP {status})" in message
+    assert code not in message and "123456789012" not in message
     assert raised.value.status == 502 and raised.value.code == "provider_error"
+    assert raised.value.upstream_status == status
 
 
 def test_unknown_error_codes_still_become_provider_errors(client: Any) -> None:
     provider = BedrockConverseProvider(client, MODEL_ID)
     with Stubber(client) as stubber:
         stubber.add_client_error("converse", service_error_code="BrandNewException")
-        with pytest.raises(ProviderError, match="BrandNewException"):
+        with pytest.raises(ProviderError, match="Bedrock call failed") as raised:
             provider.complete(prompt(("user", "hi")))
+    assert "BrandNewException" not in str(raised.value)
 
 
 def test_connection_failures_become_provider_errors(client: Any) -> None:
@@ -221,7 +223,7 @@ def test_stream_errors_before_the_first_event_are_mapped(client: Any) -> None:
     provider = BedrockConverseProvider(client, MODEL_ID)
     with Stubber(client) as stubber:
         stubber.add_client_error("converse_stream", service_error_code="AccessDeniedException")
-        with pytest.raises(ProviderError, match="AccessDeniedException"):
+        with pytest.raises(ProviderError, match="access to the Bedrock model was denied"):
             list(provider.stream(prompt(("user", "hi"))))
 
 
@@ -309,9 +311,9 @@ def test_an_exception_event_mid_stream_becomes_a_provider_error(client: Any) -> 
     serve_stream(client, [text_delta("partial"), exception_event("throttlingException", "slow")])
     stream = BedrockConverseProvider(client, MODEL_ID).stream(prompt(("user", "hi")))
     assert next(stream) == "partial"
-    with pytest.raises(ProviderError, match="ThrottlingException") as raised:
+    with pytest.raises(ProviderError, match="Bedrock throttled the request") as raised:
         next(stream)
-    assert "throttled" in str(raised.value)
+    assert "slow" not in str(raised.value)  # what the event said goes to the log only
 
 
 def test_stopping_early_closes_the_stream(client: Any) -> None:

@@ -206,19 +206,23 @@ def test_a_truncated_stream_is_an_error(server: FakeOpenAIServer) -> None:
         next(stream)
 
 
-def test_an_error_event_mid_stream_is_an_error(server: FakeOpenAIServer) -> None:
+def test_an_error_event_mid_stream_is_an_error_logged_not_relayed(
+    server: FakeOpenAIServer, caplog: pytest.LogCaptureFixture
+) -> None:
     server.stream_raw = (
         'data: {"choices":[{"delta":{"content":"x"}}]}\n\n'
         'data: {"error":{"message":"model overloaded"}}\n\n'
     )
     provider = OpenAICompatibleProvider(server.base_url, "m")
-    with pytest.raises(ProviderError, match="model overloaded"):
+    with pytest.raises(ProviderError, match="failed mid-stream") as raised:
         list(provider.stream(prompt(("user", "hi"))))
+    assert "overloaded" not in str(raised.value)
+    assert "model overloaded" in caplog.text
 
 
 @pytest.mark.parametrize("streaming", [False, True])
-def test_http_errors_name_the_status_and_never_the_key(
-    server: FakeOpenAIServer, streaming: bool
+def test_http_errors_name_the_status_and_log_what_the_provider_said_redacted(
+    server: FakeOpenAIServer, streaming: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     server.error_status = 401
     server.error_body = {"error": {"message": "Incorrect API key provided: sk-secret-123"}}
@@ -229,10 +233,10 @@ def test_http_errors_name_the_status_and_never_the_key(
         else:
             provider.complete(prompt(("user", "hi")))
     message = str(raised.value)
-    assert "HTTP 401" in message
-    assert "Incorrect API key provided" in message
-    assert "sk-secret-123" not in message
-    assert raised.value.status == 502
+    assert message == "Model provider error: the provider answered HTTP 401."
+    assert raised.value.status == 502 and raised.value.upstream_status == 401
+    assert "Incorrect API key provided: ***" in caplog.text
+    assert "secret" not in caplog.text
 
 
 def test_a_non_json_error_body_still_names_the_status(server: FakeOpenAIServer) -> None:

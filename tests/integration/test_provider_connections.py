@@ -355,5 +355,7 @@ def test_a_slow_model_is_cut_off_at_the_timeout(connection_timeout: float, cap: 
         requests = len(slow.requests)
 
     assert answer.status == 502
-    assert answer.body["error"]["message"] == "Model provider error: could not reach the provider."
+    assert answer.body["error"]["message"] == (
+        "Model provider error: connection 'slow': could not reach the provider."
+    )
     assert requests == 1

@@ -133,7 +133,7 @@ def test_a_provider_trickling_headers_is_a_502_within_its_timeout_on_both_doors(
     )
 
     assert answer.status == 502 and answer.body["error"]["code"] == "provider_error"
-    assert answer.body["error"]["message"] == UNREACHABLE
+    assert answer.body["error"]["message"] == UNREACHABLE.replace(": ", ": connection 'trickle': ")
     assert answer.body["error"]["requestId"]
     assert took < PROVIDER_TIMEOUT + SLACK
     streamed = json.loads(raw)

@@ -1,6 +1,8 @@
-"""Credential redaction in provider error texts: the whole key and any 8+ character
-fragment of it go (tests/integration/test_provider_redaction.py shows it happens before
-the text is shortened); and 5xx errors carry their requestId."""
+"""Credential redaction in what a provider said, before it is logged (no client sees
+it: a 502 is in the service's own words): the whole key, any 6+ character fragment of it
+in any letter case, and the word around it go, as does a masked word
+(tests/integration/test_provider_redaction.py shows it on every door); and 5xx errors
+carry their requestId."""
 
 from __future__ import annotations
 
@@ -12,21 +14,31 @@ from convo_memory.domain.errors import (
     Unavailable,
 )
 
-KEY = "sk-live-4f9Qz7Lm2Xc8Vb1Nw6Rt3Yp0"
+KEY = "sk-live-4f9Qz7Lm2Xc8Vb1Nw6Rt3Yp0s0Ta"
 
 
-def test_the_whole_key_and_every_long_fragment_are_redacted() -> None:
-    assert redact_secrets(f"bad key {KEY}!", [KEY]) == "bad key ***!"
-    assert redact_secrets(f"prefix {KEY[:8]} and suffix {KEY[-9:]}", [KEY]) == (
+def test_the_whole_key_and_every_fragment_in_any_case_are_redacted() -> None:
+    assert redact_secrets(f"bad key {KEY}!", [KEY]) == "bad key ***"
+    assert redact_secrets(f"prefix {KEY[:6]} and suffix {KEY[-6:]}.", [KEY]) == (
         "prefix *** and suffix ***"
     )
-    middle = KEY[5:20]
-    assert redact_secrets(f"[{middle}]", [KEY]) == "[***]"
+    assert redact_secrets(f"[{KEY[5:20]}]", [KEY]) == "[***]"
+    assert redact_secrets(f"upper {KEY.upper()} lower {KEY.lower()}", [KEY]) == (
+        "upper *** lower ***"
+    )
+
+
+def test_a_key_quoted_masked_goes_whole() -> None:
+    # How OpenAI quotes a key it refused, and a mask around the key's last characters.
+    said = f"Incorrect API key provided: {KEY[:7]}****...{KEY[-4:]}. See your settings."
+    assert redact_secrets(said, [KEY]) == "Incorrect API key provided: *** See your settings."
+    assert redact_secrets(f'key "{KEY[-7:]}*****" refused', [KEY]) == 'key "***" refused'
+    assert redact_secrets("a key like abcd****wxyz", []) == "a key like ***"
 
 
 def test_short_fragments_and_other_text_stay() -> None:
-    # Seven characters of the key are ordinary text (e.g. "sk-live"), not a secret.
-    assert redact_secrets(f"{KEY[:7]} is the prefix", [KEY]) == f"{KEY[:7]} is the prefix"
+    # Five characters of the key are ordinary text, not a secret.
+    assert redact_secrets(f"{KEY[8:13]} is here", [KEY]) == f"{KEY[8:13]} is here"
     assert redact_secrets("nothing to hide", [KEY]) == "nothing to hide"
     assert redact_secrets("", [KEY]) == ""
 
@@ -37,6 +49,15 @@ def test_several_keys_and_a_short_key() -> None:
     assert redact_secrets(text, [KEY, other, "xyz"]) == "a=*** b=*** c=***"
     assert redact_secrets(text, []) == text
     assert redact_secrets(text, [""]) == text
+
+
+def test_a_provider_error_names_its_connection_once() -> None:
+    error = ProviderError("Model provider error: the provider answered HTTP 401.")
+    error.on_connection("openai").on_connection("other")
+    assert error.message == (
+        "Model provider error: connection 'openai': the provider answered HTTP 401."
+    )
+    assert str(error) == error.message and error.connection == "openai"
 
 
 def test_shorten_marks_the_cut() -> None:

@@ -3,7 +3,8 @@ when the provider reports them, its tokens (metrics ``ModelLatency``, ``ModelCal
 ``ModelErrors``, ``ModelInputTokens``, ``ModelOutputTokens``, ``ModelCachedInputTokens``
 (read from the provider's prompt cache) and ``ModelCacheWriteInputTokens``, split by
 connection). Cached tokens also go to the turn's log line
-(``observability.note_cached_tokens``).
+(``observability.note_cached_tokens``). A provider's failure names its connection
+(``ProviderError.on_connection``), the one place that knows it.
 The services see the same ports and know nothing of it."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 
+from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.prompt import Prompt
 from convo_memory.observability import note_cached_tokens
 from convo_memory.ports import (
@@ -63,12 +65,17 @@ class MeteredModel:
                 )
             note_cached_tokens(usage.cached_input_tokens)
 
+    def _failed(self, began: float, exc: Exception) -> None:
+        self._measured(began, None, "error")
+        if isinstance(exc, ProviderError):
+            exc.on_connection(self._connection)
+
     def complete(self, prompt: Prompt) -> Completion:
         began = self._clock()
         try:
             completion = self.inner.complete(prompt)
-        except Exception:
-            self._measured(began, None, "error")
+        except Exception as exc:
+            self._failed(began, exc)
             raise
         self._measured(began, completion.usage, "ok")
         return completion
@@ -77,8 +84,8 @@ class MeteredModel:
         began = self._clock()
         try:
             yield from self.inner.stream(prompt)
-        except Exception:
-            self._measured(began, None, "error")
+        except Exception as exc:
+            self._failed(began, exc)
             raise
         self._measured(began, None, "ok")
 
@@ -103,8 +110,8 @@ class MeteredToolModel(MeteredModel):
             step = self.inner.step(
                 prompt, rounds, tools, timeout=timeout, final=final, on_text=on_text
             )
-        except Exception:
-            self._measured(began, None, "error")
+        except Exception as exc:
+            self._failed(began, exc)
             raise
         self._measured(began, step.usage, "ok")
         return step

@@ -177,7 +177,24 @@ class RecallSourceGone(Exception):
 
 class ProviderError(ServiceError):
     """The model provider failed or answered badly. Raised deep in an adapter, so its
-    request id is added where it becomes a response (``in_request``). Its message must
-    never carry a credential: adapters redact upstream text before they quote it."""
+    request id is added where it becomes a response (``in_request``), and the name of
+    the connection where the provider's calls are made (``on_connection``). Its message
+    is the service's own words, never text the provider sent (adapters log that,
+    redacted): at most the connection's name and the provider's HTTP status."""
 
     status, code = 502, "provider_error"
+
+    def __init__(self, message: str, *, upstream_status: int | None = None) -> None:
+        super().__init__(message)
+        self.upstream_status = upstream_status
+        self.connection: str | None = None
+
+    def on_connection(self, connection: str) -> Self:
+        """This error, its message naming ``connection`` (once)."""
+        if self.connection is None:
+            self.connection = connection
+            prefix = "Model provider error: "
+            text = self.message.removeprefix(prefix)
+            self.message = f"{prefix}connection '{connection}': {text}"
+            self.args = (self.message,)
+        return self

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from convo_memory.adapters.providers.openai_http import shorten
 from convo_memory.adapters.providers.tool_input import tool_request
 from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.generation import FinishReason
@@ -101,10 +102,18 @@ def map_client_error(exc: Exception, *, service: str = "Bedrock") -> ProviderErr
         raw_code = str(response.get("Error", {}).get("Code", "") or "")
         code = _normalize_code(raw_code)
         status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        logger.warning("%s call failed", service, extra={"errorCode": code, "httpStatus": status})
+        said = shorten(str(response.get("Error", {}).get("Message", "") or ""))
+        logger.warning(
+            "%s call failed: %s", service, said, extra={"errorCode": code, "httpStatus": status}
+        )
+        # The service's own words for the code, and the HTTP status: never the text
+        # (or an unknown code) that came back.
         message = _ERROR_MESSAGES.get(code, f"{service} call failed")
-        label = code or "UnknownError"
-        return ProviderError(f"Model provider error: {message} ({label}).")
+        if isinstance(status, int):
+            return ProviderError(
+                f"Model provider error: {message} (HTTP {status}).", upstream_status=status
+            )
+        return ProviderError(f"Model provider error: {message}.")
     # botocore's own errors (connection refused, read timeout, ...) have no code. One
     # text for all of them: an error must not tell how the network failed.
     logger.warning("%s call failed: %s", service, type(exc).__name__)

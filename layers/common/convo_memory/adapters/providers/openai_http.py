@@ -4,8 +4,9 @@ The endpoint comes from an operator's connection, but it is still treated as unt
 no redirects are followed, bodies are read up to a size cap, one deadline bounds the
 whole exchange (name resolution, connect, TLS, the status line, each header, the body;
 ``adapters.deadline_http``), so a server that trickles bytes cannot hold a turn open,
-no part of the key ever appears in an error text, and a failure to connect says only
-that the provider could not be reached (not why: refused, filtered, timed out).
+no text the provider sent reaches an error (it is logged, with every part of the key
+hidden), and a failure to connect says only that the provider could not be reached (not
+why: refused, filtered, timed out).
 Proxy variables (``HTTPS_PROXY``) are not used: the endpoint is reached directly.
 """
 
@@ -15,6 +16,7 @@ import functools
 import http.client
 import json
 import logging
+import re
 import ssl
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
@@ -28,8 +30,10 @@ logger = logging.getLogger(__name__)
 _ERROR_DETAIL_CHARS = 200
 # What of an error body is read: enough for any message worth showing.
 _ERROR_BODY_BYTES = 4096
-# A credential fragment this long or longer is never shown (shorter ones are common text).
-MIN_SECRET_FRAGMENT = 8
+# A credential fragment this long or longer is never logged (shorter ones are common text).
+MIN_SECRET_FRAGMENT = 6
+# A word of a log line: what is hidden whole when part of it is a credential.
+_WORD = re.compile(r"[^\s\"'`(),;:=<>\[\]{}]+")
 # A completion body above this is refused (no model answer needs more).
 MAX_COMPLETION_BYTES = 4 * 1024 * 1024
 # A stream carries each delta in a JSON event, several times the text it delivers.
@@ -46,28 +50,32 @@ def _tls_context() -> ssl.SSLContext:
 
 
 def redact_secrets(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with every secret, and every run of ``MIN_SECRET_FRAGMENT`` or more
-    characters taken from one, replaced by ``***``."""
+    """``text`` for a log line: every secret, and every run of ``MIN_SECRET_FRAGMENT``
+    or more characters taken from one, in any letter case, replaced by ``***``; so is
+    the whole word around it (a key the provider quotes partly, as ``sk-live****...s0Ta``
+    does, leaves no piece), and any word with a mask in it (``f5Gs0Ta*****``)."""
+    folded = text.casefold()
     hidden = [False] * len(text)
-    for secret in secrets:
-        if not secret:
-            continue
+    for secret in (s.casefold() for s in secrets if s):
         if len(secret) < MIN_SECRET_FRAGMENT:
             # Too short to have fragments worth hiding: only the whole secret.
-            start = text.find(secret)
+            start = folded.find(secret)
             while start >= 0:
                 hidden[start : start + len(secret)] = [True] * len(secret)
-                start = text.find(secret, start + 1)
+                start = folded.find(secret, start + 1)
             continue
-        # Any fragment of 8+ characters is covered by the 8-character pieces it is made
-        # of, so hiding every piece the secret contains hides every such fragment.
+        # Any longer fragment is covered by the pieces of this length it is made of, so
+        # hiding every piece the secret contains hides every such fragment.
         pieces = {
             secret[i : i + MIN_SECRET_FRAGMENT]
             for i in range(len(secret) - MIN_SECRET_FRAGMENT + 1)
         }
-        for i in range(len(text) - MIN_SECRET_FRAGMENT + 1):
-            if text[i : i + MIN_SECRET_FRAGMENT] in pieces:
+        for i in range(len(folded) - MIN_SECRET_FRAGMENT + 1):
+            if folded[i : i + MIN_SECRET_FRAGMENT] in pieces:
                 hidden[i : i + MIN_SECRET_FRAGMENT] = [True] * MIN_SECRET_FRAGMENT
+    for word in _WORD.finditer(text):
+        if "**" in word.group() or any(hidden[word.start() : word.end()]):
+            hidden[word.start() : word.end()] = [True] * (word.end() - word.start())
     if not any(hidden):
         return text
     out: list[str] = []
@@ -121,10 +129,11 @@ class ChatCompletionsEndpoint:
         if not isinstance(chunk, dict):
             raise ProviderError("Model provider error: unexpected OpenAI-compatible stream data.")
         if "error" in chunk:
-            detail = self.detail(_error_detail(chunk))
-            raise ProviderError(
-                f"Model provider error: the OpenAI-compatible endpoint failed mid-stream: {detail}"
+            logger.warning(
+                "OpenAI-compatible stream failed mid-stream: %s",
+                self.detail(_error_detail(chunk)),
             )
+            raise ProviderError("Model provider error: the provider failed mid-stream.")
         return chunk
 
     def open(self, body: dict[str, Any], deadline: Deadline | None = None) -> Exchange:
@@ -161,10 +170,14 @@ class ChatCompletionsEndpoint:
             except (ValueError, OSError, http.client.HTTPException):
                 detail = ""
         status = exchange.status
-        logger.warning("OpenAI-compatible endpoint returned HTTP %s", status)
-        message = f"Model provider error: the OpenAI-compatible endpoint returned HTTP {status}"
-        detail = self.detail(detail)
-        raise ProviderError(f"{message}: {detail}" if detail else f"{message}.")
+        # What the provider said goes to the log only, redacted: the client's 502 is in
+        # the service's own words (the connection's name and this status at most).
+        logger.warning(
+            "OpenAI-compatible endpoint returned HTTP %s: %s", status, self.detail(detail)
+        )
+        raise ProviderError(
+            f"Model provider error: the provider answered HTTP {status}.", upstream_status=status
+        )
 
     def _fail_io(self, exc: BaseException) -> NoReturn:
         # The same text for refused, unresolvable, filtered and timed out: an error must
@@ -177,9 +190,9 @@ class ChatCompletionsEndpoint:
         raise ProviderError(UNREACHABLE) from None
 
     def detail(self, text: str) -> str:
-        """Upstream error text as an error may show it: redacted first, then shortened
+        """Upstream error text as a log line may show it: redacted first, then shortened
         (cutting first could leave the start of a key in view). Only the start of a long
-        text is looked at; a key cut at its end still leaves 8+ characters to find."""
+        text is looked at; a key cut at its end still leaves 6+ characters to find."""
         return shorten(redact_secrets(text[:_ERROR_BODY_BYTES], self._sent_keys))
 
     def read_body(self, response: Exchange) -> bytes:
