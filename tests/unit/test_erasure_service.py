@@ -5,6 +5,8 @@ sweep for when no write in flight can land."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from convo_memory.api_models import ErasureRequest
@@ -16,7 +18,7 @@ from convo_memory.domain.errors import (
 )
 from convo_memory.domain.jobs import ErasureJob, SweepJob
 from convo_memory.domain.turn_records import TurnRecord
-from convo_memory.services.erasures import ErasureIncomplete
+from convo_memory.services.erasures import ErasureIncomplete, ErasurePolicy, ErasureService
 from tests.fakes.app import WS, FakeApp, fake_app
 
 REF = "end-user-1"
@@ -262,3 +264,129 @@ def test_given_an_erased_session_when_deleted_then_it_is_not_found(app: FakeApp)
 
     with pytest.raises(SessionNotFound):
         app.container.sessions.delete(WS, session_id)
+
+
+# -- turns in flight ------------------------------------------------------------------
+
+
+class TurnsInFlight:
+    """The workspace's slow turns as the tracker reports them; ``ending`` says at which
+    poll each of them ends (``None``: never, it can only expire). ``on_call`` runs at
+    each look."""
+
+    def __init__(
+        self,
+        app: FakeApp,
+        ending: dict[str, int | None],
+        expires_in: float = 60,
+        on_call: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.app = app
+        self.ending = ending
+        self.expires = {turn: app.clock() + expires_in for turn in ending}
+        self.polls = 0
+        self.on_call = on_call
+
+    def __call__(self, workspace_id: str) -> dict[str, float]:
+        assert workspace_id == WS
+        self.on_call()
+        now = self.app.clock()
+        return {
+            turn: self.expires[turn]
+            for turn, ends in self.ending.items()
+            if (ends is None or self.polls < ends) and self.expires[turn] >= now
+        }
+
+
+def waiting_service(
+    app: FakeApp, tracker: TurnsInFlight | None, sleeps: list[float]
+) -> ErasureService:
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        app.clock.advance(seconds)
+        if tracker is not None and seconds == ErasurePolicy().in_flight_poll_seconds:
+            tracker.polls += 1
+
+    return ErasureService(
+        app.db.stores.erasures,
+        app.erasure_queue,
+        app.metrics,
+        ErasurePolicy(turn_budget_seconds=243),
+        app.clock,
+        sleep,
+        turns_in_flight=tracker,
+    )
+
+
+def test_given_turns_in_flight_when_the_job_runs_then_it_erases_once_they_have_ended(
+    app: FakeApp,
+) -> None:
+    session_id = app.session("cap-agent")
+    erasure = request(app, "erase")
+    held: list[bool] = []  # nothing is erased while it waits
+    tracker = TurnsInFlight(
+        app, {"a": 2, "b": 4}, on_call=lambda: held.append(app.db.holds_session(session_id))
+    )
+    sleeps: list[float] = []
+
+    done = waiting_service(app, tracker, sleeps).run(the_job(app, erasure))
+
+    assert done is not None and done.status == "done" and done.sessions_erased == 1
+    assert tracker.polls == 4 and all(held) and len(held) == 5
+    assert not app.db.holds_session(session_id)
+    # First a second and a half after the claims (and the index's two seconds).
+    assert sleeps[0] == 2.0
+
+
+def test_given_a_turn_that_never_ends_then_its_expiry_bounds_the_wait(app: FakeApp) -> None:
+    app.session("cap-gen")
+    erasure = request(app)
+    tracker = TurnsInFlight(app, {"killed": None}, expires_in=10)
+    sleeps: list[float] = []
+
+    done = waiting_service(app, tracker, sleeps).run(the_job(app, erasure))
+
+    assert done is not None and done.status == "done"
+    assert 7 <= tracker.polls <= 9  # about ten seconds from the request, then it stops counting
+
+
+def test_given_no_tracked_turns_then_the_job_waits_the_turn_budget(app: FakeApp) -> None:
+    app.session("cap-gen")
+    erasure = request(app)
+    sleeps: list[float] = []
+
+    done = waiting_service(app, None, sleeps).run(the_job(app, erasure))
+
+    assert done is not None and done.status == "done"
+    assert 243 in sleeps
+
+
+def test_given_an_end_user_without_sessions_then_the_job_waits_for_nothing(
+    app: FakeApp,
+) -> None:
+    erasure = request(app)
+    tracker = TurnsInFlight(app, {"elsewhere": None})
+    sleeps: list[float] = []
+
+    done = waiting_service(app, tracker, sleeps).run(the_job(app, erasure))
+
+    assert done is not None and done.status == "done" and done.sessions_erased == 0
+    assert tracker.polls == 0 and 243 not in sleeps
+
+
+def test_given_turns_outlasting_the_invocation_then_the_job_resumes_later(
+    app: FakeApp,
+) -> None:
+    session_id = app.session("cap-gen")
+    erasure = request(app)
+    tracker = TurnsInFlight(app, {"long": 30}, expires_in=300)
+    service = waiting_service(app, tracker, [])
+    ends = app.clock() + 40
+
+    with pytest.raises(ErasureIncomplete):
+        service.run(the_job(app, erasure), time_left=lambda: ends - app.clock())
+
+    assert app.container.erasures.get(WS, erasure.id).status == "running"
+    assert app.db.holds_session(session_id)  # claimed, not erased yet
+    done = service.run(the_job(app, erasure))
+    assert done is not None and done.status == "done" and not app.db.holds_session(session_id)

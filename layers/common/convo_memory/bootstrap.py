@@ -241,7 +241,13 @@ def build_services(
     )
     recorder = _recorder(adapters, trigger, monotonic, sleep)
     erasures = ErasureService(
-        stores.erasures, adapters.erasure_queue, metrics, _erasure_policy(settings), clock, sleep
+        stores.erasures,
+        adapters.erasure_queue,
+        metrics,
+        _erasure_policy(settings),
+        clock,
+        sleep,
+        turns_in_flight=adapters.turn_limiter.turns_in_flight,
     )
     sessions = SessionService(
         stores.sessions,
@@ -373,7 +379,7 @@ def _erasure_policy(settings: Settings) -> ErasurePolicy:
     # A deletion's sweep runs once no write in flight can land: DeletionGraceSeconds (at
     # least 360 s, longer than any function runs) or SQS's longest delay, 900 s.
     delay = min(MAX_QUEUE_DELAY_SECONDS, int(settings.deletion_grace_seconds))
-    return ErasurePolicy(sweep_delay_seconds=delay)
+    return ErasurePolicy(sweep_delay_seconds=delay, turn_budget_seconds=_turn_lifetime(settings))
 
 
 def _dynamo_turn_limiter(
@@ -388,15 +394,10 @@ def _dynamo_turn_limiter(
     )
     from convo_memory.adapters.dynamo.slow_turns import SlowTurnCap, SlowTurnLimiter, SlowTurns
     from convo_memory.adapters.dynamo.table import DynamoTable
-    from convo_memory.time_budget import RECORDING_MARGIN_SECONDS
 
     table = DynamoTable(dynamodb, settings.turn_limits_table_name)
     rated = settings.workspace_turns_per_second > 0
-    # No turn runs longer than a streamed one (the longest deadline, then its recording).
-    lifetime = (
-        max(settings.turn_deadline_seconds, settings.stream_turn_deadline_seconds)
-        + RECORDING_MARGIN_SECONDS
-    )
+    lifetime = _turn_lifetime(settings)
     slow = None
     if settings.workspace_max_slow_turns > 0:
         slow = SlowTurns(
@@ -417,6 +418,16 @@ def _dynamo_turn_limiter(
         clock,
         slow,
         min_item_seconds=lifetime if slow is not None else 0,
+    )
+
+
+def _turn_lifetime(settings: Settings) -> float:
+    """The longest a turn runs and writes: a streamed one's deadline, then its recording."""
+    from convo_memory.time_budget import RECORDING_MARGIN_SECONDS
+
+    return (
+        max(settings.turn_deadline_seconds, settings.stream_turn_deadline_seconds)
+        + RECORDING_MARGIN_SECONDS
     )
 
 

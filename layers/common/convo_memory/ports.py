@@ -263,6 +263,12 @@ class NullMetrics:
         return None
 
 
+# A workspace's slow turns in flight now (``TurnLimiter.turns_in_flight``): each by its
+# entry, with the epoch second it stops counting at the latest; None when they are not
+# tracked (the slow-turn cap is off).
+TurnsInFlight = Callable[[str], "Mapping[str, float] | None"]
+
+
 class TurnLimiter(Protocol):
     """Admits a workspace's next turn, or refuses it with ``RateLimited`` (429): over
     its rate, or with its cap of slow turns in flight. ``slow_turn`` wraps a turn's run:
@@ -273,6 +279,7 @@ class TurnLimiter(Protocol):
     def slow_turn(
         self, workspace_id: str, seconds_left: float | None = None
     ) -> AbstractContextManager[None]: ...
+    def turns_in_flight(self, workspace_id: str) -> Mapping[str, float] | None: ...
 
 
 class NoTurnLimit:
@@ -285,6 +292,9 @@ class NoTurnLimit:
         self, workspace_id: str, seconds_left: float | None = None
     ) -> AbstractContextManager[None]:
         return nullcontext()
+
+    def turns_in_flight(self, workspace_id: str) -> Mapping[str, float] | None:
+        return None
 
 
 # -- storage -----------------------------------------------------------------------------

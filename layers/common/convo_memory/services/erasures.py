@@ -14,7 +14,14 @@ and finally its head, counted on the receipt in the same transaction. Every step
 idempotent and conditional on the claim, so a job cut short after any write finishes on
 its next delivery with the same receipt; it reports ``failed`` only on its last delivery.
 
-**Writes in flight** (a turn, a summary, a repair that read the session before it was
+**Turns in flight** when the sessions were claimed (they read the session before it) are
+waited out before anything is erased, so that ``done`` leaves nothing of them: once a
+second and a half has passed since the claims, every such turn still running counts among
+the workspace's slow turns (``TurnsInFlight``, the slow-turn cap's set), and the job waits
+until those it saw have ended (or expired). Without that set (the cap off) it waits the
+longest a turn can run (``turn_budget_seconds``).
+
+**Other writes in flight** (a summary, a repair that read the session before it was
 claimed or deleted) can land after the sweep, until the longest of them ends (the
 streaming function's 300 s). No route reads them (the session is 404); a ``SweepJob``
 queued with a delay (``sweep_delay_seconds``: the deployment's DeletionGraceSeconds, at
@@ -36,7 +43,7 @@ from convo_memory.domain.errors import ErasureNotFound, StoreUnavailable
 from convo_memory.domain.ids import new_id
 from convo_memory.domain.jobs import MAX_SWEEP_SESSIONS, ErasureJob, SweepJob
 from convo_memory.domain.models import iso_at, parse_iso
-from convo_memory.ports import ErasureStore, MetricsPort, NullMetrics, QueuePort
+from convo_memory.ports import ErasureStore, MetricsPort, NullMetrics, QueuePort, TurnsInFlight
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +70,13 @@ class ErasurePolicy:
     sweep_delay_seconds: int = MAX_QUEUE_DELAY_SECONDS
     # A new chunk is started only while the invocation has at least this much time.
     min_seconds_left: float = 20.0
+    # A turn that read a session before its claim and still runs this long after the
+    # claim is among the workspace's slow turns (counted after one second).
+    in_flight_settle_seconds: float = 1.5
+    # How often the slow turns seen at the claim are looked at again, until they end.
+    in_flight_poll_seconds: float = 1.0
+    # The longest a turn can run and write: waited out when turns in flight are unknown.
+    turn_budget_seconds: float = 243.0
 
 
 class ErasureIncomplete(RuntimeError):
@@ -78,6 +92,7 @@ class ErasureService:
         policy: ErasurePolicy | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
+        turns_in_flight: TurnsInFlight | None = None,
     ) -> None:
         self._store = store
         self._queue = queue
@@ -85,6 +100,7 @@ class ErasureService:
         self._policy = policy or ErasurePolicy()
         self._clock = clock
         self._sleep = sleep
+        self._turns_in_flight = turns_in_flight
 
     # -- the routes -------------------------------------------------------------------
 
@@ -151,7 +167,9 @@ class ErasureService:
             self._metrics.count("ErasuresInFlight", 1)  # redriven from the DLQ
         erasure = before.model_copy(update={"status": "running", "finished_at": None})
         try:
-            self._erase_all(erasure, time_left, settle=True)
+            if self._claim_all(erasure):
+                self._wait_for_turns_in_flight(erasure, time_left)
+            self._erase_all(erasure, time_left)
             # The last sweep lists the end user once more, when writes in flight are over.
             self._send(
                 SweepJob(
@@ -187,7 +205,7 @@ class ErasureService:
         if job.recheck and job.erasure_id is not None:
             erasure = self._store.get_erasure(job.workspace_id, job.erasure_id)
             if erasure is not None:
-                late = self._erase_all(erasure, time_left, settle=False)
+                late = self._erase_all(erasure, time_left)
                 if late:
                     logger.warning(
                         "erasure %s: %d sessions shown late by the index, erased now",
@@ -212,14 +230,52 @@ class ErasureService:
 
     # -- the steps ----------------------------------------------------------------------
 
-    def _erase_all(
-        self, erasure: Erasure, time_left: Callable[[], float] | None, *, settle: bool
-    ) -> int:
-        """List and erase until a listing gives nothing more to erase (with ``settle``:
-        a listing late enough to show every session created before the request): how
-        many sessions were erased. A session another erasure holds is left to it."""
+    def _claim_all(self, erasure: Erasure) -> bool:
+        """Claim every session of the end user, the ones the index shows late included
+        (it has settled by ``index_settle_seconds`` after the request), and let a second
+        and a half pass since the last claim: whether there is any session to erase."""
+        policy = self._policy
+        listed = self._listed(erasure)
+        claimed_at = self._clock()
+        settled = parse_iso(erasure.created_at) + policy.index_settle_seconds
+        self._sleep(
+            max(0.0, max(settled, claimed_at + policy.in_flight_settle_seconds) - claimed_at)
+        )
+        late = self._listed(erasure)
+        if any(session.live for session in late):
+            self._sleep(policy.in_flight_settle_seconds)
+        return bool(listed or late)
+
+    def _listed(self, erasure: Erasure) -> list[SessionOfEndUser]:
+        """The end user's sessions, the live ones among them claimed now."""
+        listed = self._store.sessions_of(
+            erasure.workspace_id, erasure.external_ref, erasure.created_at
+        )
+        self._claim(erasure, [s for s in listed if s.live], until=None)
+        return listed
+
+    def _wait_for_turns_in_flight(
+        self, erasure: Erasure, time_left: Callable[[], float] | None
+    ) -> None:
+        """Wait until the workspace's slow turns now in flight have ended (or expired):
+        among them is every turn that read one of the sessions before its claim. Without
+        that set, wait the longest a turn can run."""
+        tracker, policy = self._turns_in_flight, self._policy
+        seen = tracker(erasure.workspace_id) if tracker is not None else None
+        if tracker is None or seen is None:
+            self._sleep(policy.turn_budget_seconds)
+            return
+        while seen:
+            if time_left is not None and time_left() < policy.min_seconds_left:
+                raise ErasureIncomplete(f"erasure {erasure.id}: turns still in flight")
+            self._sleep(policy.in_flight_poll_seconds)
+            now, current = self._clock(), tracker(erasure.workspace_id) or {}
+            seen = {turn: ends for turn, ends in seen.items() if turn in current and ends > now}
+
+    def _erase_all(self, erasure: Erasure, time_left: Callable[[], float] | None) -> int:
+        """List and erase until a listing gives nothing more to erase: how many sessions
+        were erased. A session another erasure holds is left to it."""
         erased = 0
-        settle_until = parse_iso(erasure.created_at) + self._policy.index_settle_seconds
         while True:
             listed = self._store.sessions_of(
                 erasure.workspace_id, erasure.external_ref, erasure.created_at
@@ -230,13 +286,8 @@ class ErasureService:
                     raise ErasureIncomplete(f"erasure {erasure.id}: out of time, resumes")
                 this_pass += self._erase_chunk(erasure, chunk)
             erased += this_pass
-            if this_pass:
-                continue
-            wait = settle_until - self._clock()
-            if not settle or wait <= 0:
+            if not this_pass:
                 return erased
-            self._sleep(wait)
-            settle = False
 
     def _erase_chunk(self, erasure: Erasure, chunk: Sequence[SessionOfEndUser]) -> int:
         """Claim, empty and remove a chunk of sessions: the sweep job for them is queued

@@ -43,7 +43,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
@@ -123,6 +123,10 @@ class WorkspaceRateLimiter:
         if self._slow is None:
             return nullcontext()
         return self._slow.watch(workspace_id, seconds_left)
+
+    def turns_in_flight(self, workspace_id: str) -> Mapping[str, float] | None:
+        """The workspace's slow turns in flight now (None: not tracked, the cap is off)."""
+        return None if self._slow is None else self._slow.in_flight(workspace_id)
 
     def admit(self, workspace_id: str) -> None:
         """Count the turn, or raise ``RateLimited`` (with ``Retry-After``) when the

@@ -182,6 +182,17 @@ class SlowTurns:
             return
         self._metrics.count("SlowTurnsExpired", len(expired))
 
+    def in_flight(self, workspace_id: str) -> dict[str, float]:
+        """The workspace's slow turns now (a consistent read), each with the epoch
+        second it stops counting."""
+        item = self._table.get({"id": s(workspace_id)})
+        now = self._clock()
+        return {
+            entry: float(entry_expiry(entry))
+            for entry in slow_entries(item)
+            if entry_expiry(entry) >= now
+        }
+
     # -- a turn ---------------------------------------------------------------------------
 
     @contextmanager
@@ -266,3 +277,7 @@ class SlowTurnLimiter:
     ) -> AbstractContextManager[None]:
         """The turn run inside this block counts as slow after its first second."""
         return self._slow.watch(workspace_id, seconds_left)
+
+    def turns_in_flight(self, workspace_id: str) -> Mapping[str, float] | None:
+        """The workspace's slow turns in flight now."""
+        return self._slow.in_flight(workspace_id)
