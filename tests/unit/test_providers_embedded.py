@@ -24,8 +24,8 @@ from convo_memory.adapters.registry import AdapterRegistry
 from convo_memory.domain.connections import EMBEDDED_CONNECTION, Connection, parse_connections
 from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.models import Message, ProviderConfig, Summary, ToolDigest, ToolSpec
-from convo_memory.domain.prompt import Prompt, build_prompt
-from convo_memory.ports import ModelStep, ToolDefinition, ToolReply, ToolRequest, ToolRound
+from convo_memory.domain.prompt import ChatMessage, Prompt, build_prompt
+from convo_memory.ports import ToolDefinition, ToolReply, ToolRequest, ToolRound
 
 
 def history(*contents: str) -> list[Message]:
@@ -212,9 +212,8 @@ def test_agent_plans_a_built_in_after_the_webhooks_as_before() -> None:
         ("track_parcel", {"query": "track_parcel order 12345"}),
         ("lookup_order", {"orderId": "12345"}),
     ]
-    assert EmbeddedAgentProvider().step(turn("hello"), (), definitions("track"), timeout=5) == (
-        ModelStep('You said: "hello". I remember 0 earlier messages.')
-    )
+    step = EmbeddedAgentProvider().step(turn("hello"), (), definitions("track"), timeout=5)
+    assert (step.text, step.requests) == ('You said: "hello". I remember 0 earlier messages.', ())
 
 
 def test_agent_answers_quoting_what_its_tools_returned() -> None:
@@ -362,3 +361,19 @@ def test_adapter_registry_reuses_adapters_per_config() -> None:
     assert registry.provider(ProviderConfig(), "classic") is not first
     # Bounded: the least recently used entry was evicted.
     assert registry.provider(ProviderConfig(), "generative") is not first
+
+
+def test_the_embedded_models_estimate_their_usage_at_four_characters_a_token() -> None:
+    prompt = Prompt(system="s" * 40, messages=(ChatMessage("user", "u" * 21),), user_input="u")
+    chat = EmbeddedChatProvider().complete(prompt)
+    step = EmbeddedAgentProvider().step(prompt, (), (), timeout=5)
+    agent = EmbeddedAgentProvider().complete(prompt)
+
+    for text, usage in (
+        (chat.text, chat.usage),
+        (step.text, step.usage),
+        (agent.text, agent.usage),
+    ):
+        assert usage is not None
+        assert usage.input_tokens == 16  # 61 characters: 15.25 tokens, rounded up
+        assert usage.output_tokens == -(-len(text) // 4) > 0

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from convo_memory.domain.erasures import Erasure, ErasureStatus, SessionOfEndUser
-from convo_memory.domain.generation import FinishReason
+from convo_memory.domain.generation import FinishReason, estimated_tokens
 from convo_memory.domain.models import Capability, Message, Principal, Session, Summary
 from convo_memory.domain.prompt import Prompt
 from convo_memory.domain.recall import RecallSource
@@ -51,6 +51,13 @@ class TokenUsage:
     output_tokens: int
     cached_input_tokens: int = 0
     cache_write_input_tokens: int = 0
+
+    @classmethod
+    def estimated(cls, prompt: Prompt, answer: str) -> TokenUsage:
+        """What a call is estimated to use when its model counts no tokens: the prompt's
+        and the answer's characters, about four a token."""
+        sent = len(prompt.system) + sum(len(message.content) for message in prompt.messages)
+        return cls(estimated_tokens(sent), estimated_tokens(len(answer)))
 
     def plus(self, other: TokenUsage | None) -> TokenUsage:
         """Both calls' tokens (an agent turn's model calls, added up)."""

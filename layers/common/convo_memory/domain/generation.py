@@ -8,11 +8,21 @@ gives none."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 # Why a model stopped writing: it finished, or it reached its output token limit.
 FinishReason = Literal["stop", "length"]
+# What a model that counts no tokens is said to use: about four characters a token (the
+# usual figure for English text in OpenAI's and Anthropic's tokenizers).
+CHARS_PER_TOKEN = 4
+
+
+def estimated_tokens(chars: int) -> int:
+    """The tokens ``chars`` characters of text are estimated to make (at least one for
+    any text)."""
+    return math.ceil(max(0, chars) / CHARS_PER_TOKEN)
 
 
 @dataclass(frozen=True)

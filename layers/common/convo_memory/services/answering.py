@@ -20,6 +20,7 @@ from convo_memory.ports import (
     MetricsPort,
     ModelProvider,
     RunStore,
+    TokenUsage,
     Toolbox,
     ToolCall,
     ToolCallContext,
@@ -96,7 +97,7 @@ class Answerer:
             # Every turn of the conversation: one prompt-cache routing key for them all.
             prompt = replace(prompt, lineage=lineage_of(session))
         if capability.kind != "agent":
-            completion = self._generate(capability, prompt, sink, deadline)
+            completion = with_usage(self._generate(capability, prompt, sink, deadline), prompt)
             output, withheld = self._filtered(capability, completion.text, sink)
             return Answer(completion, output, withheld, None)
         run_id = new_id("run")
@@ -111,7 +112,7 @@ class Answerer:
         calls: list[ToolCall] = []
         try:
             run = self._agent(capability, prompt, sink, context, deadline, on_tool, calls)
-            completion = Completion(run.text, run.calls, run.usage)
+            completion = with_usage(Completion(run.text, run.calls, run.usage), prompt)
             output, withheld = self._filtered(capability, completion.text, sink)
         except Exception:
             # The tools that did run stay on record, even when the turn fails.
@@ -297,3 +298,12 @@ def _trace_step(call: ToolCall) -> dict[str, Any]:
         "startedAt": call.started_at,
         "durationMs": call.duration_ms,
     }
+
+
+def with_usage(completion: Completion, prompt: Prompt) -> Completion:
+    """``completion`` with the tokens it used: as its model reported them, else estimated
+    (about four characters a token), so that every answer can say (some clients fail
+    without ``usage``)."""
+    if completion.usage is not None:
+        return completion
+    return replace(completion, usage=TokenUsage.estimated(prompt, completion.text))

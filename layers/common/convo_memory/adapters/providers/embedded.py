@@ -28,6 +28,7 @@ from convo_memory.ports import (
     Completion,
     ModelStep,
     TextSink,
+    TokenUsage,
     ToolCall,
     ToolDefinition,
     ToolReply,
@@ -142,7 +143,8 @@ class EmbeddedChatProvider(_EmbeddedBase):
 
     def complete(self, prompt: Prompt) -> Completion:
         self._check_fail()
-        return Completion(text=f'You said: "{latest_input(prompt)}". {memory_note(prompt)}')
+        text = f'You said: "{latest_input(prompt)}". {memory_note(prompt)}'
+        return Completion(text=text, usage=TokenUsage.estimated(prompt, text))
 
 
 # --- the agent ----------------------------------------------------------------------
@@ -249,12 +251,12 @@ class EmbeddedAgentProvider(_EmbeddedBase):
         if not rounds and not final:
             requests = plan_tool_requests(latest_input(prompt), tools)
             if requests:
-                return ModelStep("", requests)
+                return ModelStep("", requests, TokenUsage.estimated(prompt, ""))
         text = self._answer(prompt, rounds)
         if on_text is not None:
             for piece in self._pieces(text):
                 on_text(piece)
-        return ModelStep(text)
+        return ModelStep(text, usage=TokenUsage.estimated(prompt, text))
 
     def _pieces(self, text: str) -> Iterator[str]:
         for index, piece in enumerate(split_chunks(text)):
@@ -283,7 +285,8 @@ class EmbeddedAgentProvider(_EmbeddedBase):
         offered = [BUILTIN_DEFINITIONS[name] for name in self.tools if name in BUILTIN_DEFINITIONS]
         requests = plan_tool_requests(latest_input(prompt), offered)
         if not requests:
-            return Completion(text=self._answer(prompt, ()))
+            text = self._answer(prompt, ())
+            return Completion(text=text, usage=TokenUsage.estimated(prompt, text))
         calls: list[ToolCall] = []
         replies: list[ToolReply] = []
         for request in requests:
@@ -294,4 +297,4 @@ class EmbeddedAgentProvider(_EmbeddedBase):
             calls.append(ToolCall(request.name, request.input, output, started_at, duration_ms))
             replies.append(ToolReply(request.call_id, request.name, output))
         text = self._answer(prompt, (ToolRound("", requests, tuple(replies)),))
-        return Completion(text=text, tool_calls=tuple(calls))
+        return Completion(text, tuple(calls), TokenUsage.estimated(prompt, text))
