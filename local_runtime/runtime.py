@@ -569,6 +569,10 @@ class LocalRuntime:
             os.environ["WORKSPACE_TURN_BURST"] = self.config.workspace_turn_burst
         if self.config.workspace_max_slow_turns:
             os.environ["WORKSPACE_MAX_SLOW_TURNS"] = self.config.workspace_max_slow_turns
+        # The emulation has no Bedrock: a guardrail is refused at creation (422) rather
+        # than withholding every answer, unless Bedrock itself is named.
+        if not os.environ.get("AWS_ENDPOINT_URL_BEDROCK_RUNTIME"):
+            os.environ["BEDROCK_AVAILABLE"] = "false"
         # A turn the repair queue does not take goes to RepairFunction as an asynchronous
         # invocation: the functions' Lambda clients call this runtime's Lambda API port.
         if self.lambda_api is not None:

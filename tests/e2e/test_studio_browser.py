@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -251,7 +252,10 @@ def test_a_generative_conversation_streams_into_the_transcript_with_its_context(
     page.get_by_role("button", name="New conversation").click()
     expect(log.locator(".msg")).to_have_count(0)
     recent = page.get_by_role("navigation", name="Recent conversations")
-    recent.get_by_role("button", name="4 messages").first.click()
+    # Each entry starts with the conversation's first words: two look different.
+    reopen = recent.get_by_role("button", name="4 messages").first
+    expect(reopen).to_have_text(re.compile(r"^Hello studio \u00b7 .* \u00b7 4 messages$"))
+    reopen.click()
     expect(log.locator(".msg")).to_have_count(4)
     expect(log.locator(".msg").first).to_contain_text("Hello studio")
     expect(context).to_contain_text("user: Hello studio")

@@ -15,6 +15,8 @@
   const RECENT_PER_CAPABILITY = 20;
   const SESSION_PAGE_SIZE = 100;
   const SESSION_PAGES_PER_LOAD = 5;
+  // A conversation the page opens keeps its first words (metadata.title) for the list.
+  const TITLE_CHARS = 60;
 
   const $ = (id) => document.getElementById(id);
   const ui = {
@@ -183,6 +185,12 @@
   function when(iso) {
     const date = new Date(iso);
     return Number.isNaN(date.getTime()) ? String(iso) : date.toLocaleString();
+  }
+
+  // The first words of a message, on one line, cut to TITLE_CHARS (an ellipsis marks it).
+  function firstWords(text) {
+    const flat = text.replace(/\s+/g, " ").trim();
+    return flat.length <= TITLE_CHARS ? flat : `${flat.slice(0, TITLE_CHARS - 1)}\u2026`;
   }
 
   // ------------------------------------------------------------------ HTTP
@@ -540,9 +548,10 @@
   }
 
   function sessionButton(session) {
-    const label = `${when(session.createdAt)} \u00b7 ${session.messageCount} messages${
-      session.status === "archived" ? " \u00b7 archived" : ""
-    }`;
+    const title = session.metadata && typeof session.metadata.title === "string" ? session.metadata.title : "";
+    const label = `${title ? `${title} \u00b7 ` : ""}${when(session.createdAt)} \u00b7 ${
+      session.messageCount
+    } messages${session.status === "archived" ? " \u00b7 archived" : ""}`;
     const button = el("button", { type: "button", "data-session-id": session.id, text: label });
     button.addEventListener("click", () => openSession(session).catch(showError));
     return el("li", {}, button);
@@ -678,6 +687,7 @@
           capabilityId: cap.id,
           externalRef: EXTERNAL_REF,
           principal: null,
+          metadata: { title: firstWords(input) },
         });
         if (generation !== state.generation) return;
         state.sessionId = session.id;

@@ -231,6 +231,7 @@ def build_services(
         connections=settings.provider_connections,
         tool_urls=adapters.tools.policy,
         sealer=adapters.tools.sealer,
+        bedrock_available=settings.bedrock_available,
     )
     trigger = SummaryTrigger(
         adapters.summary_queue,

@@ -85,6 +85,9 @@ class Settings(BaseModel):
     # Turns of one workspace that have run for more than a second, in flight at once
     # (0: no cap). At most 32: the counter item stays one write unit.
     workspace_max_slow_turns: int = Field(default=8, ge=0, le=32)
+    # Whether Amazon Bedrock can be called (the local runtime's emulation has none): a
+    # Bedrock guardrail is refused at a capability's creation without it.
+    bedrock_available: bool = True
     # What IAM lets the functions read. None (variable absent): not checked, e.g. locally.
     provider_secret_arns: tuple[str, ...] | None = None
     provider_parameter_names: tuple[str, ...] | None = None
@@ -221,6 +224,7 @@ class Settings(BaseModel):
             "workspace_turns_per_second": "WORKSPACE_TURNS_PER_SECOND",
             "workspace_turn_burst": "WORKSPACE_TURN_BURST",
             "workspace_max_slow_turns": "WORKSPACE_MAX_SLOW_TURNS",
+            "bedrock_available": "BEDROCK_AVAILABLE",
             "cursor_signing_key": "CURSOR_SIGNING_KEY",
             "cursor_key_secret_arn": "CURSOR_KEY_SECRET_ARN",
         }

@@ -250,9 +250,18 @@ class Capability(ApiModel):
             return {**value, "provider": upgrade_stored_provider(value["provider"])}
         return value
 
+    def to_json_dict(self) -> dict[str, Any]:
+        """The capability as the API shows it: a conversational one without ``replay``
+        shows the policy its turns use, the defaults (``null`` would say nothing)."""
+        shown = super().to_json_dict()
+        if self.conversational and shown.get("replay") is None:
+            shown["replay"] = self.replay_policy.to_json_dict()
+        return shown
+
     def to_stored_dict(self) -> dict[str, Any]:
-        """What a capability store keeps: the API form plus the encrypted tool secret."""
-        stored = self.to_json_dict()
+        """What a capability store keeps: the API form (without ``replay`` when none was
+        given, so a capability follows the defaults) plus the encrypted tool secret."""
+        stored = super().to_json_dict()
         if self.tool_secret_ciphertext is not None:
             stored["toolSecretCiphertext"] = self.tool_secret_ciphertext
         return stored

@@ -52,13 +52,16 @@ class CapabilityCatalog:
         connections: ProviderConnections | None = None,
         tool_urls: ToolUrlPolicy | None = None,
         sealer: SecretSealer | None = None,
+        bedrock_available: bool = True,
     ) -> None:
         """``tool_urls`` decides which webhook URLs may be declared (none without it);
-        ``sealer`` encrypts webhook signing secrets (no webhook tools without it)."""
+        ``sealer`` encrypts webhook signing secrets (no webhook tools without it);
+        without ``bedrock_available`` (the local runtime), no Bedrock guardrail."""
         self._store = store
         self.connections = connections or ProviderConnections.embedded_only()
         self._tool_urls = tool_urls
         self._sealer = sealer
+        self._bedrock_available = bedrock_available
         self._ttl = cache_ttl_seconds
         self._clock = clock
         self._cache: dict[tuple[str, str], tuple[float, Capability]] = {}
@@ -83,6 +86,15 @@ class CapabilityCatalog:
         for index, tool in enumerate(body.tools):
             if tool.url is not None:
                 self._check_tool_url(index, tool.url)
+        guardrail = body.content_filter is not None and body.content_filter.type != "embedded"
+        if guardrail and not self._bedrock_available:
+            # It could never check an answer: every answer would be withheld.
+            raise _invalid(
+                ["contentFilter", "type"],
+                "a bedrock-guardrail filter needs Amazon Bedrock, which this deployment "
+                "cannot reach (the local runtime has none unless AWS_ENDPOINT_URL_BEDROCK_"
+                "RUNTIME points at it); use an embedded filter",
+            )
         capability_id = cap_id or new_id("cap")
         secret = ciphertext = None
         if body.webhook_tools:
@@ -107,22 +119,13 @@ class CapabilityCatalog:
             else "this deployment calls no webhook tools"
         )
         if problem is not None:
-            raise ValidationFailed(
-                f"tools.{index}.url: {problem}",
-                details=[
-                    {"loc": ["tools", str(index), "url"], "msg": problem, "type": "value_error"}
-                ],
-            )
+            raise _invalid(["tools", str(index), "url"], problem)
 
     def _check_provider(self, provider: ProviderConfig, where: str) -> None:
         problem = provider_problem(self.connections, provider.connection, provider.model_id)
         if problem is not None:
             field, message = problem
-            loc = [*where.split("."), field]
-            raise ValidationFailed(
-                f"{where}.{field}: {message}",
-                details=[{"loc": loc, "msg": message, "type": "value_error"}],
-            )
+            raise _invalid([*where.split("."), field], message)
 
     def providers(self) -> list[dict[str, Any]]:
         """The connections a capability may name: ``{connection, type, models}`` each,
@@ -143,6 +146,14 @@ class CapabilityCatalog:
 
     def list_all(self, workspace_id: str) -> list[Capability]:
         return self._store.list_capabilities(workspace_id)
+
+
+def _invalid(loc: list[str], message: str) -> ValidationFailed:
+    """``422 validation_error`` for the field at ``loc``."""
+    return ValidationFailed(
+        f"{'.'.join(loc)}: {message}",
+        details=[{"loc": loc, "msg": message, "type": "value_error"}],
+    )
 
 
 class RunTraces:
