@@ -16,6 +16,8 @@ attributes, which tests set before calling:
   set: usage that depends on the request), and of a stream's last chunk (``choices: []``)
   when the request asks with ``stream_options.include_usage``, as OpenAI does; none when
   both are unset;
+- ``tls``: a server-side ``ssl.SSLContext``: the server speaks HTTPS (its ``port`` is
+  the one to reach, by whatever name its certificate names);
 - ``script``: replies for the next requests, one each, streamed or not as asked:
   ``Turn(content, tool_calls)`` with ``tool_calls`` as ``(id, name, arguments JSON)``; a
   streamed reply sends each call's arguments in pieces of ``piece_chars`` characters
@@ -29,6 +31,7 @@ attributes, which tests set before calling:
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -79,6 +82,7 @@ class FakeOpenAIServer:
     first_chunk_sent: threading.Event = field(default_factory=threading.Event)
     gate_timed_out: bool = False
     refuse_fields: tuple[str, ...] = ()
+    tls: ssl.SSLContext | None = None
     _server: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
 
@@ -91,9 +95,13 @@ class FakeOpenAIServer:
         ]
 
     @property
-    def base_url(self) -> str:
+    def port(self) -> int:
         assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        return int(self._server.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self) -> FakeOpenAIServer:
         fake = self
@@ -247,6 +255,8 @@ class FakeOpenAIServer:
                 self.wfile.write(b"0\r\n\r\n")
 
         self._server = QuietServer(("127.0.0.1", 0), Handler)
+        if self.tls is not None:
+            self._server.socket = self.tls.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         return self

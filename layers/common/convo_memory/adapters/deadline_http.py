@@ -9,12 +9,17 @@ every read of the status line, the headers and the body each get only the time l
 and ``TimeoutError`` is raised once none is left.
 
 Standard library only; shared by the webhook tools and the OpenAI-compatible provider.
-One request per connection (never reused), no proxy, no redirect handling: callers get
-the status and decide.
+One request per connection (never reused), no redirect handling: callers get the status
+and decide. A ``Proxy`` (``proxy_for``: the operator's ``HTTPS_PROXY``, ``HTTP_PROXY``
+and ``NO_PROXY``) is reached within the same deadline: an https endpoint through a
+``CONNECT`` tunnel (the certificate still verified for the endpoint's host), an http one
+by sending the request to the proxy. The webhook tools never use one: their URL policy
+checks the address they connect to.
 """
 
 from __future__ import annotations
 
+import base64
 import http.client
 import io
 import ipaddress
@@ -22,8 +27,14 @@ import socket
 import ssl
 import threading
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
+
+# The standard library's reading of NO_PROXY (undocumented, so not in the stubs).
+from urllib.request import proxy_bypass_environment  # type: ignore[attr-defined]
 
 T = TypeVar("T")
 
@@ -65,6 +76,51 @@ class Deadline:
 
 class BodyTooLarge(Exception):
     """A response body is larger than the caller's limit."""
+
+
+@dataclass(frozen=True)
+class Proxy:
+    """An HTTP proxy: where it listens, and its ``Proxy-Authorization`` (from the
+    proxy URL's user and password, never logged)."""
+
+    host: str
+    port: int
+    authorization: str | None = None
+
+    def __repr__(self) -> str:  # never show the credentials
+        return f"Proxy({self.host!r}, {self.port})"
+
+
+def proxy_for(url: str) -> Proxy | None:
+    """The proxy the environment names for ``url``: ``HTTPS_PROXY`` for an https URL,
+    ``HTTP_PROXY`` for an http one (either case), unless ``NO_PROXY`` lists its host; a
+    loopback host never goes through one. Only ``http://`` proxies (``ValueError`` for
+    another scheme, which the operator must fix)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    proxies = urllib.request.getproxies_environment()
+    chosen = proxies.get(parts.scheme)
+    if not chosen or _loopback(host) or proxy_bypass_environment(host, proxies):
+        return None
+    proxy = urllib.parse.urlsplit(chosen if "://" in chosen else f"http://{chosen}")
+    if proxy.scheme != "http" or not proxy.hostname:
+        raise ValueError(f"{parts.scheme}_proxy must be an http:// proxy URL")
+    authorization = None
+    if proxy.username is not None:
+        user = urllib.parse.unquote(proxy.username)
+        password = urllib.parse.unquote(proxy.password or "")
+        token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+        authorization = f"Basic {token}"
+    return Proxy(proxy.hostname, proxy.port or 80, authorization)
+
+
+def _loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def within(deadline: Deadline, work: Callable[[], T], what: str = "the call") -> T:
@@ -222,17 +278,26 @@ class DeadlineConnection(http.client.HTTPConnection):
         *,
         addresses: Sequence[str] | None = None,
         tls: ssl.SSLContext | None = None,
+        proxy: Proxy | None = None,
     ) -> None:
         super().__init__(host, port)
         self.deadline = deadline
         self._addresses = list(addresses) if addresses else None
         self._tls = tls
+        self._proxy = proxy
         self.default_port = 443 if tls is not None else 80  # for the Host header
 
     def connect(self) -> None:
-        addresses = self._addresses or resolve(self.host, self.port, self.deadline)
-        sock = connect(addresses, self.port, self.deadline)
+        proxy = self._proxy
+        if proxy is not None:
+            found = resolve(proxy.host, proxy.port, self.deadline)
+            sock = connect(found, proxy.port, self.deadline)
+        else:
+            addresses = self._addresses or resolve(self.host, self.port, self.deadline)
+            sock = connect(addresses, self.port, self.deadline)
         try:
+            if proxy is not None and self._tls is not None:
+                _open_tunnel(_DeadlineSocket(sock, self.deadline), self.host, self.port, proxy)
             if self._tls is not None:
                 # The handshake is one operation: its timeout bounds all of it.
                 sock.settimeout(self.deadline.timeout())
@@ -241,6 +306,24 @@ class DeadlineConnection(http.client.HTTPConnection):
             sock.close()
             raise
         self.sock = _DeadlineSocket(sock, self.deadline)
+
+
+def _open_tunnel(sock: _DeadlineSocket, host: str, port: int, proxy: Proxy) -> None:
+    """``CONNECT host:port`` through ``proxy`` on ``sock``, its answer read by the
+    deadline; ``OSError`` unless the proxy opens the tunnel (2xx)."""
+    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    lines = [f"CONNECT {target} HTTP/1.1", f"Host: {target}"]
+    if proxy.authorization:
+        lines.append(f"Proxy-Authorization: {proxy.authorization}")
+    sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("ascii"))
+    # Nothing follows the proxy's answer until the client speaks: no read runs ahead.
+    answer = http.client.HTTPResponse(sock, method="CONNECT")  # type: ignore[arg-type]
+    try:
+        answer.begin()
+    finally:
+        answer.close()
+    if not 200 <= answer.status < 300:
+        raise OSError(f"the proxy did not open a tunnel (HTTP {answer.status})")
 
 
 class Exchange:
@@ -293,14 +376,22 @@ def send(
     *,
     addresses: Sequence[str] | None = None,
     tls: ssl.SSLContext | None = None,
+    proxy: Proxy | None = None,
 ) -> Exchange:
-    """Send one request and read its response's head, all within ``deadline``.
+    """Send one request and read its response's head, all within ``deadline`` (through
+    ``proxy`` when given).
 
     Raises ``TimeoutError`` when the deadline passes, else ``OSError`` or
     ``http.client.HTTPException`` for what went wrong on the way."""
-    connection = DeadlineConnection(host, port, deadline, addresses=addresses, tls=tls)
+    connection = DeadlineConnection(host, port, deadline, addresses=addresses, tls=tls, proxy=proxy)
+    headers = {**headers, "Connection": "close"}
+    if proxy is not None and tls is None:
+        # Plain http goes to the proxy itself: the request names the whole URL.
+        path = f"http://{host}:{port}{path}"
+        if proxy.authorization:
+            headers["Proxy-Authorization"] = proxy.authorization
     try:
-        connection.request(method, path, body=body, headers={**headers, "Connection": "close"})
+        connection.request(method, path, body=body, headers=headers)
         response = connection.getresponse()
     except BaseException:
         connection.close()

@@ -7,7 +7,8 @@ whole exchange (name resolution, connect, TLS, the status line, each header, the
 no text the provider sent reaches an error (it is logged, with every part of the key
 hidden), and a failure to connect says only that the provider could not be reached (not
 why: refused, filtered, timed out).
-Proxy variables (``HTTPS_PROXY``) are not used: the endpoint is reached directly.
+The operator's ``HTTPS_PROXY`` / ``HTTP_PROXY`` (and ``NO_PROXY``) are honoured, within
+the same one deadline (``deadline_http.proxy_for``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,14 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NoReturn
 
-from convo_memory.adapters.deadline_http import BodyTooLarge, Deadline, Exchange, send
+from convo_memory.adapters.deadline_http import (
+    BodyTooLarge,
+    Deadline,
+    Exchange,
+    Proxy,
+    proxy_for,
+    send,
+)
 from convo_memory.domain.errors import ProviderError
 
 logger = logging.getLogger(__name__)
@@ -111,6 +119,7 @@ class ChatCompletionsEndpoint:
         self._port = parts.port or (443 if parts.scheme == "https" else 80)
         self._path = parts.path + (f"?{parts.query}" if parts.query else "")
         self._https = parts.scheme == "https"
+        self._proxy = _proxy(url)
         self._api_key = api_key
         # Every key this endpoint has sent: error texts never repeat any part of them.
         self._sent_keys: set[str] = set()
@@ -159,6 +168,7 @@ class ChatCompletionsEndpoint:
                 headers,
                 deadline,
                 tls=_tls_context() if self._https else None,
+                proxy=self._proxy,
             )
         except (OSError, http.client.HTTPException) as exc:
             self._fail_io(exc)
@@ -240,6 +250,18 @@ class ChatCompletionsEndpoint:
                 yield self._parse_event(data)
             if not raw_line:
                 break  # end of body
+
+
+def _proxy(url: str) -> Proxy | None:
+    """The operator's proxy for ``url``; a proxy setting that is no ``http://`` URL fails
+    the call (logged, naming the variable) rather than going around it."""
+    try:
+        return proxy_for(url)
+    except ValueError as exc:
+        logger.error("invalid proxy setting: %s", exc)
+        raise ProviderError(
+            "Model provider error: the deployment's proxy setting is not an http:// URL."
+        ) from None
 
 
 def _error_detail(body: Any) -> str:
