@@ -29,7 +29,7 @@ def clean_machine(tmp_path: Path) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: path.parent.name or "README")
+@pytest.mark.parametrize("document", DOCUMENTS, ids=["README", "events-README"])
 def test_the_documented_lambda_invoke_runs_verbatim_without_aws_configuration(
     local_runtime: RuntimeProcess, tmp_path: Path, document: Path
 ) -> None:
