@@ -33,36 +33,19 @@ def _scenarios(rate: int, burst: int) -> dict[str, list[float]]:
 
 
 def rate_limit_figure(progress: Callable[[str], None]) -> dict[str, Any]:
-    import boto3
-    from moto import mock_aws
-
     from bench.capacity import CapacityMeter, TableSpec
     from convo_memory.adapters.dynamo.rate_limit import RateLimit, WorkspaceRateLimiter
     from convo_memory.adapters.dynamo.table import DynamoTable
     from convo_memory.domain.errors import RateLimited
     from local_runtime.aws_resources import DEFAULT_TEMPLATE, load_template, parameter_defaults
     from tests.fakes.adapters import FakeClock, FakeMetrics
+    from tests.support.turn_limits import turn_limits_table
 
     defaults = parameter_defaults(load_template(DEFAULT_TEMPLATE))
     limit = RateLimit(int(defaults["WorkspaceTurnsPerSecond"]), int(defaults["WorkspaceTurnBurst"]))
     progress("the turn rate limit's DynamoDB cost")
     rows = []
-    with mock_aws():
-        client, side = (
-            boto3.client(
-                "dynamodb",
-                region_name="us-east-1",
-                aws_access_key_id="bench",
-                aws_secret_access_key="bench",
-            )
-            for _ in range(2)
-        )
-        client.create_table(
-            TableName="limits",
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+    with turn_limits_table("limits") as (client, side):
         meter = CapacityMeter(client, side, {"limits": TableSpec(("id",))})
         for index, (label, arrivals) in enumerate(_scenarios(int(limit.rate), limit.burst).items()):
             clock = FakeClock()

@@ -137,31 +137,14 @@ class _Tenant:
 def _units() -> dict[str, float]:
     """Write units of the rate limit's item: a fast turn, and a slow turn (admission,
     its entry after a second, its removal at the end)."""
-    import boto3
-    from moto import mock_aws
-
     from bench.capacity import CapacityMeter, TableSpec
     from convo_memory.adapters.dynamo.rate_limit import RateLimit, WorkspaceRateLimiter
     from convo_memory.adapters.dynamo.slow_turns import SlowTurnCap, SlowTurns
     from convo_memory.adapters.dynamo.table import DynamoTable
     from tests.fakes.adapters import FakeClock, FakeMetrics, ManualTimers
+    from tests.support.turn_limits import turn_limits_table
 
-    with mock_aws():
-        client, side = (
-            boto3.client(
-                "dynamodb",
-                region_name="us-east-1",
-                aws_access_key_id="bench",
-                aws_secret_access_key="bench",
-            )
-            for _ in range(2)
-        )
-        client.create_table(
-            TableName="limits",
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+    with turn_limits_table("limits") as (client, side):
         table, clock, timers = DynamoTable(client, "limits"), FakeClock(), ManualTimers()
         slow = SlowTurns(
             table,

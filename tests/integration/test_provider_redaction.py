@@ -18,7 +18,7 @@ from tests.support.agent_api import stream_url_door
 from tests.support.chat_door import chat_body, chat_http, chat_stream_door, user
 from tests.support.inprocess_api import InProcessApi, inprocess_stack, new_workspace
 from tests.support.sse import parse_sse
-from tests.support.tenants import Tenant, open_session
+from tests.support.tenants import Tenant, connection_capability, open_session
 
 KEY = "sk-proj-Tq7vXw2LmN9pRs4uYz6bHc8dJf0gKe1aQ3iOo5tUy7rEw9Zx"
 FRAGMENT = 6
@@ -51,9 +51,7 @@ def key_fragments_in(text: str) -> list[str]:
 
 
 @pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAIServer]:
-    for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
-        monkeypatch.delenv(name, raising=False)
+def fake() -> Iterator[FakeOpenAIServer]:
     with FakeOpenAIServer() as server:
         yield server
 
@@ -78,14 +76,7 @@ def tenant(api: InProcessApi) -> Tenant:
 
 @pytest.fixture
 def capability(api: InProcessApi, tenant: Tenant) -> str:
-    body = {
-        "name": "assistant",
-        "kind": "generative",
-        "provider": {"connection": CONNECTION, "modelId": "m"},
-    }
-    created = api.call("POST", "/v1/capabilities", token=tenant.token, json_body=body)
-    assert created.status == 201, created.body
-    return str(created.body["id"])
+    return connection_capability(api, tenant, CONNECTION)
 
 
 # A door: (status, headers and body as text) for one turn saying "hello".

@@ -7,34 +7,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from convo_memory.adapters.dynamo.rate_limit import RateLimit, WorkspaceRateLimiter
 from convo_memory.adapters.dynamo.table import DynamoTable
 from convo_memory.domain.errors import RateLimited
 from tests.fakes.adapters import FakeClock, FakeMetrics
 from tests.support.dynamo_meter import DynamoMeter
-
-TABLE = "turn-limits"
+from tests.support.turn_limits import TABLE, turn_limits_table
 
 
 @pytest.fixture
 def client() -> Iterator[Any]:
-    with mock_aws():
-        dynamodb = boto3.client(
-            "dynamodb",
-            region_name="us-east-1",
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-        )
-        dynamodb.create_table(
-            TableName=TABLE,
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+    with turn_limits_table() as (dynamodb, _):
         yield dynamodb
 
 

@@ -11,9 +11,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from bench.capacity import CapacityMeter, TableSpec
 from convo_memory.adapters.dynamo.rate_limit import RateLimit, WorkspaceRateLimiter
@@ -28,31 +26,16 @@ from convo_memory.adapters.dynamo.table import DynamoTable
 from convo_memory.domain.errors import RateLimited
 from tests.fakes.adapters import FakeClock, FakeMetrics, ManualTimers
 from tests.support.faults import dynamodb_error, inject
+from tests.support.turn_limits import TABLE, turn_limits_table
 
-TABLE = "turn-limits"
 CAP = 3
 LIFETIME = 300.0
 
 
 @pytest.fixture
 def clients() -> Iterator[tuple[Any, Any]]:
-    with mock_aws():
-        client, side = (
-            boto3.client(
-                "dynamodb",
-                region_name="us-east-1",
-                aws_access_key_id="testing",
-                aws_secret_access_key="testing",
-            )
-            for _ in range(2)
-        )
-        client.create_table(
-            TableName=TABLE,
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
-        yield client, side
+    with turn_limits_table() as both:
+        yield both
 
 
 @pytest.fixture

@@ -25,13 +25,11 @@ from tests.support.chat_door import (
     user,
 )
 from tests.support.inprocess_api import InProcessApi, inprocess_stack, new_workspace
-from tests.support.tenants import Tenant
+from tests.support.tenants import Tenant, connection_capability
 
 
 @pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAIServer]:
-    for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
-        monkeypatch.delenv(name, raising=False)
+def fake() -> Iterator[FakeOpenAIServer]:
     with FakeOpenAIServer(reply="Counted by the model.") as server:
         yield server
 
@@ -83,18 +81,7 @@ def test_an_embedded_answer_carries_its_estimated_usage(
 def test_a_provider_that_counts_is_reported_as_it_counted_and_one_that_does_not_is_estimated(
     api: InProcessApi, tenant: Tenant, fake: FakeOpenAIServer
 ) -> None:
-    created = api.call(
-        "POST",
-        "/v1/capabilities",
-        token=tenant.token,
-        json_body={
-            "name": "remote",
-            "kind": "generative",
-            "provider": {"connection": "remote", "modelId": "m"},
-        },
-    )
-    assert created.status == 201, created.body
-    model = created.body["id"]
+    model = connection_capability(api, tenant, "remote")
 
     fake.usage = {"prompt_tokens": 321, "completion_tokens": 7, "total_tokens": 328}
     _, counted = answered(chat_http(api, tenant, chat_body(model, user("hello"))))

@@ -16,6 +16,21 @@ class Tenant:
     token: str
 
 
+def connection_capability(
+    api: InProcessApi, tenant: Tenant, connection: str, model: str = "m", **extra: Any
+) -> str:
+    """A generative capability of ``tenant`` on the operator's ``connection``: its id."""
+    body = {
+        "name": connection,
+        "kind": "generative",
+        "provider": {"connection": connection, "modelId": model},
+        **extra,
+    }
+    response = api.call("POST", "/v1/capabilities", token=tenant.token, json_body=body)
+    assert response.status == 201, response.body
+    return str(response.body["id"])
+
+
 def open_session(
     api: InProcessApi, tenant: Tenant, capability: str = "cap-generative", **extra: Any
 ) -> str:
