@@ -427,11 +427,13 @@ def test_each_conversation_sends_one_prompt_cache_key_that_names_nothing(
 
 
 def test_a_connection_can_turn_the_key_off_for_a_server_that_refuses_it(
-    server: FakeOpenAIServer,
+    server: FakeOpenAIServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     server.refuse_fields = ("prompt_cache_key",)  # as a strict server answers
-    with pytest.raises(ProviderError, match="HTTP 400: unexpected field: prompt_cache_key"):
+    with pytest.raises(ProviderError, match="answered HTTP 400"):
         keyed_provider(server).complete(of("sess_0001", ("user", "hi")))
+    # What the server said is the operator's to read, in the log.
+    assert "HTTP 400: unexpected field: prompt_cache_key" in caplog.text
 
     completion = keyed_provider(server, promptCacheKey=False).complete(
         of("sess_0001", ("user", "hi"))
