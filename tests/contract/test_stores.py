@@ -169,7 +169,8 @@ def test_a_deletion_hides_the_session_at_once_and_can_be_resumed(stores: Stores)
     assert stores.sessions.update_metadata("s1", WS, {}) is None
     assert stores.sessions.list_sessions(WS, "user-1", 10, None)[0] == []
     assert stores.sessions.begin_deletion("s1", WS, "2027-01-01") is True  # a retry resumes
-    assert stores.sessions.delete_contents("s1") == 3 + 1
+    # Three turns, the summary and its version.
+    assert stores.sessions.delete_contents("s1") == 3 + 1 + 1
     assert stores.turns.list_messages("s1", 0, 10) == ([], False)
     assert stores.summaries.get_summary("s1") is None
     # The emptied head waits in the DELETING index, under its first deletion time.

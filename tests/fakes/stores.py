@@ -34,8 +34,10 @@ from convo_memory.domain.errors import (
     SessionNotFound,
     StoreRejected,
 )
+from convo_memory.domain.forks import summary_behind
 from convo_memory.domain.models import (
     Capability,
+    ForkPoint,
     Message,
     Principal,
     Recall,
@@ -43,6 +45,7 @@ from convo_memory.domain.models import (
     Summary,
     ToolDigest,
 )
+from convo_memory.domain.prompt_record import PromptRecord, StoredPrompt
 from convo_memory.domain.recall import RecallSource, canonical_principal
 from convo_memory.domain.summary_plan import FoldWindow, SummaryVersion
 from convo_memory.domain.turn_records import (
@@ -52,7 +55,7 @@ from convo_memory.domain.turn_records import (
     turn_messages,
     user_seq_of,
 )
-from convo_memory.ports import Stores
+from convo_memory.ports import CopyOutcome, Stores
 
 _T = TypeVar("_T")
 ACTIVITY_SHARDS = 16
@@ -68,7 +71,15 @@ WRITES = (
     "keep_",
 )
 # What a deletion strips from a head (``items.PERSONAL_HEAD_ATTRIBUTES``).
-PERSONAL_HEAD_FIELDS = ("externalRef", "principal", "metadata", "recall", "fenceNonce")
+PERSONAL_HEAD_FIELDS = (
+    "externalRef",
+    "principal",
+    "metadata",
+    "recall",
+    "fenceNonce",
+    "forkOf",
+    "copyBelow",
+)
 
 
 @dataclass
@@ -100,6 +111,10 @@ class FakeDatabase:
     # said so (replay.alignment > 1).
     summary_made_at: dict[str, int] = field(default_factory=dict)
     earlier_summaries: dict[str, SummaryVersion] = field(default_factory=dict)
+    # Every version of each session's summary a fold stored, by throughSeq (v4).
+    kept_versions: dict[str, dict[int, Summary]] = field(default_factory=dict)
+    # parent -> fork -> (atSeq, newest summary version to copy): the copies still due.
+    fork_markers: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
     runs: dict[str, str] = field(default_factory=dict)  # runId -> JSON body
     erasures: dict[tuple[str, str], Erasure] = field(default_factory=dict)
     calls: Counter[str] = field(default_factory=Counter)
@@ -122,6 +137,7 @@ class FakeDatabase:
             runs=FakeRunStore(self),
             recall=FakeRecallStore(self),
             erasures=FakeErasureStore(self),
+            forks=FakeForkStore(self),
         )
 
     def enter(self, operation: str) -> None:
@@ -159,6 +175,8 @@ class FakeDatabase:
             recall=Recall.model_validate_json(head["recall"]) if "recall" in head else None,
             session_key=head.get("sessionKey"),
             fence_nonce=head.get("fenceNonce"),
+            fork_of=ForkPoint.model_validate_json(head["forkOf"]) if "forkOf" in head else None,
+            copying_from=head.get("copyFrom"),
         )
 
     def summary_versions(self, session_id: str) -> tuple[SummaryVersion, ...]:
@@ -172,21 +190,106 @@ class FakeDatabase:
             versions.append(earlier)
         return tuple(versions)
 
+    def head_of(self, session: Session) -> dict[str, Any]:
+        """A new session's head, as ``create_session`` stores it."""
+        head: dict[str, Any] = {
+            "workspaceId": session.workspace_id,
+            "capabilityId": session.capability_id,
+            "externalRef": session.external_ref,
+            "principal": _json_safe(session.principal),
+            "metadata": _json_safe(session.metadata),
+            "status": session.status,
+            "createdAt": session.created_at,
+            "lastActiveAt": session.last_active_at,
+        }
+        if session.recall is not None:
+            head["recall"] = _json_safe(session.recall.to_json_dict())
+        if session.session_key is not None:
+            head["sessionKey"] = session.session_key
+        if session.fence_nonce:
+            head["fenceNonce"] = session.fence_nonce
+        if session.fork_of is not None:
+            head["forkOf"] = _json_safe(session.fork_of.to_json_dict())
+        return head
+
+    def lineage_turns(self, session_id: str) -> dict[int, StoredTurn]:
+        """A session's turns by user seq: its own and, for a fork still copying, the
+        parent's below its copy mark (what the DynamoDB store reads through)."""
+        own = dict(self.turns.get(session_id) or {})
+        head = self.heads.get(session_id) or {}
+        parent = head.get("copyFrom") if head.get("status") != "deleting" else None
+        if parent is not None:
+            below = int(head.get("copyBelow", 1))
+            inherited = self.turns.get(parent) or {}
+            own |= {seq: t for seq, t in inherited.items() if seq < below and seq not in own}
+        return own
+
+    def lineage_digests(self, session_id: str) -> dict[int, StoredDigest]:
+        own = dict(self.digests.get(session_id) or {})
+        head = self.heads.get(session_id) or {}
+        if head.get("copyFrom") is not None and head.get("status") != "deleting":
+            below = int(head.get("copyBelow", 1))
+            inherited = self.digests.get(head["copyFrom"]) or {}
+            own |= {seq: d for seq, d in inherited.items() if seq < below and seq not in own}
+        return own
+
+    def summary_version(self, session_id: str, through: int) -> Summary | None:
+        for sid in (session_id, (self.heads.get(session_id) or {}).get("copyFrom")):
+            found = (self.kept_versions.get(sid or "") or {}).get(through)
+            if found is not None:
+                return _copy(found)
+        for version in self.summary_versions(session_id):
+            if version.summary.through_seq == through:
+                return _copy(version.summary)
+        return None
+
     def messages(self, session_id: str) -> list[Message]:
         out: list[Message] = []
-        for seq, stored in sorted((self.turns.get(session_id) or {}).items()):
+        for seq, stored in sorted(self.lineage_turns(session_id).items()):
             t = stored.turn
             out.extend(
                 turn_messages(seq, t.user_content, t.answer, t.created_at, t.withheld, t.truncated)
             )
         return out
 
+    def copy_inherited(self, parent_id: str, fork_id: str) -> CopyOutcome:
+        """Copy what a fork still lacks of its parent (``DynamoForkStore.copy_inherited``)."""
+        due = (self.fork_markers.get(parent_id) or {}).pop(fork_id, None)
+        head = self.heads.get(fork_id)
+        if head is None or head["status"] == "deleting":
+            return "gone"
+        if head.get("copyFrom") != parent_id:
+            return "done"
+        below = int(head.get("copyBelow", 1))
+        turns = self.turns.setdefault(fork_id, {})
+        for seq, stored in (self.turns.get(parent_id) or {}).items():
+            if seq < below:
+                turns[seq] = _copy(stored)
+        digests = self.digests.setdefault(fork_id, {})
+        for seq, digest in (self.digests.get(parent_id) or {}).items():
+            if seq < below:
+                digests[seq] = _copy(digest)
+        versions = self.kept_versions.setdefault(fork_id, {})
+        for through, version in (self.kept_versions.get(parent_id) or {}).items():
+            if due is not None and through <= due[1]:
+                versions.setdefault(through, _copy(version))
+        head.pop("copyFrom", None)
+        head.pop("copyBelow", None)
+        return "done"
+
     def delete_contents(self, session_id: str) -> int:
+        for fork_id in list(self.fork_markers.get(session_id) or {}):
+            self.copy_inherited(session_id, fork_id)  # a fork never loses what it inherited
         deleted = len(self.turns.pop(session_id, {})) + len(self.digests.pop(session_id, {}))
         deleted += 1 if self.summaries.pop(session_id, None) is not None else 0
+        deleted += len(self.kept_versions.pop(session_id, {}))
+        deleted += len(self.fork_markers.pop(session_id, {}))
         self.earlier_summaries.pop(session_id, None)
         self.summary_made_at.pop(session_id, None)
         head = self.heads.get(session_id) or {}
+        parent = head.pop("copyFrom", None)
+        if parent is not None:  # a fork still copying owns its marker in the parent
+            (self.fork_markers.get(parent) or {}).pop(session_id, None)
         key = head.pop("sessionKey", None)
         if key is not None:
             claim = (head["workspaceId"], head["capabilityId"], key)
@@ -247,7 +350,14 @@ class FakeDatabase:
         return (
             any(
                 session_id in place
-                for place in (self.heads, self.turns, self.digests, self.summaries)
+                for place in (
+                    self.heads,
+                    self.turns,
+                    self.digests,
+                    self.summaries,
+                    self.kept_versions,
+                    self.fork_markers,
+                )
                 if place.get(session_id)
             )
             or session_id in self.session_keys.values()
@@ -275,6 +385,11 @@ class FakeDatabase:
                 sid: [v.summary.model_dump(), v.made_at_window]
                 for sid, v in self.earlier_summaries.items()
             },
+            "summaryVersions": {
+                sid: {t: v.model_dump() for t, v in versions.items()}
+                for sid, versions in self.kept_versions.items()
+            },
+            "forkMarkers": {sid: list(forks) for sid, forks in self.fork_markers.items()},
             "runs": self.runs,
         }
         return json.dumps(snapshot, ensure_ascii=False, default=str)
@@ -384,22 +499,7 @@ class FakeSessionStore(_Port):
             raise RecallSourceGone(f"a session recalled by {session.id} was deleted")
         if session.session_key is not None:
             self.db.session_keys[claim] = session.id
-        self.db.heads[session.id] = {
-            "workspaceId": session.workspace_id,
-            "capabilityId": session.capability_id,
-            "externalRef": session.external_ref,
-            "principal": _json_safe(session.principal),
-            "metadata": _json_safe(session.metadata),
-            "status": session.status,
-            "createdAt": session.created_at,
-            "lastActiveAt": session.last_active_at,
-        }
-        if session.recall is not None:
-            self.db.heads[session.id]["recall"] = _json_safe(session.recall.to_json_dict())
-        if session.session_key is not None:
-            self.db.heads[session.id]["sessionKey"] = session.session_key
-        if session.fence_nonce:
-            self.db.heads[session.id]["fenceNonce"] = session.fence_nonce
+        self.db.heads[session.id] = self.db.head_of(session)
 
     def session_for_key(
         self, workspace_id: str, capability_id: str, session_key: str
@@ -757,6 +857,80 @@ class FakeTurnStore(_Port):
         self.db.enter("read_messages")
         return [m for m in self.db.messages(session_id) if first_seq <= m.seq <= last_seq]
 
+    def stored_prompt(self, session_id: str, user_seq: int) -> StoredPrompt | None:
+        self.db.enter("stored_prompt")
+        stored = self.db.lineage_turns(session_id).get(user_seq)
+        if stored is None:
+            return None
+        text = stored.turn.prompt_record
+        record = PromptRecord.decode(text) if text is not None else None
+        if record is None:
+            return StoredPrompt(user_seq, stored.turn.user_content, None, (), None)
+        messages = tuple(
+            m
+            for m in self.db.messages(session_id)
+            if record.first_seq and record.first_seq <= m.seq <= record.last_seq
+        )
+        digests = {
+            seq + 1: (_copy(d.digest), d.expires_at)
+            for seq, d in self.db.lineage_digests(session_id).items()
+            if seq + 1 in record.digest_seqs
+        }
+        summary = self.db.summary_version(session_id, record.summary_through)
+        return StoredPrompt(user_seq, stored.turn.user_content, record, messages, summary, digests)
+
+
+class FakeForkStore(_Port):
+    """Forks as ``DynamoForkStore`` makes them: the newest inherited turns and the
+    summary behind the fork point copied at once, the rest read through the parent until
+    ``copy_inherited`` (or the parent's deletion) copies it."""
+
+    def create_fork(self, fork: Session, copy_turns: int, keep_earlier_summary: bool) -> bool:
+        self.db.enter("create_fork")
+        assert fork.fork_of is not None
+        parent_id, at_seq = fork.fork_of.session_id, fork.fork_of.at_seq
+        parent = self.db.heads.get(parent_id)
+        if (
+            parent is None
+            or parent["workspaceId"] != fork.workspace_id
+            or parent["status"] not in RECALLABLE
+        ):
+            raise SessionNotFound(f"session {parent_id!r} not found")
+        if fork.recall is not None and not all(
+            self.db.heads.get(source, {}).get("status") in RECALLABLE
+            for source in fork.recall.from_sessions
+        ):
+            raise RecallSourceGone(f"a session recalled by {parent_id} was deleted")
+        turns = {seq: t for seq, t in (self.db.turns.get(parent_id) or {}).items() if seq < at_seq}
+        copied = sorted(turns)[-copy_turns:] if at_seq else []
+        self.db.turns[fork.id] = {seq: _copy(turns[seq]) for seq in copied}
+        digests = self.db.digests.get(parent_id) or {}
+        self.db.digests[fork.id] = {seq: _copy(digests[seq]) for seq in copied if seq in digests}
+        versions = list((self.db.kept_versions.get(parent_id) or {}).values())
+        candidates = versions + [v.summary for v in self.db.summary_versions(parent_id)]
+        base = summary_behind(candidates, at_seq)
+        older = base is not None and summary_behind(candidates, base.through_seq - 1)
+        if base is not None:
+            self.db.summaries[fork.id] = _copy(base)
+            self.db.kept_versions[fork.id] = {base.through_seq: _copy(base)}
+            if keep_earlier_summary:
+                earlier = SummaryVersion(_copy(older or Summary(text="", through_seq=0)))
+                self.db.earlier_summaries[fork.id] = earlier
+        self.db.heads[fork.id] = self.db.head_of(fork)
+        low = min(copied, default=1)
+        if low > 1 or older:
+            self.db.heads[fork.id] |= {"copyFrom": parent_id, "copyBelow": low}
+            due = (at_seq, base.through_seq if base is not None else 0)
+            self.db.fork_markers.setdefault(parent_id, {})[fork.id] = due
+            return True
+        return False
+
+    def copy_inherited(
+        self, parent_id: str, fork_id: str, time_left: Callable[[], float] | None = None
+    ) -> CopyOutcome:
+        self.db.enter("copy_inherited")
+        return self.db.copy_inherited(parent_id, fork_id)
+
 
 class FakeSummaryStore(_Port):
     def get_summary(self, session_id: str) -> Summary | None:
@@ -781,6 +955,7 @@ class FakeSummaryStore(_Port):
             return False  # a turn landed after the window's history
         self.db.summaries[session_id] = _copy(summary)
         self.db.summary_made_at[session_id] = window.omitted if window else 0
+        self.db.kept_versions.setdefault(session_id, {})[summary.through_seq] = _copy(summary)
         if earlier is None:
             self.db.earlier_summaries.pop(session_id, None)
         else:

@@ -251,8 +251,8 @@ def test_a_purge_removes_the_whole_conversation_but_never_the_run_trace(app: Fak
 
     report = service(app).run(NOW)
 
-    # The head, 2 turns (one item each), the digest and the summary.
-    assert (report.purged, report.purged_items) == (1, 1 + 2 + 1 + 1)
+    # The head, 2 turns (one item each), the digest, the summary and its version.
+    assert (report.purged, report.purged_items) == (1, 1 + 2 + 1 + 1 + 1)
     assert not app.db.holds_session(session_id)
     assert app.db.stores.sessions.get_session(session_id) is None
     assert app.db.messages_of(session_id) == []

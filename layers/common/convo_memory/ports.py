@@ -17,6 +17,7 @@ from convo_memory.domain.erasures import Erasure, ErasureStatus, SessionOfEndUse
 from convo_memory.domain.generation import FinishReason, estimated_tokens
 from convo_memory.domain.models import Capability, Message, Principal, Session, Summary
 from convo_memory.domain.prompt import Prompt
+from convo_memory.domain.prompt_record import StoredPrompt
 from convo_memory.domain.recall import RecallSource
 from convo_memory.domain.summary_plan import FoldWindow, SummaryVersion
 from convo_memory.domain.turn_records import AppendResult, TurnRecord, TurnState
@@ -449,8 +450,18 @@ class TurnStore(Protocol):
         """Messages ``first_seq..last_seq`` (strongly consistent)."""
         ...
 
+    def stored_prompt(self, session_id: str, user_seq: int) -> StoredPrompt | None:
+        """What is stored of the prompt of the turn at ``user_seq``: its record and
+        input, the messages, summary version and digests the record names (strongly
+        consistent); None when there is no such turn."""
+        ...
+
 
 class SummaryStore(Protocol):
+    """The rolling summary, and every version of it a fold wrote (kept apart from the
+    summary, where no turn reads them: a fork starts from one, a turn's prompt record
+    names one)."""
+
     def get_summary(self, session_id: str) -> Summary | None: ...
     def advance_summary(
         self,
@@ -461,12 +472,45 @@ class SummaryStore(Protocol):
         *,
         window: FoldWindow | None = None,
     ) -> bool:
-        """Compare-and-set on ``throughSeq``: False when another run moved it first.
-        With ``window`` (a replay window that moves in steps), the new version is made
-        in that window, ``earlier`` (the version that window shows, if any) is kept
-        beside it, and the write happens only while no turn has landed after the
-        window's ``message_count`` messages (else False too); without it, no earlier
-        version is kept."""
+        """Compare-and-set on ``throughSeq``: False when another run moved it first. The
+        new summary is kept as a version too, in the same write. With ``window`` (a
+        replay window that moves in steps), the new version is made in that window,
+        ``earlier`` (the version that window shows, if any) is kept beside it, and the
+        write happens only while no turn has landed after the window's
+        ``message_count`` messages (else False too); without it, no earlier version is
+        kept."""
+        ...
+
+
+CopyOutcome = Literal["done", "partial", "gone"]
+
+
+class ForkStore(Protocol):
+    """Forks (v4). A fork is created holding what a turn on it reads (the newest
+    inherited turns, the summary version behind its fork point); the older inherited
+    turns, and the summary versions behind them, are copied in afterwards and read from
+    the parent until then. The parent keeps a marker of each copy still due, and
+    finishes it before it deletes a message (a deletion, a purge, an erasure), so a
+    fork never loses what it inherited and a deleted parent leaves nothing behind."""
+
+    def create_fork(self, fork: Session, copy_turns: int, keep_earlier_summary: bool) -> bool:
+        """Store the new session ``fork`` (``fork.fork_of`` names its parent and atSeq),
+        holding the parent's ``copy_turns`` newest turns up to atSeq with their digests,
+        and the newest summary version that ends at or before atSeq (with the version
+        before it as the summary's earlier one when ``keep_earlier_summary``). True when
+        older inherited turns or summary versions remain to copy (``copy_inherited``).
+        The parent must hold its own inherited messages (no copy of its own due).
+        Raises ``SessionNotFound`` when the parent was deleted meanwhile and
+        ``RecallSourceGone`` as ``SessionStore.create_session`` does; nothing is left
+        stored then."""
+        ...
+
+    def copy_inherited(
+        self, parent_id: str, fork_id: str, time_left: Callable[[], float] | None = None
+    ) -> CopyOutcome:
+        """Copy what fork ``fork_id`` still lacks of parent ``parent_id``: ``done``
+        (also when nothing was due), ``partial`` (stopped for lack of time, resumes from
+        where it stopped), ``gone`` (the fork was deleted: nothing more to copy)."""
         ...
 
 
@@ -584,3 +628,4 @@ class Stores:
     runs: RunStore
     recall: RecallStore
     erasures: ErasureStore
+    forks: ForkStore

@@ -1,7 +1,8 @@
 """The bodies of the service's background jobs, as typed models: what a turn hands the
 summary worker (``SummaryJob``) and the transcript repair worker (``RepairJob``), and
 what the erasure worker takes (``ErasureJob``: finish an end user's erasure;
-``SweepJob``: sweep deleted or erased sessions again once no write in flight can land).
+``SweepJob``: sweep deleted or erased sessions again once no write in flight can land;
+``ForkCopyJob``: copy a new fork's older inherited messages in from its parent).
 
 Both are camelCase JSON. Unknown fields are ignored, so that a producer deployed before
 its consumer (or after) never turns its jobs into poison pills. A repair job too large
@@ -60,6 +61,7 @@ class TurnBody(JobModel):
     digest_expires_at: float | None = None
     run_id: str | None = None
     idempotency_record: str | None = None
+    prompt_record: str | None = None
 
     @classmethod
     def of(cls, turn: TurnRecord) -> TurnBody:
@@ -154,4 +156,17 @@ class SweepJob(JobModel):
     recheck: bool = False
 
 
-ErasureWork = Annotated[ErasureJob | SweepJob, Field(discriminator="kind")]
+class ForkCopyJob(JobModel):
+    """Copy the older inherited messages of fork ``fork_id`` (and the summary versions
+    behind them) in from its parent ``parent_id``, so that it holds all it needs of its
+    own. Idempotent and resumable: a delivery cut short goes on from the fork's copy
+    mark; one for a fork deleted or already complete does nothing."""
+
+    kind: Literal["fork_copy"] = "fork_copy"
+    workspace_id: str = Field(min_length=1)
+    parent_id: str = Field(min_length=1)
+    fork_id: str = Field(min_length=1)
+
+
+# What the erasure queue carries: the data-lifecycle jobs (erasures, sweeps, fork copies).
+ErasureWork = Annotated[ErasureJob | SweepJob | ForkCopyJob, Field(discriminator="kind")]

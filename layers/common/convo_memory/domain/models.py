@@ -294,6 +294,14 @@ Principal = dict[str, str]
 SessionStatus = Literal["active", "archived"]
 
 
+class ForkPoint(ApiModel):
+    """Where a fork branched off: its parent session and the parent's answer it follows
+    (``atSeq``; 0 for a fork that inherits no message)."""
+
+    session_id: str
+    at_seq: int
+
+
 class Session(ApiModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
 
@@ -315,6 +323,11 @@ class Session(ApiModel):
     # The fence nonce of this session's prompts (issue 21): generated once, never shown.
     # None for a session created before it existed (one is stored on its next turn).
     fence_nonce: str | None = Field(default=None, exclude=True, repr=False)
+    # (v4) A fork's parent and the answer it branched after; None for other sessions.
+    fork_of: ForkPoint | None = None
+    # A fork whose older inherited messages are still being copied in: the session they
+    # are copied from (never shown; None once the fork holds all of them).
+    copying_from: str | None = Field(default=None, exclude=True)
 
 
 Role = Literal["user", "assistant"]

@@ -65,6 +65,8 @@ class TurnRecord:
     # The idempotency record of the request that served this turn (its Idempotency-Key's),
     # kept with the turn so that erasing the session removes the record too.
     idempotency_record: str | None = None
+    # Which stored parts the turn's first model call was sent (``PromptRecord.encode``).
+    prompt_record: str | None = None
 
     @property
     def has_digest(self) -> bool:

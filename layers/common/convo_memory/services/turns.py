@@ -31,6 +31,7 @@ from convo_memory.domain.errors import (
 from convo_memory.domain.generation import NO_OPTIONS, FinishReason, GenerationOptions
 from convo_memory.domain.models import Capability, Session, iso_at, parse_iso
 from convo_memory.domain.prompt import ChatMessage, Prompt, build_prompt, new_fence_nonce
+from convo_memory.domain.prompt_record import PromptRecord
 from convo_memory.domain.replay_window import keeps_start, select_replay_window
 from convo_memory.domain.summary_plan import summary_for_window
 from convo_memory.domain.tool_digest import build_tool_digest
@@ -257,10 +258,11 @@ class TurnService:
         summary = summary_for_window(
             state.summary_versions, window.omitted_messages, policy.alignment
         )
+        digests = live_digests(state, window.messages, now)
         prompt = build_prompt(
             instructions=capability.instructions,
             summary=summary,
-            digests=live_digests(state, window.messages, now),
+            digests=digests,
             replayed=window.messages,
             user_input=user_input,
             recall=session.recall.text if session.recall else None,
@@ -273,7 +275,12 @@ class TurnService:
         answer = self._answerer.answer(
             workspace_id, capability, session, prompt, sink, on_tool=on_tool, deadline=deadline
         )
-        turn = self._turn_record(user_input, answer, self._clock())
+        # What it was sent, named, not copied: ``GET .../messages/{seq}/prompt``.
+        recalled = bool(session.recall and session.recall.text)
+        sent = PromptRecord.of(window.messages, summary, digests, recall=recalled)
+        turn = replace(
+            self._turn_record(user_input, answer, self._clock()), prompt_record=sent.encode()
+        )
         # The turn's time includes recording it (or handing it over) after its deadline.
         recorded = self._recorder.record(
             workspace_id, session, turn, until=deadline + RECORDING_MARGIN_SECONDS

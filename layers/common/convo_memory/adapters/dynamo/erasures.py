@@ -17,6 +17,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from convo_memory.adapters.dynamo import items as it
+from convo_memory.adapters.dynamo.forks import hand_over_to_forks
 from convo_memory.adapters.dynamo.runs import FAILED_RUNS_INDEX, FAILED_SESSION
 from convo_memory.adapters.dynamo.sessions import delete_contents, session_items
 from convo_memory.adapters.dynamo.table import DynamoTable, Item, error_code, n, s, translate
@@ -230,6 +231,7 @@ class DynamoErasureStore:
         if head is not None and it.head_status(head) != "deleting":
             return 0, []  # live: not ours to sweep (ids are never reused; a safety net)
         rest = [item for item in found if item is not head]
+        hand_over_to_forks(self._table, session_id, rest)
         runs: list[str] = []
         if erase_traces:
             runs = sorted(

@@ -2,6 +2,8 @@
 
 One partition per session (``pk = SESSION#<sid>``)::
 
+    FORK#<forkId>               a copy still due to a fork of this session (v4)
+    HIST#SUMMARY#<through:010d> every version of the rolling summary a fold wrote (v4)
     MSG#<userSeq:010d>          a turn: the user message and its answer (seqs n, n+1)
     MSG#<userSeq:010d>#DIGEST   the tool digest of that turn (only turns that used tools)
     SESSION                     the head (its GSI keys put it in byExternalRef/byActivity)
@@ -10,7 +12,8 @@ One partition per session (``pk = SESSION#<sid>``)::
 and, per workspace (``pk = WS#<workspace>``), ``ERASURE#<id>``: an erasure's receipt.
 
 "MSG#..." sorts before "SESSION" < "SUMMARY", so one descending Query reads the summary,
-the head and then the newest turns (with their digests): everything a turn needs.
+the head and then the newest turns (with their digests): everything a turn needs. The
+fork markers and summary versions sort before "MSG#": that Query never reads them.
 
 A session opened by an app's own key (the OpenAI-compatible door) also has a key item,
 ``pk = WS#<ws>#CAP#<cap>#KEY#<key>``, ``sk = SESSIONKEY``, naming the session: written with
@@ -20,7 +23,8 @@ capability ids never hold ``#``, so no key can pose as another's.
 
 A turn item's attribute names are one or two letters (``id`` turn id, ``at`` createdAt,
 ``u`` user message, ``a`` answer, ``w`` withheld, ``x`` truncated, ``r`` run id, ``k`` the
-idempotency record of the request that served it, if it had an Idempotency-Key): DynamoDB
+idempotency record of the request that served it, if it had an Idempotency-Key, ``p``
+which stored parts its prompt was sent, ``domain.prompt_record``): DynamoDB
 bills attribute names as data, and the serving path reads ten turns per request, so the
 window of a default capability fits in one 4 KB read unit more often.
 
@@ -37,7 +41,7 @@ from typing import Any
 
 from convo_memory.adapters.dynamo.table import Item, n, s
 from convo_memory.domain.erasures import Erasure
-from convo_memory.domain.models import Message, Recall, Session, Summary, ToolDigest
+from convo_memory.domain.models import ForkPoint, Message, Recall, Session, Summary, ToolDigest
 from convo_memory.domain.summary_plan import SummaryVersion
 from convo_memory.domain.turn_records import AppendResult, TurnRecord, turn_messages
 
@@ -57,6 +61,15 @@ MADE_AT = "madeAtWindow"
 EARLIER_TEXT = "earlierText"
 EARLIER_THROUGH = "earlierThroughSeq"
 EARLIER_MADE_AT = "earlierMadeAtWindow"
+# Forks (v4): the marker of a copy due to a fork (in the parent's partition) and the
+# summary's versions; on a fork's head, its fork point and, while its older inherited
+# messages are still being copied in, where from and below which user seq.
+FORK_PREFIX = "FORK#"
+SUMMARY_VERSION_PREFIX = "HIST#SUMMARY#"
+FORK_OF = "forkOf"
+COPY_FROM = "copyFrom"
+COPY_BELOW = "copyBelow"
+PROMPT_RECORD = "p"
 
 
 def session_pk(session_id: str) -> dict[str, str]:
@@ -77,6 +90,22 @@ def turn_sk(user_seq: int) -> str:
 
 def turn_key(session_id: str, user_seq: int) -> Item:
     return {"pk": session_pk(session_id), "sk": s(turn_sk(user_seq))}
+
+
+def fork_marker_key(parent_id: str, fork_id: str) -> Item:
+    return {"pk": session_pk(parent_id), "sk": s(f"{FORK_PREFIX}{fork_id}")}
+
+
+def summary_version_sk(through_seq: int) -> str:
+    return f"{SUMMARY_VERSION_PREFIX}{through_seq:010d}"
+
+
+def summary_version_key(session_id: str, through_seq: int) -> Item:
+    return {"pk": session_pk(session_id), "sk": s(summary_version_sk(through_seq))}
+
+
+def is_fork_marker(item: Item) -> bool:
+    return str(item["sk"]["S"]).startswith(FORK_PREFIX)
 
 
 def activity_shard(session_id: str) -> int:
@@ -144,6 +173,8 @@ def head_item(session: Session) -> Item:
     }
     if session.fence_nonce:
         item[FENCE_NONCE] = s(session.fence_nonce)
+    if session.fork_of is not None:
+        item[FORK_OF] = s(compact(session.fork_of.to_json_dict()))
     return item
 
 
@@ -180,6 +211,8 @@ def session_from(head: Item, newest_turn: Item | None = None) -> Session:
         recall=recall_from(head),
         session_key=head["sessionKey"]["S"] if "sessionKey" in head else None,
         fence_nonce=head[FENCE_NONCE]["S"] if FENCE_NONCE in head else None,
+        fork_of=ForkPoint.model_validate_json(head[FORK_OF]["S"]) if FORK_OF in head else None,
+        copying_from=head[COPY_FROM]["S"] if COPY_FROM in head else None,
     )
 
 
@@ -209,22 +242,28 @@ PERSONAL_HEAD_ATTRIBUTES: tuple[str, ...] = (
     RECALL_ATTRIBUTE,
     # Not personal, but no more than keys, status and times stay on a tombstone.
     FENCE_NONCE,
+    FORK_OF,
+    COPY_BELOW,
 )
 # Head attributes that name an item outside the session's partition which the session
 # owns (the OpenAI-compatible door's session-key pointer, say): they stay on the head
 # until ``owned_item_keys`` has been deleted, so an interrupted deletion can resume.
 SESSION_KEY = "sessionKey"
-OWNER_ATTRIBUTES: tuple[str, ...] = (SESSION_KEY,)
+OWNER_ATTRIBUTES: tuple[str, ...] = (SESSION_KEY, COPY_FROM)
 
 
 def owned_item_keys(head: Item) -> list[Item]:
     """Keys of the items of this table, outside the session's partition, that the session
     owns and that go with it (a deletion, an erasure). Derived from the head as a sweep
     reads it (its ids and ``OWNER_ATTRIBUTES``: the deletion's first write has already
-    removed ``PERSONAL_HEAD_ATTRIBUTES``). None: the one such item, an app's session key
-    (``SESSION_KEY``), is released conditionally by ``sessions.delete_contents``, since a
-    newer session may have claimed the key since."""
-    return []
+    removed ``PERSONAL_HEAD_ATTRIBUTES``): a fork still copying owns its marker in its
+    parent's partition. An app's session key (``SESSION_KEY``) is not among them: it is
+    released conditionally by ``sessions.delete_contents``, since a newer session may
+    have claimed the key since."""
+    if COPY_FROM not in head:
+        return []
+    fork_id = head["pk"]["S"].removeprefix("SESSION#")
+    return [fork_marker_key(head[COPY_FROM]["S"], fork_id)]
 
 
 def session_item_projection() -> tuple[str, dict[str, str]]:
@@ -254,6 +293,8 @@ def turn_item(session_id: str, user_seq: int, turn: TurnRecord) -> Item:
         item["r"] = s(turn.run_id)
     if turn.idempotency_record:
         item["k"] = s(turn.idempotency_record)
+    if turn.prompt_record is not None:
+        item[PROMPT_RECORD] = s(turn.prompt_record)
     return item
 
 
@@ -320,6 +361,17 @@ def summary_versions_from(item: Item) -> tuple[SummaryVersion, ...]:
         )
         versions.append(SummaryVersion(earlier, _number(item, EARLIER_MADE_AT)))
     return tuple(versions)
+
+
+def summary_version_item(session_id: str, summary: Summary) -> Item:
+    """A version of the rolling summary, as a fold wrote it: kept for the session's life
+    (a fork starts from one; a turn's prompt record names one)."""
+    return {
+        **summary_version_key(session_id, summary.through_seq),
+        "text": s(summary.text),
+        "throughSeq": n(summary.through_seq),
+    }
+
 
 
 def _number(item: Item, name: str) -> int:

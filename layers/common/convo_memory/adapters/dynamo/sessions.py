@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from convo_memory.adapters.dynamo import items as it
+from convo_memory.adapters.dynamo.forks import hand_over_to_forks
 from convo_memory.adapters.dynamo.reads import newest_turn
 from convo_memory.adapters.dynamo.table import DynamoTable, Item, s
 from convo_memory.domain.errors import (
@@ -257,9 +258,11 @@ def delete_contents(table: DynamoTable, session_id: str, found: list[Item] | Non
     """Delete every item of a session's partition except its head, and the items outside
     it that its head says it owns (strongly consistent read of the keys, unless the
     caller read them: ``found``, then batched deletes); then the head's owner attributes,
-    once what they named is gone."""
+    once what they named is gone. A copy still due to a fork of the session is finished
+    first: a fork never loses what it inherited."""
     if found is None:
         found = session_items(table, session_id)
+    hand_over_to_forks(table, session_id, found)
     head = next((item for item in found if item["sk"]["S"] == it.SESSION_SK), None)
     keys = [{"pk": item["pk"], "sk": item["sk"]} for item in found if item is not head]
     if head is not None:

@@ -6,6 +6,7 @@ from typing import Any
 
 from convo_memory.adapters.dynamo.capabilities import DynamoCapabilityStore
 from convo_memory.adapters.dynamo.erasures import DynamoErasureStore
+from convo_memory.adapters.dynamo.forks import DynamoForkStore
 from convo_memory.adapters.dynamo.recall import DynamoRecallStore
 from convo_memory.adapters.dynamo.retention import DynamoRetentionStore
 from convo_memory.adapters.dynamo.runs import DynamoRunStore
@@ -39,4 +40,5 @@ def dynamo_stores(
         runs=DynamoRunStore(runs),
         recall=DynamoRecallStore(table),
         erasures=DynamoErasureStore(table, runs, idempotency, erasure_receipt_days),
+        forks=DynamoForkStore(table),
     )

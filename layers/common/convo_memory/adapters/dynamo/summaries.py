@@ -1,4 +1,6 @@
-"""The rolling summary item on DynamoDB: read, and advance with a compare-and-set."""
+"""The rolling summary item on DynamoDB: read, and advance with a compare-and-set that
+keeps the new text as a version too (``HIST#SUMMARY#<throughSeq>``, never read by a
+turn)."""
 
 from __future__ import annotations
 
@@ -33,13 +35,15 @@ class DynamoSummaryStore:
     ) -> bool:
         """Store a newer summary only if the stored one is still at ``previous_through``
         and older than the new one, so the summary only moves forward and no message is
-        folded twice: one conditional put, with ``earlier`` in the same item. With
-        ``window``, a transaction that also checks that the turn after the window's
-        history has not landed (no turn of a later window has read the versions yet). A
-        summary written for a session deleted meanwhile is removed by the deletion's
-        final sweep."""
+        folded twice. One transaction: the conditional put of the summary (with
+        ``earlier`` in the same item) and the put of the same text as a kept version, so
+        a version is kept exactly when its summary was stored; with ``window``, also a
+        check that the turn after the window's history has not landed (no turn of a
+        later window has read the versions yet). A summary written for a session deleted
+        meanwhile is removed by the deletion's final sweep."""
+        made_at = window.omitted if window else 0
         put: dict[str, Any] = {
-            "Item": it.summary_item(session_id, summary, earlier, window.omitted if window else 0),
+            "Item": it.summary_item(session_id, summary, earlier, made_at),
             "ConditionExpression": (
                 f"({_previous(previous_through)}) AND "
                 "(attribute_not_exists(sk) OR throughSeq < :new)"
@@ -49,14 +53,17 @@ class DynamoSummaryStore:
                 ":new": n(summary.through_seq),
             },
         }
-        if window is None:
-            stored, _ = self._table.conditional("put_item", **put)
-            return stored
-        no_later_turn = {
-            "Key": it.turn_key(session_id, user_seq_of(window.message_count + 1)),
-            "ConditionExpression": "attribute_not_exists(sk)",
-        }
-        reasons = self._table.transact([{"Put": put}, {"ConditionCheck": no_later_turn}])
+        entries: list[dict[str, Any]] = [
+            {"Put": put},
+            {"Put": {"Item": it.summary_version_item(session_id, summary)}},
+        ]
+        if window is not None:
+            no_later_turn = {
+                "Key": it.turn_key(session_id, user_seq_of(window.message_count + 1)),
+                "ConditionExpression": "attribute_not_exists(sk)",
+            }
+            entries.append({"ConditionCheck": no_later_turn})
+        reasons = self._table.transact(entries)
         if reasons is None:
             return True
         if any(reason == CONDITION_FAILED for reason in reasons):

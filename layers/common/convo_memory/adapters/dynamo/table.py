@@ -138,10 +138,15 @@ class DynamoTable:
 
     def delete_keys(self, keys: list[Item]) -> int:
         """Delete items by key in batches of 25, retrying unprocessed ones (bounded)."""
-        for begin in range(0, len(keys), BATCH_SIZE):
-            pending: dict[str, Any] = {
-                self.name: [{"DeleteRequest": {"Key": k}} for k in keys[begin : begin + BATCH_SIZE]]
-            }
+        return self._write_batches([{"DeleteRequest": {"Key": key}} for key in keys])
+
+    def put_items(self, items: list[Item]) -> int:
+        """Put whole items (unconditionally) in batches of 25, retrying unprocessed ones."""
+        return self._write_batches([{"PutRequest": {"Item": item}} for item in items])
+
+    def _write_batches(self, requests: list[Item]) -> int:
+        for begin in range(0, len(requests), BATCH_SIZE):
+            pending: dict[str, Any] = {self.name: requests[begin : begin + BATCH_SIZE]}
             for attempt in range(BATCH_ATTEMPTS):
                 try:
                     out = self.client.batch_write_item(RequestItems=pending)
@@ -152,5 +157,5 @@ class DynamoTable:
                     break
                 time.sleep(min(0.05 * 2**attempt, 1.0))
             if pending:
-                raise StoreUnavailable("DynamoDB left items unprocessed in a batch deletion")
-        return len(keys)
+                raise StoreUnavailable("DynamoDB left items unprocessed in a batch write")
+        return len(requests)

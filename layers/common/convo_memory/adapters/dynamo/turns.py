@@ -15,10 +15,12 @@ import time
 from typing import Any
 
 from convo_memory.adapters.dynamo import items as it
+from convo_memory.adapters.dynamo.forks import stored_prompt, turn_items
 from convo_memory.adapters.dynamo.reads import newest_turn
 from convo_memory.adapters.dynamo.table import DynamoTable, Item, s
 from convo_memory.domain.errors import StoreUnavailable
 from convo_memory.domain.models import Message, Summary, ToolDigest
+from convo_memory.domain.prompt_record import StoredPrompt
 from convo_memory.domain.summary_plan import SummaryVersion
 from convo_memory.domain.turn_records import (
     AppendResult,
@@ -174,22 +176,32 @@ class DynamoTurnStore:
             start = out.get("LastEvaluatedKey")
             if not start:
                 break
+        if messages and messages[0].seq > after_seq + 1:
+            # A fork whose older inherited messages are still being copied in.
+            inherited = turn_items(
+                self._table,
+                session_id,
+                user_seq_of(after_seq + 1),
+                min(user_seq_of(messages[0].seq) - 2, user_seq_of(after_seq + limit + 1)),
+                consistent=False,
+            )
+            older = [
+                m
+                for item in inherited
+                if not it.is_digest(item)
+                for m in it.messages_from(item)
+                if after_seq < m.seq < messages[0].seq
+            ]
+            messages = older + messages
         return messages[:limit], len(messages) > limit
 
     def read_messages(self, session_id: str, first_seq: int, last_seq: int) -> list[Message]:
-        messages = [
-            message
-            for item in self._table.query_all(
-                KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
-                ExpressionAttributeValues={
-                    ":pk": it.session_pk(session_id),
-                    ":lo": s(it.turn_sk(user_seq_of(max(1, first_seq)))),
-                    ":hi": s(it.turn_sk(user_seq_of(max(1, last_seq)))),
-                },
-                # The fold's target came from a consistent read: so must its messages.
-                ConsistentRead=True,
-            )
-            if not it.is_digest(item)
-            for message in it.messages_from(item)
-        ]
+        # Consistent: the fold's target came from a consistent read, so must its messages.
+        found = turn_items(
+            self._table, session_id, user_seq_of(max(1, first_seq)), user_seq_of(max(1, last_seq))
+        )
+        messages = [m for item in found if not it.is_digest(item) for m in it.messages_from(item)]
         return [m for m in messages if first_seq <= m.seq <= last_seq]
+
+    def stored_prompt(self, session_id: str, user_seq: int) -> StoredPrompt | None:
+        return stored_prompt(self._table, session_id, user_seq)

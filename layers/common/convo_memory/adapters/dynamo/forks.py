@@ -1,0 +1,510 @@
+"""Forks on DynamoDB (v4): creating one, copying its older inherited messages in, and
+reading what it inherited while that copy is due. See ``items`` for the layout.
+
+**Creating** a fork (``DynamoForkStore.create_fork``) writes:
+
+1. a placeholder head for the new id: a tombstone (status ``deleting``, in the
+   ``DELETING#NN`` shard of byActivity), so that a creation cut short anywhere leaves
+   nothing that the retention run does not finish deleting;
+2. the parent's newest turns up to ``atSeq`` (as many as a turn's one Query reads), their
+   digests, and the newest summary version that ends at or before ``atSeq`` (as the
+   fork's summary and its first version), into the fork's partition, in batches;
+3. one transaction: the real head over the placeholder, the parent's marker of the copy
+   still due (``FORK#<forkId>``: atSeq and the newest summary version to copy), and a
+   check that the parent is still active or archived (and that the sessions its recall
+   came from still exist): a deletion of the parent that lands first wins.
+
+**Copying the rest** (``copy_inherited``, the erasure worker's ``ForkCopyJob``) copies the
+older inherited turns newest first, in chunks, moving the fork head's ``copyBelow`` mark
+down after each (so a delivery cut short resumes), then the summary versions behind the
+fork point; then it removes the head's copy attributes and the marker. Every write is a
+copy of the same item, so two copiers (a redelivered job, the parent's deletion) agree.
+
+**Until then** reads of inherited messages below ``copyBelow`` go to the parent
+(``turn_items``). The parent never deletes a message a copy still needs: every path that
+empties a partition (a deletion, a purge, an erasure, a sweep) first finishes the copies
+its markers name (``hand_over_to_forks``), for forks still alive. So a message missing
+from both the fork and the parent has been copied into the fork meanwhile: it is read
+again there. Forking a fork whose own copy is due first finishes that copy (the
+service does), so a copy's source always holds the whole range it copies from.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from convo_memory.adapters.dynamo import items as it
+from convo_memory.adapters.dynamo.table import DynamoTable, Item, n, s
+from convo_memory.domain.errors import (
+    RecallSourceGone,
+    SessionNotFound,
+    StoreRejected,
+    StoreUnavailable,
+)
+from convo_memory.domain.forks import summary_behind
+from convo_memory.domain.models import Session, Summary
+from convo_memory.domain.prompt_record import PromptRecord, StoredPrompt
+from convo_memory.domain.turn_records import user_seq_of
+from convo_memory.ports import CopyOutcome
+
+logger = logging.getLogger(__name__)
+
+# Inherited turns copied per step (four batch writes); a step is started only while the
+# invocation has at least MIN_SECONDS_PER_STEP left.
+CHUNK_TURNS = 100
+MIN_SECONDS_PER_STEP = 10.0
+_STATUS = {"#st": "status"}
+
+
+class DynamoForkStore:
+    def __init__(self, table: DynamoTable) -> None:
+        self._table = table
+
+    def create_fork(self, fork: Session, copy_turns: int, keep_earlier_summary: bool) -> bool:
+        assert fork.fork_of is not None
+        self._put_placeholder(fork)
+        try:
+            copy_below, versions_through = self._copy_newest(fork, copy_turns, keep_earlier_summary)
+            self._commit(fork, copy_below, versions_through)
+        except BaseException:
+            self._discard(fork.id)
+            raise
+        return copy_below is not None
+
+    def copy_inherited(
+        self, parent_id: str, fork_id: str, time_left: Callable[[], float] | None = None
+    ) -> CopyOutcome:
+        return copy_inherited(self._table, parent_id, fork_id, time_left)
+
+    # -- creating -------------------------------------------------------------------------
+
+    def _put_placeholder(self, fork: Session) -> None:
+        """A tombstone under the new id: what the retention run finishes deleting if the
+        creation never completes."""
+        placeholder: Item = {
+            **it.head_key(fork.id),
+            "workspaceId": s(fork.workspace_id),
+            "capabilityId": s(fork.capability_id),
+            "status": s("deleting"),
+            "createdAt": s(fork.created_at),
+            "lastActiveAt": s(fork.created_at),
+            "deletedAt": s(fork.created_at),
+            "gsi2pk": s(it.activity_pk("deleting", fork.id)),
+            "gsi2sk": s(fork.created_at),
+        }
+        created, _ = self._table.conditional(
+            "put_item", Item=placeholder, ConditionExpression="attribute_not_exists(pk)"
+        )
+        if not created:  # ids are random: a collision is a defect
+            raise StoreRejected(f"session id {fork.id} already exists")
+
+    def _copy_newest(
+        self, fork: Session, copy_turns: int, keep_earlier: bool
+    ) -> tuple[int | None, int]:
+        """Copy the parent's newest ``copy_turns`` turns up to atSeq (with digests) and
+        the summary behind atSeq into the fork: (the copy mark, when older turns or
+        versions remain to copy, else None; the newest summary version to copy)."""
+        assert fork.fork_of is not None
+        parent_id, at_seq = fork.fork_of.session_id, fork.fork_of.at_seq
+        if at_seq == 0:
+            return None, 0
+        turns = _newest_turn_items(self._table, parent_id, at_seq - 1, copy_turns)
+        seqs = [it.user_seq_of_item(t) for t in turns if not it.is_digest(t)]
+        expected = list(range(at_seq - 1, 0, -2))[:copy_turns]
+        if sorted(seqs, reverse=True) != expected:
+            raise SessionNotFound(f"session {parent_id!r} not found")  # deleted meanwhile
+        base, earlier, older = self._summary_behind(parent_id, at_seq, keep_earlier)
+        writes = [_moved(item, fork.id) for item in turns]
+        if base is not None:
+            writes += [
+                it.summary_item(fork.id, base, earlier),
+                it.summary_version_item(fork.id, base),
+            ]
+        self._table.put_items(writes)
+        low = min(seqs)
+        pending = low > 1 or older
+        return (low if pending else None), (base.through_seq if base is not None else 0)
+
+    def _summary_behind(
+        self, parent_id: str, at_seq: int, keep_earlier: bool
+    ) -> tuple[Summary | None, Summary | None, bool]:
+        """The parent's newest summary version that ends at or before ``at_seq``, the one
+        before it (as the fork summary's earlier version, when kept), and whether older
+        versions exist (to be copied later)."""
+        out = self._table.query(
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
+            ExpressionAttributeValues={
+                ":pk": it.session_pk(parent_id),
+                ":lo": s(it.summary_version_sk(1)),
+                ":hi": s(it.summary_version_sk(at_seq)),
+            },
+            ScanIndexForward=False,
+            ConsistentRead=True,
+            Limit=2,
+        )
+        candidates = [it.summary_from(item) for item in out.get("Items", [])]
+        # A summary folded before versions were kept has none: its item is a candidate.
+        current = self._table.get(it.summary_key(parent_id))
+        if current is not None:
+            candidates += [version.summary for version in it.summary_versions_from(current)]
+        base = summary_behind(candidates, at_seq)
+        if base is None:
+            return None, None, False
+        before = summary_behind(candidates, base.through_seq - 1)
+        kept = (before or Summary(text="", through_seq=0)) if keep_earlier else None
+        return base, kept, before is not None
+
+    def _commit(self, fork: Session, copy_below: int | None, versions_through: int) -> None:
+        """The real head over the placeholder, the parent's marker of the copy due, and
+        the checks, in one transaction."""
+        assert fork.fork_of is not None
+        parent_id = fork.fork_of.session_id
+        head = it.head_item(fork)
+        if copy_below is not None:
+            head[it.COPY_FROM], head[it.COPY_BELOW] = s(parent_id), n(copy_below)
+        live = {":a": s("active"), ":r": s("archived")}
+        entries: list[Item] = [
+            {
+                "Put": {
+                    "Item": head,
+                    "ConditionExpression": "#st = :del",
+                    "ExpressionAttributeNames": _STATUS,
+                    "ExpressionAttributeValues": {":del": s("deleting")},
+                }
+            },
+            {
+                "ConditionCheck": {
+                    "Key": it.head_key(parent_id),
+                    "ConditionExpression": "workspaceId = :ws AND #st IN (:a, :r)",
+                    "ExpressionAttributeNames": _STATUS,
+                    "ExpressionAttributeValues": {":ws": s(fork.workspace_id), **live},
+                }
+            },
+        ]
+        sources = fork.recall.from_sessions if fork.recall is not None else []
+        entries += [
+            {
+                "ConditionCheck": {
+                    "Key": it.head_key(source),
+                    "ConditionExpression": "#st IN (:a, :r)",
+                    "ExpressionAttributeNames": _STATUS,
+                    "ExpressionAttributeValues": live,
+                }
+            }
+            for source in sources
+        ]
+        if copy_below is not None:
+            marker = {
+                **it.fork_marker_key(parent_id, fork.id),
+                "atSeq": n(fork.fork_of.at_seq),
+                "versionsThrough": n(versions_through),
+                "createdAt": s(fork.created_at),
+            }
+            entries.append({"Put": {"Item": marker}})
+        reasons = self._table.transact(entries)
+        if reasons is None:
+            return
+        failed = [code == "ConditionalCheckFailed" for code in reasons]
+        if len(failed) > 1 and failed[1]:
+            raise SessionNotFound(f"session {parent_id!r} not found")
+        if any(failed[2 : 2 + len(sources)]):
+            raise RecallSourceGone(f"a session recalled by {parent_id} was deleted")
+        if failed and failed[0]:
+            raise StoreRejected(f"the placeholder of fork {fork.id} is gone")
+        raise StoreUnavailable(f"DynamoDB canceled the fork's creation ({', '.join(reasons)})")
+
+    def _discard(self, fork_id: str) -> None:
+        """Remove what a failed creation wrote (best effort: the placeholder is in the
+        DELETING index, so the retention run finishes it otherwise)."""
+        try:
+            keys = [
+                {"pk": item["pk"], "sk": item["sk"]}
+                for item in self._table.query_all(
+                    KeyConditionExpression="pk = :pk",
+                    ExpressionAttributeValues={":pk": it.session_pk(fork_id)},
+                    ProjectionExpression="pk, sk",
+                    ConsistentRead=True,
+                )
+                if item["sk"]["S"] != it.SESSION_SK
+            ]
+            self._table.delete_keys(keys)
+            self._table.conditional(
+                "delete_item",
+                Key=it.head_key(fork_id),
+                ConditionExpression="#st = :del",
+                ExpressionAttributeNames=_STATUS,
+                ExpressionAttributeValues={":del": s("deleting")},
+            )
+        except Exception:
+            logger.warning("fork %s not cleaned up; retention finishes it", fork_id, exc_info=True)
+
+
+# -- copying the rest ----------------------------------------------------------------------
+
+
+def copy_inherited(
+    table: DynamoTable,
+    parent_id: str,
+    fork_id: str,
+    time_left: Callable[[], float] | None = None,
+) -> CopyOutcome:
+    """Copy what fork ``fork_id`` still lacks of ``parent_id`` (see the module's text)."""
+    marker_key = it.fork_marker_key(parent_id, fork_id)
+    head = _fork_head(table, fork_id)
+    if head is None or it.head_status(head) == "deleting" or _copy_from(head) != parent_id:
+        table.call("delete_item", Key=marker_key)
+        return "gone" if head is None or it.head_status(head) == "deleting" else "done"
+    marker = table.get(marker_key)
+    below = int(head[it.COPY_BELOW]["N"]) if it.COPY_BELOW in head else 1
+    while below > 1:
+        if time_left is not None and time_left() < MIN_SECONDS_PER_STEP:
+            return "partial"
+        low = max(1, below - 2 * CHUNK_TURNS)
+        found = _turn_range(table, parent_id, low, below - 2)
+        if [it.user_seq_of_item(i) for i in found if not it.is_digest(i)] != list(
+            range(low, below, 2)
+        ):
+            if _copy_from(_fork_head(table, fork_id)) is None:
+                return "done"  # another copier (the parent's deletion) finished first
+            raise StoreUnavailable(f"inherited turns of fork {fork_id} are not readable")
+        table.put_items([_moved(item, fork_id) for item in found])
+        moved, current = table.conditional(
+            "update_item",
+            Key=it.head_key(fork_id),
+            UpdateExpression="SET copyBelow = :low",
+            ConditionExpression="copyBelow = :below AND #st <> :del",
+            ExpressionAttributeNames=_STATUS,
+            ExpressionAttributeValues={":low": n(low), ":below": n(below), ":del": s("deleting")},
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        if not moved:  # another copier moved it, or the fork is being deleted
+            if current is None or it.head_status(current) == "deleting":
+                return "gone"
+            if it.COPY_BELOW not in current:
+                return "done"
+            low = int(current[it.COPY_BELOW]["N"])
+        below = low
+    if marker is not None and int(marker["versionsThrough"]["N"]):
+        versions = _versions_through(table, parent_id, int(marker["versionsThrough"]["N"]))
+        table.put_items([_moved(item, fork_id) for item in versions])
+    finished, current = table.conditional(
+        "update_item",
+        Key=it.head_key(fork_id),
+        UpdateExpression="REMOVE copyFrom, copyBelow",
+        ConditionExpression="copyFrom = :parent AND #st <> :del",
+        ExpressionAttributeNames=_STATUS,
+        ExpressionAttributeValues={":parent": s(parent_id), ":del": s("deleting")},
+        ReturnValuesOnConditionCheckFailure="ALL_OLD",
+    )
+    table.call("delete_item", Key=marker_key)
+    if not finished and current is not None and it.head_status(current) == "deleting":
+        return "gone"
+    return "done"
+
+
+def hand_over_to_forks(table: DynamoTable, session_id: str, found: list[Item]) -> None:
+    """Before a session's messages are deleted: finish every copy its markers (among
+    ``found``, its items) say is still due to a live fork."""
+    for item in found:
+        if it.is_fork_marker(item):
+            fork_id = item["sk"]["S"].removeprefix(it.FORK_PREFIX)
+            copy_inherited(table, session_id, fork_id)
+
+
+# -- reading what a fork inherited -----------------------------------------------------------
+
+
+def copy_state(table: DynamoTable, session_id: str) -> tuple[str, int] | None:
+    """(parent, copy mark) of a live fork whose older inherited messages are still being
+    copied in (those below the mark); None for any other session."""
+    head = _fork_head(table, session_id)
+    if head is None or it.head_status(head) == "deleting" or it.COPY_FROM not in head:
+        return None
+    below = int(head[it.COPY_BELOW]["N"]) if it.COPY_BELOW in head else 1
+    return head[it.COPY_FROM]["S"], below
+
+
+def turn_items(
+    table: DynamoTable, session_id: str, low: int, high: int, *, consistent: bool = True
+) -> list[Item]:
+    """Turn and digest items of user seqs ``low..high`` in sk order: from the session's
+    partition and, for a fork still copying, those below its copy mark from its parent.
+    A session's own turns are contiguous, so only a leading gap can be inherited."""
+    own = _turn_range(table, session_id, low, high, consistent=consistent)
+    first = _first_turn_seq(own)
+    if first == low:
+        return own
+    state = copy_state(table, session_id)
+    if state is None:
+        # No copy due (any more): what is missing is not stored, or landed just now.
+        return own if first is None else _turn_range(table, session_id, low, high)
+    parent_id, below = state
+    upper = min(high, below - 2, high if first is None else first - 2)
+    inherited = _turn_range(table, parent_id, low, upper) if upper >= low else []
+    seqs = [it.user_seq_of_item(i) for i in inherited if not it.is_digest(i)]
+    if seqs != list(range(low, upper + 1, 2)):
+        return _turn_range(table, session_id, low, high)  # the copy finished meanwhile
+    return inherited + [i for i in own if it.user_seq_of_item(i) > upper]
+
+
+def stored_prompt(table: DynamoTable, session_id: str, user_seq: int) -> StoredPrompt | None:
+    """What is stored of the prompt of the turn at ``user_seq`` (``TurnStore.stored_prompt``)."""
+    turn = next(
+        (i for i in turn_items(table, session_id, user_seq, user_seq) if not it.is_digest(i)),
+        None,
+    )
+    if turn is None:
+        return None
+    text = turn.get(it.PROMPT_RECORD, {}).get("S")
+    record = PromptRecord.decode(text) if text is not None else None
+    user_input = turn["u"]["S"]
+    if record is None or not (record.first_seq or record.summary_through):
+        return StoredPrompt(user_seq, user_input, record, (), None)
+    window: list[Item] = []
+    if record.first_seq:
+        window = turn_items(
+            table, session_id, user_seq_of(record.first_seq), user_seq_of(record.last_seq)
+        )
+    messages = tuple(
+        m
+        for item in window
+        if not it.is_digest(item)
+        for m in it.messages_from(item)
+        if record.first_seq <= m.seq <= record.last_seq
+    )
+    digests = {}
+    for item in window:
+        if it.is_digest(item):
+            digest, expires = it.digest_from(item)
+            if digest.seq in record.digest_seqs:
+                digests[digest.seq] = (digest, expires)
+    summary = summary_version(table, session_id, record.summary_through)
+    return StoredPrompt(user_seq, user_input, record, messages, summary, digests)
+
+
+def summary_version(table: DynamoTable, session_id: str, through_seq: int) -> Summary | None:
+    """The summary version that ends at ``through_seq`` (0: none), wherever it is kept:
+    its version item, the summary item (a version from before versions were kept), or,
+    for a fork still copying, its parent's."""
+    if through_seq <= 0:
+        return None
+    item = table.get(it.summary_version_key(session_id, through_seq))
+    if item is not None:
+        return it.summary_from(item)
+    current = table.get(it.summary_key(session_id))
+    if current is not None:
+        for version in it.summary_versions_from(current):
+            if version.summary.through_seq == through_seq:
+                return version.summary
+    state = copy_state(table, session_id)
+    if state is not None:
+        item = table.get(it.summary_version_key(state[0], through_seq))
+    if item is None:
+        item = table.get(it.summary_version_key(session_id, through_seq))  # copied meanwhile
+    return it.summary_from(item) if item is not None else None
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def _fork_head(table: DynamoTable, session_id: str) -> Item | None:
+    return table.get(
+        it.head_key(session_id),
+        ProjectionExpression="#pk, #st, #from, #below",
+        ExpressionAttributeNames={
+            "#pk": "pk",
+            **_STATUS,
+            "#from": it.COPY_FROM,
+            "#below": it.COPY_BELOW,
+        },
+    )
+
+
+def _copy_from(head: Item | None) -> str | None:
+    if head is None or it.COPY_FROM not in head:
+        return None
+    return str(head[it.COPY_FROM]["S"])
+
+
+def _turn_range(
+    table: DynamoTable, session_id: str, low: int, high: int, *, consistent: bool = True
+) -> list[Item]:
+    """Turn and digest items of user seqs ``low..high`` of one partition, in sk order."""
+    if high < low:
+        return []
+    return list(
+        table.query_all(
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
+            ExpressionAttributeValues={
+                ":pk": it.session_pk(session_id),
+                ":lo": s(it.turn_sk(max(1, low))),
+                ":hi": s(it.turn_sk(high) + it.DIGEST_SUFFIX),
+            },
+            ConsistentRead=consistent,
+        )
+    )
+
+
+def _first_turn_seq(found: list[Item]) -> int | None:
+    return next((it.user_seq_of_item(i) for i in found if not it.is_digest(i)), None)
+
+
+def _newest_turn_items(
+    table: DynamoTable, session_id: str, last_user_seq: int, turns_wanted: int
+) -> list[Item]:
+    """The newest ``turns_wanted`` turns at or before ``last_user_seq`` with their digests
+    (one descending Query, a further page only past DynamoDB's 1 MB cap)."""
+    turns = 0
+    found: list[Item] = []
+    start: dict[str, Any] | None = None
+    while turns < turns_wanted:
+        args: dict[str, Any] = {
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
+            "ExpressionAttributeValues": {
+                ":pk": it.session_pk(session_id),
+                ":lo": s(it.turn_sk(1)),
+                ":hi": s(it.turn_sk(last_user_seq) + it.DIGEST_SUFFIX),
+            },
+            "ScanIndexForward": False,
+            "ConsistentRead": True,
+            "Limit": 2 * (turns_wanted - turns),
+        }
+        if start:
+            args["ExclusiveStartKey"] = start
+        out = table.query(**args)
+        for item in out.get("Items", []):
+            if it.is_digest(item):
+                found.append(item)
+            elif turns < turns_wanted:
+                found.append(item)
+                turns += 1
+        start = out.get("LastEvaluatedKey")
+        if not start:
+            break
+    # A digest read past the oldest turn wanted belongs to a turn not copied.
+    oldest = min((it.user_seq_of_item(i) for i in found if not it.is_digest(i)), default=0)
+    return [i for i in found if it.user_seq_of_item(i) >= oldest]
+
+
+def _versions_through(table: DynamoTable, session_id: str, through_seq: int) -> list[Item]:
+    return list(
+        table.query_all(
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
+            ExpressionAttributeValues={
+                ":pk": it.session_pk(session_id),
+                ":lo": s(it.summary_version_sk(1)),
+                ":hi": s(it.summary_version_sk(through_seq)),
+            },
+            ConsistentRead=True,
+        )
+    )
+
+
+def _moved(item: Item, fork_id: str) -> Item:
+    """An item of the parent's partition as the fork keeps it: in the fork's partition,
+    without the idempotency record of the parent's request (the parent's to remove)."""
+    moved = {name: value for name, value in item.items() if name != "k"}
+    moved["pk"] = it.session_pk(fork_id)
+    return moved

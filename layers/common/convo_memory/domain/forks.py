@@ -1,0 +1,53 @@
+"""Forks (v4): a session that branches off another after one of its answers, as chat apps
+let a user edit an earlier message or ask for another answer. The pure rules: which
+``atSeq`` a fork may start at, which of the parent's turns it copies when it is created,
+and which summary version it starts from.
+
+A fork inherits the parent's messages ``1..atSeq``. So that a turn on a fork reads its own
+partition only (the same one Query as any turn), the fork is created holding the newest
+inherited turns a turn's Query reads (the replay ceiling's worth) and the newest summary
+version that ends at or before ``atSeq``; the older inherited turns (and the summary
+versions behind them) are copied in afterwards, and read from the parent until then.
+A summary version folds messages ``1..throughSeq`` only, so one that ends at or before
+the fork point holds nothing the parent said after it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from convo_memory.domain.errors import ValidationFailed
+from convo_memory.domain.models import Summary
+
+
+def check_fork_point(at_seq: int, message_count: int) -> None:
+    """``atSeq`` must be 0 or the seq of a recorded answer of the parent (even, at most
+    its message count): else ``422 validation_error``."""
+    if at_seq < 0 or at_seq % 2 or at_seq > message_count:
+        raise ValidationFailed(
+            f"atSeq must be 0 or the seq of a recorded answer of the session (an even "
+            f"number from 2 to {message_count}); got {at_seq}",
+            details=[{"loc": ["atSeq"], "msg": "not the seq of a recorded answer"}],
+        )
+
+
+def turns_copied_at_creation(max_messages: int) -> int:
+    """How many of the newest inherited turns a fork is created with: as many as a turn's
+    one Query reads (a turn is two messages), so its first turn reads nothing else."""
+    return max(1, math.ceil(max_messages / 2))
+
+
+def first_copied_user_seq(at_seq: int, max_messages: int) -> int:
+    """The user seq of the oldest inherited turn copied when the fork is created (older
+    ones are copied afterwards); ``atSeq + 1`` when the fork inherits nothing."""
+    if at_seq <= 0:
+        return 1
+    return max(1, at_seq - 2 * turns_copied_at_creation(max_messages) + 1)
+
+
+def summary_behind(versions: Iterable[Summary], at_seq: int) -> Summary | None:
+    """The newest summary version that ends at or before ``at_seq`` (a fork's starting
+    summary), or None when there is none."""
+    behind = [v for v in versions if 0 < v.through_seq <= at_seq]
+    return max(behind, key=lambda v: v.through_seq, default=None)
