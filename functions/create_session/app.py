@@ -1,4 +1,5 @@
-"""``POST /v1/sessions``: open a session for an end user on a conversational capability."""
+"""``POST /v1/sessions``: open a session for an end user on a conversational capability;
+``POST /v1/sessions/{id}/forks``: open one that branches off another after an answer."""
 
 from __future__ import annotations
 
@@ -26,6 +27,16 @@ def create_session() -> Response:
     workspace = workspace_id(app)
     session = container().sessions.create(workspace, body_as(app, SessionCreate))
     return json_response(201, session.to_json_dict())
+
+
+@app.post("/v1/sessions/<session_id>/forks")
+def fork_session(session_id: str) -> Response:
+    from convo_memory.api_models import ForkCreate
+
+    workspace = workspace_id(app)
+    body = body_as(app, ForkCreate)
+    fork = container().forks.fork(workspace, session_id, body.at_seq, body.metadata)
+    return json_response(201, fork.to_json_dict())
 
 
 @http_handler

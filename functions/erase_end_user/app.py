@@ -7,7 +7,9 @@
   maxReceiveCount) the receipt says ``failed`` before the message moves to ErasureDLQ,
   from which a redrive resumes it;
 - a ``SweepJob`` sweeps deleted or erased sessions once no write that was in flight can
-  still land (``ErasureService.sweep``).
+  still land (``ErasureService.sweep``);
+- a ``ForkCopyJob`` copies a new fork's older inherited messages in from its parent
+  (``ForkService.copy``): resumable, it goes on from the fork's copy mark.
 
 A body that is neither is failed, not dropped (``convo_memory.job_batches``).
 """
@@ -49,7 +51,7 @@ def redeliver_seconds(deliveries: int) -> int:
 
 def erase_record(record: ErasureJobRecord, lambda_context: Any = None) -> None:
     from convo_memory.bootstrap import get_container
-    from convo_memory.domain.jobs import ErasureJob
+    from convo_memory.domain.jobs import ErasureJob, ForkCopyJob
 
     set_correlation_id(record_correlation_id(record) or record.messageId)
     container = get_container()
@@ -72,6 +74,9 @@ def erase_record(record: ErasureJobRecord, lambda_context: Any = None) -> None:
                     "sessionsErased": erasure.sessions_erased if erasure else None,
                 },
             )
+        elif isinstance(job, ForkCopyJob):
+            outcome = container.forks.copy(job, time_left=time_left)
+            logger.info("fork copy job", extra={"forkId": job.fork_id, "outcome": outcome})
         else:
             removed = container.erasures.sweep(job, time_left=time_left)
             logger.info(

@@ -1,5 +1,6 @@
-"""The read-only session routes: a session, an end user's sessions, the transcript, and
-the next turn's context. Every ``nextToken`` is a signed cursor bound to its listing."""
+"""The read-only session routes: a session, an end user's sessions, the transcript, the
+next turn's context and what a past turn was sent. Every ``nextToken`` is a signed
+cursor bound to its listing."""
 
 from __future__ import annotations
 
@@ -62,6 +63,15 @@ def list_messages(session_id: str) -> Response:
 def get_context(session_id: str) -> Response:
     view = container().sessions.context(workspace_id(app), session_id)
     return json_response(200, view.to_json_dict())
+
+
+@app.get("/v1/sessions/<session_id>/messages/<seq>/prompt")
+def get_prompt(session_id: str, seq: str) -> Response:
+    from convo_memory.api_models import PromptView
+    from convo_memory.input_gate import path_seq
+
+    sent = container().sessions.sent_prompt(workspace_id(app), session_id, path_seq(seq))
+    return json_response(200, PromptView.of(sent).to_json_dict())
 
 
 @http_handler

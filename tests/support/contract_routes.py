@@ -17,6 +17,8 @@ EXPECTED_ROUTES = {
     ("DELETE", "/v1/sessions/{sessionId}"): "ModifySessionFunction",
     ("GET", "/v1/sessions/{sessionId}/messages"): "ReadSessionsFunction",
     ("GET", "/v1/sessions/{sessionId}/context"): "ReadSessionsFunction",
+    ("GET", "/v1/sessions/{sessionId}/messages/{seq}/prompt"): "ReadSessionsFunction",
+    ("POST", "/v1/sessions/{sessionId}/forks"): "CreateSessionFunction",
     ("POST", "/v1/capabilities/{capabilityId}/predict"): "PredictFunction",
     ("POST", "/v1/capabilities/{capabilityId}/predict/stream"): "PredictFunction",
     ("POST", "/v1/sessions/{sessionId}/messages"): "PredictFunction",

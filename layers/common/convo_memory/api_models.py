@@ -5,9 +5,9 @@ door applies (``input_gate.parse_model``); the entities themselves are
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 
 from convo_memory.domain.erasures import TracePolicy
 from convo_memory.domain.models import (
@@ -26,6 +26,7 @@ from convo_memory.domain.models import (
     ToolSpec,
     TurnSeqs,
 )
+from convo_memory.domain.prompt_record import ExpiredDigest, LostSummary, SentPrompt
 
 BUILTIN_TOOL_NAMES: tuple[str, ...] = ("lookup_order", "search_kb")
 MAX_TOOLS = 16
@@ -179,6 +180,25 @@ class SessionPatch(ApiModel):
         return self
 
 
+# Seqs are stored as ten digits.
+MAX_SEQ = 9_999_999_999
+
+
+class ForkCreate(ApiModel):
+    """``POST /v1/sessions/{id}/forks``: a new session whose history is this one's
+    messages up to ``atSeq`` (0, or the seq of a recorded answer: even). ``metadata``
+    is the fork's (default: the parent's)."""
+
+    at_seq: StrictInt = Field(ge=0, le=MAX_SEQ)
+    metadata: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _limits(self) -> ForkCreate:
+        if self.metadata is not None:
+            _check_metadata(self.metadata)
+        return self
+
+
 MAX_PRINCIPAL_CLAIMS = 32
 MAX_CLAIM_NAME_CHARS = 64
 MAX_CLAIM_VALUE_CHARS = 1024
@@ -270,6 +290,56 @@ class ContextView(ApiModel):
     omitted_messages: int
     replayed_chars: int
     recall: Recall | None
+
+
+class ExpiredDigestView(ApiModel):
+    """A tool digest the turn was sent that has since passed its retention window."""
+
+    seq: int
+    expired: Literal[True] = True
+
+
+class LostSummaryView(ApiModel):
+    """A summary version the turn was sent that is no longer kept (folded before
+    versions were kept, and replaced since)."""
+
+    through_seq: int
+    expired: Literal[True] = True
+
+
+class PromptView(ApiModel):
+    """``GET /v1/sessions/{id}/messages/{seq}/prompt``: what the model was sent for that
+    turn's first model call, in the shapes of ``/context``."""
+
+    seq: int = Field(description="The turn's answer.")
+    instructions: str
+    recall: Recall | None
+    summary: Summary | LostSummaryView | None
+    tool_digests: list[ToolDigest | ExpiredDigestView]
+    messages: list[Message]
+    input: str
+    app_tools: list[str] = Field(description="The names of the app's own tools offered.")
+
+    @classmethod
+    def of(cls, sent: SentPrompt) -> PromptView:
+        summary: Summary | LostSummaryView | None = None
+        if isinstance(sent.summary, LostSummary):
+            summary = LostSummaryView(through_seq=sent.summary.through_seq)
+        else:
+            summary = sent.summary
+        return cls(
+            seq=sent.seq,
+            instructions=sent.instructions,
+            recall=sent.recall,
+            summary=summary,
+            tool_digests=[
+                ExpiredDigestView(seq=d.seq) if isinstance(d, ExpiredDigest) else d
+                for d in sent.tool_digests
+            ],
+            messages=list(sent.messages),
+            input=sent.input,
+            app_tools=list(sent.app_tools),
+        )
 
 
 # -- the OpenAI-compatible door --------------------------------------------------------

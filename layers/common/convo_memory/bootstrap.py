@@ -25,6 +25,7 @@ from convo_memory.services.answering import Answerer
 from convo_memory.services.auth import TokenResolver
 from convo_memory.services.catalog import CapabilityCatalog, RunTraces
 from convo_memory.services.erasures import MAX_QUEUE_DELAY_SECONDS, ErasurePolicy, ErasureService
+from convo_memory.services.forks import ForkService
 from convo_memory.services.recall import RecallTaker
 from convo_memory.services.recording import TurnRecorder
 from convo_memory.services.retention import RetentionPolicy, RetentionService
@@ -101,6 +102,8 @@ class Container:
     # Sessions found or opened by an app's own key (the OpenAI-compatible door).
     session_keys: SessionKeys
     erasures: ErasureService
+    # Forks (v4): creating them, and the job that copies their older inherited messages.
+    forks: ForkService
 
     # The adapters a door or a test reaches for itself.
     @property
@@ -271,6 +274,15 @@ def build_services(
         tokens=TokenResolver(stores.tokens, settings.cache_ttl_seconds),
         session_keys=SessionKeys(sessions, stores.sessions, catalog, sleep),
         erasures=erasures,
+        forks=ForkService(
+            stores.sessions,
+            stores.forks,
+            catalog,
+            clock,
+            copy_queue=adapters.erasure_queue,
+            summarize=trigger.after_fork,
+            metrics=metrics,
+        ),
     )
 
 

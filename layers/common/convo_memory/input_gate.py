@@ -183,11 +183,26 @@ def idempotency_key(headers: Mapping[str, str]) -> str | None:
     return key
 
 
+SEQ = re.compile(r"[0-9]{1,10}")
+
+
+def path_seq(value: str) -> int:
+    """A message seq in a path: a positive integer (``422 validation_error`` otherwise)."""
+    if not SEQ.fullmatch(value) or int(value) < 1:
+        raise ValidationFailed(
+            "seq must be a message's seq: a positive integer",
+            details=[{"loc": ["path", "seq"], "msg": "not a positive integer"}],
+        )
+    return int(value)
+
+
 def check_path_id(name: str, value: str) -> None:
-    """A 404 of the parameter's kind for a value none of our ids could be."""
+    """A 404 of the parameter's kind for a value none of our ids could be (a seq: 422)."""
     if PLAUSIBLE_ID.fullmatch(value):
         return
     lowered = name.lower()
+    if lowered == "seq":
+        path_seq(value)
     if "capability" in lowered:
         raise CapabilityNotFound("capability not found")
     if "session" in lowered:

@@ -298,6 +298,13 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("GET", "/v1/sessions/{sessionId}/context", "getContext",
               "Exactly what the next turn would see", "sessions", response=api.ContextView,
               not_found=_SES),
+    Operation("POST", "/v1/sessions/{sessionId}/forks", "forkSession",
+              "Branch the conversation after an answer (atSeq): a new session with the same "
+              "end user, principal and capability, whose history is the messages up to atSeq",
+              "sessions", 201, m.Session, api.ForkCreate, not_found=_SES),
+    Operation("GET", "/v1/sessions/{sessionId}/messages/{seq}/prompt", "getPrompt",
+              "What the model was sent for the turn of message seq (its first model call)",
+              "sessions", response=api.PromptView, not_found=_SES),
     Operation("GET", "/v1/runs/{runId}", "getRun", "An agent run's trace", "runs",
               response=RunTrace, not_found=("run_not_found",)),
     Operation("GET", "/v1/models", "listModels",
@@ -368,14 +375,10 @@ def _error_response(status: int, op: Operation) -> dict[str, Any]:
 def _parameters(op: Operation) -> list[dict[str, Any]]:
     params: list[dict[str, Any]] = []
     for name in (p[1:-1] for p in op.path.split("/") if p.startswith("{")):
-        params.append(
-            {
-                "name": name,
-                "in": "path",
-                "required": True,
-                "schema": {"type": "string", "minLength": 1, "maxLength": 128},
-            }
-        )
+        schema: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 128}
+        if name == "seq":
+            schema = {"type": "string", "pattern": f"^{input_gate.SEQ.pattern}$"}
+        params.append({"name": name, "in": "path", "required": True, "schema": schema})
     for name, schema, required, description in op.query:
         params.append(
             {

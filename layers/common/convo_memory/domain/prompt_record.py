@@ -127,6 +127,14 @@ class ExpiredDigest:
 
 
 @dataclass(frozen=True)
+class LostSummary:
+    """A summary version a turn was sent that is no longer kept (one folded before
+    versions were kept, replaced since)."""
+
+    through_seq: int
+
+
+@dataclass(frozen=True)
 class SentPrompt:
     """What a turn's first model call was sent, rebuilt from what is stored: the shapes
     of ``/context`` (``recall`` and ``summary`` the ones sent, or None)."""
@@ -134,7 +142,7 @@ class SentPrompt:
     seq: int  # the turn's answer
     instructions: str
     recall: Recall | None
-    summary: Summary | None
+    summary: Summary | LostSummary | None
     tool_digests: tuple[ToolDigest | ExpiredDigest, ...]
     messages: tuple[Message, ...]
     input: str
@@ -153,3 +161,32 @@ class StoredPrompt:
     messages: tuple[Message, ...]
     summary: Summary | None
     digests: dict[int, tuple[ToolDigest, float]] = field(default_factory=dict)
+
+
+def sent_prompt(
+    stored: StoredPrompt,
+    record: PromptRecord,
+    instructions: str,
+    recall: Recall | None,
+    now: float,
+) -> SentPrompt:
+    """What a turn was sent, from what is stored of it and what it was sent from (the
+    capability's instructions, the session's recall), as of ``now`` (a digest past its
+    retention window shows as expired)."""
+    digests: list[ToolDigest | ExpiredDigest] = []
+    for seq in record.digest_seqs:
+        kept = stored.digests.get(seq)
+        digests.append(kept[0] if kept is not None and kept[1] > now else ExpiredDigest(seq))
+    summary: Summary | LostSummary | None = None
+    if record.summary_through:
+        summary = stored.summary or LostSummary(record.summary_through)
+    return SentPrompt(
+        seq=stored.user_seq + 1,
+        instructions=instructions,
+        recall=recall if record.recall else None,
+        summary=summary,
+        tool_digests=tuple(digests),
+        messages=stored.messages,
+        input=stored.input,
+        app_tools=record.app_tools,
+    )

@@ -10,6 +10,7 @@ from convo_memory.api_models import ContextView, SessionCreate, SessionPatch
 from convo_memory.domain.errors import (
     CapabilityNotConversational,
     ExternalRefImmutable,
+    NotFound,
     PrincipalImmutable,
     RecallSourceGone,
     SessionNotFound,
@@ -17,10 +18,11 @@ from convo_memory.domain.errors import (
 )
 from convo_memory.domain.ids import new_id
 from convo_memory.domain.models import Capability, Message, Session, iso_at
-from convo_memory.domain.prompt import new_fence_nonce
+from convo_memory.domain.prompt import DEFAULT_INSTRUCTIONS, new_fence_nonce
+from convo_memory.domain.prompt_record import SentPrompt, sent_prompt
 from convo_memory.domain.replay_window import select_replay_window
 from convo_memory.domain.summary_plan import summary_for_window
-from convo_memory.domain.turn_records import live_digests
+from convo_memory.domain.turn_records import live_digests, user_seq_of
 from convo_memory.ports import SessionStore, TurnStore
 from convo_memory.services.catalog import CapabilityCatalog
 from convo_memory.services.recall import RecallTaker
@@ -191,3 +193,21 @@ class SessionService:
             replayed_chars=window.replayed_chars,
             recall=state.session.recall,
         )
+
+    def sent_prompt(self, workspace_id: str, session_id: str, seq: int) -> SentPrompt:
+        """What the model was sent for the first model call of the turn that holds
+        message ``seq`` (its answer or its user message), rebuilt from what is stored.
+        ``NotFound`` for a seq the session does not have, or a turn recorded before
+        records of what turns were sent were kept."""
+        session = self.get(workspace_id, session_id)
+        stored = self._turns.stored_prompt(session_id, user_seq_of(seq)) if seq > 0 else None
+        if stored is None:
+            raise NotFound(f"session {session_id!r} has no message {seq}")
+        if stored.record is None:
+            raise NotFound(
+                f"no record of what message {seq}'s turn was sent is kept (it was recorded "
+                "before such records were)"
+            )
+        capability = self._catalog.get(workspace_id, session.capability_id)
+        instructions = capability.instructions or DEFAULT_INSTRUCTIONS
+        return sent_prompt(stored, stored.record, instructions, session.recall, self._clock())

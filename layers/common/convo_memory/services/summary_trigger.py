@@ -77,6 +77,11 @@ class SummaryTrigger:
         is due (one read when none is). True when SQS took one."""
         return self._send(workspace_id, session_id)
 
+    def after_fork(self, workspace_id: str, session_id: str) -> bool:
+        """Send a summary job for a new fork: the summary version it starts from may lag
+        what its window omits (the job finds out whether a fold is due)."""
+        return self._send(workspace_id, session_id)
+
     def _send(self, workspace_id: str, session_id: str) -> bool:
         if self._queue is None:
             return False

@@ -1,0 +1,134 @@
+"""Forks (v4): branching a conversation after one of its answers (``POST
+/v1/sessions/{id}/forks``), and the job that copies a new fork's older inherited
+messages in from its parent.
+
+A fork is a session like any other: the parent's workspace, capability, end user,
+principal and recall (never taken anew: the parent's own later turns would be in it),
+its metadata unless the request gives some, and its own fence nonce; no app key. Its
+history is the parent's messages up to ``atSeq``; what a turn on it reads is copied when
+it is created, the rest by a ``ForkCopyJob`` on the erasure queue (and, failing that,
+when the parent is deleted, purged or erased: see ``ports.ForkStore``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from convo_memory.domain.errors import RecallSourceGone, SessionNotFound
+from convo_memory.domain.forks import check_fork_point, turns_copied_at_creation
+from convo_memory.domain.ids import new_id
+from convo_memory.domain.jobs import ForkCopyJob
+from convo_memory.domain.models import ForkPoint, Session, iso_at
+from convo_memory.domain.prompt import new_fence_nonce
+from convo_memory.ports import (
+    CopyOutcome,
+    ForkStore,
+    MetricsPort,
+    NullMetrics,
+    QueuePort,
+    SessionStore,
+)
+from convo_memory.services.catalog import CapabilityCatalog
+
+logger = logging.getLogger(__name__)
+
+
+class ForkCopyIncomplete(RuntimeError):
+    """The copy ran out of invocation time: its job's next delivery goes on."""
+
+
+class ForkService:
+    def __init__(
+        self,
+        sessions: SessionStore,
+        forks: ForkStore,
+        catalog: CapabilityCatalog,
+        clock: Callable[[], float] = time.time,
+        *,
+        copy_queue: QueuePort | None = None,
+        summarize: Callable[[str, str], object] | None = None,
+        metrics: MetricsPort | None = None,
+    ) -> None:
+        self._sessions = sessions
+        self._forks = forks
+        self._catalog = catalog
+        self._clock = clock
+        self._copy_queue = copy_queue
+        # Told (workspace, fork): a summary run for the new fork (it decides if one is due).
+        self._summarize = summarize
+        self._metrics = metrics or NullMetrics()
+
+    def fork(
+        self,
+        workspace_id: str,
+        session_id: str,
+        at_seq: int,
+        metadata: dict[str, Any] | None = None,
+    ) -> Session:
+        """A new session whose history is the parent's messages ``1..at_seq``. Raises
+        ``SessionNotFound`` (a missing, deleted or another workspace's parent) and
+        ``ValidationFailed`` (``at_seq`` not 0 nor a recorded answer's seq)."""
+        parent = self._sessions.get_session(session_id)
+        if parent is None or parent.workspace_id != workspace_id:
+            raise SessionNotFound(f"session {session_id!r} not found")
+        check_fork_point(at_seq, parent.message_count)
+        capability = self._catalog.get(workspace_id, parent.capability_id)
+        if parent.copying_from is not None:
+            # A fork of a fork: the parent first holds all it inherited, so the new
+            # fork's copy reads one partition that has every message it needs.
+            self._forks.copy_inherited(parent.copying_from, parent.id)
+        now = iso_at(self._clock())
+        fork = Session(
+            id=new_id("ses"),
+            workspace_id=workspace_id,
+            capability_id=parent.capability_id,
+            external_ref=parent.external_ref,
+            principal=parent.principal,
+            metadata=parent.metadata if metadata is None else metadata,
+            status="active",
+            created_at=now,
+            last_active_at=now,
+            message_count=at_seq,
+            recall=parent.recall,
+            fence_nonce=new_fence_nonce(),
+            fork_of=ForkPoint(session_id=parent.id, at_seq=at_seq),
+        )
+        policy = capability.replay_policy
+        copy_turns = turns_copied_at_creation(policy.max_messages)
+        try:
+            pending = self._forks.create_fork(fork, copy_turns, policy.alignment > 1)
+        except RecallSourceGone:
+            # A session the parent's recall came from was deleted: none of its text is
+            # stored anew, so this fork goes without the recall.
+            fork = fork.model_copy(update={"recall": None})
+            pending = self._forks.create_fork(fork, copy_turns, policy.alignment > 1)
+        if pending:
+            self._queue_copy(
+                ForkCopyJob(workspace_id=workspace_id, parent_id=parent.id, fork_id=fork.id)
+            )
+        if at_seq and self._summarize is not None:
+            self._summarize(workspace_id, fork.id)
+        self._metrics.count("ForksCreated")
+        return fork
+
+    def copy(self, job: ForkCopyJob, time_left: Callable[[], float] | None = None) -> CopyOutcome:
+        """The ``ForkCopyJob``: copy what the fork still lacks of its parent. Raises
+        ``ForkCopyIncomplete`` when out of time (the job is delivered again)."""
+        outcome = self._forks.copy_inherited(job.parent_id, job.fork_id, time_left)
+        if outcome == "partial":
+            raise ForkCopyIncomplete(f"fork {job.fork_id}: out of time, the copy resumes")
+        return outcome
+
+    def _queue_copy(self, job: ForkCopyJob) -> None:
+        """Best effort: a copy not queued is finished when the parent is deleted, purged
+        or erased, or when the fork is forked; the fork reads through its parent till then."""
+        if self._copy_queue is None:
+            return
+        try:
+            self._copy_queue.send(job.to_body())
+        except Exception:
+            logger.warning("no copy job for fork %s", job.fork_id, exc_info=True)
+            self._metrics.count("ForkCopyNotQueued")
