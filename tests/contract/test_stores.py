@@ -12,7 +12,8 @@ import pytest
 from convo_memory.adapters.dynamo.stores import dynamo_stores
 from convo_memory.domain.erasures import Erasure, TracePolicy
 from convo_memory.domain.errors import SessionArchived, SessionNotFound
-from convo_memory.domain.models import Capability, Session, Summary
+from convo_memory.domain.models import Capability, ForkPoint, Session, Summary
+from convo_memory.domain.prompt_record import PromptRecord
 from convo_memory.domain.summary_plan import FoldWindow, SummaryVersion
 from convo_memory.domain.turn_records import AppendResult, TurnRecord
 from convo_memory.ports import Stores
@@ -580,3 +581,98 @@ def test_only_a_running_erasure_finishes(stores: Stores) -> None:
     stores.erasures.start_erasure(WS, "era_1")
     assert stores.erasures.finish_erasure(WS, "era_1", "failed", T0) is True
     assert stores.erasures.finish_erasure(WS, "era_1", "done", T0) is False  # already
+
+
+# -- forks ------------------------------------------------------------------------------------
+
+
+def fork_of(parent: str, fork_id: str, at_seq: int) -> Session:
+    forked = session(fork_id, created="2026-01-02T00:00:00.000Z")
+    return forked.model_copy(
+        update={"fork_of": ForkPoint(session_id=parent, at_seq=at_seq), "message_count": at_seq}
+    )
+
+
+def test_a_fork_holds_the_newest_inherited_turns_and_reads_the_rest_through_its_parent(
+    stores: Stores,
+) -> None:
+    with_turns(stores, "p1", 5)
+    assert stores.summaries.advance_summary("p1", 0, Summary(text="to 2", through_seq=2))
+    assert stores.summaries.advance_summary("p1", 2, Summary(text="to 6", through_seq=6))
+
+    pending = stores.forks.create_fork(fork_of("p1", "f1", 8), 2, keep_earlier_summary=False)
+
+    assert pending is True
+    state = stores.turns.load_turn_state("f1", 4, with_digests=False)
+    assert state is not None and state.session.copying_from == "p1"
+    assert [m.seq for m in state.recent] == [5, 6, 7, 8]
+    assert state.summary == Summary(text="to 6", through_seq=6)
+    assert state.session.fork_of == ForkPoint(session_id="p1", at_seq=8)
+    listed, more = stores.turns.list_messages("f1", 0, 100)
+    assert ([m.seq for m in listed], more) == (list(range(1, 9)), False)
+    assert [m.content for m in stores.turns.read_messages("f1", 1, 3)] == [
+        "question 0",
+        "answer 0",
+        "question 1",
+    ]
+    assert stores.forks.copy_inherited("p1", "f1") == "done"
+    state = stores.turns.load_turn_state("f1", 4, with_digests=False)
+    assert state is not None and state.session.copying_from is None
+    assert [m.seq for m in stores.turns.list_messages("f1", 0, 100)[0]] == list(range(1, 9))
+
+
+def test_a_parents_deletion_finishes_the_copy_its_fork_still_needs(stores: Stores) -> None:
+    with_turns(stores, "p1", 5)
+    stores.forks.create_fork(fork_of("p1", "f1", 6), 1, keep_earlier_summary=False)
+
+    assert stores.sessions.begin_deletion("p1", WS, T0)
+    stores.sessions.delete_contents("p1")
+
+    assert stores.turns.list_messages("p1", 0, 100) == ([], False)
+    listed = stores.turns.list_messages("f1", 0, 100)[0]
+    assert [(m.seq, m.content) for m in listed][:2] == [(1, "question 0"), (2, "answer 0")]
+    assert [m.seq for m in listed] == list(range(1, 7))
+    state = stores.turns.load_turn_state("f1", 2, with_digests=False)
+    assert state is not None and state.session.copying_from is None
+
+
+def test_a_deleted_forks_copy_is_dropped_and_its_marker_with_it(stores: Stores) -> None:
+    with_turns(stores, "p1", 5)
+    stores.forks.create_fork(fork_of("p1", "f1", 10), 1, keep_earlier_summary=False)
+
+    assert stores.sessions.begin_deletion("f1", WS, T0)
+    stores.sessions.delete_contents("f1")
+
+    assert stores.forks.copy_inherited("p1", "f1") == "gone"
+    assert stores.turns.list_messages("f1", 0, 100) == ([], False)
+    # The parent's deletion has no copy left to finish.
+    assert stores.sessions.begin_deletion("p1", WS, T0)
+    assert stores.sessions.delete_contents("p1") == 5
+
+
+def test_a_fork_of_a_parent_deleted_meanwhile_is_not_stored(stores: Stores) -> None:
+    with_turns(stores, "p1", 2)
+    assert stores.sessions.begin_deletion("p1", WS, T0)
+
+    with pytest.raises(SessionNotFound):
+        stores.forks.create_fork(fork_of("p1", "f1", 2), 1, keep_earlier_summary=False)
+
+    assert stores.sessions.get_session("f1") is None
+    assert stores.turns.list_messages("f1", 0, 100) == ([], False)
+
+
+def test_a_turns_prompt_record_and_the_parts_it_names_are_read_back(stores: Stores) -> None:
+    with_turns(stores, "s1", 2)
+    assert stores.summaries.advance_summary("s1", 0, Summary(text="to 2", through_seq=2))
+    record = PromptRecord(first_seq=3, last_seq=4, summary_through=2)
+    stores.turns.append_turn("s1", 4, turn("t9", "third", prompt_record=record.encode()))
+
+    stored = stores.turns.stored_prompt("s1", 5)
+
+    assert stored is not None
+    assert (stored.user_seq, stored.input, stored.record) == (5, "third", record)
+    assert [m.content for m in stored.messages] == ["question 1", "answer 1"]
+    assert stored.summary == Summary(text="to 2", through_seq=2)
+    assert stores.turns.stored_prompt("s1", 1) is not None
+    assert stores.turns.stored_prompt("s1", 1).record is None  # type: ignore[union-attr]
+    assert stores.turns.stored_prompt("s1", 7) is None

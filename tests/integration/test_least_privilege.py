@@ -189,6 +189,18 @@ def run_every_function(api: InProcessApi, recorder: AwsCallRecorder) -> None:
     call("PATCH", f"/v1/sessions/{session}", 200, json_body={"metadata": {"plan": "pro"}})
     call("DELETE", f"/v1/sessions/{second}", 204)
 
+    # Forks: one whose older messages a job copies, a fork of it (that copy finished
+    # first), what a turn was sent; a parent deleted with its fork's copy still due.
+    forked = call("POST", f"/v1/sessions/{session}/forks", 201, json_body={"atSeq": 4})["id"]
+    call("POST", f"/v1/sessions/{forked}/forks", 201, json_body={"atSeq": 2})
+    call("GET", f"/v1/sessions/{forked}/messages", 200)
+    call("GET", f"/v1/sessions/{session}/messages/2/prompt", 200)
+    doomed = call("POST", "/v1/sessions", 201, json_body=opened)["id"]
+    for text in ("a", "b", "c"):
+        call("POST", f"/v1/sessions/{doomed}/messages", 200, json_body={"input": text})
+    call("POST", f"/v1/sessions/{doomed}/forks", 201, json_body={"atSeq": 6})
+    call("DELETE", f"/v1/sessions/{doomed}", 204)
+
     # Recall: a session opened on a capability with recall reads the earlier ones.
     recalling = {**capability, "name": "recalls", "recall": {"sessions": 2}}
     recall_cap = call("POST", "/v1/capabilities", 201, json_body=recalling)["id"]
@@ -224,7 +236,9 @@ def run_every_function(api: InProcessApi, recorder: AwsCallRecorder) -> None:
     run_erasure_jobs(api, sweeps=True)
     assert call("GET", f"/v1/erasures/{receipt['id']}", 200)["status"] == "done"
 
-    # The retention run: archive the idle session, purge it, finish the deletion.
+    # The retention run: archive the idle session, purge it (finishing the copy still
+    # due to a fork of it), finish the deletion.
+    call("POST", f"/v1/sessions/{session}/forks", 201, json_body={"atSeq": 6})
     now = datetime.now(UTC)
     for days in (8, 40, 80):
         api.invoke("RetentionFunction", _retention_event(now + timedelta(days=days)))

@@ -1,0 +1,304 @@
+"""Forks on the in-process stack (moto tables from template.yaml, the real handlers): a
+fork is created with a bounded copy whatever its parent's length; its turns cost what
+any turn costs; its older inherited messages become its own through the copy job, a
+parent's deletion, purge or erasure finishing any copy still due; a fork deleted while
+its copy runs keeps nothing once swept; a creation cut short leaves nothing retention
+does not remove."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from convo_memory.adapters.dynamo import forks as dynamo_forks
+from convo_memory.domain.jobs import ForkCopyJob
+from tests.support.dynamo_meter import DynamoMeter
+from tests.support.erasure_jobs import (
+    ack,
+    invoke_worker,
+    job_record,
+    receive_jobs,
+    run_erasure_jobs,
+)
+from tests.support.faults import dynamodb_error, inject
+from tests.support.inprocess_api import InProcessApi, new_workspace, seed_history
+from tests.support.table_scan import every_item, items_naming
+from tests.support.tenants import Tenant, open_session, transcript
+
+# Scans and retention runs read the whole table: a table per test.
+pytestmark = pytest.mark.fresh_stack
+# The seeded capability replays 20 messages: a fork is created holding 10 turns.
+CEILING_TURNS = 10
+
+
+@pytest.fixture
+def tenant(api: InProcessApi) -> Tenant:
+    return Tenant(*new_workspace(api, "forks"))
+
+
+def session_with(api: InProcessApi, tenant: Tenant, messages: int) -> str:
+    session_id = open_session(api, tenant)
+    seed_history(api, session_id, messages)
+    return session_id
+
+
+def fork(api: InProcessApi, tenant: Tenant, session_id: str, at_seq: int, status: int = 201) -> Any:
+    response = api.call(
+        "POST", f"/v1/sessions/{session_id}/forks", token=tenant.token, json_body={"atSeq": at_seq}
+    )
+    assert response.status == status, response.body
+    return response.body
+
+
+def stored_turn_seqs(api: InProcessApi, session_id: str) -> list[int]:
+    """The user seqs of the turns in the session's own partition."""
+    out = api.container.clients["dynamodb"].query(
+        TableName=api.container.settings.table_name,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :msg)",
+        ExpressionAttributeValues={":pk": {"S": f"SESSION#{session_id}"}, ":msg": {"S": "MSG#"}},
+        ConsistentRead=True,
+    )
+    return [int(item["sk"]["S"][4:14]) for item in out["Items"] if "#DIGEST" not in item["sk"]["S"]]
+
+
+def conversation_items(api: InProcessApi) -> list[dict[str, Any]]:
+    return every_item(api)["ConversationsTable"]
+
+
+def send(api: InProcessApi, tenant: Tenant, session_id: str, text: str) -> Any:
+    response = api.call(
+        "POST", f"/v1/sessions/{session_id}/messages", token=tenant.token, json_body={"input": text}
+    )
+    assert response.status == 200, response.body
+    return response.body
+
+
+@pytest.fixture
+def meter(api: InProcessApi) -> Iterator[DynamoMeter]:
+    yield DynamoMeter().attach(api.container.clients["dynamodb"])
+
+
+# -- cheap ----------------------------------------------------------------------------------
+
+
+def test_creating_a_fork_makes_the_same_requests_whatever_the_parents_length(
+    api: InProcessApi, tenant: Tenant, meter: DynamoMeter
+) -> None:
+    requests = {}
+    for messages in (100, 1000):
+        parent = session_with(api, tenant, messages)
+        meter.reset()
+        created = fork(api, tenant, parent, messages)
+        requests[messages] = dict(meter.requests)
+        assert stored_turn_seqs(api, created["id"]) == list(
+            range(messages - 2 * CEILING_TURNS + 1, messages, 2)
+        )
+
+    assert requests[100] == requests[1000]
+    assert requests[1000]["BatchWriteItem"] == 1  # ten turns and nothing else
+    # The older inherited turns are a job's to copy, one job per fork.
+    kinds = [json.loads(job["body"])["kind"] for job in receive_jobs(api)]
+    assert kinds.count("fork_copy") == 2
+
+
+def test_a_turn_on_a_fork_makes_the_requests_and_reads_of_a_turn_on_any_session(
+    api: InProcessApi, tenant: Tenant, meter: DynamoMeter
+) -> None:
+    plain = session_with(api, tenant, 1000)
+    forked = fork(api, tenant, session_with(api, tenant, 1000), 1000)["id"]
+    for session_id in (plain, forked):
+        send(api, tenant, session_id, "warm-up")  # the capability is cached from here on
+
+    measured = {}
+    for session_id in (plain, forked):
+        meter.reset()
+        send(api, tenant, session_id, "And what about the other one?")
+        measured[session_id] = (dict(meter.requests), meter.items_read)
+
+    assert measured[forked] == measured[plain]
+    assert measured[forked][0]["Query"] == 1
+
+
+# -- the copy ---------------------------------------------------------------------------------
+
+
+def test_the_copy_job_makes_every_inherited_message_the_forks_own(
+    api: InProcessApi, tenant: Tenant
+) -> None:
+    parent = session_with(api, tenant, 100)
+    forked = fork(api, tenant, parent, 60)["id"]
+    [job] = [json_job for json_job in run_erasure_jobs(api) if json_job["kind"] == "fork_copy"]
+
+    assert (job["parentId"], job["forkId"]) == (parent, forked)
+    assert stored_turn_seqs(api, forked) == list(range(1, 60, 2))
+    assert [m["seq"] for m in transcript(api, tenant, forked)] == list(range(1, 61))
+    assert not items_naming(
+        [i for i in conversation_items(api) if i["pk"]["S"] == f"SESSION#{parent}"], [forked]
+    )
+
+
+def test_a_parent_deleted_while_its_forks_copy_is_due_finishes_it_and_leaves_nothing(
+    api: InProcessApi, tenant: Tenant
+) -> None:
+    parent = session_with(api, tenant, 100)
+    forked = fork(api, tenant, parent, 80)["id"]
+    before = [m["content"] for m in transcript(api, tenant, forked)]
+
+    assert api.call("DELETE", f"/v1/sessions/{parent}", token=tenant.token).status == 204
+
+    left = [i for i in conversation_items(api) if i["pk"]["S"] == f"SESSION#{parent}"]
+    assert [i["sk"]["S"] for i in left] == ["SESSION"]  # a tombstone
+    assert [m["content"] for m in transcript(api, tenant, forked)] == before
+    assert stored_turn_seqs(api, forked) == list(range(1, 80, 2))
+    run_erasure_jobs(api, sweeps=True)  # the copy job finds nothing left to do
+    assert [m["content"] for m in transcript(api, tenant, forked)] == before
+    assert send(api, tenant, forked, "still there?")["turn"]["userSeq"] == 81
+
+
+def test_a_copy_cut_short_resumes_and_a_duplicate_delivery_changes_nothing(
+    api: InProcessApi, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(dynamo_forks, "CHUNK_TURNS", 5)
+    parent = session_with(api, tenant, 100)
+    forked = fork(api, tenant, parent, 100)["id"]
+    job = ForkCopyJob(workspace_id=tenant.workspace_id, parent_id=parent, fork_id=forked)
+    steps = iter([60.0, 60.0, 1.0])  # time for two chunks, then not for a third
+
+    outcome = api.container.forks.copy
+    with pytest.raises(RuntimeError, match="resumes"):
+        outcome(job, time_left=lambda: next(steps))
+    assert stored_turn_seqs(api, forked)[0] == 100 - 2 * CEILING_TURNS - 2 * 2 * 5 + 1
+
+    for delivery in (2, 3):  # the redelivery finishes; a duplicate finds it done
+        assert invoke_worker(api, job_record(job.to_body(), delivery))
+    assert stored_turn_seqs(api, forked) == list(range(1, 100, 2))
+    assert [m["seq"] for m in transcript(api, tenant, forked)] == list(range(1, 101))
+
+
+def test_a_fork_deleted_while_its_copy_runs_keeps_nothing_once_swept(
+    api: InProcessApi, tenant: Tenant
+) -> None:
+    parent = session_with(api, tenant, 100)
+    forked = fork(api, tenant, parent, 100)["id"]
+    client = api.container.clients["dynamodb"]
+    deleted = {"done": False}
+
+    def delete_the_fork_first(params: dict[str, Any]) -> None:
+        if not deleted["done"]:  # the copy's first write is in flight when the delete lands
+            deleted["done"] = True
+            assert api.call("DELETE", f"/v1/sessions/{forked}", token=tenant.token).status == 204
+
+    heal = inject(client, "BatchWriteItem", delete_the_fork_first)
+    jobs = [job for job in receive_jobs(api) if '"fork_copy"' in job["body"]]
+    assert invoke_worker(api, jobs[0])
+    ack(api, jobs[0])
+    heal()
+    assert stored_turn_seqs(api, forked)  # the write in flight landed after the deletion
+
+    run_erasure_jobs(api, sweeps=True)
+    assert stored_turn_seqs(api, forked) == []
+    left = [i for i in conversation_items(api) if i["pk"]["S"] == f"SESSION#{forked}"]
+    assert [i["sk"]["S"] for i in left] == ["SESSION"]  # its tombstone, till retention
+    assert not [i for i in conversation_items(api) if i["sk"]["S"] == f"FORK#{forked}"]
+
+
+# -- independent lives ------------------------------------------------------------------------
+
+
+def test_an_erasure_takes_the_end_users_forks_and_forks_of_forks(
+    api: InProcessApi, tenant: Tenant
+) -> None:
+    parent = session_with(api, tenant, 60)
+    child = fork(api, tenant, parent, 40)["id"]
+    grandchild = fork(api, tenant, child, 30)["id"]
+    listed = api.call(
+        "GET", "/v1/sessions", token=tenant.token, query={"externalRef": "customer-4471"}
+    ).body["sessions"]
+    assert {s["id"]: s["forkOf"] for s in listed} == {
+        grandchild: {"sessionId": child, "atSeq": 30},
+        child: {"sessionId": parent, "atSeq": 40},
+        parent: None,
+    }
+
+    erasure = api.call(
+        "POST", "/v1/erasures", token=tenant.token, json_body={"externalRef": "customer-4471"}
+    ).body
+    run_erasure_jobs(api, sweeps=True)
+
+    receipt = api.call("GET", f"/v1/erasures/{erasure['id']}", token=tenant.token).body
+    assert (receipt["status"], receipt["sessionsErased"]) == ("done", 3)
+    for session_id in (parent, child, grandchild):
+        assert api.call("GET", f"/v1/sessions/{session_id}", token=tenant.token).status == 404
+    assert items_naming(conversation_items(api), [parent, child, grandchild]) == []
+
+
+def test_an_archived_parent_may_be_forked_and_its_purge_leaves_the_fork_whole(
+    api: InProcessApi, tenant: Tenant
+) -> None:
+    parent = session_with(api, tenant, 100)
+    settings = api.container.settings
+    now = datetime.now(UTC)
+    api.container.retention.run(now + timedelta(days=settings.idle_archive_days + 1))
+    archived = api.call("GET", f"/v1/sessions/{parent}", token=tenant.token).body
+    assert archived["status"] == "archived"
+
+    forked = fork(api, tenant, parent, 100)  # its copy is still due
+    before = [m["content"] for m in transcript(api, tenant, forked["id"])]
+    later = now + timedelta(days=settings.idle_archive_days + settings.purge_after_days + 2)
+    report = api.container.retention.run(later)
+
+    assert forked["status"] == "active"
+    assert report.purged == 1
+    assert api.call("GET", f"/v1/sessions/{parent}", token=tenant.token).status == 404
+    assert [m["content"] for m in transcript(api, tenant, forked["id"])] == before
+    assert stored_turn_seqs(api, forked["id"]) == list(range(1, 100, 2))
+
+
+# -- creations that do not complete ----------------------------------------------------------
+
+
+def test_a_fork_whose_parent_is_deleted_during_its_creation_is_not_found_and_leaves_nothing(
+    api: InProcessApi, tenant: Tenant
+) -> None:
+    parent = session_with(api, tenant, 100)
+    keys_before = {i["pk"]["S"] for i in conversation_items(api)}
+    client = api.container.clients["dynamodb"]
+    raced = {"done": False}
+
+    def delete_the_parent_first(params: dict[str, Any]) -> None:
+        if not raced["done"]:
+            raced["done"] = True
+            assert api.call("DELETE", f"/v1/sessions/{parent}", token=tenant.token).status == 204
+
+    heal = inject(client, "TransactWriteItems", delete_the_parent_first)
+    body = fork(api, tenant, parent, 100, status=404)
+    heal()
+
+    assert body["error"]["code"] == "session_not_found"
+    assert {i["pk"]["S"] for i in conversation_items(api)} == keys_before
+
+
+def test_a_creation_cut_short_leaves_only_a_tombstone_the_retention_run_removes(
+    api: InProcessApi, tenant: Tenant
+) -> None:
+    parent = session_with(api, tenant, 100)
+    keys_before = {i["pk"]["S"] for i in conversation_items(api)}
+    client = api.container.clients["dynamodb"]
+    heals = [
+        inject(client, op, lambda params: dynamodb_error("InternalServerError", 500))
+        for op in ("TransactWriteItems", "DeleteItem")
+    ]
+
+    assert fork(api, tenant, parent, 100, status=503)["error"]["code"] == "unavailable"
+    for heal in heals:
+        heal()
+    [placeholder] = {i["pk"]["S"] for i in conversation_items(api)} - keys_before
+    grace = api.container.settings.deletion_grace_seconds
+    api.container.retention.run(datetime.now(UTC) + timedelta(seconds=grace + 1))
+
+    assert placeholder.startswith("SESSION#ses_")
+    assert {i["pk"]["S"] for i in conversation_items(api)} == keys_before
