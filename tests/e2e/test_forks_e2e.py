@@ -1,0 +1,275 @@
+"""Forks and what each turn was sent, over HTTP against `make run` with an
+OpenAI-compatible fake model on 127.0.0.1 (one runtime for the module): a fork replays
+its own past only, lists its inherited messages then its own, outlives its parent,
+can be forked again and is erased with its end user; its rolling summary never holds
+what the parent said after the fork point; a turn's prompt record is what the model
+received, message for message."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from convo_memory.domain.models import Message, Summary
+from convo_memory.domain.prompt import build_prompt
+from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest
+from tests.support.runtime_process import DEV_TOKEN, OTHER_TOKEN, RuntimeProcess, launch_runtime
+from tests.support.tenants import unique_ref
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.e2e
+WAIT_SECONDS = 30.0
+TWO_MESSAGES = {"maxMessages": 2, "maxChars": 10_000, "minMessages": 1}
+NONCE = re.compile(r"<data-([0-9a-f]{16}) ")
+
+
+@dataclass
+class Stack:
+    runtime: RuntimeProcess
+    model: FakeOpenAIServer
+
+    def call(self, method: str, path: str, body: Any = None, token: str = DEV_TOKEN) -> Any:
+        status, _, answer = self.runtime.call(method, path, token=token, json=body)
+        return status, answer
+
+    def ok(self, method: str, path: str, body: Any = None, status: int = 200) -> Any:
+        got, answer = self.call(method, path, body)
+        assert got == status, answer
+        return answer
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Stack]:
+    with FakeOpenAIServer() as model:
+        model.respond = lambda body: f"noted: {body['messages'][-1]['content']}"
+        connections = {
+            "local": {"type": "openai", "baseUrl": model.base_url, "models": ["llama3.*"]}
+        }
+        runtime = launch_runtime(
+            {"CONVO_PROVIDER_CONNECTIONS": json.dumps(connections), "no_proxy": "127.0.0.1"}
+        )
+        try:
+            yield Stack(runtime, model)
+        finally:
+            runtime.assert_stopped_cleanly()
+
+
+def capability(stack: Stack, **body: Any) -> str:
+    created = stack.ok("POST", "/v1/capabilities", {"name": "forks", **body}, 201)
+    return str(created["id"])
+
+
+def model_capability(stack: Stack, **body: Any) -> str:
+    """A capability on the fake model (its summaries by the embedded fact keeper)."""
+    return capability(
+        stack,
+        kind="generative",
+        provider={"connection": "local", "modelId": "llama3.1"},
+        summary={"provider": {"connection": "embedded"}},
+        **body,
+    )
+
+
+def conversation(stack: Stack, cap: str, inputs: list[str], ref: str | None = None) -> str:
+    opened = {"capabilityId": cap, "externalRef": ref or unique_ref()}
+    session_id = str(stack.ok("POST", "/v1/sessions", opened, 201)["id"])
+    for text in inputs:
+        say(stack, session_id, text)
+    return session_id
+
+
+def say(stack: Stack, session_id: str, text: str) -> Any:
+    answer = stack.ok("POST", f"/v1/sessions/{session_id}/messages", {"input": text})
+    assert answer["recorded"] is True, answer
+    return answer
+
+
+def fork(stack: Stack, session_id: str, at_seq: int) -> str:
+    forked = stack.ok("POST", f"/v1/sessions/{session_id}/forks", {"atSeq": at_seq}, 201)
+    assert forked["forkOf"] == {"sessionId": session_id, "atSeq": at_seq}
+    return str(forked["id"])
+
+
+def messages(stack: Stack, session_id: str) -> list[tuple[int, str]]:
+    listed = stack.ok("GET", f"/v1/sessions/{session_id}/messages?limit=100")
+    return [(m["seq"], m["content"]) for m in listed["messages"]]
+
+
+def last_request(stack: Stack) -> RecordedRequest:
+    return stack.model.requests[-1]
+
+
+def summarized(stack: Stack, session_id: str, through: int) -> Callable[[], str | None]:
+    return lambda: summary_of(stack, session_id, through)
+
+
+def summary_of(stack: Stack, session_id: str, through: int) -> str | None:
+    summary = stack.ok("GET", f"/v1/sessions/{session_id}/context")["summary"]
+    return summary["text"] if summary and summary["throughSeq"] >= through else None
+
+
+# -- a fork sees its own past only ---------------------------------------------------------------
+
+
+def test_a_fork_at_four_of_eight_replays_and_lists_one_to_four_then_its_own(stack: Stack) -> None:
+    cap = model_capability(stack)
+    parent = conversation(stack, cap, [f"parent turn {i}" for i in range(1, 5)])
+    inherited = messages(stack, parent)[:4]
+
+    forked = fork(stack, parent, 4)
+    say(stack, forked, "a different third turn")
+
+    sent = last_request(stack).body["messages"]
+    assert [(m["role"], m["content"]) for m in sent[1:]] == [
+        ("user", "parent turn 1"),
+        ("assistant", "noted: parent turn 1"),
+        ("user", "parent turn 2"),
+        ("assistant", "noted: parent turn 2"),
+        ("user", "a different third turn"),
+    ]
+    assert messages(stack, forked) == [
+        *inherited,
+        (5, "a different third turn"),
+        (6, "noted: a different third turn"),
+    ]
+    assert len(messages(stack, parent)) == 8  # the parent is unchanged by its fork
+
+
+def test_odd_out_of_range_and_other_workspaces_forks_are_refused(stack: Stack) -> None:
+    parent = conversation(stack, "cap-generative", ["one", "two"])
+
+    for at_seq in (3, 6, -2, "2", None):
+        status, body = stack.call("POST", f"/v1/sessions/{parent}/forks", {"atSeq": at_seq})
+        assert (status, body["error"]["code"]) == (422, "validation_error"), at_seq
+    status, body = stack.call("POST", f"/v1/sessions/{parent}/forks", {"atSeq": 2}, OTHER_TOKEN)
+    assert (status, body["error"]["code"]) == (404, "session_not_found")
+    status, body = stack.call("POST", "/v1/sessions/ses_nothing/forks", {"atSeq": 0})
+    assert (status, body["error"]["code"]) == (404, "session_not_found")
+
+
+def test_with_a_two_message_window_a_forks_summary_never_holds_what_came_after_its_point(
+    stack: Stack,
+) -> None:
+    cap = capability(stack, kind="generative", replay=TWO_MESSAGES)  # the fact keeper
+    codes = [f"turn {i}: my locker code is {4000 + i}" for i in range(1, 5)]
+    parent = conversation(stack, cap, codes)
+
+    parent_summary = wait_for(summarized(stack, parent, 6), WAIT_SECONDS, "the parent's summary")
+    forked = fork(stack, parent, 4)
+    fork_summary = wait_for(summarized(stack, forked, 2), WAIT_SECONDS, "the fork's summary")
+    say(stack, forked, "turn 3: my locker code is 5003")
+    say(stack, forked, "turn 4: my locker code is 5004")
+    later = wait_for(summarized(stack, forked, 6), WAIT_SECONDS, "its next summary")
+
+    assert "4001" in parent_summary and "4003" in parent_summary
+    assert "4001" in fork_summary
+    for text in (fork_summary, later):
+        assert "4003" not in text and "4004" not in text
+    assert "5003" in later
+
+
+# -- independent lives ---------------------------------------------------------------------------
+
+
+def test_deleting_the_parent_leaves_the_fork_readable_and_usable(stack: Stack) -> None:
+    cap = model_capability(stack, replay=TWO_MESSAGES)  # its older messages are copied later
+    parent = conversation(stack, cap, [f"kept {i}" for i in range(1, 6)])
+    forked = fork(stack, parent, 10)
+    before = messages(stack, forked)
+
+    stack.ok("DELETE", f"/v1/sessions/{parent}", status=204)
+
+    assert stack.call("GET", f"/v1/sessions/{parent}")[0] == 404
+    assert messages(stack, forked) == before and len(before) == 10
+    say(stack, forked, "still with me?")
+    assert messages(stack, forked)[-1] == (12, "noted: still with me?")
+
+
+def test_a_fork_of_a_fork_inherits_through_both(stack: Stack) -> None:
+    cap = model_capability(stack, replay=TWO_MESSAGES)
+    parent = conversation(stack, cap, ["first", "second"])
+    child = fork(stack, parent, 4)
+    say(stack, child, "child's third")
+    grandchild = fork(stack, child, 6)
+    say(stack, grandchild, "grandchild's fourth")
+
+    assert [content for _, content in messages(stack, grandchild)] == [
+        "first",
+        "noted: first",
+        "second",
+        "noted: second",
+        "child's third",
+        "noted: child's third",
+        "grandchild's fourth",
+        "noted: grandchild's fourth",
+    ]
+
+
+def test_an_erasure_takes_the_end_users_forks(stack: Stack) -> None:
+    ref = unique_ref()
+    parent = conversation(stack, "cap-generative", ["erase me", "and me"], ref)
+    child = fork(stack, parent, 2)
+    grandchild = fork(stack, child, 2)
+    listed = stack.ok("GET", f"/v1/sessions?externalRef={ref}")["sessions"]
+    assert {s["id"] for s in listed} == {parent, child, grandchild}
+
+    erasure = stack.ok("POST", "/v1/erasures", {"externalRef": ref}, 202)
+    done = wait_for(
+        lambda: (r := stack.ok("GET", f"/v1/erasures/{erasure['id']}"))["status"] == "done" and r,
+        WAIT_SECONDS,
+        "the erasure",
+    )
+
+    assert done["sessionsErased"] == 3
+    for session_id in (parent, child, grandchild):
+        assert stack.call("GET", f"/v1/sessions/{session_id}")[0] == 404
+    assert stack.ok("GET", f"/v1/sessions?externalRef={ref}")["sessions"] == []
+
+
+# -- what each turn was sent ---------------------------------------------------------------------
+
+
+def test_each_turns_prompt_record_is_what_the_model_received(stack: Stack) -> None:
+    cap = model_capability(stack, instructions="Answer in one line.", replay=TWO_MESSAGES)
+    session_id = conversation(stack, cap, [])
+    received: dict[int, RecordedRequest] = {}
+    for i in range(1, 5):
+        if i >= 3:  # the third and fourth turns are sent a summary
+            wait_for(summarized(stack, session_id, 2 * i - 4), WAIT_SECONDS, "the summary")
+        answer = say(stack, session_id, f"my locker code is {7000 + i}")
+        received[answer["turn"]["assistantSeq"]] = last_request(stack)
+
+    with_summary = 0
+    for seq, request in received.items():
+        record = stack.ok("GET", f"/v1/sessions/{session_id}/messages/{seq}/prompt")
+        assert record["seq"] == seq and record["appTools"] == [] and record["recall"] is None
+        sent = request.body["messages"]
+        assert [(m["role"], m["content"]) for m in sent[1:-1]] == [
+            (m["role"], m["content"]) for m in record["messages"]
+        ]
+        assert sent[-1] == {"role": "user", "content": record["input"]}
+        found = NONCE.search(sent[0]["content"])
+        assert found is not None
+        summary = record["summary"]
+        with_summary += summary is not None
+        expected = build_prompt(
+            instructions=record["instructions"],
+            summary=Summary(text=summary["text"], through_seq=summary["throughSeq"])
+            if summary
+            else None,
+            digests=[],
+            replayed=[Message.model_validate(m) for m in record["messages"]],
+            user_input=record["input"],
+            nonce=found.group(1),
+        )
+        assert sent[0] == {"role": "system", "content": expected.system}
+    assert with_summary >= 2  # the later turns were sent a summary, and their records say so
+    status, body = stack.call("GET", f"/v1/sessions/{session_id}/messages/99/prompt")
+    assert (status, body["error"]["code"]) == (404, "not_found")
+    status, body = stack.call("GET", f"/v1/sessions/{session_id}/messages/0/prompt")
+    assert (status, body["error"]["code"]) == (422, "validation_error")
