@@ -35,6 +35,7 @@ from convo_memory_client.models import (
     Provider,
     Replay,
     Run,
+    SentPrompt,
     Session,
     StreamEvent,
     ToolEvent,
@@ -344,6 +345,30 @@ class Sessions(_Resource):
             if not page.next_token:
                 return
             token = page.next_token
+
+    def fork(
+        self,
+        session_id: str,
+        at_seq: int,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Session:
+        """A new session that branches off this one after its answer ``at_seq`` (0:
+        before its first message): the same end user, principal and capability, its
+        history the messages up to ``at_seq``. Edit the user message at ``n``: fork at
+        ``n - 1`` and send the new text; regenerate the answer at ``n + 1``: fork at
+        ``n - 1`` and send the same input again. ``metadata`` is the fork's (default:
+        the parent's)."""
+        body: dict[str, Any] = {"atSeq": at_seq}
+        if metadata is not None:
+            body["metadata"] = dict(metadata)
+        data = self._call("POST", f"/v1/sessions/{_id(session_id)}/forks", CREATE, body=body)
+        return Session.from_json(data)
+
+    def prompt_of(self, session_id: str, seq: int) -> SentPrompt:
+        """What the model was sent for the turn of message ``seq`` (its answer's seq or
+        its user message's), rebuilt from what the service keeps."""
+        path = f"/v1/sessions/{_id(session_id)}/messages/{int(seq)}/prompt"
+        return SentPrompt.from_json(self._call("GET", path, READ))
 
     def context(self, session_id: str) -> Context:
         """What the session's next turn would see."""

@@ -96,8 +96,25 @@ class Page(Generic[T]):
 
 
 @dataclass(frozen=True)
+class ForkPoint:
+    """Where a fork branched off: its parent session and the parent's answer it follows
+    (``at_seq``; 0 for a fork that inherited no message)."""
+
+    session_id: str
+    at_seq: int
+
+    @classmethod
+    def from_json(cls, data: Any) -> ForkPoint | None:
+        """Build from the service's JSON (``None`` for a session that is no fork)."""
+        if not isinstance(data, Mapping):
+            return None
+        return cls(session_id=_str(data.get("sessionId")), at_seq=_int(data.get("atSeq")))
+
+
+@dataclass(frozen=True)
 class Session:
-    """A conversation with one end user (``external_ref``) on one capability."""
+    """A conversation with one end user (``external_ref``) on one capability;
+    ``fork_of`` says where a fork branched off."""
 
     id: str
     capability_id: str
@@ -109,6 +126,7 @@ class Session:
     last_active_at: datetime | None
     message_count: int
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    fork_of: ForkPoint | None = None
 
     @property
     def archived(self) -> bool:
@@ -130,6 +148,7 @@ class Session:
             last_active_at=_time(d.get("lastActiveAt")),
             message_count=_int(d.get("messageCount")),
             raw=dict(d),
+            fork_of=ForkPoint.from_json(d.get("forkOf")),
         )
 
 
@@ -232,6 +251,48 @@ class Context:
             omitted_messages=_int(d.get("omittedMessages")),
             replayed_chars=_int(d.get("replayedChars")),
             recall=Recall.from_json(recall) if isinstance(recall, Mapping) else None,
+            raw=dict(d),
+        )
+
+
+@dataclass(frozen=True)
+class SentPrompt:
+    """What the model was sent for a turn's first model call (``prompt_of``): the
+    capability's instructions, the recall and summary sent (or ``None``), the tool
+    digests of replayed turns (``expired_digests``: the seqs of those since past their
+    retention window), the replayed messages, the turn's input and the names of the
+    app's own tools offered. ``summary_expired``: a summary was sent that is no longer
+    kept."""
+
+    seq: int
+    instructions: str
+    recall: Recall | None
+    summary: Summary | None
+    tool_digests: list[ToolDigest]
+    messages: list[Message]
+    input: str
+    app_tools: list[str]
+    expired_digests: list[int] = field(default_factory=list)
+    summary_expired: bool = False
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, data: Any) -> SentPrompt:
+        """Build from the service's JSON, ignoring fields this client does not know."""
+        d = _obj(data)
+        summary, recall = _obj(d.get("summary")), d.get("recall")
+        digests = [_obj(t) for t in d.get("toolDigests") or []]
+        return cls(
+            seq=_int(d.get("seq")),
+            instructions=_str(d.get("instructions")),
+            recall=Recall.from_json(recall) if isinstance(recall, Mapping) else None,
+            summary=Summary.from_json(summary) if "text" in summary else None,
+            tool_digests=[ToolDigest.from_json(t) for t in digests if not _bool(t.get("expired"))],
+            messages=[Message.from_json(m) for m in d.get("messages") or []],
+            input=_str(d.get("input")),
+            app_tools=_strings(d.get("appTools")),
+            expired_digests=[_int(t.get("seq")) for t in digests if _bool(t.get("expired"))],
+            summary_expired=_bool(summary.get("expired")),
             raw=dict(d),
         )
 

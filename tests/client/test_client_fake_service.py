@@ -25,6 +25,7 @@ from convo_memory_client import (
     Delta,
     Done,
     ExternalRefImmutable,
+    ForkPoint,
     IdempotencyInProgress,
     IdempotencyKeyReused,
     Internal,
@@ -40,6 +41,7 @@ from convo_memory_client import (
     RouteNotFound,
     RunNotFound,
     ServerError,
+    Session,
     SessionArchived,
     SessionCapabilityMismatch,
     SessionNotFound,
@@ -766,3 +768,56 @@ def test_the_client_package_needs_nothing_but_the_standard_library() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "Conversations"
+
+
+# Forks and what a turn was sent -------------------------------------------------------------
+
+
+def test_a_fork_is_created_once_and_its_point_read_back(
+    service: FakeService, sleeps: Sleeps
+) -> None:
+    forked = {**SESSION, "id": "ses_2", "forkOf": {"sessionId": "ses_1", "atSeq": 2}}
+    service.on("POST", "/v1/sessions/ses_1/forks", Drop(), Reply(201, forked))
+
+    with pytest.raises(ConnectionFailed):  # a lost answer may hide a created fork
+        client(service, sleeps).sessions.fork("ses_1", 2)
+    made = client(service, sleeps).sessions.fork("ses_1", 2, metadata={"edited": True})
+
+    assert made.fork_of == ForkPoint(session_id="ses_1", at_seq=2)
+    assert [r.body for r in service.received] == [
+        {"atSeq": 2},
+        {"atSeq": 2, "metadata": {"edited": True}},
+    ]
+    assert Session.from_json(SESSION).fork_of is None
+
+
+def test_what_a_turn_was_sent_tells_kept_parts_from_expired_ones(
+    service: FakeService, sleeps: Sleeps
+) -> None:
+    message = {"seq": 1, "role": "user", "content": "hi", "createdAt": "2025-01-02T03:04:05Z"}
+    sent = {
+        "seq": 4,
+        "instructions": "Be brief.",
+        "recall": None,
+        "summary": {"throughSeq": 2, "expired": True},
+        "toolDigests": [
+            {"seq": 2, "expired": True},
+            {"seq": 4, "tools": ["lookup_order"], "text": "ETA Friday"},
+        ],
+        "messages": [message],
+        "input": "and now?",
+        "appTools": ["get_weather"],
+    }
+    service.on("GET", "/v1/sessions/ses_1/messages/3/prompt", Reply(200, sent))
+
+    got = client(service, sleeps).sessions.prompt_of("ses_1", 3)
+
+    assert (got.seq, got.instructions, got.input, got.app_tools) == (
+        4,
+        "Be brief.",
+        "and now?",
+        ["get_weather"],
+    )
+    assert (got.summary, got.summary_expired, got.expired_digests) == (None, True, [2])
+    assert [(d.seq, d.text) for d in got.tool_digests] == [(4, "ETA Friday")]
+    assert [m.content for m in got.messages] == ["hi"]

@@ -94,6 +94,37 @@ def test_deleting_a_session(client: Conversations) -> None:
         client.sessions.get(session.id)
 
 
+def test_an_answer_regenerated_and_a_message_edited_through_forks(client: Conversations) -> None:
+    session = client.sessions.create("cap-generative", unique_ref(), principal=PRINCIPAL)
+    client.sessions.send(session.id, "Where is order 12345?")
+    client.sessions.send(session.id, "Can I still cancel it?")
+
+    regenerated = client.sessions.fork(session.id, at_seq=2)
+    again = client.sessions.send(regenerated.id, "Can I still cancel it?")
+    edited = client.sessions.fork(session.id, at_seq=2, metadata={"edited": True})
+    client.sessions.send(edited.id, "Can I change the address instead?")
+
+    assert regenerated.fork_of is not None and regenerated.fork_of.session_id == session.id
+    assert (regenerated.principal, regenerated.fork_of.at_seq, edited.metadata) == (
+        PRINCIPAL,
+        2,
+        {"edited": True},
+    )
+    assert again.turn is not None and again.turn.assistant_seq == 4
+    assert [m.content for m in client.sessions.messages(edited.id)][2] == (
+        "Can I change the address instead?"
+    )
+    assert client.sessions.get(session.id).message_count == 4  # the original is unchanged
+    sent = client.sessions.prompt_of(session.id, 4)
+    assert [m.content for m in sent.messages][0] == "Where is order 12345?"
+    assert (sent.seq, sent.input, sent.summary, sent.expired_digests) == (
+        4,
+        "Can I still cancel it?",
+        None,
+        [],
+    )
+
+
 def test_streaming_sends_deltas_then_done(client: Conversations) -> None:
     session = client.sessions.create("cap-generative", unique_ref())
 
