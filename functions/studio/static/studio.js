@@ -36,6 +36,13 @@
     error: $("error"),
     context: $("context"),
     trace: $("trace"),
+    sent: $("sent"),
+    lineage: $("lineage"),
+    forks: $("forks"),
+    forksEmpty: $("forks-empty"),
+    editing: $("editing"),
+    editingText: $("editing-text"),
+    cancelEdit: $("cancel-edit"),
   };
 
   // The API is the page's own origin (and path prefix, if the page is mounted under one).
@@ -54,6 +61,8 @@
     // The recent list of the chosen capability: where the next page starts, how many
     // were found, and a counter that drops the answers of an older load.
     listing: { capabilityId: null, nextToken: null, found: 0, load: 0 },
+    // The user message being edited (its seq): the next Send forks before it.
+    editing: null,
   };
 
   // An error answer of the service. `status` is null for an `event: error` of a stream
@@ -250,9 +259,40 @@
     );
     if (extra && extra.state) node.dataset.state = extra.state;
     if (extra && extra.withheld) addNote(node, "Withheld by the content filter.");
+    if (extra && extra.seq) setSeq(node, extra.seq);
     ui.transcript.append(node);
     scrollTranscript();
     return node;
+  }
+
+  // A recorded message: its seq, and what can be done with it. A user message can be
+  // edited and an answer regenerated (both open a fork), and an answer's turn shows what
+  // it sent the model.
+  function setSeq(bubble, seq) {
+    bubble.dataset.seq = String(seq);
+    const user = bubble.dataset.role === "user";
+    const actions = el("span", { class: "actions" });
+    if (user) {
+      actions.append(actionButton("Edit", `Edit seq ${seq}`, () => startEditing(bubble)));
+    } else {
+      actions.append(
+        actionButton("Regenerate", `Regenerate seq ${seq}`, () => regenerate(bubble)),
+        actionButton("What was sent", `What was sent for seq ${seq}`, () => showSent(seq)),
+      );
+    }
+    bubble.append(actions);
+  }
+
+  function actionButton(text, label, action) {
+    const button = el("button", { type: "button", "aria-label": label, text });
+    button.addEventListener("click", () => {
+      if (state.busy) {
+        setStatus("Wait for the answer to finish.");
+        return;
+      }
+      Promise.resolve(action()).catch(showError);
+    });
+    return button;
   }
 
   function addNote(bubble, text) {
@@ -464,6 +504,49 @@
     renderTrace(await api("GET", `/v1/runs/${encodeURIComponent(runId)}`));
   }
 
+  // What a turn sent the model (GET .../messages/{seq}/prompt), in the prompt's order.
+  function renderSent(sent) {
+    const digests = sent.toolDigests || [];
+    const expired = digests.filter((digest) => digest.expired);
+    const summary = sent.summary;
+    const parts = [
+      pairs([
+        ["Answer", `message ${sent.seq}`],
+        ["Recall", sent.recall ? recallSize(sent.recall) : "none"],
+        ["Summary", !summary ? "none" : summary.expired ? "no longer kept" : `through message ${summary.throughSeq}`],
+        ["Replayed", `${(sent.messages || []).length} messages`],
+        ["Tool digests", `${digests.length}${expired.length ? ` (${expired.length} expired since)` : ""}`],
+        ["App tools", (sent.appTools || []).join(", ") || "none"],
+      ]),
+      el("h3", { text: "Instructions" }),
+      el("pre", { text: clip(sent.instructions, 2000) }),
+    ];
+    if (sent.recall) parts.push(el("h3", { text: "Recall" }), el("pre", { class: "recall", text: sent.recall.text }));
+    if (summary && !summary.expired) parts.push(el("h3", { text: "Summary" }), el("pre", { text: summary.text }));
+    if ((sent.messages || []).length) {
+      const list = el("ol", { class: "window" });
+      for (const message of sent.messages) {
+        list.append(el("li", { value: String(message.seq), text: `${message.role}: ${clip(message.content)}` }));
+      }
+      parts.push(el("h3", { text: "Replayed messages" }), list);
+    }
+    for (const digest of digests) {
+      parts.push(
+        el("h3", { text: `Tool digest of message ${digest.seq}` }),
+        el("pre", { text: digest.expired ? "Past its retention window: no longer kept." : clip(digest.text) }),
+      );
+    }
+    parts.push(el("h3", { text: "Input" }), el("pre", { class: "input", text: clip(sent.input, 2000) }));
+    ui.sent.replaceChildren(...parts);
+  }
+
+  async function showSent(seq) {
+    const sessionId = state.sessionId;
+    const path = `/v1/sessions/${encodeURIComponent(sessionId)}/messages/${seq}/prompt`;
+    const sent = await api("GET", path);
+    if (sessionId === state.sessionId) renderSent(sent);
+  }
+
   // ------------------------------------------------------------------ capabilities
 
   function selectedCapability() {
@@ -537,6 +620,11 @@
       ui.trace,
       cap && cap.kind === "agent" ? "Agent turns show their tool calls here." : "Generative turns have no run trace.",
     );
+    placeholder(ui.sent, 'Press "What was sent" under an answer to see what its turn sent the model.');
+    stopEditing();
+    ui.lineage.hidden = true;
+    ui.lineage.replaceChildren();
+    showForks([]);
     markCurrentSession();
   }
 
@@ -551,7 +639,7 @@
     const title = session.metadata && typeof session.metadata.title === "string" ? session.metadata.title : "";
     const label = `${title ? `${title} \u00b7 ` : ""}${when(session.createdAt)} \u00b7 ${
       session.messageCount
-    } messages${session.status === "archived" ? " \u00b7 archived" : ""}`;
+    } messages${session.forkOf ? " \u00b7 fork" : ""}${session.status === "archived" ? " \u00b7 archived" : ""}`;
     const button = el("button", { type: "button", "data-session-id": session.id, text: label });
     button.addEventListener("click", () => openSession(session).catch(showError));
     return el("li", {}, button);
@@ -633,11 +721,18 @@
       setStatus("Wait for the answer to finish.");
       return;
     }
+    await showSession(session);
+    setStatus(`Reopened the conversation of ${when(session.createdAt)}.`);
+  }
+
+  // Shows a session: its transcript, context, where it was forked from and its forks.
+  async function showSession(session) {
     clearError();
     startNewConversation();
     const generation = state.generation;
     state.sessionId = session.id;
     markCurrentSession();
+    showLineage(session);
     setStatus("Loading the conversation\u2026");
     let nextToken = null;
     for (let page = 0; page < MAX_MESSAGE_PAGES; page += 1) {
@@ -645,14 +740,98 @@
       const body = await api("GET", `/v1/sessions/${encodeURIComponent(session.id)}/messages?${query}`);
       if (generation !== state.generation) return;
       for (const message of body.messages || []) {
-        appendMessage(message.role, message.content, { state: "done", withheld: message.withheld });
+        appendMessage(message.role, message.content, {
+          state: "done",
+          withheld: message.withheld,
+          seq: message.seq,
+        });
       }
       nextToken = body.nextToken;
       if (!nextToken) break;
     }
     placeholder(ui.trace, "The next agent turn shows its tool calls here.");
     await refreshContext(session.id);
-    setStatus(`Reopened the conversation of ${when(session.createdAt)}.`);
+    await loadForks(session.id, generation);
+  }
+
+  // ------------------------------------------------------------------ forks
+
+  function showLineage(session) {
+    const fork = session.forkOf;
+    ui.lineage.hidden = !fork;
+    if (!fork) return;
+    const open = el("button", { type: "button", text: "Open the original conversation" });
+    open.addEventListener("click", () => {
+      if (state.busy) return setStatus("Wait for the answer to finish.");
+      api("GET", `/v1/sessions/${encodeURIComponent(fork.sessionId)}`)
+        .then(openSession)
+        .catch(showError);
+    });
+    ui.lineage.replaceChildren(`Fork of ${fork.sessionId} after message ${fork.atSeq}. `, open);
+  }
+
+  function showForks(forks) {
+    ui.forks.replaceChildren(
+      ...forks.map((fork) => {
+        const label = `${when(fork.createdAt)} \u00b7 after message ${fork.forkOf.atSeq} \u00b7 ${fork.messageCount} messages`;
+        const button = el("button", { type: "button", "data-session-id": fork.id, text: label });
+        button.addEventListener("click", () => openSession(fork).catch(showError));
+        return el("li", {}, button);
+      }),
+    );
+    ui.forksEmpty.hidden = forks.length > 0;
+  }
+
+  // The forks of the open conversation, newest first, among the newest Studio sessions.
+  async function loadForks(sessionId, generation) {
+    const forks = [];
+    let nextToken = null;
+    for (let page = 0; page < SESSION_PAGES_PER_LOAD; page += 1) {
+      const query = `externalRef=${encodeURIComponent(EXTERNAL_REF)}&limit=${SESSION_PAGE_SIZE}${
+        nextToken ? `&nextToken=${encodeURIComponent(nextToken)}` : ""
+      }`;
+      const body = await api("GET", `/v1/sessions?${query}`);
+      if (generation !== state.generation) return;
+      forks.push(...(body.sessions || []).filter((s) => s.forkOf && s.forkOf.sessionId === sessionId));
+      nextToken = body.nextToken || null;
+      if (!nextToken) break;
+    }
+    showForks(forks);
+  }
+
+  // A fork of the open conversation after its answer `atSeq`, which the page then shows.
+  async function branch(atSeq) {
+    const parent = state.sessionId;
+    setStatus("Opening a fork\u2026");
+    const fork = await api("POST", `/v1/sessions/${encodeURIComponent(parent)}/forks`, { atSeq });
+    await showSession(fork);
+    setStatus(`A fork of the conversation after message ${atSeq}: it goes on from here.`);
+  }
+
+  function startEditing(bubble) {
+    const seq = Number(bubble.dataset.seq);
+    state.editing = { seq };
+    ui.message.value = bubbleText(bubble).textContent;
+    ui.editingText.textContent = `Editing message ${seq}: Send opens a fork with your new text; this conversation stays as it is.`;
+    ui.editing.hidden = false;
+    ui.message.focus();
+  }
+
+  function stopEditing() {
+    state.editing = null;
+    ui.editing.hidden = true;
+  }
+
+  // Another answer to the message before `bubble`: a fork before that message, which
+  // is sent again.
+  async function regenerate(bubble) {
+    const seq = Number(bubble.dataset.seq);
+    const question = ui.transcript.querySelector(`.msg[data-seq="${seq - 1}"] .text`);
+    if (!question) return;
+    const input = question.textContent;
+    clearError();
+    await branch(seq - 2);
+    await sendText(input);
   }
 
   // ------------------------------------------------------------------ sending
@@ -676,6 +855,21 @@
       return;
     }
     clearError();
+    if (state.editing) {
+      const atSeq = state.editing.seq - 1;
+      try {
+        await branch(atSeq);
+      } catch (err) {
+        showError(err);
+        return;
+      }
+    }
+    await sendText(input);
+  }
+
+  // One turn of `input` on the open conversation (a new one when none is open).
+  async function sendText(input) {
+    const cap = selectedCapability();
     setBusy(true);
     const generation = state.generation;
     let bubble = null;
@@ -696,7 +890,7 @@
       }
       const sessionId = state.sessionId;
       ui.message.value = "";
-      appendMessage("user", input);
+      const question = appendMessage("user", input);
       bubble = appendMessage("assistant", "", { state: "streaming" });
       setStatus("Streaming the answer\u2026");
       prediction = await streamTurn(cap.id, input, sessionId, bubble);
@@ -705,6 +899,10 @@
       if (text.textContent !== prediction.output) text.textContent = prediction.output;
       if (prediction.withheld) addNote(bubble, "Withheld by the content filter.");
       if (prediction.recorded === false) addNote(bubble, "Not recorded yet: the service retries the write.");
+      if (prediction.turn) {
+        setSeq(question, prediction.turn.userSeq);
+        setSeq(bubble, prediction.turn.assistantSeq);
+      }
       bubble.dataset.state = "done";
       setStatus("Answer complete.");
     } catch (err) {
@@ -773,6 +971,12 @@
   ui.sessionsMore.addEventListener("click", () => {
     clearError();
     loadSessions(ui.sessionsMore.dataset.action === "more").catch(showError);
+  });
+  ui.cancelEdit.addEventListener("click", () => {
+    stopEditing();
+    ui.message.value = "";
+    setStatus("Edit cancelled.");
+    ui.message.focus();
   });
   ui.composer.addEventListener("submit", (event) => {
     event.preventDefault();
