@@ -43,6 +43,9 @@ Figures, all measured in one run, nothing leaves the machine (moto in process):
     through PredictFunction's 50 environments, with ``WorkspaceMaxSlowTurns`` off and at
     8: each tenant's turns answered and refused, the fast tenant's latency; and the
     cap's write units for a fast turn and a slow one.
+18. Forks: creating one of a 10-message and of a 1,000-message session (time, DynamoDB
+    requests and units) next to opening a session; the job that copies the rest of a
+    1,000-message fork; a warm turn on the fork next to one on a plain session.
 
 It is a report: it exits 0 whatever the figures are (1 only when one could not be
 measured). While it measures, the service's own logs go to a file (``--log``, default

@@ -110,6 +110,7 @@ def run(plan: Plan, quick: bool, progress: Callable[[str], None]) -> dict[str, A
     from bench.content_filter import filter_figures
     from bench.costs import cost_figure
     from bench.erasure_cost import erasure_figure
+    from bench.forks_cost import forks_figure
     from bench.prompt_cache import prompt_cache_figure
     from bench.recall_cost import recall_cost_figure
     from bench.resilience import outage_figure, rate_limit_figure
@@ -174,6 +175,7 @@ def run(plan: Plan, quick: bool, progress: Callable[[str], None]) -> dict[str, A
     )
     _attempt(results, "erasure", lambda: erasure_figure(progress), errors)
     _attempt(results, "slowTenants", lambda: slow_tenant_figure(progress), errors)
+    _attempt(results, "forks", lambda: forks_figure(progress), errors)
     results["meta"] = {
         "quick": quick,
         "python": platform.python_version(),

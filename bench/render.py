@@ -551,6 +551,11 @@ def render(results: dict[str, Any]) -> str:
 
         title = _title(17, "A slow tenant next to a fast one: the slow-turn cap off and on")
         parts.append(render_slow_tenants(results["slowTenants"], table, title))
+    if "forks" in results:
+        from bench.forks_cost import render_forks
+
+        title = _title(18, "Forks: creating one, its copy job, and a turn on it")
+        parts.append(render_forks(results["forks"], table, title))
     where = f" (its traceback is in {meta['log']})" if meta.get("log") else ""
     for name, error in (results.get("errors") or {}).items():
         parts.append(f"[{name}] not measured: {error}{where}")
