@@ -139,6 +139,14 @@ EXPLAINED = (
         ),
     ),
     Explained(
+        "a fork's atSeq must be a recorded answer of the session: its transcript decides",
+        "positive_data_acceptance",
+        lambda seen: (
+            seen.operation == "POST /v1/sessions/{sessionId}/forks"
+            and refused("validation_error", r"^atSeq must be 0 or the seq of a recorded")(seen)
+        ),
+    ),
+    Explained(
         "a method a path does not have is 404 not_found, as any unknown route (contract)",
         "unsupported_method",
         lambda seen: seen.status == 404 and seen.code == "not_found",

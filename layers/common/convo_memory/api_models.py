@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from convo_memory.domain.erasures import TracePolicy
 from convo_memory.domain.models import (
@@ -189,8 +189,16 @@ class ForkCreate(ApiModel):
     messages up to ``atSeq`` (0, or the seq of a recorded answer: even). ``metadata``
     is the fork's (default: the parent's)."""
 
-    at_seq: StrictInt = Field(ge=0, le=MAX_SEQ)
+    at_seq: int = Field(ge=0, le=MAX_SEQ)
     metadata: dict[str, Any] | None = None
+
+    @field_validator("at_seq", mode="before")
+    @classmethod
+    def _a_number(cls, value: Any) -> Any:
+        # A JSON integer (2.0 is one, as JSON Schema has it); never a string or a boolean.
+        if isinstance(value, bool | str):
+            raise ValueError("atSeq must be an integer")
+        return value
 
     @model_validator(mode="after")
     def _limits(self) -> ForkCreate:

@@ -183,12 +183,12 @@ def idempotency_key(headers: Mapping[str, str]) -> str | None:
     return key
 
 
-SEQ = re.compile(r"[0-9]{1,10}")
+SEQ = re.compile(r"[1-9][0-9]{0,9}")
 
 
 def path_seq(value: str) -> int:
     """A message seq in a path: a positive integer (``422 validation_error`` otherwise)."""
-    if not SEQ.fullmatch(value) or int(value) < 1:
+    if not SEQ.fullmatch(value):
         raise ValidationFailed(
             "seq must be a message's seq: a positive integer",
             details=[{"loc": ["path", "seq"], "msg": "not a positive integer"}],
