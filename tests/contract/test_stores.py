@@ -665,7 +665,7 @@ def test_a_turns_prompt_record_and_the_parts_it_names_are_read_back(stores: Stor
     with_turns(stores, "s1", 2)
     assert stores.summaries.advance_summary("s1", 0, Summary(text="to 2", through_seq=2))
     record = PromptRecord(first_seq=3, last_seq=4, summary_through=2)
-    stores.turns.append_turn("s1", 4, turn("t9", "third", prompt_record=record.encode()))
+    stores.turns.append_turn("s1", 4, turn("t9", "third", prompt_record=record))
 
     stored = stores.turns.stored_prompt("s1", 5)
 

@@ -342,6 +342,7 @@ def test_no_input_reaches_a_5xx_or_stores_anything_when_refused(
         "sessionId": [session["id"], "ses_missing"],
         "runId": [run, "run_missing"],
         "erasureId": [erasure, "era_missing"],
+        "seq": ["1", "2", "0", "99"],
         "anything": ["capabilities", "nothing-here"],
     }
     ids = [value for values in known.values() for value in values]

@@ -862,8 +862,9 @@ class FakeTurnStore(_Port):
         stored = self.db.lineage_turns(session_id).get(user_seq)
         if stored is None:
             return None
-        text = stored.turn.prompt_record
-        record = PromptRecord.decode(text) if text is not None else None
+        # As DynamoDB keeps it: encoded at the turn's position.
+        kept = stored.turn.prompt_record
+        record = PromptRecord.decode(kept.encode(user_seq), user_seq) if kept else None
         if record is None:
             return StoredPrompt(user_seq, stored.turn.user_content, None, (), None)
         messages = tuple(

@@ -22,7 +22,8 @@ def test_the_summary_cost_figure_measures_both_sides_of_a_conversation() -> None
     assert summary["modelCalls"] == summary["lambdaInvocations"] == 5 / 30
     # Per job: the trigger's send, the event source's receive and delete.
     assert summary["sqsRequests"] == 3 * 5 / 30
-    assert summary["dynamoOps"]["PutItem"] == 5 / 30  # one summary write per fold
+    # One summary write per fold: the summary and its kept version, in one transaction.
+    assert summary["dynamoOps"]["TransactWriteItems"] == 5 / 30
     assert 0 < summary["dynamoUnits"] < turn["dynamoUnits"]
     assert figure["turnsWithAGap"] == 0
     assert figure["finalThroughSeq"] >= figure["finalOmitted"] == 40

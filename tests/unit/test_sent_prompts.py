@@ -131,20 +131,23 @@ def test_a_forks_inherited_turn_shows_what_the_parents_turn_was_sent(app: FakeAp
     assert app.container.sessions.sent_prompt(WS, fork, 4) == before
 
 
-def test_a_record_is_a_few_bytes_and_never_over_two_hundred() -> None:
+def test_a_record_is_a_few_bytes_whatever_the_seqs_and_never_over_two_hundred() -> None:
     typical = PromptRecord(first_seq=41, last_seq=60, summary_through=40)
-    assert typical.encode() == "w41-60;s40"
+    assert typical.encode(61) == "w20-1;s21"
+    much_later = PromptRecord(first_seq=9_041, last_seq=9_060, summary_through=9_040)
+    assert much_later.encode(9_061) == typical.encode(61)  # a turn's read does not grow
+    last = 9_999_999_999
     widest = PromptRecord(
-        first_seq=9_999_999_800,
-        last_seq=9_999_999_999,
-        summary_through=9_999_999_799,
-        digest_seqs=tuple(range(9_999_999_800, 10_000_000_000, 2)),
+        first_seq=last - 200,
+        last_seq=last - 1,
+        summary_through=1,
+        digest_seqs=tuple(range(last - 199, last, 2)),
         recall=True,
         app_tools=tuple(f"tool_{i:02d}_" + "x" * 56 for i in range(128)),
     )
-    text = widest.encode()
+    text = widest.encode(last)
     assert len(text.encode()) + len("p") <= 200
-    decoded = PromptRecord.decode(text)
+    decoded = PromptRecord.decode(text, last)
     assert decoded.app_tools == widest.app_tools[: len(decoded.app_tools)]
     assert decoded == PromptRecord(
         widest.first_seq,
@@ -166,4 +169,4 @@ def test_a_record_is_a_few_bytes_and_never_over_two_hundred() -> None:
     ],
 )
 def test_a_record_reads_back_as_it_was_written(record: PromptRecord) -> None:
-    assert PromptRecord.decode(record.encode()) == record
+    assert PromptRecord.decode(record.encode(11), 11) == record

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
+from convo_memory.domain.prompt_record import PromptRecord
 from convo_memory.domain.turn_records import TurnRecord, cut_to_bytes
 
 # SQS takes at most 256 KiB per message (an asynchronous Lambda invocation at least as
@@ -61,7 +62,7 @@ class TurnBody(JobModel):
     digest_expires_at: float | None = None
     run_id: str | None = None
     idempotency_record: str | None = None
-    prompt_record: str | None = None
+    prompt_record: PromptRecord | None = None
 
     @classmethod
     def of(cls, turn: TurnRecord) -> TurnBody:

@@ -13,15 +13,19 @@ The record's text is ``;``-separated tagged fields, each omitted when empty:
 ``w<first>-<last>`` the replayed seqs, ``s<throughSeq>`` the summary version,
 ``d<hex>`` which replayed answers had their digest sent (bit ``i``: the window's
 ``i``-th answer), ``r`` the recall was sent, ``t<name>,<name>`` the app's tools offered
-(as many whole names as fit; issue 27's doors set them).
+(as many whole names as fit). Seqs are written as distances back from the turn's own
+user seq (its item's key says it), so a record is as long at message 10,000 as at 10:
+the turn's read does not grow with the conversation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from convo_memory.domain.models import Message, Recall, Summary, ToolDigest
+if TYPE_CHECKING:  # the job workers carry records (TurnRecord) without the API models
+    from convo_memory.domain.models import Message, Recall, Summary, ToolDigest
 
 # The stored record's budget (the contract's 200 bytes), its one-letter attribute name
 # included: DynamoDB bills names as data.
@@ -69,14 +73,14 @@ class PromptRecord:
         start = self.first_seq + self.first_seq % 2
         return list(range(start, self.last_seq + 1, 2))
 
-    def encode(self) -> str:
-        """The stored text, within ``MAX_RECORD_BYTES`` (app tool names that would not
-        fit are left out, whole)."""
+    def encode(self, user_seq: int) -> str:
+        """The stored text of the record of the turn at ``user_seq``, within
+        ``MAX_RECORD_BYTES`` (app tool names that would not fit are left out, whole)."""
         fields: list[str] = []
         if self.first_seq:
-            fields.append(f"w{self.first_seq}-{self.last_seq}")
+            fields.append(f"w{user_seq - self.first_seq}-{user_seq - self.last_seq}")
         if self.summary_through:
-            fields.append(f"s{self.summary_through}")
+            fields.append(f"s{user_seq - self.summary_through}")
         sent = set(self.digest_seqs)
         mask = sum(1 << i for i, seq in enumerate(self.replayed_answers) if seq in sent)
         if mask:
@@ -94,19 +98,19 @@ class PromptRecord:
         return text
 
     @classmethod
-    def decode(cls, text: str) -> PromptRecord:
-        """The record a stored text holds (unknown fields, from a later version, are
-        ignored)."""
+    def decode(cls, text: str, user_seq: int) -> PromptRecord:
+        """The record the stored text of the turn at ``user_seq`` holds (unknown fields,
+        from a later version, are ignored)."""
         first = last = through = mask = 0
         recall = False
         tools: tuple[str, ...] = ()
         for part in filter(None, text.split(";")):
             tag, value = part[0], part[1:]
             if tag == "w":
-                first_text, _, last_text = value.partition("-")
-                first, last = int(first_text), int(last_text)
+                first_back, _, last_back = value.partition("-")
+                first, last = user_seq - int(first_back), user_seq - int(last_back)
             elif tag == "s":
-                through = int(value)
+                through = user_seq - int(value)
             elif tag == "d":
                 mask = int(value, 16)
             elif tag == "r":

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the job workers import this module at cold start, not the API models
     from convo_memory.domain.models import Message, Session, Summary, ToolDigest
+    from convo_memory.domain.prompt_record import PromptRecord
     from convo_memory.domain.summary_plan import SummaryVersion
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -65,8 +66,8 @@ class TurnRecord:
     # The idempotency record of the request that served this turn (its Idempotency-Key's),
     # kept with the turn so that erasing the session removes the record too.
     idempotency_record: str | None = None
-    # Which stored parts the turn's first model call was sent (``PromptRecord.encode``).
-    prompt_record: str | None = None
+    # Which stored parts the turn's first model call was sent (kept with its item).
+    prompt_record: PromptRecord | None = None
 
     @property
     def has_digest(self) -> bool:

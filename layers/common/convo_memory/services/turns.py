@@ -278,9 +278,7 @@ class TurnService:
         # What it was sent, named, not copied: ``GET .../messages/{seq}/prompt``.
         recalled = bool(session.recall and session.recall.text)
         sent = PromptRecord.of(window.messages, summary, digests, recall=recalled)
-        turn = replace(
-            self._turn_record(user_input, answer, self._clock()), prompt_record=sent.encode()
-        )
+        turn = replace(self._turn_record(user_input, answer, self._clock()), prompt_record=sent)
         # The turn's time includes recording it (or handing it over) after its deadline.
         recorded = self._recorder.record(
             workspace_id, session, turn, until=deadline + RECORDING_MARGIN_SECONDS

@@ -358,7 +358,7 @@ def stored_prompt(table: DynamoTable, session_id: str, user_seq: int) -> StoredP
     if turn is None:
         return None
     text = turn.get(it.PROMPT_RECORD, {}).get("S")
-    record = PromptRecord.decode(text) if text is not None else None
+    record = PromptRecord.decode(text, user_seq) if text is not None else None
     user_input = turn["u"]["S"]
     if record is None or not (record.first_seq or record.summary_through):
         return StoredPrompt(user_seq, user_input, record, (), None)

@@ -294,7 +294,7 @@ def turn_item(session_id: str, user_seq: int, turn: TurnRecord) -> Item:
     if turn.idempotency_record:
         item["k"] = s(turn.idempotency_record)
     if turn.prompt_record is not None:
-        item[PROMPT_RECORD] = s(turn.prompt_record)
+        item[PROMPT_RECORD] = s(turn.prompt_record.encode(user_seq))
     return item
 
 
