@@ -25,16 +25,19 @@ LONG, SHORT = 1_000, 10
 FORKS_TIMED = 5
 
 
-def forks_figure(progress: Callable[[str], None]) -> dict[str, Any]:
-    """Figure 17 (see the module docstring)."""
+def forks_figure(
+    progress: Callable[[str], None], timed: int = FORKS_TIMED, long: int = LONG
+) -> dict[str, Any]:
+    """Figure 17 (see the module docstring); ``timed``: the runs each time is the median
+    of; ``long``: the long parent's messages."""
     from tests.support.inprocess_api import inprocess_stack, new_workspace
 
     progress("forks: creating them, their copy job, a turn on one")
     with inprocess_stack() as api:
         _, token = new_workspace(api, "bench-forks")
-        bench = _ForkBench(api, token)
+        bench = _ForkBench(api, token, long)
         # Timed first, with nothing hooked into the client; then counted.
-        times = {case: bench.median_ms(step) for case, step in bench.steps().items()}
+        times = {case: bench.median_ms(step, timed) for case, step in bench.steps().items()}
         copy_ms = bench.timed_copy()
         meter = bench.meter()
         creating = []
@@ -42,11 +45,10 @@ def forks_figure(progress: Callable[[str], None]) -> dict[str, Any]:
             meter.reset()
             step()
             creating.append({"case": case, "ms": times[case]} | meter.reset().to_dict())
-        bench.drain()
-        fork_id = bench.fork(LONG)
+        fork_id = bench.fork(long)
         meter.reset()
         bench.copy(fork_id)
-        copy = {"case": f"copy the rest of a fork of {LONG:,} messages", "ms": copy_ms}
+        copy = {"case": f"copy the rest of a fork of {long:,} messages", "ms": copy_ms}
         copy |= meter.reset().to_dict()
         turns = []
         bench.say(fork_id, "warm-up")
@@ -54,16 +56,16 @@ def forks_figure(progress: Callable[[str], None]) -> dict[str, Any]:
             meter.reset()
             bench.say(session_id, "And the other one?")
             turns.append({"session": label} | meter.reset().to_dict())
-    return {"messages": LONG, "creating": creating, "copy": copy, "turns": turns}
+    return {"messages": long, "creating": creating, "copy": copy, "turns": turns}
 
 
 class _ForkBench:
     """The figure's sessions and calls on one in-process stack."""
 
-    def __init__(self, api: Any, token: str) -> None:
-        self.api, self.token = api, token
-        self.plain = self.session(LONG)
-        self.parents = {SHORT: self.session(SHORT), LONG: self.session(LONG)}
+    def __init__(self, api: Any, token: str, long: int) -> None:
+        self.api, self.token, self.long = api, token, long
+        self.plain = self.session(long)
+        self.parents = {SHORT: self.session(SHORT), long: self.session(long)}
         self.say(self.plain, "warm-up")
 
     def call(self, method: str, path: str, body: dict[str, Any], status: int) -> Any:
@@ -92,13 +94,13 @@ class _ForkBench:
             "open a session": lambda: self.session(0),
             **{
                 f"fork a {n:,}-message session at its last answer": partial(self.fork, n)
-                for n in (SHORT, LONG)
+                for n in (SHORT, self.long)
             },
         }
 
-    def median_ms(self, step: Callable[[], Any]) -> float:
+    def median_ms(self, step: Callable[[], Any], runs: int) -> float:
         times = []
-        for _ in range(FORKS_TIMED):
+        for _ in range(runs):
             began = time.perf_counter()
             step()
             times.append((time.perf_counter() - began) * 1000)
@@ -107,20 +109,14 @@ class _ForkBench:
     def copy(self, fork_id: str) -> None:
         from convo_memory.domain.jobs import ForkCopyJob
 
-        job = ForkCopyJob(workspace_id="-", parent_id=self.parents[LONG], fork_id=fork_id)
+        job = ForkCopyJob(workspace_id="-", parent_id=self.parents[self.long], fork_id=fork_id)
         self.api.container.forks.copy(job)
 
     def timed_copy(self) -> float:
-        fork_id = self.fork(LONG)
+        fork_id = self.fork(self.long)
         began = time.perf_counter()
         self.copy(fork_id)
         return (time.perf_counter() - began) * 1000
-
-    def drain(self) -> None:
-        """Run the queued copy jobs of the forks made so far (not measured)."""
-        from tests.support.erasure_jobs import run_erasure_jobs
-
-        run_erasure_jobs(self.api)
 
     def meter(self) -> Any:
         import boto3
