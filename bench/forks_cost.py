@@ -132,15 +132,8 @@ class _ForkBench:
 
 def render_forks(figure: dict[str, Any], table: Any, title: str) -> str:
     """The figure as text (``table``: ``bench.stats.table``)."""
+    from bench.stats import capacity_cells as units
     from bench.stats import num, ops_text
-
-    def units(row: dict[str, Any]) -> list[str]:
-        return [
-            ops_text(row["requests"]),
-            num(row["readUnits"], 1),
-            num(row["tableWriteUnits"] + row["indexWriteUnits"], 1),
-            num(row["totalUnits"], 1),
-        ]
 
     creating = [[r["case"], num(r["ms"], 1), *units(r)] for r in figure["creating"]]
     copy = figure["copy"]

@@ -133,16 +133,10 @@ def recall_cost_figure(progress: Callable[[str], None]) -> dict[str, Any]:
 
 def render_recall_cost(figure: dict[str, Any], table: Any, title: str) -> str:
     """The figure as text (``table``: ``bench.stats.table``)."""
-    from bench.stats import num, ops_text
+    from bench.stats import capacity_cells, num, ops_text
 
     def units(row: dict[str, Any]) -> list[str]:
-        return [
-            ops_text(row["requests"]),
-            num(row["readUnits"], 1),
-            num(row["tableWriteUnits"] + row["indexWriteUnits"], 1),
-            num(row["totalUnits"], 1),
-            f"${row['dollarsPerMillion']:.2f}",
-        ]
+        return [*capacity_cells(row), f"${row['dollarsPerMillion']:.2f}"]
 
     opening = [
         [r["case"], r["recalledSessions"], num(r["recallChars"]), *units(r)]

@@ -100,6 +100,17 @@ def ops_text(ops: Mapping[str, float]) -> str:
     return ", ".join(f"{op} {num(n, 2)}" for op, n in sorted(ops.items()))
 
 
+def capacity_cells(units: Mapping[str, Any]) -> list[str]:
+    """A ``bench.capacity.Units`` record as table cells: requests, read units, write units
+    (table and indexes), all units."""
+    return [
+        ops_text(units["requests"]),
+        num(units["readUnits"], 1),
+        num(units["tableWriteUnits"] + units["indexWriteUnits"], 1),
+        num(units["totalUnits"], 1),
+    ]
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     """Left-aligned text columns; numbers (and n/a dashes) right-aligned."""
     body = [[str(cell) for cell in row] for row in rows]

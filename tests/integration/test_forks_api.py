@@ -8,7 +8,7 @@ does not remove."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -75,6 +75,22 @@ def send(api: InProcessApi, tenant: Tenant, session_id: str, text: str) -> Any:
     )
     assert response.status == 200, response.body
     return response.body
+
+
+def deleted_before_the_next(
+    api: InProcessApi, tenant: Tenant, operation: str, session_id: str
+) -> Callable[[], None]:
+    """Delete ``session_id`` just before the next ``operation`` request goes out (as a
+    racing DELETE would land); returns what removes the hook."""
+    done: list[bool] = []
+
+    def delete_first(params: dict[str, Any]) -> None:
+        if not done:
+            done.append(True)
+            response = api.call("DELETE", f"/v1/sessions/{session_id}", token=tenant.token)
+            assert response.status == 204
+
+    return inject(api.container.clients["dynamodb"], operation, delete_first)
 
 
 @pytest.fixture
@@ -184,15 +200,8 @@ def test_a_fork_deleted_while_its_copy_runs_keeps_nothing_once_swept(
 ) -> None:
     parent = session_with(api, tenant, 100)
     forked = fork(api, tenant, parent, 100)["id"]
-    client = api.container.clients["dynamodb"]
-    deleted = {"done": False}
-
-    def delete_the_fork_first(params: dict[str, Any]) -> None:
-        if not deleted["done"]:  # the copy's first write is in flight when the delete lands
-            deleted["done"] = True
-            assert api.call("DELETE", f"/v1/sessions/{forked}", token=tenant.token).status == 204
-
-    heal = inject(client, "BatchWriteItem", delete_the_fork_first)
+    # The copy's first write is in flight when the delete lands.
+    heal = deleted_before_the_next(api, tenant, "BatchWriteItem", forked)
     jobs = [job for job in receive_jobs(api) if '"fork_copy"' in job["body"]]
     assert invoke_worker(api, jobs[0])
     ack(api, jobs[0])
@@ -266,15 +275,7 @@ def test_a_fork_whose_parent_is_deleted_during_its_creation_is_not_found_and_lea
 ) -> None:
     parent = session_with(api, tenant, 100)
     keys_before = {i["pk"]["S"] for i in conversation_items(api)}
-    client = api.container.clients["dynamodb"]
-    raced = {"done": False}
-
-    def delete_the_parent_first(params: dict[str, Any]) -> None:
-        if not raced["done"]:
-            raced["done"] = True
-            assert api.call("DELETE", f"/v1/sessions/{parent}", token=tenant.token).status == 204
-
-    heal = inject(client, "TransactWriteItems", delete_the_parent_first)
+    heal = deleted_before_the_next(api, tenant, "TransactWriteItems", parent)
     body = fork(api, tenant, parent, 100, status=404)
     heal()
 

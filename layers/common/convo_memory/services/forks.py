@@ -81,20 +81,20 @@ class ForkService:
             # fork's copy reads one partition that has every message it needs.
             self._forks.copy_inherited(parent.copying_from, parent.id)
         now = iso_at(self._clock())
-        fork = Session(
-            id=new_id("ses"),
-            workspace_id=workspace_id,
-            capability_id=parent.capability_id,
-            external_ref=parent.external_ref,
-            principal=parent.principal,
-            metadata=parent.metadata if metadata is None else metadata,
-            status="active",
-            created_at=now,
-            last_active_at=now,
-            message_count=at_seq,
-            recall=parent.recall,
-            fence_nonce=new_fence_nonce(),
-            fork_of=ForkPoint(session_id=parent.id, at_seq=at_seq),
+        # The parent's workspace, capability, end user, principal and recall; its own rest.
+        fork = parent.model_copy(
+            update={
+                "id": new_id("ses"),
+                "metadata": parent.metadata if metadata is None else metadata,
+                "status": "active",
+                "created_at": now,
+                "last_active_at": now,
+                "message_count": at_seq,
+                "session_key": None,
+                "fence_nonce": new_fence_nonce(),
+                "fork_of": ForkPoint(session_id=parent.id, at_seq=at_seq),
+                "copying_from": None,
+            }
         )
         policy = capability.replay_policy
         copy_turns = turns_copied_at_creation(policy.max_messages)

@@ -133,18 +133,8 @@ class DynamoForkStore:
         """The parent's newest summary version that ends at or before ``at_seq``, the one
         before it (as the fork summary's earlier version, when kept), and whether older
         versions exist (to be copied later)."""
-        out = self._table.query(
-            KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
-            ExpressionAttributeValues={
-                ":pk": it.session_pk(parent_id),
-                ":lo": s(it.summary_version_sk(1)),
-                ":hi": s(it.summary_version_sk(at_seq)),
-            },
-            ScanIndexForward=False,
-            ConsistentRead=True,
-            Limit=2,
-        )
-        candidates = [it.summary_from(item) for item in out.get("Items", [])]
+        newest = _versions_through(self._table, parent_id, at_seq, newest=2)
+        candidates = [it.summary_from(item) for item in newest]
         # A summary folded before versions were kept has none: its item is a candidate.
         current = self._table.get(it.summary_key(parent_id))
         if current is not None:
@@ -257,51 +247,64 @@ def copy_inherited(
         table.call("delete_item", Key=marker_key)
         return "gone" if head is None or it.head_status(head) == "deleting" else "done"
     marker = table.get(marker_key)
-    below = int(head[it.COPY_BELOW]["N"]) if it.COPY_BELOW in head else 1
-    while below > 1:
+    below: int | CopyOutcome = _copy_mark(head)
+    while isinstance(below, int) and below > 1:
         if time_left is not None and time_left() < MIN_SECONDS_PER_STEP:
             return "partial"
-        low = max(1, below - 2 * CHUNK_TURNS)
-        found = _turn_range(table, parent_id, low, below - 2)
-        if [it.user_seq_of_item(i) for i in found if not it.is_digest(i)] != list(
-            range(low, below, 2)
-        ):
-            if _copy_from(_fork_head(table, fork_id)) is None:
-                return "done"  # another copier (the parent's deletion) finished first
-            raise StoreUnavailable(f"inherited turns of fork {fork_id} are not readable")
-        table.put_items([_moved(item, fork_id) for item in found])
-        moved, current = table.conditional(
-            "update_item",
-            Key=it.head_key(fork_id),
-            UpdateExpression="SET copyBelow = :low",
-            ConditionExpression="copyBelow = :below AND #st <> :del",
-            ExpressionAttributeNames=_STATUS,
-            ExpressionAttributeValues={":low": n(low), ":below": n(below), ":del": s("deleting")},
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
-        )
-        if not moved:  # another copier moved it, or the fork is being deleted
-            if current is None or it.head_status(current) == "deleting":
-                return "gone"
-            if it.COPY_BELOW not in current:
-                return "done"
-            low = int(current[it.COPY_BELOW]["N"])
-        below = low
-    if marker is not None and int(marker["versionsThrough"]["N"]):
-        versions = _versions_through(table, parent_id, int(marker["versionsThrough"]["N"]))
+        below = _copy_chunk(table, parent_id, fork_id, below)
+    if not isinstance(below, int):
+        return below
+    through = int(marker["versionsThrough"]["N"]) if marker is not None else 0
+    if through:
+        versions = _versions_through(table, parent_id, through)
         table.put_items([_moved(item, fork_id) for item in versions])
-    finished, current = table.conditional(
-        "update_item",
-        Key=it.head_key(fork_id),
-        UpdateExpression="REMOVE copyFrom, copyBelow",
-        ConditionExpression="copyFrom = :parent AND #st <> :del",
-        ExpressionAttributeNames=_STATUS,
-        ExpressionAttributeValues={":parent": s(parent_id), ":del": s("deleting")},
-        ReturnValuesOnConditionCheckFailure="ALL_OLD",
+    done = {":parent": s(parent_id)}
+    finished, current = _change_fork_head(
+        table, fork_id, "REMOVE copyFrom, copyBelow", "copyFrom = :parent", done
     )
     table.call("delete_item", Key=marker_key)
     if not finished and current is not None and it.head_status(current) == "deleting":
         return "gone"
     return "done"
+
+
+def _copy_chunk(table: DynamoTable, parent_id: str, fork_id: str, below: int) -> int | CopyOutcome:
+    """Copy the chunk of inherited turns just below the fork's copy mark ``below`` and move
+    the mark down: the new mark, or how the copy ended (another copier finished it, the
+    fork is being deleted)."""
+    low = max(1, below - 2 * CHUNK_TURNS)
+    found = _turn_range(table, parent_id, low, below - 2)
+    if [it.user_seq_of_item(i) for i in found if not it.is_digest(i)] != list(range(low, below, 2)):
+        if _copy_from(_fork_head(table, fork_id)) is None:
+            return "done"  # another copier (the parent's deletion) finished first
+        raise StoreUnavailable(f"inherited turns of fork {fork_id} are not readable")
+    table.put_items([_moved(item, fork_id) for item in found])
+    marks = {":low": n(low), ":below": n(below)}
+    moved, current = _change_fork_head(
+        table, fork_id, "SET copyBelow = :low", "copyBelow = :below", marks
+    )
+    if moved:
+        return low
+    # Another copier moved it, or the fork is being deleted.
+    if current is None or it.head_status(current) == "deleting":
+        return "gone"
+    return _copy_mark(current) if it.COPY_FROM in current else "done"
+
+
+def _change_fork_head(
+    table: DynamoTable, fork_id: str, update: str, condition: str, values: Item
+) -> tuple[bool, Item | None]:
+    """A conditional update of a live fork's copy attributes: (applied, the head as it
+    was when the condition failed)."""
+    return table.conditional(
+        "update_item",
+        Key=it.head_key(fork_id),
+        UpdateExpression=update,
+        ConditionExpression=f"{condition} AND #st <> :del",
+        ExpressionAttributeNames=_STATUS,
+        ExpressionAttributeValues={**values, ":del": s("deleting")},
+        ReturnValuesOnConditionCheckFailure="ALL_OLD",
+    )
 
 
 def hand_over_to_forks(table: DynamoTable, session_id: str, found: list[Item]) -> None:
@@ -322,8 +325,7 @@ def copy_state(table: DynamoTable, session_id: str) -> tuple[str, int] | None:
     head = _fork_head(table, session_id)
     if head is None or it.head_status(head) == "deleting" or it.COPY_FROM not in head:
         return None
-    below = int(head[it.COPY_BELOW]["N"]) if it.COPY_BELOW in head else 1
-    return head[it.COPY_FROM]["S"], below
+    return head[it.COPY_FROM]["S"], _copy_mark(head)
 
 
 def turn_items(
@@ -422,6 +424,11 @@ def _fork_head(table: DynamoTable, session_id: str) -> Item | None:
     )
 
 
+def _copy_mark(head: Item) -> int:
+    """The user seq below which a fork's inherited turns may still be in its parent."""
+    return int(head[it.COPY_BELOW]["N"]) if it.COPY_BELOW in head else 1
+
+
 def _copy_from(head: Item | None) -> str | None:
     if head is None or it.COPY_FROM not in head:
         return None
@@ -488,18 +495,24 @@ def _newest_turn_items(
     return [i for i in found if it.user_seq_of_item(i) >= oldest]
 
 
-def _versions_through(table: DynamoTable, session_id: str, through_seq: int) -> list[Item]:
-    return list(
-        table.query_all(
-            KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
-            ExpressionAttributeValues={
-                ":pk": it.session_pk(session_id),
-                ":lo": s(it.summary_version_sk(1)),
-                ":hi": s(it.summary_version_sk(through_seq)),
-            },
-            ConsistentRead=True,
-        )
-    )
+def _versions_through(
+    table: DynamoTable, session_id: str, through_seq: int, *, newest: int | None = None
+) -> list[Item]:
+    """The session's summary versions that end at or before ``through_seq``: all, oldest
+    first, or the ``newest`` few, newest first (one request)."""
+    args: dict[str, Any] = {
+        "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
+        "ExpressionAttributeValues": {
+            ":pk": it.session_pk(session_id),
+            ":lo": s(it.summary_version_sk(1)),
+            ":hi": s(it.summary_version_sk(through_seq)),
+        },
+        "ConsistentRead": True,
+    }
+    if newest is None:
+        return list(table.query_all(**args))
+    found: list[Item] = table.query(**args, ScanIndexForward=False, Limit=newest).get("Items", [])
+    return found
 
 
 def _moved(item: Item, fork_id: str) -> Item:
