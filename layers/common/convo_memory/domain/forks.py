@@ -38,14 +38,6 @@ def turns_copied_at_creation(max_messages: int) -> int:
     return max(1, math.ceil(max_messages / 2))
 
 
-def first_copied_user_seq(at_seq: int, max_messages: int) -> int:
-    """The user seq of the oldest inherited turn copied when the fork is created (older
-    ones are copied afterwards); ``atSeq + 1`` when the fork inherits nothing."""
-    if at_seq <= 0:
-        return 1
-    return max(1, at_seq - 2 * turns_copied_at_creation(max_messages) + 1)
-
-
 def summary_behind(versions: Iterable[Summary], at_seq: int) -> Summary | None:
     """The newest summary version that ends at or before ``at_seq`` (a fork's starting
     summary), or None when there is none."""

@@ -110,10 +110,11 @@ class DynamoForkStore:
         parent_id, at_seq = fork.fork_of.session_id, fork.fork_of.at_seq
         if at_seq == 0:
             return None, 0
-        turns = _newest_turn_items(self._table, parent_id, at_seq - 1, copy_turns)
+        # The newest copy_turns turns up to atSeq (and their digests): one bounded Query.
+        low = max(1, at_seq - 2 * copy_turns + 1)
+        turns = _turn_range(self._table, parent_id, low, at_seq - 1)
         seqs = [it.user_seq_of_item(t) for t in turns if not it.is_digest(t)]
-        expected = list(range(at_seq - 1, 0, -2))[:copy_turns]
-        if sorted(seqs, reverse=True) != expected:
+        if seqs != list(range(low, at_seq, 2)):
             raise SessionNotFound(f"session {parent_id!r} not found")  # deleted meanwhile
         base, earlier, older = self._summary_behind(parent_id, at_seq, keep_earlier)
         writes = [_moved(item, fork.id) for item in turns]
@@ -123,7 +124,6 @@ class DynamoForkStore:
                 it.summary_version_item(fork.id, base),
             ]
         self._table.put_items(writes)
-        low = min(seqs)
         pending = low > 1 or older
         return (low if pending else None), (base.through_seq if base is not None else 0)
 
@@ -456,43 +456,6 @@ def _turn_range(
 
 def _first_turn_seq(found: list[Item]) -> int | None:
     return next((it.user_seq_of_item(i) for i in found if not it.is_digest(i)), None)
-
-
-def _newest_turn_items(
-    table: DynamoTable, session_id: str, last_user_seq: int, turns_wanted: int
-) -> list[Item]:
-    """The newest ``turns_wanted`` turns at or before ``last_user_seq`` with their digests
-    (one descending Query, a further page only past DynamoDB's 1 MB cap)."""
-    turns = 0
-    found: list[Item] = []
-    start: dict[str, Any] | None = None
-    while turns < turns_wanted:
-        args: dict[str, Any] = {
-            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
-            "ExpressionAttributeValues": {
-                ":pk": it.session_pk(session_id),
-                ":lo": s(it.turn_sk(1)),
-                ":hi": s(it.turn_sk(last_user_seq) + it.DIGEST_SUFFIX),
-            },
-            "ScanIndexForward": False,
-            "ConsistentRead": True,
-            "Limit": 2 * (turns_wanted - turns),
-        }
-        if start:
-            args["ExclusiveStartKey"] = start
-        out = table.query(**args)
-        for item in out.get("Items", []):
-            if it.is_digest(item):
-                found.append(item)
-            elif turns < turns_wanted:
-                found.append(item)
-                turns += 1
-        start = out.get("LastEvaluatedKey")
-        if not start:
-            break
-    # A digest read past the oldest turn wanted belongs to a turn not copied.
-    oldest = min((it.user_seq_of_item(i) for i in found if not it.is_digest(i)), default=0)
-    return [i for i in found if it.user_seq_of_item(i) >= oldest]
 
 
 def _versions_through(
