@@ -676,3 +676,25 @@ def test_a_turns_prompt_record_and_the_parts_it_names_are_read_back(stores: Stor
     assert stores.turns.stored_prompt("s1", 1) is not None
     assert stores.turns.stored_prompt("s1", 1).record is None  # type: ignore[union-attr]
     assert stores.turns.stored_prompt("s1", 7) is None
+
+
+def test_a_fork_starts_from_the_versions_behind_its_point_with_the_windows_they_were_made_in(
+    stores: Stores,
+) -> None:
+    with_turns(stores, "p1", 10)
+    versions = [(4, 10), (10, 14), (16, 20)]  # (throughSeq, made in a window omitting ...)
+    previous = 0
+    for through, made_at in versions:
+        summary = Summary(text=f"to {through}", through_seq=through)
+        window = FoldWindow(omitted=made_at, message_count=20)
+        assert stores.summaries.advance_summary("p1", previous, summary, window=window)
+        previous = through
+
+    stores.forks.create_fork(fork_of("p1", "f1", 12), 2, keep_earlier_summary=True)
+
+    state = stores.turns.load_turn_state("f1", 4, with_digests=False)
+    assert state is not None
+    assert state.summary_versions == (
+        SummaryVersion(Summary(text="to 10", through_seq=10), 14),
+        SummaryVersion(Summary(text="to 4", through_seq=4), 10),
+    )

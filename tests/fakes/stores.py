@@ -112,7 +112,7 @@ class FakeDatabase:
     summary_made_at: dict[str, int] = field(default_factory=dict)
     earlier_summaries: dict[str, SummaryVersion] = field(default_factory=dict)
     # Every version of each session's summary a fold stored, by throughSeq (v4).
-    kept_versions: dict[str, dict[int, Summary]] = field(default_factory=dict)
+    kept_versions: dict[str, dict[int, SummaryVersion]] = field(default_factory=dict)
     # parent -> fork -> (atSeq, newest summary version to copy): the copies still due.
     fork_markers: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
     runs: dict[str, str] = field(default_factory=dict)  # runId -> JSON body
@@ -237,7 +237,7 @@ class FakeDatabase:
         for sid in (session_id, (self.heads.get(session_id) or {}).get("copyFrom")):
             found = (self.kept_versions.get(sid or "") or {}).get(through)
             if found is not None:
-                return _copy(found)
+                return _copy(found.summary)
         for version in self.summary_versions(session_id):
             if version.summary.through_seq == through:
                 return _copy(version.summary)
@@ -386,7 +386,7 @@ class FakeDatabase:
                 for sid, v in self.earlier_summaries.items()
             },
             "summaryVersions": {
-                sid: {t: v.model_dump() for t, v in versions.items()}
+                sid: {t: [v.summary.model_dump(), v.made_at_window] for t, v in versions.items()}
                 for sid, versions in self.kept_versions.items()
             },
             "forkMarkers": {sid: list(forks) for sid, forks in self.fork_markers.items()},
@@ -908,20 +908,21 @@ class FakeForkStore(_Port):
         digests = self.db.digests.get(parent_id) or {}
         self.db.digests[fork.id] = {seq: _copy(digests[seq]) for seq in copied if seq in digests}
         versions = list((self.db.kept_versions.get(parent_id) or {}).values())
-        candidates = versions + [v.summary for v in self.db.summary_versions(parent_id)]
+        candidates = versions + list(self.db.summary_versions(parent_id))
         base = summary_behind(candidates, at_seq)
-        older = base is not None and summary_behind(candidates, base.through_seq - 1)
+        older = None
         if base is not None:
-            self.db.summaries[fork.id] = _copy(base)
-            self.db.kept_versions[fork.id] = {base.through_seq: _copy(base)}
-            if keep_earlier_summary:
-                earlier = SummaryVersion(_copy(older or Summary(text="", through_seq=0)))
-                self.db.earlier_summaries[fork.id] = earlier
+            older = summary_behind(candidates, base.summary.through_seq - 1)
+            self.db.summaries[fork.id] = _copy(base.summary)
+            self.db.summary_made_at[fork.id] = base.made_at_window
+            self.db.kept_versions[fork.id] = {base.summary.through_seq: base}
+            if keep_earlier_summary and older is not None:
+                self.db.earlier_summaries[fork.id] = older
         self.db.heads[fork.id] = self.db.head_of(fork)
         low = min(copied, default=1)
         if low > 1 or older:
             self.db.heads[fork.id] |= {"copyFrom": parent_id, "copyBelow": low}
-            due = (at_seq, base.through_seq if base is not None else 0)
+            due = (at_seq, base.summary.through_seq if base is not None else 0)
             self.db.fork_markers.setdefault(parent_id, {})[fork.id] = due
             return True
         return False
@@ -956,7 +957,8 @@ class FakeSummaryStore(_Port):
             return False  # a turn landed after the window's history
         self.db.summaries[session_id] = _copy(summary)
         self.db.summary_made_at[session_id] = window.omitted if window else 0
-        self.db.kept_versions.setdefault(session_id, {})[summary.through_seq] = _copy(summary)
+        made = SummaryVersion(_copy(summary), self.db.summary_made_at[session_id])
+        self.db.kept_versions.setdefault(session_id, {})[summary.through_seq] = made
         if earlier is None:
             self.db.earlier_summaries.pop(session_id, None)
         else:

@@ -272,7 +272,7 @@ def test_a_copy_not_queued_is_finished_by_the_parents_deletion(app: FakeApp) -> 
     assert app.metrics.counts["ForkCopyNotQueued"] == 1
     assert [seq for seq, _ in contents(app, fork.id)] == list(range(1, 9))
     assert parent.id not in app.db.turns
-    assert parent.id not in app.db.summary_versions
+    assert parent.id not in app.db.kept_versions
     say(app, fork.id, "still here?")
     assert contents(app, fork.id)[-1] == (10, "answer to still here?")
 

@@ -18,7 +18,7 @@ import math
 from collections.abc import Iterable
 
 from convo_memory.domain.errors import ValidationFailed
-from convo_memory.domain.models import Summary
+from convo_memory.domain.summary_plan import SummaryVersion
 
 
 def check_fork_point(at_seq: int, message_count: int) -> None:
@@ -38,8 +38,8 @@ def turns_copied_at_creation(max_messages: int) -> int:
     return max(1, math.ceil(max_messages / 2))
 
 
-def summary_behind(versions: Iterable[Summary], at_seq: int) -> Summary | None:
+def summary_behind(versions: Iterable[SummaryVersion], at_seq: int) -> SummaryVersion | None:
     """The newest summary version that ends at or before ``at_seq`` (a fork's starting
-    summary), or None when there is none."""
-    behind = [v for v in versions if 0 < v.through_seq <= at_seq]
-    return max(behind, key=lambda v: v.through_seq, default=None)
+    summary, with the window it was made in), or None when there is none."""
+    behind = [v for v in versions if 0 < v.summary.through_seq <= at_seq]
+    return max(behind, key=lambda v: v.summary.through_seq, default=None)

@@ -46,6 +46,7 @@ from convo_memory.domain.errors import (
 from convo_memory.domain.forks import summary_behind
 from convo_memory.domain.models import Session, Summary
 from convo_memory.domain.prompt_record import PromptRecord, StoredPrompt
+from convo_memory.domain.summary_plan import SummaryVersion
 from convo_memory.domain.turn_records import user_seq_of
 from convo_memory.ports import CopyOutcome
 
@@ -119,32 +120,34 @@ class DynamoForkStore:
         base, earlier, older = self._summary_behind(parent_id, at_seq, keep_earlier)
         writes = [_moved(item, fork.id) for item in turns]
         if base is not None:
+            # As the parent kept it, with the window it was made in (the same windows of
+            # the same messages show it).
             writes += [
-                it.summary_item(fork.id, base, earlier),
+                it.summary_item(fork.id, base.summary, earlier, base.made_at_window),
                 it.summary_version_item(fork.id, base),
             ]
         self._table.put_items(writes)
         pending = low > 1 or older
-        return (low if pending else None), (base.through_seq if base is not None else 0)
+        through = base.summary.through_seq if base is not None else 0
+        return (low if pending else None), through
 
     def _summary_behind(
         self, parent_id: str, at_seq: int, keep_earlier: bool
-    ) -> tuple[Summary | None, Summary | None, bool]:
+    ) -> tuple[SummaryVersion | None, SummaryVersion | None, bool]:
         """The parent's newest summary version that ends at or before ``at_seq``, the one
-        before it (as the fork summary's earlier version, when kept), and whether older
-        versions exist (to be copied later)."""
+        before it (kept beside it, as the parent's summary item keeps one, when
+        ``keep_earlier``), and whether older versions exist (to be copied later)."""
         newest = _versions_through(self._table, parent_id, at_seq, newest=2)
-        candidates = [it.summary_from(item) for item in newest]
+        candidates = [it.summary_version_from(item) for item in newest]
         # A summary folded before versions were kept has none: its item is a candidate.
         current = self._table.get(it.summary_key(parent_id))
         if current is not None:
-            candidates += [version.summary for version in it.summary_versions_from(current)]
+            candidates += it.summary_versions_from(current)
         base = summary_behind(candidates, at_seq)
         if base is None:
             return None, None, False
-        before = summary_behind(candidates, base.through_seq - 1)
-        kept = (before or Summary(text="", through_seq=0)) if keep_earlier else None
-        return base, kept, before is not None
+        before = summary_behind(candidates, base.summary.through_seq - 1)
+        return base, before if keep_earlier else None, before is not None
 
     def _commit(self, fork: Session, copy_below: int | None, versions_through: int) -> None:
         """The real head over the placeholder, the parent's marker of the copy due, and

@@ -363,15 +363,22 @@ def summary_versions_from(item: Item) -> tuple[SummaryVersion, ...]:
     return tuple(versions)
 
 
-def summary_version_item(session_id: str, summary: Summary) -> Item:
-    """A version of the rolling summary, as a fold wrote it: kept for the session's life
-    (a fork starts from one; a turn's prompt record names one)."""
-    return {
-        **summary_version_key(session_id, summary.through_seq),
-        "text": s(summary.text),
-        "throughSeq": n(summary.through_seq),
+def summary_version_item(session_id: str, version: SummaryVersion) -> Item:
+    """A version of the rolling summary, as a fold wrote it (with the window it was made
+    in): kept for the session's life (a fork starts from one; a prompt record names one)."""
+    item: Item = {
+        **summary_version_key(session_id, version.summary.through_seq),
+        "text": s(version.summary.text),
+        "throughSeq": n(version.summary.through_seq),
     }
+    if version.made_at_window:
+        item[MADE_AT] = n(version.made_at_window)
+    return item
 
+
+def summary_version_from(item: Item) -> SummaryVersion:
+    """A kept version (``summary_version_item``)."""
+    return SummaryVersion(summary_from(item), _number(item, MADE_AT))
 
 
 def _number(item: Item, name: str) -> int:

@@ -53,10 +53,8 @@ class DynamoSummaryStore:
                 ":new": n(summary.through_seq),
             },
         }
-        entries: list[dict[str, Any]] = [
-            {"Put": put},
-            {"Put": {"Item": it.summary_version_item(session_id, summary)}},
-        ]
+        kept = it.summary_version_item(session_id, SummaryVersion(summary, made_at))
+        entries: list[dict[str, Any]] = [{"Put": put}, {"Put": {"Item": kept}}]
         if window is not None:
             no_later_turn = {
                 "Key": it.turn_key(session_id, user_seq_of(window.message_count + 1)),
