@@ -1,4 +1,4 @@
-"""Figure 17: what a fork costs. Creating a fork (``POST /v1/sessions/{id}/forks``) of
+"""Figure 18: what a fork costs. Creating a fork (``POST /v1/sessions/{id}/forks``) of
 a 10-message and of a 1,000-message session, next to opening a session: the handler's
 time (median of several) and DynamoDB requests and capacity units (``bench.capacity``, a
 transaction's items doubled); the copy job that makes the older inherited messages the
@@ -28,7 +28,7 @@ FORKS_TIMED = 5
 def forks_figure(
     progress: Callable[[str], None], timed: int = FORKS_TIMED, long: int = LONG
 ) -> dict[str, Any]:
-    """Figure 17 (see the module docstring); ``timed``: the runs each time is the median
+    """Figure 18 (see the module docstring); ``timed``: the runs each time is the median
     of; ``long``: the long parent's messages."""
     from tests.support.inprocess_api import inprocess_stack, new_workspace
 

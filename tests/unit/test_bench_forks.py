@@ -1,4 +1,4 @@
-"""Figure 17's text: creating a fork, its copy job and a turn on it, from measured rows."""
+"""Figure 18's text: creating a fork, its copy job and a turn on it, from measured rows."""
 
 from __future__ import annotations
 
@@ -38,14 +38,14 @@ def sample_figure(fork_reads: float = 1.0) -> dict[str, Any]:
 
 
 def test_the_forks_figure_prints_the_forks_time_and_its_turn_next_to_a_plain_one() -> None:
-    text = render_forks(sample_figure(), table, "17. Forks")
+    text = render_forks(sample_figure(), table, "18. Forks")
 
     assert "fork a 1,000-message session at its last answer" in text and "61.4" in text
     assert "BatchWriteItem 20" in text
     assert "the same requests and read units as on a plain session" in text
     meta = {"quick": True, "python": "3.13", "cpus": 2, "seconds": 1.0}
-    assert "\n17. Forks" in render({"meta": meta, "forks": sample_figure()})
+    assert "\n18. Forks" in render({"meta": meta, "forks": sample_figure()})
 
 
 def test_a_fork_turn_reading_more_is_called_out() -> None:
-    assert "NOT the same" in render_forks(sample_figure(fork_reads=2.0), table, "17. Forks")
+    assert "NOT the same" in render_forks(sample_figure(fork_reads=2.0), table, "18. Forks")
