@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,8 @@ import pytest
 
 from convo_memory.domain.models import Message, Summary
 from convo_memory.domain.prompt import build_prompt
+from convo_memory_client import Conversations
+from convo_memory_client.export import export_lines
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest
 from tests.support.runtime_process import DEV_TOKEN, OTHER_TOKEN, RuntimeProcess, launch_runtime
 from tests.support.tenants import unique_ref
@@ -210,13 +213,17 @@ def test_a_fork_of_a_fork_inherits_through_both(stack: Stack) -> None:
     ]
 
 
-def test_an_erasure_takes_the_end_users_forks(stack: Stack) -> None:
+def test_an_export_and_an_erasure_take_the_end_users_forks(stack: Stack) -> None:
     ref = unique_ref()
     parent = conversation(stack, "cap-generative", ["erase me", "and me"], ref)
     child = fork(stack, parent, 2)
     grandchild = fork(stack, child, 2)
     listed = stack.ok("GET", f"/v1/sessions?externalRef={ref}")["sessions"]
     assert {s["id"] for s in listed} == {parent, child, grandchild}
+    client = Conversations(stack.runtime.base_url, DEV_TOKEN, timeout=30)
+    exported = list(export_lines(client, ref))
+    per_session = Counter(line["sessionId"] for line in exported if line["type"] == "message")
+    assert per_session == {parent: 4, child: 2, grandchild: 2}  # forks with what they inherited
 
     erasure = stack.ok("POST", "/v1/erasures", {"externalRef": ref}, 202)
     done = wait_for(
