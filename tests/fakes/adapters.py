@@ -10,12 +10,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from convo_memory.domain.generation import Completion, FilterVerdict, ModelStep
 from convo_memory.domain.prompt import Prompt
-from convo_memory.ports import (
-    Completion,
-    FilterVerdict,
-    ModelStep,
-    TextSink,
+from convo_memory.domain.tools import (
     ToolCall,
     ToolCallContext,
     ToolDefinition,
@@ -23,6 +20,7 @@ from convo_memory.ports import (
     ToolRequest,
     ToolRound,
 )
+from convo_memory.ports import TextSink
 
 
 class FakeQueue:

@@ -14,7 +14,7 @@ from convo_memory.adapters.providers.bedrock import FINAL_ANSWER_REQUEST, Bedroc
 from convo_memory.adapters.providers.factory import build_provider
 from convo_memory.domain.connections import parse_connections
 from convo_memory.domain.prompt import ChatMessage, Prompt
-from convo_memory.ports import ToolCallContext, ToolDefinition, ToolOutcome
+from convo_memory.domain.tools import ToolCallContext, ToolDefinition, ToolOutcome
 from convo_memory.services.agent_loop import AgentLoop, AgentRun
 from tests.fakes.adapters import FakeToolbox
 from tests.support.bedrock_events import (

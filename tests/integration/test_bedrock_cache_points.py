@@ -18,9 +18,11 @@ from convo_memory.adapters.providers.factory import build_provider
 from convo_memory.adapters.providers.openai_compat import usage_of as openai_usage
 from convo_memory.adapters.summarizers import build_summarizer
 from convo_memory.domain.connections import parse_connections
+from convo_memory.domain.generation import TokenUsage
 from convo_memory.domain.models import Message, Summary, ToolDigest
 from convo_memory.domain.prompt import Prompt, build_prompt
-from convo_memory.ports import ModelProvider, TokenUsage, ToolReply, ToolRequest, ToolRound
+from convo_memory.domain.tools import ToolReply, ToolRequest, ToolRound
+from convo_memory.ports import ModelProvider
 from tests.support.bedrock_events import bedrock_client, event, serve_streams, stop, text_delta
 
 CACHING_MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0"

@@ -16,8 +16,8 @@ import pytest
 
 from convo_memory.adapters.dynamo import items as it
 from convo_memory.bootstrap import Adapters
+from convo_memory.domain.generation import Completion
 from convo_memory.domain.prompt import Prompt
-from convo_memory.ports import Completion
 from tests.support.erasure_jobs import receive_jobs, release_delayed, run_erasure_jobs
 from tests.support.faults import dynamodb_error, inject
 from tests.support.inprocess_api import InProcessApi, inprocess_stack, new_workspace, seed_history

@@ -14,8 +14,9 @@ from convo_memory.adapters.providers.openai_compat import (
     FINAL_ANSWER_REQUEST,
     OpenAICompatibleProvider,
 )
+from convo_memory.domain.generation import TokenUsage
 from convo_memory.domain.prompt import ChatMessage, Prompt
-from convo_memory.ports import TokenUsage, ToolCallContext, ToolDefinition, ToolOutcome
+from convo_memory.domain.tools import ToolCallContext, ToolDefinition, ToolOutcome
 from convo_memory.services.agent_loop import AgentLoop, AgentRun
 from tests.fakes.adapters import FakeToolbox
 from tests.fakes.openai_server import FakeOpenAIServer, Turn

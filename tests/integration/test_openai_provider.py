@@ -19,9 +19,9 @@ from convo_memory.adapters.registry import AdapterRegistry
 from convo_memory.adapters.secrets import SecretResolver
 from convo_memory.domain.connections import parse_connections
 from convo_memory.domain.errors import ProviderError
+from convo_memory.domain.generation import TokenUsage
 from convo_memory.domain.models import ProviderConfig
 from convo_memory.domain.prompt import ChatMessage, Prompt
-from convo_memory.ports import TokenUsage
 from tests.fakes.openai_server import FakeOpenAIServer
 
 PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")

@@ -10,17 +10,16 @@ from typing import Any
 import pytest
 
 from convo_memory.domain.errors import ProviderError
+from convo_memory.domain.generation import ModelStep, TokenUsage
 from convo_memory.domain.prompt import build_prompt
-from convo_memory.ports import (
-    ModelStep,
-    TextSink,
-    TokenUsage,
+from convo_memory.domain.tools import (
     ToolCallContext,
     ToolDefinition,
     ToolOutcome,
     ToolRequest,
     ToolRound,
 )
+from convo_memory.ports import TextSink
 from convo_memory.services.agent_loop import (
     MODEL_RESULT_MAX_CHARS,
     STEP_SEPARATOR,

@@ -10,16 +10,10 @@ from typing import Any
 import pytest
 
 from convo_memory.domain.errors import ProviderError
+from convo_memory.domain.generation import ModelStep
 from convo_memory.domain.tool_digest import build_tool_digest
-from convo_memory.ports import (
-    ModelStep,
-    TextSink,
-    ToolCall,
-    ToolDefinition,
-    ToolOutcome,
-    ToolRequest,
-    ToolRound,
-)
+from convo_memory.domain.tools import ToolCall, ToolDefinition, ToolOutcome, ToolRequest, ToolRound
+from convo_memory.ports import TextSink
 from tests.fakes.adapters import FakeProvider
 from tests.fakes.app import WS, FakeApp, fake_app
 

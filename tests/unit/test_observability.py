@@ -16,8 +16,9 @@ from convo_memory import observability
 from convo_memory.adapters.metering import MeteredModel, MeteredToolModel, metered
 from convo_memory.adapters.queues import SqsQueue
 from convo_memory.domain.errors import ProviderError
+from convo_memory.domain.generation import Completion, ModelStep, TokenUsage
 from convo_memory.domain.prompt import ChatMessage, Prompt
-from convo_memory.ports import Completion, ModelStep, TokenUsage, ToolCallingModel
+from convo_memory.ports import ToolCallingModel
 from tests.fakes.adapters import FakeMetrics
 
 PROMPT = Prompt(system="s", messages=(ChatMessage("user", "hi"),), user_input="hi")

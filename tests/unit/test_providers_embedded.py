@@ -25,7 +25,7 @@ from convo_memory.domain.connections import EMBEDDED_CONNECTION, Connection, par
 from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.models import Message, ProviderConfig, Summary, ToolDigest, ToolSpec
 from convo_memory.domain.prompt import ChatMessage, Prompt, build_prompt
-from convo_memory.ports import ToolDefinition, ToolReply, ToolRequest, ToolRound
+from convo_memory.domain.tools import ToolDefinition, ToolReply, ToolRequest, ToolRound
 
 
 def history(*contents: str) -> list[Message]:

@@ -23,7 +23,7 @@ from convo_memory.domain.errors import (
 from convo_memory.domain.models import ReplayPolicy, Session, Summary, ToolSpec, parse_iso
 from convo_memory.domain.prompt import ChatMessage
 from convo_memory.domain.replay_window import select_replay_window
-from convo_memory.ports import ToolCall
+from convo_memory.domain.tools import ToolCall
 from tests.fakes.app import WS, FakeApp, fake_app
 
 OTHER_WS = "ws_beta"

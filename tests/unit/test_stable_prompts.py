@@ -8,7 +8,7 @@ import itertools
 
 from convo_memory.domain.errors import StoreUnavailable
 from convo_memory.domain.models import ToolSpec
-from convo_memory.ports import ToolCall
+from convo_memory.domain.tools import ToolCall
 from tests.fakes.adapters import FakeProvider
 from tests.fakes.app import WS, FakeApp, fake_app
 

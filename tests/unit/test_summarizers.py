@@ -22,9 +22,9 @@ from convo_memory.adapters.summarizers import (
 )
 from convo_memory.domain.connections import parse_connections
 from convo_memory.domain.errors import ProviderError
+from convo_memory.domain.generation import Completion
 from convo_memory.domain.models import Capability, ProviderConfig
 from convo_memory.domain.prompt import Prompt
-from convo_memory.ports import Completion
 
 roles = st.sampled_from(["user", "assistant"])
 message_lists = st.lists(st.tuples(roles, st.text(max_size=400)), max_size=12)

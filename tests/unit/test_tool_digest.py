@@ -8,7 +8,7 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from convo_memory.domain.tool_digest import TRUNCATION_MARK, build_tool_digest
-from convo_memory.ports import ToolCall
+from convo_memory.domain.tools import ToolCall
 
 
 def full_line(call: ToolCall) -> str:

@@ -27,8 +27,8 @@ from convo_memory.domain.models import ReplayPolicy, Summary, ToolSpec, iso, par
 from convo_memory.domain.prompt import ChatMessage, Prompt
 from convo_memory.domain.replay_window import select_replay_window
 from convo_memory.domain.tool_digest import build_tool_digest
+from convo_memory.domain.tools import ToolCall
 from convo_memory.domain.turn_records import AppendResult, TurnRecord
-from convo_memory.ports import ToolCall
 from convo_memory.services.recording import RecordingPolicy
 from tests.fakes.adapters import FakeProvider
 from tests.fakes.app import WS, FakeApp, fake_app

@@ -27,7 +27,7 @@ from convo_memory import api_models as api
 from convo_memory import input_gate
 from convo_memory.domain import models as m
 from convo_memory.domain.erasures import Erasure
-from convo_memory.ports import ToolStatus
+from convo_memory.domain.tools import ToolStatus
 from convo_memory.turn_edge import OPENAI_ERROR_TYPES
 
 API_VERSION = "2.0.0"

@@ -1,4 +1,5 @@
-"""Ports: every interface the services need from the outside world, in one place.
+"""Ports: every interface the services need from the outside world, in one place (the
+values they carry live in ``convo_memory.domain``).
 
 Adapters implement them (``convo_memory.adapters``); the unit tests use in-memory fakes
 (``tests/fakes``), and one store test suite runs against both so they cannot drift.
@@ -10,75 +11,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 from convo_memory.domain.erasures import Erasure, ErasureStatus, SessionOfEndUser
-from convo_memory.domain.generation import FinishReason, estimated_tokens
+from convo_memory.domain.generation import Completion, FilterVerdict, ModelStep
 from convo_memory.domain.models import Capability, Message, Principal, Session, Summary
 from convo_memory.domain.prompt import Prompt
 from convo_memory.domain.prompt_record import StoredPrompt
 from convo_memory.domain.recall import RecallSource
 from convo_memory.domain.summary_plan import FoldWindow, SummaryVersion
+from convo_memory.domain.tools import (
+    ToolCallContext,
+    ToolDefinition,
+    ToolOutcome,
+    ToolRound,
+)
 from convo_memory.domain.turn_records import AppendResult, TurnRecord, TurnState
 
 # -- model providers, filters, summarizers --------------------------------------------
-
-
-ToolStatus = Literal["ok", "error", "timeout"]
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """A tool call that ran during a turn: exactly what was sent (``input`` and
-    ``principal``), what came back (``output``, whole), its status and timing."""
-
-    name: str
-    input: Mapping[str, Any]
-    output: str
-    started_at: str = ""
-    duration_ms: float = 0.0
-    status: ToolStatus = "ok"
-    principal: Principal | None = None
-
-
-@dataclass(frozen=True)
-class TokenUsage:
-    """Tokens a model call consumed, when the provider reports them. ``input_tokens``
-    counts the whole prompt; ``cached_input_tokens`` the part of it the provider read
-    from its prompt cache, ``cache_write_input_tokens`` the part it wrote there."""
-
-    input_tokens: int
-    output_tokens: int
-    cached_input_tokens: int = 0
-    cache_write_input_tokens: int = 0
-
-    @classmethod
-    def estimated(cls, prompt: Prompt, answer: str) -> TokenUsage:
-        """What a call is estimated to use when its model counts no tokens: the prompt's
-        and the answer's characters, about four a token."""
-        sent = len(prompt.system) + sum(len(message.content) for message in prompt.messages)
-        return cls(estimated_tokens(sent), estimated_tokens(len(answer)))
-
-    def plus(self, other: TokenUsage | None) -> TokenUsage:
-        """Both calls' tokens (an agent turn's model calls, added up)."""
-        if other is None:
-            return self
-        return TokenUsage(
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-            self.cached_input_tokens + other.cached_input_tokens,
-            self.cache_write_input_tokens + other.cache_write_input_tokens,
-        )
-
-
-@dataclass(frozen=True)
-class Completion:
-    text: str
-    tool_calls: tuple[ToolCall, ...] = field(default_factory=tuple)
-    usage: TokenUsage | None = None
-    # "length": the model stopped at its output token limit.
-    finish: FinishReason = "stop"
 
 
 class ModelProvider(Protocol):
@@ -96,56 +47,6 @@ class ModelProvider(Protocol):
 TextSink = Callable[[str], None]
 # (tool name, status): one call per tool call, once it has finished.
 ToolEventSink = Callable[[str, str], None]
-
-
-@dataclass(frozen=True)
-class ToolDefinition:
-    """A tool as a model is offered it."""
-
-    name: str
-    description: str
-    input_schema: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class ToolRequest:
-    """A tool call the model asked for. ``input_error`` says why its arguments could not
-    be read (the tool is then not called; the model is told why)."""
-
-    call_id: str
-    name: str
-    input: Mapping[str, Any]
-    input_error: str | None = None
-
-
-@dataclass(frozen=True)
-class ToolReply:
-    """What the model is told one of its tool calls returned."""
-
-    call_id: str
-    name: str
-    output: str
-    is_error: bool = False
-
-
-@dataclass(frozen=True)
-class ToolRound:
-    """One round of a turn's tool loop: what the model wrote and asked for, and the
-    replies it gets back (one per request, in order)."""
-
-    text: str
-    requests: tuple[ToolRequest, ...]
-    replies: tuple[ToolReply, ...]
-
-
-@dataclass(frozen=True)
-class ModelStep:
-    """One model call's outcome: tool requests, or (none) the answer ``text``."""
-
-    text: str
-    requests: tuple[ToolRequest, ...] = ()
-    usage: TokenUsage | None = None
-    finish: FinishReason = "stop"
 
 
 @runtime_checkable
@@ -169,23 +70,6 @@ class ToolCallingModel(Protocol):
         ``timeout`` (seconds) bounds the call; with ``on_text`` the reply is streamed and
         its text handed over as it is generated (``text`` is then their concatenation)."""
         ...
-
-
-@dataclass(frozen=True)
-class ToolCallContext:
-    """Who a tool call is made for: sent with every call, never taken from a request."""
-
-    workspace_id: str
-    capability_id: str
-    session_id: str | None
-    run_id: str
-    principal: Principal | None
-
-
-@dataclass(frozen=True)
-class ToolOutcome:
-    status: ToolStatus
-    output: str
 
 
 class Toolbox(Protocol):
@@ -214,12 +98,6 @@ class SecretSealer(Protocol):
 
     def seal(self, plaintext: str, context: Mapping[str, str]) -> str: ...
     def open(self, ciphertext: str, context: Mapping[str, str]) -> str: ...
-
-
-@dataclass(frozen=True)
-class FilterVerdict:
-    allowed: bool
-    reason: str = ""
 
 
 class ContentFilter(Protocol):

@@ -6,8 +6,9 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from convo_memory.domain.generation import FilterVerdict
 from convo_memory.input_gate import has_lone_surrogate
-from convo_memory.ports import ContentFilter, FilterVerdict
+from convo_memory.ports import ContentFilter
 
 if TYPE_CHECKING:
     from convo_memory.adapters.aws_clients import BedrockClientFactory

@@ -13,19 +13,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 
 from convo_memory.domain.errors import ProviderError
+from convo_memory.domain.generation import Completion, ModelStep, TokenUsage
 from convo_memory.domain.prompt import Prompt
+from convo_memory.domain.tools import ToolDefinition, ToolRound
 from convo_memory.observability import note_cached_tokens
-from convo_memory.ports import (
-    Completion,
-    MetricsPort,
-    ModelProvider,
-    ModelStep,
-    TextSink,
-    TokenUsage,
-    ToolCallingModel,
-    ToolDefinition,
-    ToolRound,
-)
+from convo_memory.ports import MetricsPort, ModelProvider, TextSink, ToolCallingModel
 
 
 class MeteredModel:

@@ -1,5 +1,7 @@
-"""What a client may ask of one model call (the OpenAI-compatible door's ``max_tokens``,
-``temperature``, ``top_p`` and ``stop``), and how a model call ended.
+"""One model call: what a client may ask of it (the OpenAI-compatible door's
+``max_tokens``, ``temperature``, ``top_p`` and ``stop``), what it returned (a
+``Completion``, or in a tool loop a ``ModelStep``), what it cost (``TokenUsage``), how it
+ended, and what a content filter made of the answer (``FilterVerdict``).
 
 Each provider applies the options it takes and ignores the rest (the embedded models
 take none). The operator's connection settings stay in force: a connection's
@@ -11,6 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from convo_memory.domain.tools import ToolCall, ToolRequest
 
 # Why a model stopped writing: it finished, or it reached its output token limit.
 FinishReason = Literal["stop", "length"]
@@ -59,3 +63,51 @@ class GenerationOptions:
 
 
 NO_OPTIONS = GenerationOptions()
+
+
+@dataclass(frozen=True)
+class TokenUsage:
+    """Tokens a model call consumed, when the provider reports them. ``input_tokens``
+    counts the whole prompt; ``cached_input_tokens`` the part of it the provider read
+    from its prompt cache, ``cache_write_input_tokens`` the part it wrote there."""
+
+    input_tokens: int
+    output_tokens: int
+    cached_input_tokens: int = 0
+    cache_write_input_tokens: int = 0
+
+    def plus(self, other: TokenUsage | None) -> TokenUsage:
+        """Both calls' tokens (an agent turn's model calls, added up)."""
+        if other is None:
+            return self
+        return TokenUsage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cached_input_tokens + other.cached_input_tokens,
+            self.cache_write_input_tokens + other.cache_write_input_tokens,
+        )
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    tool_calls: tuple[ToolCall, ...] = field(default_factory=tuple)
+    usage: TokenUsage | None = None
+    # "length": the model stopped at its output token limit.
+    finish: FinishReason = "stop"
+
+
+@dataclass(frozen=True)
+class ModelStep:
+    """One model call's outcome: tool requests, or (none) the answer ``text``."""
+
+    text: str
+    requests: tuple[ToolRequest, ...] = ()
+    usage: TokenUsage | None = None
+    finish: FinishReason = "stop"
+
+
+@dataclass(frozen=True)
+class FilterVerdict:
+    allowed: bool
+    reason: str = ""

@@ -20,7 +20,12 @@ import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from convo_memory.domain.generation import NO_OPTIONS, GenerationOptions
+from convo_memory.domain.generation import (
+    NO_OPTIONS,
+    GenerationOptions,
+    TokenUsage,
+    estimated_tokens,
+)
 from convo_memory.domain.models import Message, Session, Summary, ToolDigest
 
 DEFAULT_INSTRUCTIONS = "You are a helpful assistant. Answer the user's latest message."
@@ -71,6 +76,13 @@ def lineage_of(session: Session) -> str:
     own today. (A fork's prompts begin with its parent's: it would name the lineage of
     the session it was forked from.)"""
     return session.id
+
+
+def estimated_usage(prompt: Prompt, answer: str) -> TokenUsage:
+    """What a call is estimated to use when its model counts no tokens: the prompt's and
+    the answer's characters, about four a token."""
+    sent = len(prompt.system) + sum(len(message.content) for message in prompt.messages)
+    return TokenUsage(estimated_tokens(sent), estimated_tokens(len(answer)))
 
 
 def fence(kind: str, body: str, nonce: str, attrs: Mapping[str, object] | None = None) -> str:

@@ -26,23 +26,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from convo_memory.domain.errors import ProviderError
+from convo_memory.domain.generation import ModelStep, TokenUsage
 from convo_memory.domain.models import iso, utc_now
 from convo_memory.domain.prompt import Prompt
-from convo_memory.domain.turn_records import scrub_text
-from convo_memory.ports import (
-    ModelStep,
-    TextSink,
-    TokenUsage,
-    Toolbox,
+from convo_memory.domain.tools import (
     ToolCall,
     ToolCallContext,
-    ToolCallingModel,
-    ToolEventSink,
     ToolOutcome,
     ToolReply,
     ToolRequest,
     ToolRound,
 )
+from convo_memory.domain.turn_records import scrub_text
+from convo_memory.ports import TextSink, Toolbox, ToolCallingModel, ToolEventSink
 
 logger = logging.getLogger(__name__)
 

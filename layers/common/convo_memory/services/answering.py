@@ -10,20 +10,18 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from convo_memory.domain.errors import ProviderError, StoreRejected, StoreUnavailable
+from convo_memory.domain.generation import Completion
 from convo_memory.domain.ids import new_id
 from convo_memory.domain.models import Capability, Session, iso, utc_now
-from convo_memory.domain.prompt import Prompt, lineage_of
+from convo_memory.domain.prompt import Prompt, estimated_usage, lineage_of
+from convo_memory.domain.tools import ToolCall, ToolCallContext
 from convo_memory.domain.turn_records import scrub_text
 from convo_memory.ports import (
-    Completion,
     ContentFilter,
     MetricsPort,
     ModelProvider,
     RunStore,
-    TokenUsage,
     Toolbox,
-    ToolCall,
-    ToolCallContext,
     ToolCallingModel,
     ToolEventSink,
 )
@@ -306,4 +304,4 @@ def with_usage(completion: Completion, prompt: Prompt) -> Completion:
     without ``usage``)."""
     if completion.usage is not None:
         return completion
-    return replace(completion, usage=TokenUsage.estimated(prompt, completion.text))
+    return replace(completion, usage=estimated_usage(prompt, completion.text))

@@ -28,7 +28,7 @@ from convo_memory.domain.errors import (
     StoreUnavailable,
     ValidationFailed,
 )
-from convo_memory.domain.generation import NO_OPTIONS, FinishReason, GenerationOptions
+from convo_memory.domain.generation import NO_OPTIONS, FinishReason, GenerationOptions, TokenUsage
 from convo_memory.domain.models import Capability, Session, iso_at, parse_iso
 from convo_memory.domain.prompt import ChatMessage, Prompt, build_prompt, new_fence_nonce
 from convo_memory.domain.prompt_record import PromptRecord
@@ -42,7 +42,7 @@ from convo_memory.domain.turn_records import (
     fit_answer,
     live_digests,
 )
-from convo_memory.ports import SessionStore, TokenUsage, ToolEventSink, TurnStore
+from convo_memory.ports import SessionStore, ToolEventSink, TurnStore
 from convo_memory.services.answering import Answer, Answerer, DeltaSink
 from convo_memory.services.catalog import CapabilityCatalog
 from convo_memory.services.recording import TurnRecorder

@@ -32,16 +32,10 @@ from typing import Any
 from convo_memory.adapters.providers.openai_http import shorten
 from convo_memory.adapters.providers.tool_input import tool_request
 from convo_memory.domain.errors import ProviderError
-from convo_memory.domain.generation import FinishReason
+from convo_memory.domain.generation import Completion, FinishReason, ModelStep, TokenUsage
 from convo_memory.domain.prompt import ChatMessage, Prompt
-from convo_memory.ports import (
-    Completion,
-    ModelStep,
-    TextSink,
-    TokenUsage,
-    ToolDefinition,
-    ToolRound,
-)
+from convo_memory.domain.tools import ToolDefinition, ToolRound
+from convo_memory.ports import TextSink
 
 logger = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ import re
 from collections.abc import Iterator
 
 from convo_memory.adapters.providers.embedded import latest_input
+from convo_memory.domain.generation import Completion
 from convo_memory.domain.prompt import Prompt
-from convo_memory.ports import Completion
 
 _POSITIVE = frozenset(
     [

@@ -22,19 +22,11 @@ from convo_memory.adapters.tools.builtin import (
     run_builtin,
 )
 from convo_memory.domain.errors import ProviderError
+from convo_memory.domain.generation import Completion, ModelStep
 from convo_memory.domain.models import iso, utc_now
-from convo_memory.domain.prompt import Prompt
-from convo_memory.ports import (
-    Completion,
-    ModelStep,
-    TextSink,
-    TokenUsage,
-    ToolCall,
-    ToolDefinition,
-    ToolReply,
-    ToolRequest,
-    ToolRound,
-)
+from convo_memory.domain.prompt import Prompt, estimated_usage
+from convo_memory.domain.tools import ToolCall, ToolDefinition, ToolReply, ToolRequest, ToolRound
+from convo_memory.ports import TextSink
 
 _FENCE_OPEN = re.compile(r'<data-([0-9A-Za-z]+) kind="([a-z-]+)"')
 # Whitespace-delimited pieces: each chunk is a word plus the whitespace that follows it.
@@ -144,7 +136,7 @@ class EmbeddedChatProvider(_EmbeddedBase):
     def complete(self, prompt: Prompt) -> Completion:
         self._check_fail()
         text = f'You said: "{latest_input(prompt)}". {memory_note(prompt)}'
-        return Completion(text=text, usage=TokenUsage.estimated(prompt, text))
+        return Completion(text=text, usage=estimated_usage(prompt, text))
 
 
 # --- the agent ----------------------------------------------------------------------
@@ -251,12 +243,12 @@ class EmbeddedAgentProvider(_EmbeddedBase):
         if not rounds and not final:
             requests = plan_tool_requests(latest_input(prompt), tools)
             if requests:
-                return ModelStep("", requests, TokenUsage.estimated(prompt, ""))
+                return ModelStep("", requests, estimated_usage(prompt, ""))
         text = self._answer(prompt, rounds)
         if on_text is not None:
             for piece in self._pieces(text):
                 on_text(piece)
-        return ModelStep(text, usage=TokenUsage.estimated(prompt, text))
+        return ModelStep(text, usage=estimated_usage(prompt, text))
 
     def _pieces(self, text: str) -> Iterator[str]:
         for index, piece in enumerate(split_chunks(text)):
@@ -286,7 +278,7 @@ class EmbeddedAgentProvider(_EmbeddedBase):
         requests = plan_tool_requests(latest_input(prompt), offered)
         if not requests:
             text = self._answer(prompt, ())
-            return Completion(text=text, usage=TokenUsage.estimated(prompt, text))
+            return Completion(text=text, usage=estimated_usage(prompt, text))
         calls: list[ToolCall] = []
         replies: list[ToolReply] = []
         for request in requests:
@@ -297,4 +289,4 @@ class EmbeddedAgentProvider(_EmbeddedBase):
             calls.append(ToolCall(request.name, request.input, output, started_at, duration_ms))
             replies.append(ToolReply(request.call_id, request.name, output))
         text = self._answer(prompt, (ToolRound("", requests, tuple(replies)),))
-        return Completion(text, tuple(calls), TokenUsage.estimated(prompt, text))
+        return Completion(text, tuple(calls), estimated_usage(prompt, text))

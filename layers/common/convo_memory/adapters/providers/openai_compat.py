@@ -28,17 +28,10 @@ from convo_memory.adapters.providers.openai_http import (
 )
 from convo_memory.adapters.providers.tool_input import tool_request
 from convo_memory.domain.errors import ProviderError
-from convo_memory.domain.generation import FinishReason
+from convo_memory.domain.generation import Completion, FinishReason, ModelStep, TokenUsage
 from convo_memory.domain.prompt import Prompt
-from convo_memory.ports import (
-    Completion,
-    ModelStep,
-    TextSink,
-    TokenUsage,
-    ToolDefinition,
-    ToolRequest,
-    ToolRound,
-)
+from convo_memory.domain.tools import ToolDefinition, ToolRequest, ToolRound
+from convo_memory.ports import TextSink
 
 FINAL_ANSWER_REQUEST = (
     "You have used every tool call this turn allows. Answer my message now from the tool "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from convo_memory.ports import ToolRequest
+from convo_memory.domain.tools import ToolRequest
 
 
 def tool_request(call_id: str, name: str, raw: Any, what: str = "input") -> ToolRequest:

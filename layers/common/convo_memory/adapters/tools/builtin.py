@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from convo_memory.ports import ToolDefinition
+from convo_memory.domain.tools import ToolDefinition
 
 _ORDER_ID = re.compile(r"^\d{3,12}$")
 

@@ -14,7 +14,8 @@ from convo_memory.adapters.tools.url_policy import UrlPolicy
 from convo_memory.adapters.tools.webhook import WebhookClient, webhook_body
 from convo_memory.domain.errors import StoreUnavailable
 from convo_memory.domain.models import Capability, ToolSpec
-from convo_memory.ports import SecretSealer, ToolCallContext, ToolDefinition, ToolOutcome
+from convo_memory.domain.tools import ToolCallContext, ToolDefinition, ToolOutcome
+from convo_memory.ports import SecretSealer
 
 logger = logging.getLogger(__name__)
 

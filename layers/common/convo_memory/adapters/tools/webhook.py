@@ -28,7 +28,7 @@ from typing import Any
 
 from convo_memory.adapters.deadline_http import BodyTooLarge, Deadline, send
 from convo_memory.adapters.tools.url_policy import ToolTarget, ToolUrlRefused, UrlPolicy
-from convo_memory.ports import ToolOutcome
+from convo_memory.domain.tools import ToolOutcome
 
 logger = logging.getLogger(__name__)
 
