@@ -381,7 +381,7 @@ def test_an_unexpected_exception_is_500_internal_with_its_request_id_logged(
         raise RuntimeError("a bug nobody foresaw")
 
     monkeypatch.setattr(api.container.sessions, "get", explode)
-    monkeypatch.setattr(api.container.turns, "predict", explode)
+    monkeypatch.setattr(api.container.turns, "serve", explode)
     with caplog.at_level(logging.ERROR):
         read = api.call("GET", f"/v1/sessions/{session_id}", token=tenant.token)
         streamed = stream_door(api, tenant, b'{"input": "hi"}')

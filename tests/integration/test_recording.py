@@ -199,14 +199,14 @@ def test_a_duplicate_while_the_first_still_runs_is_409(
 ) -> None:
     session_id = open_session(api, tenant)
     started, release = threading.Event(), threading.Event()
-    real_predict = api.container.turns.predict
+    real_serve = api.container.turns.serve
 
-    def slow_predict(*args: Any, **kwargs: Any) -> Any:
+    def slow_serve(*args: Any, **kwargs: Any) -> Any:
         started.set()
         release.wait(10)
-        return real_predict(*args, **kwargs)
+        return real_serve(*args, **kwargs)
 
-    monkeypatch.setattr(api.container.turns, "predict", slow_predict)
+    monkeypatch.setattr(api.container.turns, "serve", slow_serve)
     body = {"input": "slow", "sessionId": session_id}
     call = lambda: api.call(  # noqa: E731
         "POST",

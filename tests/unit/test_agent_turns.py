@@ -13,9 +13,12 @@ from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.generation import ModelStep
 from convo_memory.domain.tool_digest import build_tool_digest
 from convo_memory.domain.tools import ToolCall, ToolDefinition, ToolOutcome, ToolRequest, ToolRound
+from convo_memory.domain.turns import AnswerDelta, ToolFinished, TurnBegun
 from convo_memory.ports import TextSink
+from convo_memory.turn_edge import BufferedEvents
 from tests.fakes.adapters import FakeProvider
 from tests.fakes.app import WS, FakeApp, fake_app
+from tests.support.turns import deltas, predict, session_message
 
 PRINCIPAL = {"tenant_id": "store-a", "user_id": "u_913"}
 TRACK = ToolCall("lookup_order", {"orderId": "12345"}, '{"status": "shipped", "eta": "Friday"}')
@@ -31,7 +34,7 @@ def test_every_tool_call_carries_the_sessions_principal_and_the_run() -> None:
     app = agent_app()
     sid = app.session("cap-agent", principal=PRINCIPAL)
 
-    prediction = app.container.turns.predict(WS, "cap-agent", "where is order 12345?", sid)
+    prediction = predict(app.container, WS, "cap-agent", "where is order 12345?", sid)
 
     [call] = app.toolbox.calls
     assert call.context.principal == PRINCIPAL
@@ -55,7 +58,7 @@ def test_every_tool_call_carries_the_sessions_principal_and_the_run() -> None:
 def test_a_stateless_agent_turn_sends_a_null_principal() -> None:
     app = agent_app()
 
-    prediction = app.container.turns.predict(WS, "cap-agent", "where is order 12345?", None)
+    prediction = predict(app.container, WS, "cap-agent", "where is order 12345?", None)
 
     assert [c.context.principal for c in app.toolbox.calls] == [None]
     assert [c.context.session_id for c in app.toolbox.calls] == [None]
@@ -66,28 +69,25 @@ def test_a_stateless_agent_turn_sends_a_null_principal() -> None:
 def test_a_session_without_a_principal_sends_null_on_the_messages_door() -> None:
     app = agent_app()
     sid = app.session("cap-agent")
-    app.container.turns.session_message(WS, sid, "where is order 12345?")
+    session_message(app.container, WS, sid, "where is order 12345?")
     assert [c.context.principal for c in app.toolbox.calls] == [None]
 
 
 def test_a_streaming_agent_turn_sends_tool_events_then_the_answer_as_it_is_written() -> None:
     app = agent_app()
     sid = app.session("cap-agent", principal=PRINCIPAL)
-    events: list[tuple[str, Any]] = []
+    events = BufferedEvents()
 
-    prediction = app.container.turns.predict(
-        WS,
-        "cap-agent",
-        "where is order 12345?",
-        sid,
-        sink=lambda text: events.append(("delta", text)),
-        on_tool=lambda name, status: events.append(("tool", (name, status))),
+    prediction = predict(
+        app.container, WS, "cap-agent", "where is order 12345?", sid, events=events
     )
 
-    assert events[0] == ("tool", ("lookup_order", "ok"))
-    deltas = [text for kind, text in events[1:] if kind == "delta"]
-    assert len(deltas) == len(events) - 1 > 1  # streamed word by word, after the tool
-    assert "".join(deltas) == prediction.output == "It ships Friday."
+    begun, tool, *answer = events
+    assert begun == TurnBegun(prediction.reply_id, prediction.created, sid)
+    assert tool == ToolFinished("lookup_order", "ok")
+    assert all(isinstance(event, AnswerDelta) for event in answer)
+    assert len(answer) > 1  # streamed word by word, after the tool
+    assert "".join(deltas(answer)) == prediction.output == "It ships Friday."
 
 
 def test_with_a_content_filter_tool_events_stream_but_the_answer_waits_for_the_filter() -> None:
@@ -99,19 +99,16 @@ def test_with_a_content_filter_tool_events_stream_but_the_answer_waits_for_the_f
         contentFilter={"type": "embedded", "blockedTerms": ["forbidden"], "withheldMessage": "no"},
     )
     sid = app.session("cap-agent")
-    events: list[tuple[str, Any]] = []
+    events = BufferedEvents()
 
-    prediction = app.container.turns.predict(
-        WS,
-        "cap-agent",
-        "where is order 12345?",
-        sid,
-        sink=lambda text: events.append(("delta", text)),
-        on_tool=lambda name, status: events.append(("tool", name)),
+    prediction = predict(
+        app.container, WS, "cap-agent", "where is order 12345?", sid, events=events
     )
 
     # The flagged text never reached the sink: one delta, the withheld message.
-    assert events == [("tool", "lookup_order"), ("delta", "no")]
+    begun, tool, answer = events
+    assert isinstance(begun, TurnBegun) and isinstance(tool, ToolFinished)
+    assert (tool.name, answer) == ("lookup_order", AnswerDelta("no"))
     assert (prediction.output, prediction.withheld) == ("no", True)
     assert app.db.digests_of(sid) == {}  # a withheld answer keeps no digest
 
@@ -121,7 +118,7 @@ def test_the_digest_holds_the_real_tool_results_of_the_turn() -> None:
     app.toolbox.outputs["lookup_order"] = '{"status": "shipped", "eta": "2025-06-14"}'
     sid = app.session("cap-agent")
 
-    prediction = app.container.turns.predict(WS, "cap-agent", "where is order 12345?", sid)
+    prediction = predict(app.container, WS, "cap-agent", "where is order 12345?", sid)
 
     assert prediction.turn is not None
     [(digest, _)] = app.db.digests_of(sid).values()
@@ -137,7 +134,7 @@ def test_a_failed_tool_is_in_the_digest_with_its_status() -> None:
     app.toolbox.outputs["lookup_order"] = ToolOutcome("timeout", "no answer within 10.0 s")
     sid = app.session("cap-agent")
 
-    app.container.turns.predict(WS, "cap-agent", "where is order 12345?", sid)
+    predict(app.container, WS, "cap-agent", "where is order 12345?", sid)
 
     [(digest, _)] = app.db.digests_of(sid).values()
     assert digest.text.endswith("-> [timeout] no answer within 10.0 s")
@@ -179,7 +176,7 @@ def test_max_tool_steps_of_the_capability_bounds_the_rounds() -> None:
     app.toolbox.outputs["lookup_order"] = "x"
     app.capability("cap-agent", kind="agent", tools=[{"name": "lookup_order"}], maxToolSteps=2)
 
-    prediction = app.container.turns.predict(WS, "cap-agent", "go", None)
+    prediction = predict(app.container, WS, "cap-agent", "go", None)
 
     assert len(app.toolbox.calls) == 2 and model.finals == [False, False, True]
     run = app.db.stores.runs.get_run(WS, prediction.run_id or "")
@@ -193,7 +190,7 @@ def test_the_turn_deadline_setting_bounds_the_loop(setting: dict, expected: floa
     app.toolbox.outputs["lookup_order"] = "x"
     app.capability("cap-agent", kind="agent", tools=[{"name": "lookup_order"}], maxToolSteps=1)
 
-    app.container.turns.predict(WS, "cap-agent", "go", None)
+    predict(app.container, WS, "cap-agent", "go", None)
 
     # The clock stands still: every call gets the whole deadline; tools their 10 s.
     assert model.timeouts == [expected, expected]
@@ -211,7 +208,7 @@ def test_a_turn_that_fails_after_its_tools_ran_still_leaves_their_trace() -> Non
     sid = app.session("cap-agent", principal=PRINCIPAL)
 
     with pytest.raises(ProviderError):
-        app.container.turns.predict(WS, "cap-agent", "where is order 12345?", sid)
+        predict(app.container, WS, "cap-agent", "where is order 12345?", sid)
 
     [run_id] = app.db.runs
     trace = app.db.stores.runs.get_run(WS, run_id)

@@ -4,6 +4,7 @@ edge's one error mapping, and sessions by an app's key (``SessionKeys``), over f
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -25,10 +26,19 @@ from convo_memory.domain.errors import (
     StoreUnavailable,
     ValidationFailed,
 )
-from convo_memory.domain.generation import GenerationOptions
+from convo_memory.domain.generation import GenerationOptions, TokenUsage
 from convo_memory.domain.prompt import ChatMessage, Prompt
-from convo_memory.services.session_keys import SessionOwner
-from convo_memory.turn_edge import SessionChoice, TurnEdge
+from convo_memory.domain.turns import (
+    AnswerDelta,
+    SessionById,
+    SessionByKey,
+    SessionOwner,
+    TurnBegun,
+    TurnEvent,
+    TurnPosition,
+    TurnResult,
+    UserText,
+)
 from tests.fakes.adapters import FakeProvider
 from tests.fakes.app import WS, FakeApp, fake_app
 
@@ -51,10 +61,10 @@ def test_in_a_session_only_the_last_user_message_is_the_input() -> None:
         {"X-Convo-Session-Key": "k-1", "X-Convo-Principal": '{"tenant": "a"}'},
     )
 
-    assert turn.user_input == "two"
-    assert turn.client.history == ()
-    assert turn.choice == SessionChoice(
-        session_key="k-1", owner=SessionOwner("u-1", {"tenant": "a"}, principal_given=True)
+    assert turn.command.input == UserText("two")
+    assert turn.command.history == ()
+    assert turn.command.conversation == SessionByKey(
+        "k-1", SessionOwner("u-1", {"tenant": "a"}, principal_given=True)
     )
 
 
@@ -73,14 +83,14 @@ def test_stateless_history_keeps_the_messages_as_given() -> None:
         }
     )
 
-    assert turn.choice == SessionChoice()
-    assert turn.user_input == "a\nb"
-    assert turn.client.history == (
+    assert turn.command.conversation is None
+    assert turn.command.input == UserText("a\nb")
+    assert turn.command.history == (
         ChatMessage("system", "Be brief."),
         ChatMessage("user", "hi"),
         ChatMessage("assistant", "hello"),
     )
-    assert turn.client.options == GenerationOptions(max_tokens=7, stop=("END",))
+    assert turn.command.options == GenerationOptions(max_tokens=7, stop=("END",))
 
 
 def test_the_session_id_header_wins_over_a_key() -> None:
@@ -88,7 +98,7 @@ def test_the_session_id_header_wins_over_a_key() -> None:
         {"messages": [user("hi")]},
         {"x-convo-session-id": "ses_1", "x-convo-session-key": "k"},
     )
-    assert turn.choice == SessionChoice(session_id="ses_1")
+    assert turn.command.conversation == SessionById("ses_1")
 
 
 @pytest.mark.parametrize(
@@ -152,28 +162,27 @@ def test_an_id_none_of_ours_could_be_is_a_404_of_its_kind() -> None:
 # -- writing the answer ----------------------------------------------------------------------
 
 
-def result(withheld: bool = False, usage: dict[str, int] | None = None) -> dict[str, Any]:
-    return {
-        "output": "Hello there",
-        "withheld": withheld,
-        "sessionId": "ses_1",
-        "turn": {"userSeq": 1, "assistantSeq": 2},
-        "recorded": True,
-        "runId": None,
-        "context": None,
-        "completion": {
-            "id": "chatcmpl-1",
-            "created": 7,
-            "model": "cap-1",
-            "finishReason": "content_filter" if withheld else "stop",
-            "usage": usage,
-        },
-    }
+def result(withheld: bool = False, usage: TokenUsage | None = None) -> TurnResult:
+    return TurnResult(
+        reply_id="1",
+        created=7,
+        output="Hello there",
+        withheld=withheld,
+        session_id="ses_1",
+        turn=TurnPosition(1, 2),
+        recorded=True,
+        run_id=None,
+        context=None,
+        usage=usage,
+    )
+
+
+USAGE = TokenUsage(input_tokens=3, output_tokens=2)
 
 
 def test_a_completion_carries_the_convo_extension_and_usage_when_known() -> None:
     usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
-    body = chat.chat_completion(result(usage=usage))
+    body = chat.chat_completion(result(usage=USAGE), "cap-1")
 
     assert body["choices"] == [
         {
@@ -184,13 +193,21 @@ def test_a_completion_carries_the_convo_extension_and_usage_when_known() -> None
         }
     ]
     assert body["usage"] == usage
+    assert (body["id"], body["created"], body["model"]) == ("chatcmpl-1", 7, "cap-1")
     assert body["convo"]["turn"] == {"userSeq": 1, "assistantSeq": 2}
-    assert "usage" not in chat.chat_completion(result())
+    assert "usage" not in chat.chat_completion(result(), "cap-1")
+    withheld = chat.chat_completion(result(withheld=True), "cap-1")
+    assert withheld["choices"][0]["finish_reason"] == "content_filter"
 
 
 def test_a_buffered_stream_is_role_deltas_last_chunk_and_done() -> None:
     usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
-    text = chat.buffered_stream(result(usage=usage), ["Hello", " there"], include_usage=True)
+    events: list[TurnEvent] = [
+        TurnBegun("1", 7, "ses_1"),
+        AnswerDelta("Hello"),
+        AnswerDelta(" there"),
+    ]
+    text = "".join(chat.chunk_frames([*events, result(usage=USAGE)], "cap-1", include_usage=True))
     lines = [block.removeprefix("data: ") for block in text.strip().split("\n\n")]
 
     assert lines[-1] == "[DONE]"
@@ -199,9 +216,12 @@ def test_a_buffered_stream_is_role_deltas_last_chunk_and_done() -> None:
     assert [c["choices"][0]["delta"].get("content") for c in chunks[1:-1]] == ["Hello", " there"]
     assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
     assert chunks[-1]["usage"] == usage and chunks[-1]["convo"]["sessionId"] == "ses_1"
-    assert "usage" not in json.loads(
-        chat.buffered_stream(result(usage=usage), [], False).split("\n\n")[-3][6:]
-    )
+    assert {chunk["id"] for chunk in chunks} == {"chatcmpl-1"}
+    replayed = "".join(chat.chunk_frames([result(usage=USAGE)], "cap-1", False))
+    assert "usage" not in json.loads(replayed.split("\n\n")[-3][6:])
+    assert json.loads(replayed.split("\n\n")[1][6:])["choices"][0]["delta"] == {
+        "content": "Hello there"
+    }
 
 
 def test_an_error_after_the_stream_started_is_one_line_then_done() -> None:
@@ -254,20 +274,20 @@ def app() -> FakeApp:
     return app
 
 
-def serve(app: FakeApp, text: str, choice: SessionChoice) -> Any:
-    read_turn = read({"messages": [user(text)], "user": "u"})
-    return TurnEdge(app.container).serve_turn(WS, "cap-1", text, choice, read_turn.client)
+def serve(app: FakeApp, text: str, conversation: SessionByKey) -> TurnResult:
+    command = read({"messages": [user(text)], "user": "u"}).command
+    return app.container.turns.serve(WS, replace(command, conversation=conversation))
 
 
 def test_a_key_opens_its_session_once_and_is_remembered(app: FakeApp) -> None:
     owner = SessionOwner("end-user", {"t": "a"}, principal_given=True)
-    choice = SessionChoice(session_key="k", owner=owner)
+    choice = SessionByKey("k", owner)
     first = serve(app, "one", choice)
     app.settle()
     second = serve(app, "two", choice)
 
-    assert first.prediction.session_id == second.prediction.session_id
-    session = app.db.session(str(first.prediction.session_id))
+    assert first.session_id == second.session_id
+    session = app.db.session(str(first.session_id))
     assert session is not None and session.session_key == "k" and session.principal == {"t": "a"}
     # Warm: no key read, no creation; the turn's own read and write only.
     assert "session_for_key" not in app.db.calls and "create_session" not in app.db.calls
@@ -288,12 +308,12 @@ def test_a_lost_race_takes_the_winners_session(app: FakeApp) -> None:
 
 
 def test_a_deleted_sessions_key_opens_a_new_session(app: FakeApp) -> None:
-    choice = SessionChoice(session_key="k", owner=SessionOwner("end-user"))
-    first = serve(app, "one", choice).prediction.session_id
+    choice = SessionByKey("k", SessionOwner("end-user"))
+    first = serve(app, "one", choice).session_id
     # Deleted elsewhere, its key item not yet released (a deletion in flight).
     app.db.stores.sessions.begin_deletion(str(first), WS, "now")
 
-    second = serve(app, "two", choice).prediction
+    second = serve(app, "two", choice)
 
     assert second.session_id != first and second.turn is not None
     assert second.turn.user_seq == 1
@@ -302,15 +322,15 @@ def test_a_deleted_sessions_key_opens_a_new_session(app: FakeApp) -> None:
 
 def test_a_keys_owner_never_changes(app: FakeApp) -> None:
     owner = SessionOwner("end-user", {"t": "a"}, principal_given=True)
-    serve(app, "one", SessionChoice(session_key="k", owner=owner))
+    serve(app, "one", SessionByKey("k", owner))
 
     with pytest.raises(ExternalRefImmutable):
-        serve(app, "x", SessionChoice(session_key="k", owner=SessionOwner("someone-else")))
+        serve(app, "x", SessionByKey("k", SessionOwner("someone-else")))
     with pytest.raises(PrincipalImmutable):
         other = SessionOwner("end-user", {"t": "b"}, principal_given=True)
-        serve(app, "x", SessionChoice(session_key="k", owner=other))
+        serve(app, "x", SessionByKey("k", other))
     # Without a principal header the stored principal applies.
-    assert serve(app, "two", SessionChoice(session_key="k", owner=SessionOwner("end-user")))
+    assert serve(app, "two", SessionByKey("k", SessionOwner("end-user")))
 
 
 def test_a_key_taken_by_a_claim_not_landed_yet_is_read_again(app: FakeApp) -> None:

@@ -16,6 +16,7 @@ from convo_memory.domain.models import Recall, Session, Summary
 from tests.fakes.adapters import FakeProvider
 from tests.fakes.app import WS, FakeApp, fake_app
 from tests.support.prompts import nonce_blind
+from tests.support.turns import session_message
 
 OTHER_WS = "ws_beta"
 PRINCIPAL = {"tenant_id": "t-1", "user_id": "u-7"}
@@ -56,7 +57,7 @@ def conversation(app: FakeApp, turns: int, cap: str = "cap-gen", **session: Any)
 
 def say(app: FakeApp, session_id: str, *inputs: str) -> None:
     for text in inputs:
-        assert app.container.turns.session_message(WS, session_id, text).recorded
+        assert session_message(app.container, WS, session_id, text).recorded
 
 
 def contents(app: FakeApp, session_id: str) -> list[tuple[int, str]]:

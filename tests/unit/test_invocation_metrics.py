@@ -14,6 +14,7 @@ import pytest
 
 from convo_memory import observability
 from convo_memory.observability import InvocationMetrics, http_handler, job_handler
+from tests.support.turns import served
 
 
 @dataclass
@@ -201,14 +202,13 @@ def test_a_turns_line_names_the_function_the_request_and_the_turn_and_no_more(
 
     @http_handler
     def handler(event: Any, context: Any) -> Any:
-        turn = {"sessionId": "ses_1", "recorded": True, "output": "the answer"}
-        return observability.counted_turn(InvocationMetrics(), "messages", lambda: turn)
+        return observability.counted_turn(InvocationMetrics(), "messages", served)
 
     handler({"requestContext": {"requestId": "api-7"}}, Context())
     observability.logger.info("after the invocation")
 
-    served, after = (json.loads(line) for line in stream.getvalue().splitlines())
-    assert served == {
+    line, after = (json.loads(text) for text in stream.getvalue().splitlines())
+    assert line == {
         "level": "INFO",
         "message": "turn served",
         "service": "convo-memory",

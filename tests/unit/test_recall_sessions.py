@@ -18,6 +18,7 @@ from convo_memory.domain.models import Summary
 from convo_memory.domain.prompt import Prompt
 from tests.fakes.app import WS, FakeApp, fake_app
 from tests.support.prompts import nonce_blind
+from tests.support.turns import session_message
 
 OTHER_WS = "ws_beta"
 ALICE = {"tenant_id": "t-1", "user_id": "alice"}
@@ -43,7 +44,7 @@ def open_session(app: FakeApp, cap: str = "cap-rec", **kwargs: Any) -> str:
 
 def say(app: FakeApp, session_id: str, text: str, ws: str = WS) -> Prompt:
     """One turn; the prompt the fake model received."""
-    app.container.turns.session_message(ws, session_id, text)
+    session_message(app.container, ws, session_id, text)
     return app.provider.last_prompt
 
 

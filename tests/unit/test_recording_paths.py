@@ -13,6 +13,7 @@ from convo_memory.domain.jobs import RepairJob
 from convo_memory.services.recording import RecordingPolicy, TurnRecorder
 from tests.fakes.adapters import FakeQueue
 from tests.fakes.app import WS, fake_app
+from tests.support.turns import predict
 
 
 class FakeInvoke:
@@ -43,7 +44,7 @@ def _failing_turn(app: Any, recorder: TurnRecorder) -> Any:
     app.container.turns._recorder = recorder
     app.db.fail_always["append_turn"] = StoreUnavailable("throttled")
     try:
-        return sid, app.container.turns.predict(WS, "cap-gen", "remember this", sid)
+        return sid, predict(app.container, WS, "cap-gen", "remember this", sid)
     finally:
         del app.db.fail_always["append_turn"]
 

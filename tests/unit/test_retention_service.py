@@ -14,6 +14,7 @@ from convo_memory.domain.models import Session, Summary, iso
 from convo_memory.domain.turn_records import TurnRecord
 from convo_memory.services.retention import RetentionPolicy, RetentionService
 from tests.fakes.app import WS, FakeApp, fake_app
+from tests.support.turns import session_message
 
 CAP = "cap-agent"
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -142,7 +143,7 @@ def test_an_archived_session_stays_readable_and_refuses_new_turns(app: FakeApp) 
     assert [m.content for m in page] == ["Where is order 12345?", "It ships today."]
     assert cursor is None
     with pytest.raises(SessionArchived):
-        app.container.turns.session_message(WS, session_id, "Anything new?")
+        session_message(app.container, WS, session_id, "Anything new?")
     assert app.provider.prompts == []
     assert len(app.db.messages_of(session_id)) == 2
 

@@ -11,10 +11,11 @@ from convo_memory.api_models import SessionCreate
 from convo_memory.domain.errors import NotFound, SessionNotFound
 from convo_memory.domain.models import Recall, Summary, ToolDigest, ToolSpec
 from convo_memory.domain.prompt_record import ExpiredDigest, PromptRecord
-from convo_memory.ports import ToolCall
+from convo_memory.domain.tools import ToolCall
 from tests.fakes.adapters import FakeProvider
 from tests.fakes.app import WS, FakeApp, fake_app
 from tests.support.prompts import rebuilt_prompt
+from tests.support.turns import session_message
 
 WINDOW = {"maxMessages": 4, "maxChars": 10_000, "minMessages": 1}
 
@@ -36,7 +37,7 @@ def open_session(app: FakeApp, cap: str = "cap-gen") -> str:
 
 
 def say(app: FakeApp, session_id: str, text: str) -> int:
-    prediction = app.container.turns.session_message(WS, session_id, text)
+    prediction = session_message(app.container, WS, session_id, text)
     assert prediction.turn is not None
     return prediction.turn.assistant_seq
 

@@ -25,6 +25,7 @@ from convo_memory.domain.prompt import ChatMessage
 from convo_memory.domain.replay_window import select_replay_window
 from convo_memory.domain.tools import ToolCall
 from tests.fakes.app import WS, FakeApp, fake_app
+from tests.support.turns import predict, session_message
 
 OTHER_WS = "ws_beta"
 PRINCIPAL = {"tenant_id": "t-1", "user_id": "u-7"}
@@ -61,7 +62,7 @@ def agent_conversation(app: FakeApp) -> tuple[Session, str]:
     app.capability("cap-agent", kind="agent", tools=[ToolSpec(name="lookup_order").model_dump()])
     session = open_session(app, "cap-agent")
     app.provider.text, app.provider.tool_calls = "done", (LOOKUP,)
-    prediction = app.container.turns.predict(WS, "cap-agent", "look it up", session.id)
+    prediction = predict(app.container, WS, "cap-agent", "look it up", session.id)
     assert prediction.recorded and prediction.run_id is not None
     summary = Summary(text="earlier", through_seq=2)
     assert app.db.stores.summaries.advance_summary(session.id, 0, summary)
@@ -296,7 +297,7 @@ def test_given_a_deletion_interrupted_after_marking_when_retried_then_it_resumes
     with pytest.raises(SessionNotFound):
         app.container.sessions.get(WS, session.id)
     with pytest.raises(SessionNotFound):
-        app.container.turns.session_message(WS, session.id, "still there?")
+        session_message(app.container, WS, session.id, "still there?")
     assert len(app.db.messages_of(session.id)) == 2
 
     app.container.sessions.delete(WS, session.id)  # the client's retry resumes
@@ -430,7 +431,7 @@ def test_given_a_context_when_the_next_turn_runs_then_the_model_sees_exactly_tho
         app.db.add_turn(session.id, f"question {i}", f"answer {i}")
 
     context = app.container.sessions.context(WS, session.id)
-    app.container.turns.predict(WS, "cap-small", "next", session.id)
+    predict(app.container, WS, "cap-small", "next", session.id)
 
     assert app.provider.last_prompt.messages[:-1] == tuple(
         ChatMessage(m.role, m.content) for m in context.messages
@@ -445,11 +446,11 @@ def test_given_an_agent_session_when_reading_context_then_only_live_replayed_dig
     session = open_session(app, "cap-agent")
     app.provider.text = "first"
     app.provider.tool_calls = (ToolCall("lookup_order", {"q": "old"}, "stale result"),)
-    app.container.turns.predict(WS, "cap-agent", "look it up", session.id)
+    predict(app.container, WS, "cap-agent", "look it up", session.id)
     app.clock.advance(3_600 + 600)
     app.provider.text = "second"
     app.provider.tool_calls = (ToolCall("lookup_order", {"q": "new"}, "fresh result"),)
-    app.container.turns.predict(WS, "cap-agent", "again", session.id)
+    predict(app.container, WS, "cap-agent", "again", session.id)
 
     context = app.container.sessions.context(WS, session.id)
 

@@ -11,6 +11,7 @@ from convo_memory.domain.models import ToolSpec
 from convo_memory.domain.tools import ToolCall
 from tests.fakes.adapters import FakeProvider
 from tests.fakes.app import WS, FakeApp, fake_app
+from tests.support.turns import predict
 
 LOOKUP = ToolCall("lookup_order", {"order": "42"}, "order 42 shipped; ETA Tuesday")
 
@@ -26,8 +27,8 @@ def test_given_a_new_session_then_its_turns_share_one_nonce_and_one_system_text(
     first, second = app.session("cap-gen"), app.session("cap-gen")
 
     for text in ("one", "two", "three"):
-        app.container.turns.predict(WS, "cap-gen", text, first)
-    app.container.turns.predict(WS, "cap-gen", "other", second)
+        predict(app.container, WS, "cap-gen", text, first)
+    predict(app.container, WS, "cap-gen", "other", second)
 
     prompts = app.provider.prompts
     assert len({p.fence_nonce for p in prompts[:3]}) == 1
@@ -44,9 +45,9 @@ def test_given_a_session_from_before_nonces_then_its_next_turn_keeps_one() -> No
     sid = app.session("cap-gen")
     del app.db.heads[sid]["fenceNonce"]  # as a session created before nonces were kept
 
-    app.container.turns.predict(WS, "cap-gen", "one", sid)
+    predict(app.container, WS, "cap-gen", "one", sid)
     kept = app.db.heads[sid]["fenceNonce"]
-    app.container.turns.predict(WS, "cap-gen", "two", sid)
+    predict(app.container, WS, "cap-gen", "two", sid)
 
     first, second = app.provider.prompts
     assert first.fence_nonce == second.fence_nonce == kept
@@ -63,10 +64,10 @@ def test_given_a_tool_turn_then_the_next_prompt_still_begins_with_the_previous_o
     app.capability("cap-agent", kind="agent", tools=[ToolSpec(name="lookup_order").model_dump()])
     sid = app.session("cap-agent")
 
-    app.container.turns.predict(WS, "cap-agent", "where is order 42?", sid)
+    predict(app.container, WS, "cap-agent", "where is order 42?", sid)
     provider.tool_calls = ()
-    app.container.turns.predict(WS, "cap-agent", "and when does it arrive?", sid)
-    app.container.turns.predict(WS, "cap-agent", "thanks", sid)
+    predict(app.container, WS, "cap-agent", "and when does it arrive?", sid)
+    predict(app.container, WS, "cap-agent", "thanks", sid)
 
     first, second, third = (step.prompt for step in provider.steps if not step.rounds)
     # The digest travels in the message after its answer: the system text is unchanged.
@@ -84,7 +85,7 @@ def flags_over(alignment: int, turns: int) -> list[tuple[int, bool]]:
     sid = app.session("cap-gen")
     flags = []
     for i in range(turns):
-        prediction = app.container.turns.predict(WS, "cap-gen", f"question {i:03d}", sid)
+        prediction = predict(app.container, WS, "cap-gen", f"question {i:03d}", sid)
         assert prediction.context is not None
         flags.append((prediction.context.omitted_messages, app.provider.prompts[-1].replay_reused))
     return flags
@@ -109,8 +110,8 @@ def test_given_the_nonce_cannot_be_kept_then_the_turn_goes_on_with_a_fresh_one()
     del app.db.heads[sid]["fenceNonce"]
     app.db.fail_next["keep_fence_nonce"] = StoreUnavailable("throttled")
 
-    first = app.container.turns.predict(WS, "cap-gen", "one", sid)
-    app.container.turns.predict(WS, "cap-gen", "two", sid)
+    first = predict(app.container, WS, "cap-gen", "one", sid)
+    predict(app.container, WS, "cap-gen", "two", sid)
 
     # The turn was served and recorded; the next turn keeps a nonce for good.
     assert first.recorded is True

@@ -23,6 +23,7 @@ from convo_memory.services.summaries import (
 )
 from tests.fakes.adapters import FakeProvider
 from tests.fakes.app import FakeApp, fake_app
+from tests.support.turns import predict
 
 WS = "ws_alpha"
 CAP = "cap_chat"
@@ -392,7 +393,7 @@ def converse(world: World, cap: str, turns: int, run_jobs: bool = True) -> list[
     sid = world.session_id
     gaps: list[int] = []
     for i in range(1, turns + 1):
-        prediction = world.app.container.turns.predict(WS, cap, f"question {i}", sid)
+        prediction = predict(world.app.container, WS, cap, f"question {i}", sid)
         assert prediction.recorded and prediction.context is not None
         summary = world.summary()
         # The summary the turn read was at least this far (it only moves forward).
@@ -637,7 +638,7 @@ def test_with_an_aligned_window_folds_end_on_steps_and_the_shown_summary_moves_w
     seen: list[tuple[str, int]] = []
 
     for i in range(1, 31):
-        prediction = app.container.turns.predict(WS, CAP, f"question {i}", sid)
+        prediction = predict(app.container, WS, CAP, f"question {i}", sid)
         assert prediction.context is not None
         omitted = prediction.context.omitted_messages
         system = app.provider.last_prompt.system
@@ -713,8 +714,8 @@ class JobTimetable:
 
     def _turn(self) -> None:
         sent = len(self.app.summary_queue.sent)
-        prediction = self.app.container.turns.predict(
-            WS, CAP, f"question {self.turn_index}", self.session_id
+        prediction = predict(
+            self.app.container, WS, CAP, f"question {self.turn_index}", self.session_id
         )
         assert prediction.context is not None and prediction.recorded
         self.omitted.append(prediction.context.omitted_messages)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,9 +30,12 @@ from convo_memory.domain.replay_window import select_replay_window
 from convo_memory.domain.tool_digest import build_tool_digest
 from convo_memory.domain.tools import ToolCall
 from convo_memory.domain.turn_records import AppendResult, TurnRecord
+from convo_memory.predict_door import prediction as answer_json
 from convo_memory.services.recording import RecordingPolicy
+from convo_memory.turn_edge import BufferedEvents
 from tests.fakes.adapters import FakeProvider
 from tests.fakes.app import WS, FakeApp, fake_app
+from tests.support.turns import deltas, predict, session_message
 
 OTHER_WS = "ws_beta"
 WITHHELD = "[withheld by policy]"
@@ -61,7 +65,7 @@ def predict_unrecorded(h: FakeApp, session_id: str, text: str) -> Any:
     with ``recorded: false`` and handed to the repair paths."""
     h.db.fail_always["append_turn"] = StoreUnavailable("throttled")
     try:
-        return h.container.turns.predict(WS, "cap-gen", text, session_id)
+        return predict(h.container, WS, "cap-gen", text, session_id)
     finally:
         del h.db.fail_always["append_turn"]
 
@@ -118,10 +122,10 @@ def test_given_no_session_when_predicting_then_the_answer_is_stateless_and_nothi
     h.capability("cap-gen")
     h.settle()
 
-    prediction = h.container.turns.predict(WS, "cap-gen", "hello there", None)
+    prediction = predict(h.container, WS, "cap-gen", "hello there", None)
 
     assert prediction.output == "the answer"
-    assert prediction.to_json_dict() == {
+    assert answer_json(prediction) == {
         "output": "the answer",
         "withheld": False,
         "sessionId": None,
@@ -141,8 +145,8 @@ def test_given_a_session_when_predicting_then_the_user_message_and_answer_are_re
     h.capability("cap-gen")
     sid = h.session("cap-gen")
 
-    first = h.container.turns.predict(WS, "cap-gen", "first question", sid)
-    second = h.container.turns.predict(WS, "cap-gen", "second question", sid)
+    first = predict(h.container, WS, "cap-gen", "first question", sid)
+    second = predict(h.container, WS, "cap-gen", "second question", sid)
 
     assert first.recorded and second.recorded
     assert first.session_id == sid
@@ -160,7 +164,7 @@ def test_given_a_session_when_predicting_then_the_user_message_and_answer_are_re
     assert h.container.sessions.get(WS, sid).message_count == 4
     # The second turn replayed the whole first turn.
     assert second.context is not None
-    assert second.context.model_dump() == {
+    assert asdict(second.context) == {
         "replayed_messages": 2,
         "replayed_chars": len("first question") + len("answer to first question"),
         "omitted_messages": 0,
@@ -176,7 +180,7 @@ def test_given_a_long_history_when_predicting_then_the_context_counts_match_the_
         h.db.add_turn(sid, f"question {i}", f"answer {i}" * (i + 1))
     history = h.db.messages_of(sid)
 
-    prediction = h.container.turns.predict(WS, "cap-gen", "one more", sid)
+    prediction = predict(h.container, WS, "cap-gen", "one more", sid)
 
     window = select_replay_window(history, ReplayPolicy(max_messages=4, max_chars=10_000))
     assert prediction.context is not None
@@ -205,7 +209,7 @@ def test_given_a_small_replay_policy_when_predicting_then_the_model_sees_exactly
         h.db.add_turn(sid, f"q{i} " + "u" * 8, f"a{i} " + "a" * 8)  # 11 chars each
     by_seq = {m.seq: m for m in h.db.messages_of(sid)}
 
-    h.container.turns.predict(WS, "cap-gen", "the new input", sid)
+    predict(h.container, WS, "cap-gen", "the new input", sid)
 
     prompt = h.provider.last_prompt
     assert prompt.messages == (
@@ -226,7 +230,7 @@ def test_given_a_recent_activity_mark_when_a_turn_lands_then_it_reads_once_and_w
     mark = set_activity_mark(h, sid, seconds_before_now=60)
     h.settle()
 
-    prediction = h.container.turns.predict(WS, "cap-gen", "hello", sid)
+    prediction = predict(h.container, WS, "cap-gen", "hello", sid)
 
     assert prediction.recorded is True
     # One bounded read and one conditional put: no head write, no digest, no marker.
@@ -252,7 +256,7 @@ def test_given_an_activity_mark_older_than_the_granularity_when_a_turn_arrives_t
     h.provider.text = answer
     h.settle()
 
-    h.container.turns.predict(WS, "cap-gen", "hello again", sid)
+    predict(h.container, WS, "cap-gen", "hello again", sid)
 
     # The mark moved once, before the model was asked.
     assert touches_seen_by_the_model == [1]
@@ -263,12 +267,12 @@ def test_given_an_activity_mark_older_than_the_granularity_when_a_turn_arrives_t
 
     # Within the granularity of the new mark, a turn moves nothing.
     h.clock.now = parse_iso(new_mark) + GRANULARITY - 1
-    h.container.turns.predict(WS, "cap-gen", "and again", sid)
+    predict(h.container, WS, "cap-gen", "and again", sid)
     assert h.db.calls["touch"] == 1 and h.db.calls["append_turn"] == 2
 
     # Once the granularity has passed, the next turn moves it again.
     h.clock.now = parse_iso(new_mark) + GRANULARITY
-    h.container.turns.predict(WS, "cap-gen", "much later", sid)
+    predict(h.container, WS, "cap-gen", "much later", sid)
     assert h.db.calls["touch"] == 2 and h.db.calls["append_turn"] == 3
 
 
@@ -293,7 +297,7 @@ def test_given_the_session_is_archived_or_deleted_after_the_read_when_marking_th
     monkeypatch.setattr(sessions, "touch", retention_gets_there_first)
 
     with pytest.raises(refusal):
-        h.container.turns.predict(WS, "cap-gen", "hello", sid)
+        predict(h.container, WS, "cap-gen", "hello", sid)
 
     assert h.provider.prompts == []
     assert h.db.calls["append_turn"] == 0 and h.db.messages_of(sid) == []
@@ -312,7 +316,7 @@ def test_given_a_classic_capability_when_predicting_with_a_session_then_it_is_re
     # Classic is checked before any mismatch, and before the session is even looked up.
     for session_id in (other_capabilitys_session, "ses_does_not_exist"):
         with pytest.raises(CapabilityNotConversational):
-            h.container.turns.predict(WS, "cap-classic", "hello", session_id)
+            predict(h.container, WS, "cap-classic", "hello", session_id)
 
     assert h.db.calls == Counter()
     assert h.db.messages_of(other_capabilitys_session) == []
@@ -327,7 +331,7 @@ def test_given_a_session_of_capability_b_when_predicting_on_capability_a_then_it
     h.settle()
 
     with pytest.raises(SessionCapabilityMismatch):
-        h.container.turns.predict(WS, "cap-a", "hello", sid)
+        predict(h.container, WS, "cap-a", "hello", sid)
 
     assert h.db.writes() == 0
     assert h.provider.prompts == []
@@ -342,9 +346,9 @@ def test_given_an_archived_session_when_a_turn_arrives_at_either_door_then_it_is
     h.settle()
 
     with pytest.raises(SessionArchived):
-        h.container.turns.predict(WS, "cap-gen", "hello", sid)
+        predict(h.container, WS, "cap-gen", "hello", sid)
     with pytest.raises(SessionArchived):
-        h.container.turns.session_message(WS, sid, "hello")
+        session_message(h.container, WS, sid, "hello")
 
     assert h.db.writes() == 0
     assert len(h.db.messages_of(sid)) == 2
@@ -359,11 +363,11 @@ def test_given_another_workspaces_session_when_predicting_then_it_is_not_found()
     h.settle()
 
     with pytest.raises(SessionNotFound):
-        h.container.turns.predict(OTHER_WS, "cap-gen", "hello", sid)
+        predict(h.container, OTHER_WS, "cap-gen", "hello", sid)
     with pytest.raises(SessionNotFound):
-        h.container.turns.session_message(OTHER_WS, sid, "hello")
+        session_message(h.container, OTHER_WS, sid, "hello")
     with pytest.raises(SessionNotFound):
-        h.container.turns.predict(WS, "cap-gen", "hello", "ses_missing")
+        predict(h.container, WS, "cap-gen", "hello", "ses_missing")
 
     assert h.db.writes() == 0
     assert h.provider.prompts == []
@@ -376,13 +380,13 @@ def test_given_a_session_used_by_its_owner_when_another_workspace_posts_to_it_th
     h = build()
     h.capability("cap_owner_only", ws=WS)
     sid = h.session("cap_owner_only", ws=WS)
-    h.container.turns.session_message(WS, sid, "warm the container")
+    session_message(h.container, WS, sid, "warm the container")
     h.settle()
 
     with pytest.raises(Exception) as foreign:
-        h.container.turns.session_message(OTHER_WS, sid, "probe")
+        session_message(h.container, OTHER_WS, sid, "probe")
     with pytest.raises(Exception) as missing:
-        h.container.turns.session_message(OTHER_WS, "ses_missing", "probe")
+        session_message(h.container, OTHER_WS, "ses_missing", "probe")
 
     assert isinstance(missing.value, SessionNotFound)
     assert isinstance(foreign.value, SessionNotFound), (
@@ -403,16 +407,16 @@ def test_given_an_input_over_the_limit_when_a_turn_arrives_then_payload_too_larg
 
     with pytest.raises(PayloadTooLarge):
         if door == "stateless":
-            h.container.turns.predict(WS, "cap-gen", too_long, None)
+            predict(h.container, WS, "cap-gen", too_long, None)
         elif door == "predict":
-            h.container.turns.predict(WS, "cap-gen", too_long, sid)
+            predict(h.container, WS, "cap-gen", too_long, sid)
         else:
-            h.container.turns.session_message(WS, sid, too_long)
+            session_message(h.container, WS, sid, too_long)
 
     assert h.db.writes() == 0
     assert h.provider.prompts == []
     # The limit itself is allowed.
-    assert h.container.turns.predict(WS, "cap-gen", "x" * 200, sid).recorded
+    assert predict(h.container, WS, "cap-gen", "x" * 200, sid).recorded
 
 
 @pytest.mark.parametrize("empty", ["", "   ", "\n\t"])
@@ -423,11 +427,11 @@ def test_given_an_empty_input_when_a_turn_arrives_then_it_is_a_validation_error(
     h.settle()
 
     with pytest.raises(ValidationFailed):
-        h.container.turns.predict(WS, "cap-gen", empty, sid)
+        predict(h.container, WS, "cap-gen", empty, sid)
     with pytest.raises(ValidationFailed):
-        h.container.turns.session_message(WS, sid, empty)
+        session_message(h.container, WS, sid, empty)
     with pytest.raises(ValidationFailed):
-        h.container.turns.predict(WS, "cap-gen", empty, None)
+        predict(h.container, WS, "cap-gen", empty, None)
 
     assert h.db.writes() == 0
     assert h.provider.prompts == []
@@ -453,7 +457,7 @@ def test_given_the_store_fails_on_append_when_predicting_then_answer_is_served_a
     sid = h.session("cap-gen")
     h.db.fail_always["append_turn"] = failure  # every attempt within the turn fails
 
-    prediction = h.container.turns.predict(WS, "cap-gen", "remember this", sid)
+    prediction = predict(h.container, WS, "cap-gen", "remember this", sid)
     del h.db.fail_always["append_turn"]
 
     assert prediction.output == "the answer"
@@ -547,7 +551,7 @@ def test_given_the_write_landed_before_its_timeout_when_the_repair_runs_then_it_
 
     monkeypatch.setattr(turns, "append_turn", lands_then_times_out)
     monkeypatch.setattr(turns, "find_turn", unreadable)
-    prediction = h.container.turns.predict(WS, "cap-gen", "did it land?", sid)
+    prediction = predict(h.container, WS, "cap-gen", "did it land?", sid)
     assert prediction.recorded is False and len(h.repair_queue.bodies) == 1
     monkeypatch.undo()
     h.settle()
@@ -579,7 +583,7 @@ def test_given_the_write_landed_before_its_timeout_then_the_turns_retry_finds_it
         raise StoreUnavailable("read timeout: the put landed, its answer did not")
 
     monkeypatch.setattr(turns, "append_turn", lands_then_times_out)
-    prediction = h.container.turns.predict(WS, "cap-gen", "did it land?", sid)
+    prediction = predict(h.container, WS, "cap-gen", "did it land?", sid)
 
     assert prediction.recorded is True and prediction.turn is not None
     assert (prediction.turn.user_seq, prediction.turn.assistant_seq) == (1, 2)
@@ -598,7 +602,7 @@ def test_given_a_write_fails_once_then_the_turn_retries_it_and_queues_nothing() 
     sid = h.session("cap-gen")
     h.db.fail_next["append_turn"] = StoreUnavailable("throttled")
 
-    prediction = h.container.turns.predict(WS, "cap-gen", "remember this", sid)
+    prediction = predict(h.container, WS, "cap-gen", "remember this", sid)
 
     assert prediction.recorded is True
     assert h.repair_queue.bodies == []
@@ -671,7 +675,7 @@ def test_given_a_racing_turn_lands_first_when_recording_then_the_answer_follows_
     sid = h.session("cap-gen")
     h.db.before_append = lambda db: db.add_turn(sid, "racing question", "racing answer")
 
-    prediction = h.container.turns.predict(WS, "cap-gen", "my question", sid)
+    prediction = predict(h.container, WS, "cap-gen", "my question", sid)
 
     assert prediction.turn is not None
     assert (prediction.turn.user_seq, prediction.turn.assistant_seq) == (3, 4)
@@ -692,7 +696,7 @@ def test_given_a_filter_that_blocks_when_predicting_then_withheld_message_is_ser
     h.capability("cap-gen", **filtered())
     sid = h.session("cap-gen")
 
-    prediction = h.container.turns.predict(WS, "cap-gen", "tell me a recipe", sid)
+    prediction = predict(h.container, WS, "cap-gen", "tell me a recipe", sid)
 
     assert prediction.output == WITHHELD
     assert prediction.withheld is True
@@ -710,7 +714,7 @@ def test_given_a_filter_that_allows_when_predicting_then_the_answer_is_served_un
     h.capability("cap-gen", **filtered())
     sid = h.session("cap-gen")
 
-    prediction = h.container.turns.predict(WS, "cap-gen", "hello", sid)
+    prediction = predict(h.container, WS, "cap-gen", "hello", sid)
 
     assert (prediction.output, prediction.withheld) == ("a harmless answer", False)
     assert h.db.messages_of(sid)[-1].withheld is False
@@ -724,11 +728,11 @@ def test_given_no_filter_when_streaming_then_the_sink_receives_the_model_deltas(
     h = build(provider=FakeProvider(chunks=["Hel", "lo ", "there"]))
     h.capability("cap-gen")
     sid = h.session("cap-gen") if with_session else None
-    deltas: list[str] = []
+    events = BufferedEvents()
 
-    prediction = h.container.turns.predict(WS, "cap-gen", "hi", sid, sink=deltas.append)
+    prediction = predict(h.container, WS, "cap-gen", "hi", sid, events=events)
 
-    assert deltas == ["Hel", "lo ", "there"]
+    assert deltas(events) == ["Hel", "lo ", "there"]
     assert prediction.output == "Hello there"
     # One model call, streamed (a tool-calling model is given the turn's time left).
     assert len(h.provider.steps) == 1 and h.provider.steps[0].tools == ()
@@ -744,13 +748,13 @@ def test_given_a_filter_when_streaming_a_flagged_answer_then_only_withheld_text_
     h = build(provider=FakeProvider(FLAGGED_ANSWER, chunks=["here is the ", "forbidden recipe"]))
     h.capability("cap-gen", **filtered())
     sid = h.session("cap-gen") if with_session else None
-    deltas: list[str] = []
+    events = BufferedEvents()
 
-    prediction = h.container.turns.predict(WS, "cap-gen", "hi", sid, sink=deltas.append)
+    prediction = predict(h.container, WS, "cap-gen", "hi", sid, events=events)
 
-    assert deltas == [WITHHELD]
+    assert deltas(events) == [WITHHELD]
     assert (prediction.output, prediction.withheld) == (WITHHELD, True)
-    assert all("forbidden" not in delta for delta in deltas)
+    assert all("forbidden" not in delta for delta in deltas(events))
     assert h.provider.stream_calls == 0
     assert FLAGGED_ANSWER not in h.db.dump()
 
@@ -759,11 +763,11 @@ def test_given_a_filter_when_streaming_an_allowed_answer_then_the_sink_gets_the_
     h = build(provider=FakeProvider("all good here", chunks=["all ", "good ", "here"]))
     h.capability("cap-gen", **filtered())
     sid = h.session("cap-gen")
-    deltas: list[str] = []
+    events = BufferedEvents()
 
-    prediction = h.container.turns.session_message(WS, sid, "hi", sink=deltas.append)
+    prediction = session_message(h.container, WS, sid, "hi", events=events)
 
-    assert deltas == ["all good here"]
+    assert deltas(events) == ["all good here"]
     assert prediction.output == "all good here"
     assert h.provider.stream_calls == 0
 
@@ -789,7 +793,7 @@ def test_given_an_agent_turn_with_tool_calls_when_recorded_then_digest_and_run_t
     sid = h.session("cap-agent", principal=PRINCIPAL)
     h.settle()
 
-    prediction = h.container.turns.predict(WS, "cap-agent", "where is order 42?", sid)
+    prediction = predict(h.container, WS, "cap-agent", "where is order 42?", sid)
 
     assert prediction.turn is not None
     assistant_seq = prediction.turn.assistant_seq
@@ -824,7 +828,7 @@ def test_given_a_withheld_agent_answer_when_recorded_then_no_digest_is_stored():
     h = agent_app(FakeProvider(FLAGGED_ANSWER, tool_calls=[LOOKUP]), **filtered())
     sid = h.session("cap-agent")
 
-    prediction = h.container.turns.predict(WS, "cap-agent", "where is order 42?", sid)
+    prediction = predict(h.container, WS, "cap-agent", "where is order 42?", sid)
 
     assert (prediction.output, prediction.withheld, prediction.recorded) == (WITHHELD, True, True)
     # The digest could hold what the filter caught: none is stored, none is replayed.
@@ -832,7 +836,7 @@ def test_given_a_withheld_agent_answer_when_recorded_then_no_digest_is_stored():
     assert h.db.calls["put_digest"] == 0
     assert h.container.sessions.context(WS, sid).tool_digests == []
     h.provider.text, h.provider.tool_calls = "fine", ()
-    h.container.turns.predict(WS, "cap-agent", "and when does it arrive?", sid)
+    predict(h.container, WS, "cap-agent", "and when does it arrive?", sid)
     assert fenced(h.provider.last_prompt, "tool-results") == []
     assert LOOKUP.output not in prompt_text(h.provider.last_prompt)
 
@@ -842,7 +846,7 @@ def test_given_the_digest_write_fails_when_recording_then_the_turn_is_still_reco
     sid = h.session("cap-agent")
     h.db.fail_next["put_digest"] = StoreUnavailable("throttled")
 
-    prediction = h.container.turns.predict(WS, "cap-agent", "where is order 42?", sid)
+    prediction = predict(h.container, WS, "cap-agent", "where is order 42?", sid)
 
     assert prediction.recorded is True and prediction.turn is not None
     assert len(h.db.messages_of(sid)) == 2
@@ -854,11 +858,11 @@ def test_given_the_digest_write_fails_when_recording_then_the_turn_is_still_reco
 def test_given_a_digest_when_the_next_turn_replays_its_answer_then_the_digest_is_fenced_data():
     h = agent_app()
     sid = h.session("cap-agent", principal=PRINCIPAL)
-    h.container.turns.predict(WS, "cap-agent", "where is order 42?", sid)
+    predict(h.container, WS, "cap-agent", "where is order 42?", sid)
     h.provider.tool_calls = ()
 
     h.clock.advance(60)
-    h.container.turns.predict(WS, "cap-agent", "and when does it arrive?", sid)
+    predict(h.container, WS, "cap-agent", "and when does it arrive?", sid)
 
     prompt = h.provider.last_prompt
     assert fenced(prompt, "tool-results") == [build_tool_digest([LOOKUP], 2_000)]
@@ -878,11 +882,11 @@ def test_given_a_digest_when_the_next_turn_replays_its_answer_then_the_digest_is
 def test_given_a_digest_past_its_retention_when_the_next_turn_runs_then_it_is_not_replayed():
     h = agent_app()
     sid = h.session("cap-agent")
-    h.container.turns.predict(WS, "cap-agent", "where is order 42?", sid)
+    predict(h.container, WS, "cap-agent", "where is order 42?", sid)
     h.provider.tool_calls = ()
 
     h.clock.advance(3_600 + 1)
-    h.container.turns.predict(WS, "cap-agent", "and when does it arrive?", sid)
+    predict(h.container, WS, "cap-agent", "and when does it arrive?", sid)
 
     prompt = h.provider.last_prompt
     # The answer is still replayed, the expired digest (still stored: TTL is lazy) is not.
@@ -895,12 +899,12 @@ def test_given_a_digest_past_its_retention_when_the_next_turn_runs_then_it_is_no
 def test_given_a_digest_whose_answer_left_the_window_when_the_next_turn_runs_then_not_replayed():
     h = agent_app(**small_replay(max_messages=2))
     sid = h.session("cap-agent")
-    h.container.turns.predict(WS, "cap-agent", "where is order 42?", sid)
+    predict(h.container, WS, "cap-agent", "where is order 42?", sid)
     h.provider.tool_calls = ()
-    h.container.turns.predict(WS, "cap-agent", "thanks", sid)
+    predict(h.container, WS, "cap-agent", "thanks", sid)
     assert len(fenced(h.provider.last_prompt, "tool-results")) == 1
 
-    h.container.turns.predict(WS, "cap-agent", "anything else?", sid)
+    predict(h.container, WS, "cap-agent", "anything else?", sid)
 
     assert fenced(h.provider.last_prompt, "tool-results") == []
 
@@ -915,22 +919,22 @@ def test_given_the_window_is_about_to_omit_when_turns_arrive_then_one_summary_ru
     set_activity_mark(h, sid, seconds_before_now=0)
     h.settle()
 
-    h.container.turns.predict(WS, "cap-gen", "turn one", sid)
+    predict(h.container, WS, "cap-gen", "turn one", sid)
     assert h.summary_queue.sent == []  # two turns from now nothing is omitted yet
 
     h.clock.advance(1)
     # Nothing is omitted yet, but one more turn would leave messages 1-2 out: the run is
     # asked for a turn early, so it has a turn's interval to fold ahead.
-    h.container.turns.predict(WS, "cap-gen", "turn two", sid)
+    predict(h.container, WS, "cap-gen", "turn two", sid)
     # Delayed at least as long as the coalescing window: the run sees the coalesced turns.
     assert h.summary_queue.sent == [({"workspaceId": WS, "sessionId": sid}, COALESCE)]
 
     h.clock.advance(5)
-    h.container.turns.predict(WS, "cap-gen", "turn three", sid)  # within the coalescing window
+    predict(h.container, WS, "cap-gen", "turn three", sid)  # within the coalescing window
     assert len(h.summary_queue.sent) == 1
 
     h.clock.advance(COALESCE)
-    h.container.turns.predict(WS, "cap-gen", "turn four", sid)  # the window has passed
+    predict(h.container, WS, "cap-gen", "turn four", sid)  # the window has passed
     assert len(h.summary_queue.sent) == 2
 
     # A trigger writes nothing: every write of these four turns was the turn itself.
@@ -947,12 +951,12 @@ def test_given_a_summary_folded_ahead_when_turns_arrive_then_none_is_requested_u
     # Folded ahead: it covers messages the window still replays.
     assert summaries.advance_summary(sid, 0, Summary(text="q1 and q2 were asked", through_seq=4))
 
-    covered = h.container.turns.predict(WS, "cap-gen", "q3", sid)  # afterwards 1-2 omitted
+    covered = predict(h.container, WS, "cap-gen", "q3", sid)  # afterwards 1-2 omitted
     assert h.summary_queue.sent == []  # and one turn later 1-4: still covered
     assert covered.context is not None and covered.context.summary_included is True
     assert fenced(h.provider.last_prompt, "summary") == ["q1 and q2 were asked"]
 
-    h.container.turns.predict(WS, "cap-gen", "q4", sid)  # one turn later 1-6: 5-6 uncovered
+    predict(h.container, WS, "cap-gen", "q4", sid)  # one turn later 1-6: 5-6 uncovered
     assert h.summary_queue.bodies == [{"workspaceId": WS, "sessionId": sid}]
 
 
@@ -967,7 +971,7 @@ def test_under_a_character_budget_the_trigger_projects_the_next_turn_from_this_o
     sid = h.session("cap-gen")
     h.db.add_turn(sid, "q" * 10, "a" * 10)
 
-    h.container.turns.predict(WS, "cap-gen", "q" * 10, sid)
+    predict(h.container, WS, "cap-gen", "q" * 10, sid)
 
     # 40 characters of history + 10 + answer: the next window still holds everything
     # either way, but a second 400-character answer would push the oldest ones out.
@@ -993,7 +997,7 @@ def test_given_the_summary_queue_fails_when_a_summary_is_due_then_the_next_turn_
     h.db.add_turn(sid, "q1", "a1")
     h.summary_queue.fail_with = StoreUnavailable("SQS down")
 
-    prediction = h.container.turns.predict(WS, "cap-gen", "q2", sid)
+    prediction = predict(h.container, WS, "cap-gen", "q2", sid)
 
     assert prediction.recorded is True
     assert prediction.output == "the answer"
@@ -1005,7 +1009,7 @@ def test_given_the_summary_queue_fails_when_a_summary_is_due_then_the_next_turn_
     # sends the trigger the queue did not take.
     h.summary_queue.fail_with = None
     h.clock.advance(1)
-    h.container.turns.predict(WS, "cap-gen", "q3", sid)
+    predict(h.container, WS, "cap-gen", "q3", sid)
 
     assert h.summary_queue.attempts == 2
     assert h.summary_queue.bodies == [{"workspaceId": WS, "sessionId": sid}]
@@ -1021,16 +1025,16 @@ def test_given_the_session_messages_door_when_conversing_then_it_records_exactly
     via_messages = h.session("cap-gen")
     inputs = ["one", "two", "three"]
 
-    predicted = [h.container.turns.predict(WS, "cap-gen", text, via_predict) for text in inputs]
+    predicted = [predict(h.container, WS, "cap-gen", text, via_predict) for text in inputs]
     prompts_predict = h.provider.prompts[:]
     h.provider.prompts.clear()
-    messaged = [h.container.turns.session_message(WS, via_messages, text) for text in inputs]
+    messaged = [session_message(h.container, WS, via_messages, text) for text in inputs]
 
     assert chat(h, via_predict) == chat(h, via_messages)
     assert len(chat(h, via_messages)) == 6
     assert [p.messages for p in h.provider.prompts] == [p.messages for p in prompts_predict]
     for a, b in zip(predicted, messaged, strict=True):
-        assert a.model_dump(exclude={"session_id"}) == b.model_dump(exclude={"session_id"})
+        assert answer_json(a) == {**answer_json(b), "sessionId": a.session_id}
         assert b.session_id == via_messages
 
 
@@ -1039,5 +1043,5 @@ def test_given_an_unknown_session_when_posting_a_message_then_it_is_not_found():
     h.capability("cap-gen")
 
     with pytest.raises(SessionNotFound):
-        h.container.turns.session_message(WS, "ses_missing", "hello")
+        session_message(h.container, WS, "ses_missing", "hello")
     assert h.provider.prompts == []

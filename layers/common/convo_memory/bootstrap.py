@@ -261,18 +261,21 @@ def build_services(
         recall=RecallTaker(stores.recall),
         after_delete=erasures.schedule_sweep if adapters.erasure_queue else None,
     )
+    session_keys = SessionKeys(sessions, stores.sessions, catalog, sleep)
     return Container(
         settings=settings,
         adapters=adapters,
         catalog=catalog,
         runs=RunTraces(stores.runs),
         sessions=sessions,
-        turns=_turn_service(adapters, settings, catalog, recorder, trigger, clock, monotonic),
+        turns=_turn_service(
+            adapters, settings, catalog, recorder, trigger, session_keys, clock, monotonic
+        ),
         recorder=recorder,
         summaries=_summary_service(adapters, settings, catalog, clock),
         retention=RetentionService(stores.retention, _retention_policy(settings), metrics),
         tokens=TokenResolver(stores.tokens, settings.cache_ttl_seconds),
-        session_keys=SessionKeys(sessions, stores.sessions, catalog, sleep),
+        session_keys=session_keys,
         erasures=erasures,
         forks=ForkService(
             stores.sessions,
@@ -335,6 +338,7 @@ def _turn_service(
     catalog: CapabilityCatalog,
     recorder: TurnRecorder,
     trigger: SummaryTrigger,
+    session_keys: SessionKeys,
     clock: Clock,
     monotonic: Clock,
 ) -> TurnService:
@@ -355,6 +359,7 @@ def _turn_service(
         answerer=answerer,
         recorder=recorder,
         trigger=trigger,
+        keys=session_keys,
         policy=_turn_policy(settings),
         clock=clock,
         monotonic=monotonic,

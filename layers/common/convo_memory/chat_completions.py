@@ -17,22 +17,30 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
-import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from convo_memory import input_gate
-from convo_memory.domain.errors import ValidationFailed
+from convo_memory.domain.errors import ServiceError, ValidationFailed
 from convo_memory.domain.generation import GenerationOptions
 from convo_memory.domain.prompt import ChatMessage
-from convo_memory.turn_edge import SessionChoice, json_text
+from convo_memory.domain.turns import (
+    AnswerDelta,
+    Conversation,
+    SessionById,
+    SessionByKey,
+    SessionOwner,
+    TurnBegun,
+    TurnCommand,
+    TurnEvent,
+    TurnResult,
+    UserText,
+)
+from convo_memory.turn_edge import json_text
 
 if TYPE_CHECKING:
-    from convo_memory.domain.errors import ServiceError
     from convo_memory.domain.models import Capability
-    from convo_memory.services.turns import ClientTurn, TurnOutcome
 
 ROUTE = "POST /v1/chat/completions"
 SESSION_ID_HEADER = "x-convo-session-id"
@@ -49,68 +57,74 @@ CHAT_ROLES = frozenset({"user", "assistant"})
 
 @dataclass(frozen=True)
 class ChatTurn:
-    """A chat-completions request as the serving path takes it."""
+    """A chat-completions request: the turn it asks for, and how it wants the answer
+    written (``include_usage``: the stream's last chunk carries the usage)."""
 
-    capability_id: str
-    user_input: str
-    choice: SessionChoice
-    client: ClientTurn
-    stream: bool
+    command: TurnCommand
     include_usage: bool
+
+    @property
+    def model(self) -> str:
+        """The request's ``model``: the capability id, as every answer names it."""
+        return str(self.command.capability_id)
 
 
 def read_chat_turn(body: Mapping[str, Any], headers: Mapping[str, str]) -> ChatTurn:
     """The turn a gated chat-completions body and its headers ask for; ``422`` for what
     the door does not take (naming the field), ``404`` for an id none of ours could be."""
-    from convo_memory.api_models import ChatCompletionRequest, SessionCreate
-    from convo_memory.services.session_keys import SessionOwner
-    from convo_memory.services.turns import ClientTurn
+    from convo_memory.api_models import ChatCompletionRequest
 
     request = input_gate.parse_model(ChatCompletionRequest, dict(body))
     _refuse_unsupported(request)
     input_gate.check_path_id("capabilityId", request.model)
-    lowered = {name.lower(): value for name, value in headers.items()}
-    session_id = lowered.get(SESSION_ID_HEADER)
-    session_key = lowered.get(SESSION_KEY_HEADER)
-    choice = SessionChoice()
-    if session_id is not None:
-        input_gate.check_path_id("sessionId", session_id)
-        choice = SessionChoice(session_id=session_id)
-    elif session_key is not None:
-        if not SESSION_KEY.fullmatch(session_key):
-            raise _invalid("X-Convo-Session-Key", "must be 1-128 printable ASCII characters")
-        if request.user is None:
-            raise _invalid("user", "is required with X-Convo-Session-Key (your end user's id)")
-        principal, given = _principal(lowered.get(PRINCIPAL_HEADER))
-        # The session-creation rules (externalRef, principal), checked before any turn.
-        input_gate.parse_model(
-            SessionCreate,
-            {"capabilityId": request.model, "externalRef": request.user, "principal": principal},
-        )
-        owner = SessionOwner(request.user, principal, given)
-        choice = SessionChoice(session_key=session_key, owner=owner)
+    conversation = _conversation(request, {name.lower(): v for name, v in headers.items()})
     *earlier, last = request.messages
     if last.role != "user":
         raise _invalid(f"messages.{len(earlier)}.role", "the last message must be the user's")
     user_input = _text(last.content, f"messages.{len(earlier)}.content")
-    history: tuple[ChatMessage, ...] = ()
-    if choice == SessionChoice():  # stateless: the model sees the messages as given
-        history = tuple(_history(earlier))
+    # Stateless, the model sees the messages as given; in a session, the session's own.
+    history = tuple(_history(earlier)) if conversation is None else ()
     options = GenerationOptions(
         max_tokens=request.max_completion_tokens or request.max_tokens,
         temperature=request.temperature,
         top_p=request.top_p,
         stop=(request.stop,) if isinstance(request.stop, str) else tuple(request.stop or ()),
     )
-    include_usage = bool(request.stream_options and request.stream_options.include_usage)
-    return ChatTurn(
+    command = TurnCommand(
         capability_id=request.model,
-        user_input=user_input,
-        choice=choice,
-        client=ClientTurn(options=options, history=history),
+        conversation=conversation,
+        input=UserText(user_input),
+        options=options,
+        history=history,
         stream=request.stream,
-        include_usage=include_usage,
     )
+    include_usage = bool(request.stream_options and request.stream_options.include_usage)
+    return ChatTurn(command, include_usage)
+
+
+def _conversation(request: Any, headers: Mapping[str, str]) -> Conversation:
+    """Which conversation: ``X-Convo-Session-Id``, else ``X-Convo-Session-Key`` with the
+    body's ``user`` (and ``X-Convo-Principal``), else none."""
+    from convo_memory.api_models import SessionCreate
+
+    session_id = headers.get(SESSION_ID_HEADER)
+    session_key = headers.get(SESSION_KEY_HEADER)
+    if session_id is not None:
+        input_gate.check_path_id("sessionId", session_id)
+        return SessionById(session_id)
+    if session_key is None:
+        return None
+    if not SESSION_KEY.fullmatch(session_key):
+        raise _invalid("X-Convo-Session-Key", "must be 1-128 printable ASCII characters")
+    if request.user is None:
+        raise _invalid("user", "is required with X-Convo-Session-Key (your end user's id)")
+    principal, given = _principal(headers.get(PRINCIPAL_HEADER))
+    # The session-creation rules (externalRef, principal), checked before any turn.
+    input_gate.parse_model(
+        SessionCreate,
+        {"capabilityId": request.model, "externalRef": request.user, "principal": principal},
+    )
+    return SessionByKey(session_key, SessionOwner(request.user, principal, given))
 
 
 # What the door takes of each field it otherwise refuses (422 naming it): the values that
@@ -211,76 +225,69 @@ def _history(earlier: Iterable[Any]) -> Iterable[ChatMessage]:
 
 @dataclass(frozen=True)
 class CompletionStamp:
-    """What identifies one completion in every line of its answer."""
+    """What identifies one completion in every line of its answer: the turn's id and
+    time (kept with an Idempotency-Key, so a replay shows them again) and the model."""
 
     id: str
     created: int
     model: str
 
     @classmethod
-    def new(cls, model: str) -> CompletionStamp:
-        return cls(f"chatcmpl-{secrets.token_hex(12)}", int(time.time()), model)
+    def of(cls, reply_id: str, created: int, model: str) -> CompletionStamp:
+        return cls(f"chatcmpl-{reply_id}", created, model)
 
 
-def turn_result(stamp: CompletionStamp, outcome: TurnOutcome) -> dict[str, Any]:
-    """What a chat turn keeps (and an idempotent retry gets again): the Prediction's
-    fields, for the turn's metrics, and the completion's own (``completion``)."""
-    result: dict[str, Any] = outcome.prediction.to_json_dict()
-    usage = outcome.usage
-    result["completion"] = {
+def _stamp(result: TurnResult, model: str) -> CompletionStamp:
+    return CompletionStamp.of(result.reply_id, result.created, model)
+
+
+def finish_reason(result: TurnResult) -> str:
+    """``content_filter`` for a withheld answer, else how the model ended."""
+    return "content_filter" if result.withheld else result.finish
+
+
+def usage_of(result: TurnResult) -> dict[str, int] | None:
+    """The completion's ``usage`` (OpenAI's names), when the model calls reported it."""
+    usage = result.usage
+    if usage is None:
+        return None
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+    }
+
+
+CONVO_FIELDS = ("sessionId", "turn", "recorded", "withheld", "runId")
+
+
+def convo_extension(result: TurnResult) -> dict[str, Any]:
+    """The ``convo`` member: what the service did with the turn."""
+    kept = result.to_json()
+    return {name: kept[name] for name in CONVO_FIELDS}
+
+
+def chat_completion(result: TurnResult, model: str) -> dict[str, Any]:
+    """The ``chat.completion`` of a turn."""
+    stamp = _stamp(result, model)
+    body: dict[str, Any] = {
         "id": stamp.id,
+        "object": "chat.completion",
         "created": stamp.created,
         "model": stamp.model,
-        "finishReason": "content_filter" if outcome.prediction.withheld else outcome.finish,
-        "usage": (
-            None
-            if usage is None
-            else {
-                "prompt_tokens": usage.input_tokens,
-                "completion_tokens": usage.output_tokens,
-                "total_tokens": usage.input_tokens + usage.output_tokens,
-            }
-        ),
-    }
-    return result
-
-
-def stamp_of(result: Mapping[str, Any]) -> CompletionStamp:
-    completion = result["completion"]
-    return CompletionStamp(completion["id"], completion["created"], completion["model"])
-
-
-def convo_extension(result: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``convo`` member: what the service did with the turn."""
-    return {
-        "sessionId": result["sessionId"],
-        "turn": result["turn"],
-        "recorded": result["recorded"],
-        "withheld": result["withheld"],
-        "runId": result["runId"],
-    }
-
-
-def chat_completion(result: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``chat.completion`` of a turn result."""
-    completion = result["completion"]
-    body: dict[str, Any] = {
-        "id": completion["id"],
-        "object": "chat.completion",
-        "created": completion["created"],
-        "model": completion["model"],
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": result["output"]},
-                "finish_reason": completion["finishReason"],
+                "message": {"role": "assistant", "content": result.output},
+                "finish_reason": finish_reason(result),
                 "logprobs": None,
             }
         ],
         "convo": convo_extension(result),
     }
-    if completion["usage"] is not None:
-        body["usage"] = completion["usage"]
+    usage = usage_of(result)
+    if usage is not None:
+        body["usage"] = usage
     return body
 
 
@@ -308,14 +315,14 @@ def delta_line(stamp: CompletionStamp, text: str) -> str:
     return data_line(_chunk(stamp, {"content": text}, None))
 
 
-def last_lines(result: Mapping[str, Any], include_usage: bool) -> str:
+def last_lines(result: TurnResult, model: str, include_usage: bool) -> str:
     """The stream's last chunk (``finish_reason``, ``convo``, and ``usage`` when asked
     for and known), then ``data: [DONE]``."""
-    completion = result["completion"]
-    chunk = _chunk(stamp_of(result), {}, completion["finishReason"])
+    chunk = _chunk(_stamp(result, model), {}, finish_reason(result))
     chunk["convo"] = convo_extension(result)
-    if include_usage and completion["usage"] is not None:
-        chunk["usage"] = completion["usage"]
+    usage = usage_of(result)
+    if include_usage and usage is not None:
+        chunk["usage"] = usage
     return data_line(chunk) + DONE_LINE
 
 
@@ -326,21 +333,49 @@ def error_lines(error: ServiceError) -> str:
     return data_line(error_body(error, openai=True)) + DONE_LINE
 
 
-def buffered_stream(result: Mapping[str, Any], deltas: Iterable[str], include_usage: bool) -> str:
-    """A whole stream at once (the HttpApi, or a replayed turn): role, deltas, end."""
-    stamp = stamp_of(result)
-    texts = list(deltas) or [result["output"]]
+def whole_stream(result: TurnResult, model: str, include_usage: bool) -> str:
+    """A stream written at once from its result (a replayed turn, or one that made no
+    delta): role, the answer as one delta, the last chunk."""
+    stamp = _stamp(result, model)
     return (
         first_line(stamp)
-        + "".join(delta_line(stamp, text) for text in texts)
-        + last_lines(result, include_usage)
+        + delta_line(stamp, result.output)
+        + last_lines(result, model, include_usage)
     )
 
 
-def session_headers(result: Mapping[str, Any]) -> dict[str, str]:
+def chunk_frames(
+    items: Iterable[TurnEvent | TurnResult | ServiceError], model: str, include_usage: bool
+) -> Iterator[str]:
+    """A chat stream's lines from a turn's events: the role chunk before the first
+    delta, each delta, then the last chunk and ``[DONE]`` (or, after a failure, one
+    error line and ``[DONE]``). Tools the service calls are not the client's: their
+    events are not written."""
+    begun: TurnBegun | None = None
+    stamp: CompletionStamp | None = None
+    for item in items:
+        if isinstance(item, TurnBegun):
+            begun = item
+        elif isinstance(item, AnswerDelta):
+            if stamp is None:
+                assert begun is not None  # a turn begins before its first delta
+                stamp = CompletionStamp.of(begun.reply_id, begun.created, model)
+                yield first_line(stamp)
+            yield delta_line(stamp, item.text)
+        elif isinstance(item, TurnResult):
+            if stamp is None:
+                yield whole_stream(item, model, include_usage)
+            else:
+                yield last_lines(item, model, include_usage)
+            return
+        elif isinstance(item, ServiceError):
+            yield error_lines(item)
+            return
+
+
+def session_headers(session_id: str | None) -> dict[str, str]:
     """``X-Convo-Session-Id`` of a turn in a session."""
-    session_id = result.get("sessionId")
-    return {"X-Convo-Session-Id": str(session_id)} if session_id else {}
+    return {"X-Convo-Session-Id": session_id} if session_id else {}
 
 
 def models_list(workspace_id: str, capabilities: Iterable[Capability]) -> dict[str, Any]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aws_lambda_powertools.event_handler import Response
@@ -117,41 +116,21 @@ def next_cursor(position: dict[str, Any] | None, *scope: str) -> str | None:
     return token
 
 
-def edge() -> TurnEdge:
-    """The turn edge over this container: what a turn route does around the service."""
-    return TurnEdge(container())
+def edge(app: APIGatewayHttpResolver) -> TurnEdge:
+    """The turn edge of this request: what a turn route does around the service, within
+    the HttpApi's turn deadline and the invocation's time."""
+    return TurnEdge.behind_http_api(container(), app.lambda_context)
 
 
-def gated(app: APIGatewayHttpResolver) -> GatedRequest:
-    """The request as the input gate let it through (its workspace, key and body)."""
+def gated(app: APIGatewayHttpResolver, route: str | None = None) -> GatedRequest:
+    """The request as the input gate let it through (its workspace, key and body), its
+    Idempotency-Key scoped to ``route`` (default: this request's ``METHOD /path``)."""
     event = app.current_event
     return GatedRequest(
         workspace_id(app),
         input_gate.idempotency_key(event.headers),
         json_body(app) if event.http_method.upper() in METHODS_WITH_BODY else None,
-    )
-
-
-# One turn's work, given the turn edge, the token's workspace and the turn's time.
-TurnCompute = Callable[[TurnEdge, str, "float | None"], dict[str, Any]]
-
-
-def serve_turn(
-    app: APIGatewayHttpResolver, door: str, compute: TurnCompute, route: str | None = None
-) -> dict[str, Any]:
-    """A turn route's way through the turn edge, after it has read its body: the gated
-    request, the rate limit, then ``compute`` at most once per Idempotency-Key of
-    ``route`` (default: this request's), counted as ``door``."""
-    request, turns = gated(app), edge()
-    workspace = request.workspace_id
-    assert workspace is not None  # every turn route is behind the authorizer
-    turns.admit(workspace)
-    return turns.run(
-        door=door,
-        route=route or route_of(app),
-        request=request,
-        compute=lambda: compute(turns, workspace, turns.http_budget(app.lambda_context)),
-        lambda_context=app.lambda_context,
+        route or route_of(app),
     )
 
 
@@ -180,6 +159,7 @@ def _input_gate(app: APIGatewayHttpResolver, next_middleware: NextMiddleware) ->
     behind_authorizer = (event.raw_event.get("requestContext") or {}).get("authorizer") is not None
     request = gate(
         method=event.http_method,
+        route=route_of(app),
         headers=event.headers,
         query=event.query_string_parameters,
         body=event.body,

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from aws_lambda_powertools import Logger
 
 if TYPE_CHECKING:
+    from convo_memory.domain.turns import TurnResult
     from convo_memory.ports import MetricsPort
 
 SERVICE_NAME = "convo-memory"
@@ -213,25 +214,23 @@ def note_cached_tokens(cached_tokens: int) -> None:
         tally[0] += cached_tokens
 
 
-def turn_outcome(result: Mapping[str, Any]) -> str:
+def turn_outcome(result: TurnResult) -> str:
     """How a served turn ended, for the ``Turns`` metric."""
-    if result.get("withheld"):
+    if result.withheld:
         return "withheld"
-    if result.get("sessionId") is None:
+    if result.session_id is None:
         return "stateless"
-    return "recorded" if result.get("recorded") else "not_recorded"
+    return "recorded" if result.recorded else "not_recorded"
 
 
-def counted_turn(
-    metrics: MetricsPort, door: str, compute: Callable[[], dict[str, Any]]
-) -> dict[str, Any]:
-    """``compute`` (one turn through ``door``), counted in the ``Turns`` metric by door
+def counted_turn(metrics: MetricsPort, door: str, serve: Callable[[], TurnResult]) -> TurnResult:
+    """``serve`` (one turn through ``door``), counted in the ``Turns`` metric by door
     and outcome (how it ended, an error's contract code, or ``internal``). When the
     provider read part of the prompt from its cache, the line says how many tokens
     (``cachedTokens``; the prompt's are in the ``ModelInputTokens`` metric)."""
     _turn_tokens.tally = [0]
     try:
-        result = compute()
+        result = serve()
     except Exception as exc:
         outcome = str(getattr(exc, "code", "")) or "internal"
         metrics.count("Turns", 1, door=door, outcome=outcome)
@@ -246,8 +245,8 @@ def counted_turn(
         "turn served",
         door=door,
         outcome=outcome,
-        sessionId=result.get("sessionId"),
-        runId=result.get("runId"),
+        sessionId=result.session_id,
+        runId=result.run_id,
         cachedTokens=tally[0] or None,
     )
     return result

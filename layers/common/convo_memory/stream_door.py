@@ -31,6 +31,7 @@ from convo_memory.domain.errors import (
     ServiceError,
     Unauthorized,
 )
+from convo_memory.domain.turns import TurnBegun, TurnCommand, TurnEvent, TurnResult
 from convo_memory.http_framing import BodyTooLarge, MalformedBody, StrictRequestHandler
 from convo_memory.observability import set_correlation_id
 from convo_memory.turn_edge import GatedRequest, TurnEdge, error_for, gate
@@ -49,9 +50,6 @@ SSE_HEADERS = (
     ("x-accel-buffering", "no"),
 )
 DEFAULT_REQUEST_TIMEOUT_SECONDS = 30.0
-# What a turn's thread hands the door: ("delta", text), ("tool", {name, status}),
-# ("session", id), then ("done", result) or ("error", ServiceError).
-Event = tuple[str, Any]
 
 
 @dataclass
@@ -140,6 +138,8 @@ class StreamDoor:
             raise NotFound("no such route")
         request = gate(
             method=verb,
+            # As the HttpApi's route names it, whatever trailing slash this one has.
+            route=f"{verb} {raw_path.rstrip('/')}",
             headers=headers,
             query=_query(raw_query),
             body=body,
@@ -166,70 +166,17 @@ class StreamDoor:
     def _predict(
         self, request: GatedRequest, capability_id: str, request_id: str
     ) -> StreamResponse:
-        from convo_memory.api_models import TurnInput  # pydantic: not at import time
-        from convo_memory.sse import sse_event
+        from convo_memory import predict_door
 
-        turn_input = input_gate.parse_model(TurnInput, request.body)
-        container = self._container()
-        edge = TurnEdge(container)
-        assert request.workspace_id is not None
-        edge.admit(request.workspace_id)  # 429 rate_limited, like the HttpApi's turn doors
-        budget, deadline = edge.stream_budget()
-        streamed: list[bool] = [False]
-
-        def work(put: Callable[[Event], None]) -> dict[str, Any]:
-            def sink(text: str) -> None:
-                streamed[0] = True
-                put(("delta", text))
-
-            def on_tool(name: str, status: str) -> None:
-                put(("tool", {"name": name, "status": status}))
-
-            def compute() -> dict[str, Any]:
-                prediction = container.turns.predict(
-                    request.workspace_id or "",
-                    capability_id,
-                    turn_input.input,
-                    turn_input.session_id,
-                    sink=sink,
-                    on_tool=on_tool,
-                    budget_seconds=budget,
-                )
-                result: dict[str, Any] = prediction.to_json_dict()
-                return result
-
-            result = edge.run(
-                door="stream",
-                route=f"POST /v1/capabilities/{capability_id}/predict/stream",
-                request=request,
-                compute=compute,
-                lambda_context=deadline,
-            )
-            if not streamed[0]:  # a replayed response: its answer as one delta
-                put(("delta", result["output"]))
-            return result
-
-        events = _start(work, request_id)
-        first_kind, first = events.get()
-        if first_kind == "error":  # refused before the stream started: same as predict
+        command = predict_door.read_predict(capability_id, request.body or {}, stream=True)
+        edge = TurnEdge.on_stream_url(self._container())
+        turn = TurnOnThread(edge, "stream", request, command, request_id)
+        first = turn.first()
+        if isinstance(first, ServiceError):  # refused before the stream started: as predict
             return error_response(first)
-
-        def chunks() -> Iterator[bytes]:
-            kind, item = first_kind, first
-            while True:
-                if kind == "delta":
-                    yield sse_event("delta", {"text": item}).encode()
-                elif kind == "tool":
-                    yield sse_event("tool", item).encode()
-                elif kind == "done":
-                    yield sse_event("done", item).encode()
-                    return
-                elif kind == "error":
-                    yield sse_event("error", item.to_body()["error"]).encode()
-                    return
-                kind, item = events.get()
-
-        return StreamResponse(200, SSE_HEADERS, chunks())
+        return StreamResponse(
+            200, SSE_HEADERS, _encoded(predict_door.sse_frames(turn.items(first)))
+        )
 
     # -- the OpenAI-compatible door ----------------------------------------------------------
 
@@ -244,90 +191,96 @@ class StreamDoor:
     ) -> StreamResponse:
         from convo_memory import chat_completions as chat
 
-        assert request.body is not None and request.workspace_id is not None
-        chat_turn = chat.read_chat_turn(request.body, headers)
-        container = self._container()
-        edge = TurnEdge(container)
-        edge.admit(request.workspace_id)
-        budget, deadline = edge.stream_budget()
-        stamp = chat.CompletionStamp.new(chat_turn.capability_id)
-
-        def run(put: Callable[[Event], None] | None) -> dict[str, Any]:
-            def compute() -> dict[str, Any]:
-                outcome = edge.serve_turn(
-                    request.workspace_id or "",
-                    chat_turn.capability_id,
-                    chat_turn.user_input,
-                    chat_turn.choice,
-                    chat_turn.client,
-                    sink=(lambda text: put(("delta", text))) if put is not None else None,
-                    budget_seconds=budget,
-                    on_session=(lambda sid: put(("session", sid))) if put is not None else None,
-                )
-                return chat.turn_result(stamp, outcome)
-
-            return edge.run(
-                door="chat-stream" if chat_turn.stream else "chat",
-                route=chat.ROUTE,
-                request=request,
-                compute=compute,
-                lambda_context=deadline,
-            )
-
-        if not chat_turn.stream:
-            result = run(None)
-            return json_answer(chat.chat_completion(result), chat.session_headers(result))
-        events = _start(run, request_id)
-        session_id: str | None = None
-        kind, item = events.get()
-        while kind == "session":
-            session_id, (kind, item) = item, events.get()
-        if kind == "error":  # refused before the stream started: the same as the HttpApi's
-            return error_response(item, openai=True)
-        if kind == "done":
-            # Answered without a delta (an idempotent replay): the whole stream at once.
-            text = chat.buffered_stream(item, [], chat_turn.include_usage)
-            return StreamResponse(
-                200, SSE_HEADERS + _header_pairs(chat.session_headers(item)), iter([text.encode()])
-            )
-        session = {"X-Convo-Session-Id": session_id} if session_id else {}
-
-        def chunks() -> Iterator[bytes]:
-            yield chat.first_line(stamp).encode()
-            kind_, item_ = kind, item
-            while True:
-                if kind_ == "delta":
-                    yield chat.delta_line(stamp, item_).encode()
-                elif kind_ == "done":
-                    yield chat.last_lines(item_, chat_turn.include_usage).encode()
-                    return
-                elif kind_ == "error":
-                    yield chat.error_lines(item_).encode()
-                    return
-                kind_, item_ = events.get()
-
-        return StreamResponse(200, SSE_HEADERS + _header_pairs(session), chunks())
+        chat_turn = chat.read_chat_turn(request.body or {}, headers)
+        edge = TurnEdge.on_stream_url(self._container())
+        if not chat_turn.command.stream:
+            result = edge.serve("chat", request, chat_turn.command)
+            answer = chat.chat_completion(result, chat_turn.model)
+            return json_answer(answer, chat.session_headers(result.session_id))
+        turn = TurnOnThread(edge, "chat-stream", request, chat_turn.command, request_id)
+        first = turn.first()
+        if isinstance(first, ServiceError):  # refused before the stream started: as the HttpApi
+            return error_response(first, openai=True)
+        session_id = first.session_id if isinstance(first, TurnResult) else turn.session_id
+        lines = chat.chunk_frames(turn.items(first), chat_turn.model, chat_turn.include_usage)
+        response_headers = SSE_HEADERS + _header_pairs(chat.session_headers(session_id))
+        return StreamResponse(200, response_headers, _encoded(lines))
 
 
-def _start(work: Callable[[Callable[[Event], None]], dict[str, Any]], request_id: str) -> Any:
-    """Run a turn on a thread of its own; its events arrive on the returned queue, the
-    last one ``done`` (the result) or ``error``."""
-    events: queue.Queue[Event] = queue.Queue()
+# What a turn's thread hands the door: its events, then its result or its error.
+Item = TurnEvent | TurnResult | ServiceError
 
-    def run() -> None:
+
+class TurnOnThread:
+    """A turn served on a thread of its own (a ``TurnSink``): its events, then its
+    result or its error, reach the door through a queue as they happen, so the door can
+    answer a refusal with its status and stream the rest."""
+
+    def __init__(
+        self,
+        edge: TurnEdge,
+        door: str,
+        request: GatedRequest,
+        command: TurnCommand,
+        request_id: str,
+    ) -> None:
+        self._queue: queue.SimpleQueue[Item] = queue.SimpleQueue()
+        self._begun: TurnBegun | None = None
+        args = (edge, door, request, command, request_id)
+        threading.Thread(target=self._serve, args=args, name="stream-turn", daemon=True).start()
+
+    def put(self, event: TurnEvent) -> None:
+        self._queue.put(event)
+
+    def _serve(
+        self,
+        edge: TurnEdge,
+        door: str,
+        request: GatedRequest,
+        command: TurnCommand,
+        request_id: str,
+    ) -> None:
         set_correlation_id(request_id)  # this thread's logs belong to the request too
-        last: Event
+        last: Item
         try:
-            last = ("done", work(events.put))
+            last = edge.serve(door, request, command, self)
         except Exception as exc:
-            last = ("error", error_for(exc, request_id))
+            last = error_for(exc, request_id)
         finally:
             # The turn's one record (a failed turn's too), before the stream ends.
             observability.flush_metrics()
-        events.put(last)
+        self._queue.put(last)
 
-    threading.Thread(target=run, name="stream-turn", daemon=True).start()
-    return events
+    def first(self) -> Item:
+        """The first item the answer's status depends on: a delta, a tool event, the
+        result or the error (the turn's beginning is kept, not returned)."""
+        while True:
+            item = self._queue.get()
+            if not isinstance(item, TurnBegun):
+                return item
+            self._begun = item
+
+    @property
+    def session_id(self) -> str | None:
+        """The turn's session, once it has begun (None: stateless, or not begun)."""
+        return self._begun.session_id if self._begun is not None else None
+
+    def items(self, first: Item) -> Iterator[Item]:
+        """The turn's beginning, ``first``, and every item after it, up to its result
+        or its error."""
+        if self._begun is not None:
+            yield self._begun
+        item = first
+        while True:
+            yield item
+            if isinstance(item, TurnResult | ServiceError):
+                return
+            item = self._queue.get()
+
+
+def _encoded(texts: Iterator[str]) -> Iterator[bytes]:
+    for text in texts:
+        yield text.encode()
 
 
 def _header_pairs(headers: Mapping[str, str]) -> tuple[tuple[str, str], ...]:

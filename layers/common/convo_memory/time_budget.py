@@ -1,4 +1,5 @@
-"""A turn's time budget (import-light: the handlers read it at cold start).
+"""A turn's time budget, and the time an invocation has left (import-light: the
+handlers read it at cold start).
 
 An HttpApi turn must end before API Gateway stops waiting (30 s), a streamed one before
 its Function URL's function does; either way it leaves itself ``RECORDING_MARGIN_SECONDS``
@@ -8,13 +9,21 @@ after its deadline to record the turn, or queue its repair, before the invocatio
 from __future__ import annotations
 
 import time
+from typing import Protocol
 
 RECORDING_MARGIN_SECONDS = 3.0
 
 
+class TimeLeft(Protocol):
+    """How long an invocation has left, as Lambda's context tells it (and as Powertools'
+    idempotency reads it, to let a key's in-progress lock expire with the request)."""
+
+    def get_remaining_time_in_millis(self) -> int: ...
+
+
 class Countdown:
-    """What Powertools' idempotency asks of a Lambda context: the time left, here of a
-    streamed turn (so that a key's in-progress lock expires with the turn)."""
+    """The time a streamed turn has left (a ``TimeLeft``): its Function URL's invocation
+    outlives it, so the turn keeps its own clock."""
 
     def __init__(self, seconds: float) -> None:
         self._ends = time.monotonic() + seconds

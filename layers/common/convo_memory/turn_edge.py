@@ -2,18 +2,21 @@
 
 Four doors run turns: predict, its streaming twin (buffered on the HttpApi, streamed on
 the Function URL), the session's message route and the OpenAI-compatible chat
-completions. They differ only in how they read a request and write the answer; what
-happens in between is here, once:
+completions. A door only reads its request into a ``TurnCommand`` and frames the
+``TurnResult``; what happens in between is here, once, and data flows one way:
 
 1. the input gate (``gate``): the token's workspace first (401), then path ids, the
    ``Idempotency-Key`` header, the query and the body (400/404/413/422);
-2. the door reads its request model (422), then the workspace's rate limit (``admit``,
-   429 with ``Retry-After``), before the turn or its idempotency key;
-3. which session (``serve_turn``): by id, by the app's own key (found or opened), or none;
-4. the turn itself (``run``): at most once per ``Idempotency-Key``, counted in the
-   ``Turns`` metric by door and outcome, within its time budget (``http_budget``,
-   ``stream_budget``), and among the workspace's slow turns once past its first second;
-5. any failure, anywhere, becomes one status and error body (``error_for`` and
+2. the door reads its request into a command (422, 404 for an id none of ours could be);
+3. ``TurnEdge.serve``: the workspace's rate limit and its cap of slow turns in flight
+   (429 with ``Retry-After``) before the turn or its key; then the turn, at most once
+   per ``Idempotency-Key`` (a replay gets the kept ``TurnResult``), counted in the
+   ``Turns`` metric by door and outcome, within its time budget (the HttpApi's or the
+   streaming URL's), and among the workspace's slow turns past its first second; the
+   serving path
+   (``TurnService.serve``) finds the conversation (by id, by the app's own key, or none)
+   and answers;
+4. any failure, anywhere, becomes one status and error body (``error_for`` and
    ``error_response``): the contract's ``{"error": {"code", "message"}}``, with
    ``"type"`` added on the OpenAI-compatible door so that OpenAI's SDKs raise their
    usual exceptions.
@@ -26,8 +29,8 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from convo_memory import input_gate, observability
@@ -35,17 +38,14 @@ from convo_memory.domain.errors import (
     IdempotencyInProgress,
     InternalError,
     ServiceError,
-    SessionNotFound,
     StoreUnavailable,
     Unavailable,
 )
-from convo_memory.time_budget import RECORDING_MARGIN_SECONDS, Countdown
+from convo_memory.time_budget import RECORDING_MARGIN_SECONDS, Countdown, TimeLeft
 
 if TYPE_CHECKING:
     from convo_memory.bootstrap import Container
-    from convo_memory.services.answering import DeltaSink
-    from convo_memory.services.session_keys import SessionOwner
-    from convo_memory.services.turns import ClientTurn, TurnOutcome
+    from convo_memory.domain.turns import TurnCommand, TurnEvent, TurnResult, TurnSink
 
 logger = logging.getLogger(__name__)
 METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
@@ -137,16 +137,19 @@ def misconfigured(exc: BaseException) -> bool:
 @dataclass(frozen=True)
 class GatedRequest:
     """A request the input gate let through: the token's workspace (None on a route
-    without the authorizer), its ``Idempotency-Key`` and its body (None without one)."""
+    without the authorizer), its ``Idempotency-Key``, its body (None without one), and
+    its route (``METHOD /path``: what an Idempotency-Key is scoped to)."""
 
     workspace_id: str | None
     idempotency_key: str | None
     body: dict[str, Any] | None
+    route: str
 
 
 def gate(
     *,
     method: str,
+    route: str,
     headers: Mapping[str, str],
     query: Mapping[str, str] | None,
     body: bytes | str | None,
@@ -155,7 +158,8 @@ def gate(
     base64_encoded: bool = False,
 ) -> GatedRequest:
     """The input gate, in every door's order: the token first (``workspace``, which
-    raises 401), then path ids, headers, query and body."""
+    raises 401), then path ids, headers, query and body. ``route`` is the request's
+    ``METHOD /path`` as the door names it."""
     workspace_id = workspace() if workspace is not None else None
     for name, value in (path_ids or {}).items():
         input_gate.check_path_id(name, str(value))
@@ -164,140 +168,126 @@ def gate(
     payload = None
     if method.upper() in METHODS_WITH_BODY:
         payload = input_gate.read_json_object(body, base64_encoded=base64_encoded)
-    return GatedRequest(workspace_id, key, payload)
+    return GatedRequest(workspace_id, key, payload, route)
 
 
 # -- the turn --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SessionChoice:
-    """Which conversation a turn belongs to: a session by id, the session of an app's
-    own key (found or opened for ``owner``), or none (stateless)."""
+class BufferedEvents(list["TurnEvent"]):
+    """A turn's events kept in order (a ``TurnSink``), for a door that writes them once
+    the turn is over: the HttpApi, which cannot stream."""
 
-    session_id: str | None = None
-    session_key: str | None = None
-    owner: SessionOwner | None = None
+    def put(self, event: TurnEvent) -> None:
+        self.append(event)
 
 
 class TurnEdge:
-    """What a door does with a gated request before, around and after the service."""
+    """What every door does around the serving path, once the door has read its request
+    into a ``TurnCommand``: the workspace's rate limit, the Idempotency-Key, the turn's
+    count and time budget. One per request: it knows how long the invocation has."""
 
-    def __init__(self, container: Container) -> None:
+    def __init__(
+        self, container: Container, *, deadline_seconds: float, time_left: TimeLeft | None
+    ) -> None:
         self._container = container
+        self._deadline_seconds = deadline_seconds
+        self._time_left = time_left
 
-    def admit(self, workspace_id: str) -> None:
-        """Refuse the workspace's turn over its rate limit or its cap of slow turns in
-        flight (``429 rate_limited`` with ``Retry-After``), after the input gate and
-        before the turn or its key."""
-        self._container.turn_limiter.admit(workspace_id)
-
-    def run(
-        self,
-        *,
-        door: str,
-        route: str,
-        request: GatedRequest,
-        compute: Callable[[], dict[str, Any]],
-        lambda_context: Any = None,
-    ) -> dict[str, Any]:
-        """``compute`` (one turn), counted by ``door`` and outcome, at most once per
-        ``Idempotency-Key`` of the workspace (a retry with the same key and body gets the
-        first result; the key is scoped to ``route`` and the body)."""
-
-        def counted() -> dict[str, Any]:
-            with self._slow_turn(request.workspace_id, lambda_context):
-                return observability.counted_turn(self._container.metrics, door, compute)
-
-        runner = self._container.idempotency
-        if request.idempotency_key is None or runner is None or request.workspace_id is None:
-            return counted()
-        return runner.run(
-            workspace_id=request.workspace_id,
-            key=request.idempotency_key,
-            route=route,
-            body=request.body,
-            compute=counted,
-            lambda_context=lambda_context,
+    @classmethod
+    def behind_http_api(cls, container: Container, lambda_context: Any) -> TurnEdge:
+        """A turn through the HttpApi: within the deployment's turn deadline (before API
+        Gateway stops waiting) and the invocation's time."""
+        has_clock = callable(getattr(lambda_context, "get_remaining_time_in_millis", None))
+        return cls(
+            container,
+            deadline_seconds=container.settings.turn_deadline_seconds,
+            time_left=lambda_context if has_clock else None,
         )
 
-    def _slow_turn(
-        self, workspace_id: str | None, lambda_context: Any
-    ) -> AbstractContextManager[None]:
-        """Counts the turn among the workspace's slow turns past its first second, at
-        most for the invocation's time left."""
-        if workspace_id is None:
-            return nullcontext()
-        remaining = getattr(lambda_context, "get_remaining_time_in_millis", None)
-        seconds_left = float(remaining()) / 1000 if callable(remaining) else None
-        return self._container.turn_limiter.slow_turn(workspace_id, seconds_left)
+    @classmethod
+    def on_stream_url(cls, container: Container) -> TurnEdge:
+        """A turn through the streaming Function URL: within the streamed turn deadline;
+        its Idempotency-Key's in-progress lock lasts as long as the turn may (not 24 h)."""
+        deadline = container.settings.stream_turn_deadline_seconds
+        countdown = Countdown(deadline + RECORDING_MARGIN_SECONDS)
+        return cls(container, deadline_seconds=deadline, time_left=countdown)
 
-    def http_budget(self, lambda_context: Any) -> float | None:
-        """An HttpApi turn's time: the deployment's turn deadline, or less when the
-        invocation has less left (minus the time recording takes), so Lambda never
-        kills a turn unrecorded."""
-        remaining = getattr(lambda_context, "get_remaining_time_in_millis", None)
-        if not callable(remaining):
-            return None
-        left = float(remaining()) / 1000 - RECORDING_MARGIN_SECONDS
-        return max(0.0, min(self._container.settings.turn_deadline_seconds, left))
-
-    def stream_budget(self) -> tuple[float, Countdown]:
-        """A streamed turn's time, and the countdown its idempotency key's in-progress
-        lock lasts (as long as the turn may run, not 24 hours)."""
-        budget = self._container.settings.stream_turn_deadline_seconds
-        return budget, Countdown(budget + RECORDING_MARGIN_SECONDS)
-
-    def serve_turn(
+    def serve(
         self,
+        door: str,
+        request: GatedRequest,
+        command: TurnCommand,
+        sink: TurnSink | None = None,
+    ) -> TurnResult:
+        """Serve ``command`` (a gated request's turn, through ``door``): refused over the
+        workspace's rate limit or slow-turn cap (429), at most once per ``Idempotency-Key`` of the
+        workspace (a retry with the same key and body gets the first result, the key
+        being scoped to the request's route and body), counted in the ``Turns`` metric
+        by door and outcome. ``sink`` hears the turn's events as they happen."""
+        from convo_memory.domain.turns import TurnResult  # on first use: cold starts stay lean
+
+        workspace_id = request.workspace_id
+        assert workspace_id is not None  # every turn door is behind a workspace's token
+        adapters = self._container.adapters
+        adapters.turn_limiter.admit(workspace_id)
+        runner = adapters.idempotency
+        if request.idempotency_key is None or runner is None:
+            return self._counted(door, workspace_id, command, sink, None)
+        kept = runner.run(
+            workspace_id=workspace_id,
+            key=request.idempotency_key,
+            route=request.route,
+            body=request.body,
+            compute=partial(self._kept, door, workspace_id, command, sink),
+            time_left=self._time_left,
+        )
+        return TurnResult.from_json(kept)
+
+    def _kept(
+        self,
+        door: str,
         workspace_id: str,
-        capability_id: str,
-        user_input: str,
-        choice: SessionChoice,
-        client: ClientTurn,
-        *,
-        sink: DeltaSink | None = None,
-        budget_seconds: float | None = None,
-        on_session: Callable[[str], None] | None = None,
-    ) -> TurnOutcome:
-        """One turn of ``choice``'s conversation through the serving path. A key's
-        session is found or opened first (``on_session`` hears its id before the model
-        is called); a key whose session was deleted meanwhile opens a new one."""
-        turns = self._container.turns
-        if choice.session_key is None:
-            if choice.session_id is not None and on_session is not None:
-                on_session(choice.session_id)
-            return turns.turn(
-                workspace_id,
-                capability_id,
-                user_input,
-                choice.session_id,
-                sink,
-                budget_seconds=budget_seconds,
-                client=client,
-            )
-        assert choice.owner is not None
-        keys = self._container.session_keys
-        keyed = replace(client, owner=choice.owner, history=())
-        session_id = keys.resolve(workspace_id, capability_id, choice.session_key, choice.owner)
-        for attempt in range(2):
-            if on_session is not None:
-                on_session(session_id)
-            try:
-                return turns.turn(
-                    workspace_id,
-                    capability_id,
-                    user_input,
-                    session_id,
-                    sink,
-                    budget_seconds=budget_seconds,
-                    client=keyed,
-                )
-            except SessionNotFound:
-                # Refused before the model was called: nothing was paid or recorded.
-                if attempt:
-                    raise
-                session_id = keys.reopen(
-                    workspace_id, capability_id, choice.session_key, choice.owner, session_id
-                )
-        raise AssertionError("unreachable")
+        command: TurnCommand,
+        sink: TurnSink | None,
+        idempotency_record: str,
+    ) -> dict[str, Any]:
+        """The turn, as its Idempotency-Key's record keeps it."""
+        return self._counted(door, workspace_id, command, sink, idempotency_record).to_json()
+
+    def _counted(
+        self,
+        door: str,
+        workspace_id: str,
+        command: TurnCommand,
+        sink: TurnSink | None,
+        idempotency_record: str | None,
+    ) -> TurnResult:
+        adapters = self._container.adapters
+        serve = partial(
+            self._container.turns.serve,
+            workspace_id,
+            command,
+            sink,
+            budget_seconds=self._budget(),
+            idempotency_record=idempotency_record,
+        )
+        # Past its first second, the turn counts among the workspace's slow turns (for at
+        # most the invocation's time left).
+        with adapters.turn_limiter.slow_turn(workspace_id, self._seconds_left()):
+            return observability.counted_turn(adapters.metrics, door, serve)
+
+    def _seconds_left(self) -> float | None:
+        """The invocation's time left (None: no clock to read)."""
+        if self._time_left is None:
+            return None
+        return self._time_left.get_remaining_time_in_millis() / 1000
+
+    def _budget(self) -> float | None:
+        """The turn's time: the door's deadline, or less when the invocation has less
+        left (minus the time recording takes), so Lambda never kills a turn unrecorded.
+        None without a clock to read: the serving path's own deadline."""
+        left = self._seconds_left()
+        if left is None:
+            return None
+        return max(0.0, min(self._deadline_seconds, left - RECORDING_MARGIN_SECONDS))

@@ -4,11 +4,11 @@ The key is scoped per workspace (two tenants may pick the same key); the payload
 must match on a retry is the route plus the request body.
 
 A record is ``{id, status, data, validation, expiration, in_progress_expiration}``:
-``data`` is the first response (a turn's answer and its session id), ``validation`` a
-hash of the request. Its id is ``turn#<md5 of "<workspace>#<key>">`` on every door and
-function (a fixed ``key_prefix``: Powertools would otherwise prefix the function's name,
-so a key would guard one function only). The serving path records that id with the turn
-(``request_scope``), so erasing a session removes its turns' records; every record also
+``data`` is the first response (a turn's result as JSON), ``validation`` a hash of the
+request. Its id is ``turn#<md5 of "<workspace>#<key>">`` on every door and function (a
+fixed ``key_prefix``: Powertools would otherwise prefix the function's name, so a key
+would guard one function only). The work is given that id, and the serving path records
+it with the turn, so erasing a session removes its turns' records; every record also
 expires ``expires_after_seconds`` (24 h) after it was written: Powertools ignores it from
 then on, and DynamoDB's TTL (``expiration``) deletes it.
 """
@@ -18,14 +18,17 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any, cast
 
-from convo_memory import request_scope
 from convo_memory.domain.errors import (
     IdempotencyInProgress,
     IdempotencyKeyReused,
     StoreUnavailable,
 )
+
+if TYPE_CHECKING:
+    from convo_memory.time_budget import TimeLeft
 
 RECORD_PREFIX = "turn"
 
@@ -67,27 +70,27 @@ class IdempotentRunner:
         key: str,
         route: str,
         body: Any,
-        compute: Callable[[], dict[str, Any]],
-        lambda_context: Any = None,
+        compute: Callable[[str], dict[str, Any]],
+        time_left: TimeLeft | None = None,
     ) -> dict[str, Any]:
-        """Run ``compute`` once per (workspace, key); a retry gets the first result."""
+        """Run ``compute`` once per (workspace, key), given the id of the key's record;
+        a retry gets the first result. ``time_left`` is how long the request may run: an
+        in-progress record expires with it (else with Powertools' default)."""
         from aws_lambda_powertools.utilities.idempotency.exceptions import (
             IdempotencyAlreadyInProgressError,
             IdempotencyPersistenceLayerError,
             IdempotencyValidationError,
         )
 
-        if lambda_context is not None:
-            self.config.register_lambda_context(lambda_context)
+        if time_left is not None:
+            # Powertools reads the time left (``get_remaining_time_in_millis``), nothing else.
+            self.config.register_lambda_context(cast(Any, time_left))
         scope = f"{workspace_id}#{key}"
         call = {"scope": scope, "request": {"route": route, "body": body}}
-
-        def guarded() -> dict[str, Any]:
-            with request_scope.guarded_by(self.record_id(scope)):
-                return compute()
-
         try:
-            result: dict[str, Any] = self._run(call=call, compute=guarded)
+            result: dict[str, Any] = self._run(
+                call=call, compute=partial(compute, self.record_id(scope))
+            )
         except IdempotencyAlreadyInProgressError:
             raise IdempotencyInProgress(
                 "a request with this Idempotency-Key is still being processed; retry later"

@@ -16,6 +16,7 @@ from convo_memory.domain.models import Capability, Session, iso, utc_now
 from convo_memory.domain.prompt import Prompt, estimated_usage, lineage_of
 from convo_memory.domain.tools import ToolCall, ToolCallContext
 from convo_memory.domain.turn_records import scrub_text
+from convo_memory.domain.turns import AnswerDelta, ToolFinished, TurnSink
 from convo_memory.ports import (
     ContentFilter,
     MetricsPort,
@@ -81,23 +82,24 @@ class Answerer:
         capability: Capability,
         session: Session | None,
         prompt: Prompt,
-        sink: DeltaSink | None,
+        events: TurnSink | None = None,
         *,
-        on_tool: ToolEventSink | None = None,
         deadline: float | None = None,
     ) -> Answer:
-        """Answer ``prompt``. ``sink`` receives the answer's text (as it is written when
-        no content filter stands in between); ``on_tool`` each tool call's (name,
-        status); ``deadline`` (a ``monotonic`` time) bounds an agent's tool loop."""
+        """Answer ``prompt``. ``events`` hears the answer's text (as it is written when
+        no content filter stands in between) and each agent tool call's end;
+        ``deadline`` (a ``monotonic`` time) bounds the model and an agent's tool loop."""
         started = iso(utc_now())
         deadline = deadline if deadline is not None else self._monotonic() + DEFAULT_TURN_SECONDS
         if session is not None:
             # Every turn of the conversation: one prompt-cache routing key for them all.
             prompt = replace(prompt, lineage=lineage_of(session))
+        sink = None if events is None else _Deltas(events)
         if capability.kind != "agent":
             completion = with_usage(self._generate(capability, prompt, sink, deadline), prompt)
             output, withheld = self._filtered(capability, completion.text, sink)
             return Answer(completion, output, withheld, None)
+        on_tool = None if events is None else _ToolEnds(events)
         run_id = new_id("run")
         context = ToolCallContext(
             workspace_id=workspace_id,
@@ -305,3 +307,23 @@ def with_usage(completion: Completion, prompt: Prompt) -> Completion:
     if completion.usage is not None:
         return completion
     return replace(completion, usage=estimated_usage(prompt, completion.text))
+
+
+class _Deltas:
+    """The answer's text, as it is written, to a door's events."""
+
+    def __init__(self, events: TurnSink) -> None:
+        self._events = events
+
+    def __call__(self, text: str) -> None:
+        self._events.put(AnswerDelta(text))
+
+
+class _ToolEnds:
+    """Each tool call's end (name, status), to a door's events."""
+
+    def __init__(self, events: TurnSink) -> None:
+        self._events = events
+
+    def __call__(self, name: str, status: str) -> None:
+        self._events.put(ToolFinished(name, status))

@@ -26,8 +26,9 @@ from typing import Any, Literal
 
 from convo_memory.domain.errors import StoreRejected, StoreUnavailable
 from convo_memory.domain.jobs import RepairJob
-from convo_memory.domain.models import Session, TurnSeqs
+from convo_memory.domain.models import Session
 from convo_memory.domain.turn_records import AppendResult, TurnRecord
+from convo_memory.domain.turns import TurnPosition
 from convo_memory.ports import AsyncInvokePort, MetricsPort, QueuePort, SessionStore, TurnStore
 
 logger = logging.getLogger(__name__)
@@ -37,7 +38,9 @@ RepairOutcome = Literal["recorded", "already_recorded", "session_gone", "unlanda
 
 @dataclass(frozen=True)
 class Recorded:
-    seqs: TurnSeqs | None
+    """Where the turn was recorded (None: not yet, its repair is on its way)."""
+
+    position: TurnPosition | None
     recorded: bool
 
 
@@ -115,9 +118,7 @@ class TurnRecorder:
             self._metrics.count("TranscriptWriteRetried")
             result = retried
         self._store_digest(session.id, result, turn)
-        return Recorded(
-            TurnSeqs(user_seq=result.user_seq, assistant_seq=result.assistant_seq), True
-        )
+        return Recorded(TurnPosition(result.user_seq, result.assistant_seq), True)
 
     def _retry_write(
         self, session: Session, turn: TurnRecord, failure: Exception, until: float | None

@@ -14,17 +14,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from convo_memory.api_models import SessionCreate
 from convo_memory.domain.errors import (
     CapabilityNotConversational,
-    ExternalRefImmutable,
-    PrincipalImmutable,
     SessionKeyTaken,
     StoreUnavailable,
 )
-from convo_memory.domain.models import Principal, Session
+from convo_memory.domain.turns import SessionOwner
 from convo_memory.ports import SessionStore
 from convo_memory.services.catalog import CapabilityCatalog
 from convo_memory.services.sessions import SessionService
@@ -33,29 +30,6 @@ MAX_REMEMBERED_KEYS = 10_000
 OPEN_ATTEMPTS = 5
 # Between attempts when another call's claim of the key has not landed yet.
 RACE_PAUSE_SECONDS = 0.02
-
-
-@dataclass(frozen=True)
-class SessionOwner:
-    """Who a keyed call says it is: ``user`` (the session's externalRef) and, when the
-    call sent ``X-Convo-Principal``, its principal (``principal_given``)."""
-
-    external_ref: str
-    principal: Principal | None = None
-    principal_given: bool = False
-
-    def check(self, session: Session) -> None:
-        """Refuse a call that would change who the session is for (409)."""
-        if session.external_ref != self.external_ref:
-            raise ExternalRefImmutable(
-                "this session key's session belongs to another user; a session's "
-                "externalRef never changes (use another key for another end user)"
-            )
-        if self.principal_given and self.principal != session.principal:
-            raise PrincipalImmutable(
-                "a session's principal is stamped when it is opened and never changes; "
-                "use another session key to converse as someone else"
-            )
 
 
 class SessionKeys:

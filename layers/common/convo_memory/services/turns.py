@@ -1,4 +1,4 @@
-"""The serving path: one use case behind every door (predict, stream, session messages).
+"""The serving path: one use case behind every door (``TurnService.serve``).
 
 A turn reads the session state in one request, builds the prompt from the replay
 window, asks the model, runs the content filter, and records the user message and the
@@ -16,8 +16,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from convo_memory import request_scope
-from convo_memory.api_models import Prediction, TurnContext
 from convo_memory.domain.errors import (
     CapabilityNotConversational,
     PayloadTooLarge,
@@ -28,11 +26,10 @@ from convo_memory.domain.errors import (
     StoreUnavailable,
     ValidationFailed,
 )
-from convo_memory.domain.generation import NO_OPTIONS, FinishReason, GenerationOptions, TokenUsage
-from convo_memory.domain.models import Capability, Session, iso_at, parse_iso
+from convo_memory.domain.models import Capability, Session, Summary, ToolDigest, iso_at, parse_iso
 from convo_memory.domain.prompt import ChatMessage, Prompt, build_prompt, new_fence_nonce
 from convo_memory.domain.prompt_record import PromptRecord
-from convo_memory.domain.replay_window import keeps_start, select_replay_window
+from convo_memory.domain.replay_window import ReplayWindow, keeps_start, select_replay_window
 from convo_memory.domain.summary_plan import summary_for_window
 from convo_memory.domain.tool_digest import build_tool_digest
 from convo_memory.domain.turn_records import (
@@ -42,11 +39,21 @@ from convo_memory.domain.turn_records import (
     fit_answer,
     live_digests,
 )
-from convo_memory.ports import SessionStore, ToolEventSink, TurnStore
-from convo_memory.services.answering import Answer, Answerer, DeltaSink
+from convo_memory.domain.turns import (
+    ReplayStats,
+    SessionByKey,
+    SessionOwner,
+    TurnBegun,
+    TurnCommand,
+    TurnPosition,
+    TurnResult,
+    TurnSink,
+)
+from convo_memory.ports import SessionStore, TurnStore
+from convo_memory.services.answering import Answer, Answerer
 from convo_memory.services.catalog import CapabilityCatalog
 from convo_memory.services.recording import TurnRecorder
-from convo_memory.services.session_keys import SessionOwner
+from convo_memory.services.session_keys import SessionKeys
 from convo_memory.services.summary_trigger import SummaryTrigger
 from convo_memory.time_budget import RECORDING_MARGIN_SECONDS
 
@@ -69,25 +76,50 @@ class TurnPolicy:
 
 
 @dataclass(frozen=True)
-class TurnOutcome:
-    """A served turn: its Prediction, and what the model call reported (tokens, and
-    whether it stopped at its token limit) for doors that show it."""
+class _Turn:
+    """One turn being served: the command, where its events go, when its model and
+    tool calls must end (a ``monotonic`` time), and what identifies it."""
 
-    prediction: Prediction
-    usage: TokenUsage | None = None
-    finish: FinishReason = "stop"
+    workspace_id: str
+    command: TurnCommand
+    sink: TurnSink | None
+    deadline: float
+    idempotency_record: str | None
+    reply_id: str
+    created: int
 
+    @property
+    def user_input(self) -> str:
+        return self.command.input.text
 
-@dataclass(frozen=True)
-class ClientTurn:
-    """What the OpenAI-compatible door adds to a turn: the client's generation options,
-    who a keyed call says it is (``owner``, checked against the session), and for a
-    stateless turn the conversation the client sent before its input (``history``;
-    ``system`` messages follow the capability's instructions)."""
+    def begin(self, session_id: str | None) -> None:
+        """Tell a streaming door who the turn is, before the model is asked."""
+        if self.sink is not None:
+            self.sink.put(TurnBegun(self.reply_id, self.created, session_id))
 
-    options: GenerationOptions = NO_OPTIONS
-    owner: SessionOwner | None = None
-    history: Sequence[ChatMessage] = ()
+    def result(
+        self,
+        answer: Answer,
+        session_id: str | None = None,
+        position: TurnPosition | None = None,
+        recorded: bool = False,
+        context: ReplayStats | None = None,
+    ) -> TurnResult:
+        completion = answer.completion
+        return TurnResult(
+            reply_id=self.reply_id,
+            created=self.created,
+            output=answer.output,
+            withheld=answer.withheld,
+            session_id=session_id,
+            turn=position,
+            recorded=recorded,
+            run_id=answer.run_id,
+            context=context,
+            # A withheld answer is the filter's, not the model's: it ended as the filter chose.
+            finish="stop" if answer.withheld else completion.finish,
+            usage=completion.usage,
+        )
 
 
 class TurnService:
@@ -100,6 +132,7 @@ class TurnService:
         answerer: Answerer,
         recorder: TurnRecorder,
         trigger: SummaryTrigger,
+        keys: SessionKeys,
         policy: TurnPolicy,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
@@ -110,6 +143,7 @@ class TurnService:
         self._answerer = answerer
         self._recorder = recorder
         self._trigger = trigger
+        self._keys = keys
         self._policy = policy
         self._clock = clock
         self._monotonic = monotonic
@@ -117,8 +151,40 @@ class TurnService:
         # the messages door then reads the session state in one request too.
         self._session_capability: dict[tuple[str, str], str] = {}
 
-    # -- doors ------------------------------------------------------------------
+    def serve(
+        self,
+        workspace_id: str,
+        command: TurnCommand,
+        sink: TurnSink | None = None,
+        *,
+        budget_seconds: float | None = None,
+        idempotency_record: str | None = None,
+    ) -> TurnResult:
+        """One turn of ``command``'s conversation: stateless, a session's by id, or the
+        session of an app's key (found, or opened now). ``sink`` hears the turn's events
+        when the command streams; ``budget_seconds`` (else the deployment's turn
+        deadline) is the turn's time; ``idempotency_record`` names the record of the
+        request's Idempotency-Key, kept with the turn so that erasing the session
+        removes it too."""
+        turn = _Turn(
+            workspace_id,
+            command,
+            sink if command.stream else None,
+            self._deadline(budget_seconds),
+            idempotency_record,
+            reply_id=secrets.token_hex(12),
+            created=int(self._clock()),
+        )
+        conversation = command.conversation
+        if isinstance(conversation, SessionByKey):
+            return self._keyed(turn, conversation)
+        self.check_input(turn.user_input)
+        if conversation is None:
+            return self._stateless(turn)
+        return self._converse(turn, *self._session_turn(turn, conversation.session_id))
+
     def check_input(self, user_input: str) -> None:
+        """Refuse an empty input (422) or one over the deployment's limit (413)."""
         if not user_input.strip():
             raise ValidationFailed(
                 "input must not be empty", details=[{"loc": ["input"], "msg": "empty input"}]
@@ -131,90 +197,65 @@ class TurnService:
         if len(user_input.encode("utf-8")) > MAX_INPUT_BYTES:
             raise PayloadTooLarge(f"input is larger than {MAX_INPUT_BYTES} bytes of UTF-8")
 
-    def predict(
-        self,
-        workspace_id: str,
-        capability_id: str,
-        user_input: str,
-        session_id: str | None,
-        sink: DeltaSink | None = None,
-        on_tool: ToolEventSink | None = None,
-        budget_seconds: float | None = None,
-    ) -> Prediction:
-        """``POST /v1/capabilities/{id}/predict`` (and its streaming twin). ``sink``
-        receives the answer's text, ``on_tool`` each agent tool call's (name, status);
-        ``budget_seconds`` (else the deployment's turn deadline) is the turn's time."""
-        return self.turn(
-            workspace_id, capability_id, user_input, session_id, sink, on_tool, budget_seconds
-        ).prediction
-
-    def turn(
-        self,
-        workspace_id: str,
-        capability_id: str,
-        user_input: str,
-        session_id: str | None,
-        sink: DeltaSink | None = None,
-        on_tool: ToolEventSink | None = None,
-        budget_seconds: float | None = None,
-        client: ClientTurn | None = None,
-    ) -> TurnOutcome:
-        """``predict``, with what the OpenAI-compatible door adds (``client``) and what
-        the model call reported."""
-        client = client or ClientTurn()
-        deadline = self._deadline(budget_seconds)
-        self.check_input(user_input)
-        capability = self._catalog.get(workspace_id, capability_id)
-        if session_id is None:
-            return self._stateless(
-                workspace_id, capability, user_input, sink, on_tool, deadline, client
-            )
-        if not capability.conversational:
-            raise CapabilityNotConversational(
-                f"capability {capability.id!r} is a classic ML capability and takes no session"
-            )
-        state = self._load(workspace_id, session_id, capability)
-        if state.session.capability_id != capability.id:
-            raise SessionCapabilityMismatch(
-                f"session {session_id!r} belongs to capability {state.session.capability_id!r}"
-            )
-        if client.owner is not None:
-            client.owner.check(state.session)
-        return self._converse(
-            workspace_id, capability, state, user_input, sink, on_tool, deadline, client.options
-        )
-
-    def session_message(
-        self,
-        workspace_id: str,
-        session_id: str,
-        user_input: str,
-        sink: DeltaSink | None = None,
-        on_tool: ToolEventSink | None = None,
-        budget_seconds: float | None = None,
-    ) -> Prediction:
-        """``POST /v1/sessions/{id}/messages``: a turn on the session's own capability."""
-        deadline = self._deadline(budget_seconds)
-        self.check_input(user_input)
-        capability_id = self._session_capability.get((workspace_id, session_id))
-        if capability_id is None:
-            session = self._sessions.get_session(session_id)
-            if session is None or session.workspace_id != workspace_id:
-                raise SessionNotFound(f"session {session_id!r} not found")
-            capability_id = session.capability_id
-        capability = self._catalog.get(workspace_id, capability_id)
-        state = self._load(workspace_id, session_id, capability)
-        return self._converse(
-            workspace_id, capability, state, user_input, sink, on_tool, deadline
-        ).prediction
-
     def _deadline(self, budget_seconds: float | None) -> float:
         """When this turn's model and tool calls must end (a ``monotonic`` time): the
         door's budget, else the deployment's, always leaving time to record the turn."""
         budget = self._policy.turn_deadline_seconds if budget_seconds is None else budget_seconds
         return self._monotonic() + max(0.0, budget)
 
-    # -- the one serving path ---------------------------------------------------
+    # -- which session ----------------------------------------------------------------
+
+    def _keyed(self, turn: _Turn, by_key: SessionByKey) -> TurnResult:
+        """A turn of the session of an app's key. A key whose session was deleted
+        meanwhile opens a new one (refused before the model was called: nothing was paid
+        or recorded)."""
+        workspace_id, capability_id = turn.workspace_id, turn.command.capability_id
+        assert capability_id is not None  # a key belongs to a capability
+        session_id = self._keys.resolve(workspace_id, capability_id, by_key.key, by_key.owner)
+        for attempt in range(2):
+            try:
+                self.check_input(turn.user_input)
+                return self._converse(turn, *self._session_turn(turn, session_id, by_key.owner))
+            except SessionNotFound:
+                if attempt:
+                    raise
+                session_id = self._keys.reopen(
+                    workspace_id, capability_id, by_key.key, by_key.owner, session_id
+                )
+        raise AssertionError("unreachable")
+
+    def _session_turn(
+        self, turn: _Turn, session_id: str, owner: SessionOwner | None = None
+    ) -> tuple[Capability, TurnState]:
+        """The capability and the session state a turn of ``session_id`` is served with,
+        once the session may take it from this door (404, 409 otherwise)."""
+        workspace_id, capability_id = turn.workspace_id, turn.command.capability_id
+        if capability_id is None:  # the session's own capability
+            capability = self._catalog.get(workspace_id, self._capability_of(turn, session_id))
+        else:
+            capability = self._catalog.get(workspace_id, capability_id)
+            if not capability.conversational:
+                raise CapabilityNotConversational(
+                    f"capability {capability.id!r} is a classic ML capability and takes no session"
+                )
+        state = self._load(workspace_id, session_id, capability)
+        if state.session.capability_id != capability.id:
+            raise SessionCapabilityMismatch(
+                f"session {session_id!r} belongs to capability {state.session.capability_id!r}"
+            )
+        if owner is not None:
+            owner.check(state.session)
+        return capability, state
+
+    def _capability_of(self, turn: _Turn, session_id: str) -> str:
+        capability_id = self._session_capability.get((turn.workspace_id, session_id))
+        if capability_id is None:
+            session = self._sessions.get_session(session_id)
+            if session is None or session.workspace_id != turn.workspace_id:
+                raise SessionNotFound(f"session {session_id!r} not found")
+            capability_id = session.capability_id
+        return capability_id
+
     def _load(self, workspace_id: str, session_id: str, capability: Capability) -> TurnState:
         state = self._turns.load_turn_state(
             session_id,
@@ -228,6 +269,43 @@ class TurnService:
         self._session_capability[(workspace_id, session_id)] = state.session.capability_id
         return state
 
+    # -- the one serving path ---------------------------------------------------------
+
+    def _converse(self, turn: _Turn, capability: Capability, state: TurnState) -> TurnResult:
+        session = state.session
+        now = self._clock()
+        self._mark_active(state, now)
+        policy = capability.replay_policy
+        window = select_replay_window(state.recent, policy, session.message_count)
+        summary = summary_for_window(
+            state.summary_versions, window.omitted_messages, policy.alignment
+        )
+        digests = live_digests(state, window.messages, now)
+        prompt = self._session_prompt(turn, capability, state, window, summary, digests)
+        turn.begin(session.id)
+        answer = self._answerer.answer(
+            turn.workspace_id, capability, session, prompt, turn.sink, deadline=turn.deadline
+        )
+        # What it was sent, named, not copied: ``GET .../messages/{seq}/prompt``.
+        recalled = bool(session.recall and session.recall.text)
+        sent = PromptRecord.of(window.messages, summary, digests, recall=recalled)
+        record = replace(self._turn_record(turn, answer, self._clock()), prompt_record=sent)
+        # The turn's time includes recording it (or handing it over) after its deadline.
+        recorded = self._recorder.record(
+            turn.workspace_id, session, record, until=turn.deadline + RECORDING_MARGIN_SECONDS
+        )
+        if recorded.recorded:
+            self._trigger.after_turn(
+                turn.workspace_id, state, policy, turn.user_input, record.answer
+            )
+        stats = ReplayStats(
+            replayed_messages=len(window.messages),
+            replayed_chars=window.replayed_chars,
+            omitted_messages=window.omitted_messages,
+            summary_included=summary is not None,
+        )
+        return turn.result(answer, session.id, recorded.position, recorded.recorded, stats)
+
     def _mark_active(self, state: TurnState, now: float) -> None:
         """Refuse a turn on an archived session; move the head's coarse activity mark
         when it is older than the granularity. The mark's write is conditional on the
@@ -239,67 +317,31 @@ class TurnService:
         if now - mark >= self._policy.activity_granularity_seconds:
             self._sessions.touch(session.id, iso_at(now))
 
-    def _converse(
+    def _session_prompt(
         self,
-        workspace_id: str,
+        turn: _Turn,
         capability: Capability,
         state: TurnState,
-        user_input: str,
-        sink: DeltaSink | None,
-        on_tool: ToolEventSink | None,
-        deadline: float,
-        options: GenerationOptions = NO_OPTIONS,
-    ) -> TurnOutcome:
-        session: Session = state.session
-        now = self._clock()
-        self._mark_active(state, now)
-        policy = capability.replay_policy
-        window = select_replay_window(state.recent, policy, session.message_count)
-        summary = summary_for_window(
-            state.summary_versions, window.omitted_messages, policy.alignment
-        )
-        digests = live_digests(state, window.messages, now)
+        window: ReplayWindow,
+        summary: Summary | None,
+        digests: Sequence[ToolDigest],
+    ) -> Prompt:
+        """The prompt of a turn in a session: the capability's instructions, the recall,
+        the summary behind the window, the window with its digests, the input."""
+        session, policy = state.session, capability.replay_policy
         prompt = build_prompt(
             instructions=capability.instructions,
             summary=summary,
             digests=digests,
             replayed=window.messages,
-            user_input=user_input,
+            user_input=turn.user_input,
             recall=session.recall.text if session.recall else None,
             nonce=self._fence_nonce(session),
             replay_reused=keeps_start(
-                state.recent, policy, session.message_count, window, user_input
+                state.recent, policy, session.message_count, window, turn.user_input
             ),
         )
-        prompt = replace(prompt, options=options)
-        answer = self._answerer.answer(
-            workspace_id, capability, session, prompt, sink, on_tool=on_tool, deadline=deadline
-        )
-        # What it was sent, named, not copied: ``GET .../messages/{seq}/prompt``.
-        recalled = bool(session.recall and session.recall.text)
-        sent = PromptRecord.of(window.messages, summary, digests, recall=recalled)
-        turn = replace(self._turn_record(user_input, answer, self._clock()), prompt_record=sent)
-        # The turn's time includes recording it (or handing it over) after its deadline.
-        recorded = self._recorder.record(
-            workspace_id, session, turn, until=deadline + RECORDING_MARGIN_SECONDS
-        )
-        if recorded.recorded:
-            self._trigger.after_turn(workspace_id, state, policy, user_input, turn.answer)
-        prediction = Prediction(
-            output=answer.output,
-            withheld=answer.withheld,
-            session_id=session.id,
-            turn=recorded.seqs,
-            recorded=recorded.recorded,
-            run_id=answer.run_id,
-            context=TurnContext(
-                replayed_messages=len(window.messages),
-                replayed_chars=window.replayed_chars,
-                omitted_messages=window.omitted_messages,
-                summary_included=summary is not None,
-            ),
-        )
-        return _outcome(prediction, answer)
+        return replace(prompt, options=turn.command.options)
 
     def _fence_nonce(self, session: Session) -> str:
         """The session's fence nonce. A session created before nonces were kept gets one
@@ -315,9 +357,9 @@ class TurnService:
             kept = None
         return kept or new_fence_nonce()
 
-    def _turn_record(self, user_input: str, answer: Answer, now: float) -> TurnRecord:
+    def _turn_record(self, turn: _Turn, answer: Answer, now: float) -> TurnRecord:
         stored, truncated = fit_answer(
-            answer.output, user_input, self._policy.max_stored_answer_chars
+            answer.output, turn.user_input, self._policy.max_stored_answer_chars
         )
         calls = answer.completion.tool_calls
         # A withheld answer keeps no digest: it could hold what the filter caught.
@@ -326,7 +368,7 @@ class TurnService:
             digest_text = build_tool_digest(calls, self._policy.digest_max_chars)
         return TurnRecord(
             turn_id=secrets.token_urlsafe(12),
-            user_content=user_input,
+            user_content=turn.user_input,
             answer=stored,
             withheld=answer.withheld,
             truncated=truncated,
@@ -336,41 +378,27 @@ class TurnService:
             digest_expires_at=now + self._policy.digest_retention_seconds if digest_text else None,
             run_id=answer.run_id,
             # Kept with the turn so that erasing the session removes the record too.
-            idempotency_record=request_scope.idempotency_record(),
+            idempotency_record=turn.idempotency_record,
         )
 
-    def _stateless(
-        self,
-        workspace_id: str,
-        capability: Capability,
-        user_input: str,
-        sink: DeltaSink | None,
-        on_tool: ToolEventSink | None,
-        deadline: float,
-        client: ClientTurn,
-    ) -> TurnOutcome:
+    def _stateless(self, turn: _Turn) -> TurnResult:
+        capability_id = turn.command.capability_id
+        assert capability_id is not None  # a stateless turn names its capability
+        capability = self._catalog.get(turn.workspace_id, capability_id)
         prompt = build_prompt(
             instructions=capability.instructions,
             summary=None,
             digests=(),
             replayed=(),
-            user_input=user_input,
+            user_input=turn.user_input,
         )
-        prompt = with_client_history(prompt, client.history)
-        prompt = replace(prompt, options=client.options)
+        prompt = with_client_history(prompt, turn.command.history)
+        prompt = replace(prompt, options=turn.command.options)
+        turn.begin(None)
         answer = self._answerer.answer(
-            workspace_id, capability, None, prompt, sink, on_tool=on_tool, deadline=deadline
+            turn.workspace_id, capability, None, prompt, turn.sink, deadline=turn.deadline
         )
-        prediction = Prediction(
-            output=answer.output,
-            withheld=answer.withheld,
-            session_id=None,
-            turn=None,
-            recorded=False,
-            run_id=answer.run_id,
-            context=None,
-        )
-        return _outcome(prediction, answer)
+        return turn.result(answer)
 
 
 def with_client_history(prompt: Prompt, history: Sequence[ChatMessage]) -> Prompt:
@@ -385,10 +413,3 @@ def with_client_history(prompt: Prompt, history: Sequence[ChatMessage]) -> Promp
         system="\n\n".join([prompt.system, *system]),
         messages=chat + prompt.messages,
     )
-
-
-def _outcome(prediction: Prediction, answer: Answer) -> TurnOutcome:
-    completion = answer.completion
-    # A withheld answer is the filter's, not the model's: it ended as the filter chose.
-    finish = "stop" if answer.withheld else completion.finish
-    return TurnOutcome(prediction, completion.usage, finish)

@@ -1,0 +1,255 @@
+"""A turn as every door hands it to the serving path and gets it back.
+
+A door reads its request into a ``TurnCommand`` (what the request asks), the turn edge
+serves it, and the door frames the ``TurnResult`` (JSON, our Server-Sent Events, chat
+chunks). A door that streams also gives a ``TurnSink``: the turn's events arrive there
+as they happen (``TurnBegun``, ``AnswerDelta``, ``ToolFinished``), in order.
+
+Import-light on purpose (dataclasses, no pydantic): the doors and the turn edge build and
+read these at request time, and the edge keeps a result with its Idempotency-Key as JSON
+(``TurnResult.to_json``) to replay it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from convo_memory.domain.errors import ExternalRefImmutable, PrincipalImmutable
+from convo_memory.domain.generation import NO_OPTIONS, FinishReason, GenerationOptions, TokenUsage
+
+if TYPE_CHECKING:
+    from convo_memory.domain.models import Principal, Session
+    from convo_memory.domain.prompt import ChatMessage
+
+# -- what a door asks -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionOwner:
+    """Who a call that names its conversation by the app's own key says it is: ``user``
+    (the session's externalRef) and, when the call sent ``X-Convo-Principal``, its
+    principal (``principal_given``)."""
+
+    external_ref: str
+    principal: Principal | None = None
+    principal_given: bool = False
+
+    def check(self, session: Session) -> None:
+        """Refuse a call that would change who the session is for (409)."""
+        if session.external_ref != self.external_ref:
+            raise ExternalRefImmutable(
+                "this session key's session belongs to another user; a session's "
+                "externalRef never changes (use another key for another end user)"
+            )
+        if self.principal_given and self.principal != session.principal:
+            raise PrincipalImmutable(
+                "a session's principal is stamped when it is opened and never changes; "
+                "use another session key to converse as someone else"
+            )
+
+
+@dataclass(frozen=True)
+class SessionById:
+    """A turn of the session ``session_id`` (predict's ``sessionId``, the session's
+    message route, the chat door's ``X-Convo-Session-Id``)."""
+
+    session_id: str
+
+
+@dataclass(frozen=True)
+class SessionByKey:
+    """A turn of the session an app names by its own key (the chat door's
+    ``X-Convo-Session-Key``): found, or opened on first use for ``owner``."""
+
+    key: str
+    owner: SessionOwner
+
+
+# Which conversation a turn belongs to; None: none (a stateless turn, nothing recorded).
+Conversation = SessionById | SessionByKey | None
+
+
+@dataclass(frozen=True)
+class UserText:
+    """A turn's input: the user's message. (A turn that paused for the app's own tools
+    will be continued by another kind of input, the tools' results.)"""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class TurnCommand:
+    """What a door asks of one turn.
+
+    ``capability_id`` None: the session's own capability (the session's message route).
+    ``history`` is what a stateless chat client sent before its input (``system``
+    messages follow the capability's instructions); a turn in a session replays the
+    session instead. ``stream``: the door wants the answer's text as it is written (to
+    its ``TurnSink``)."""
+
+    capability_id: str | None
+    conversation: Conversation
+    input: UserText
+    options: GenerationOptions = NO_OPTIONS
+    history: tuple[ChatMessage, ...] = ()
+    stream: bool = False
+
+
+# -- what a streaming door hears -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TurnBegun:
+    """The turn is about to ask the model: its public id and time, and its session
+    (None when stateless), known before the first delta."""
+
+    reply_id: str
+    created: int
+    session_id: str | None
+
+
+@dataclass(frozen=True)
+class AnswerDelta:
+    """Text of the answer, in order (all of it at once when a content filter stands
+    between the model and the client)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolFinished:
+    """One of an agent's tool calls ended (``status``: ok, error or timeout)."""
+
+    name: str
+    status: str
+
+
+TurnEvent = TurnBegun | AnswerDelta | ToolFinished
+
+
+class TurnSink(Protocol):
+    """Where a streaming door hears a turn's events as they happen: a queue it streams
+    from, or a list it frames once the turn is over."""
+
+    def put(self, event: TurnEvent) -> None: ...
+
+
+# -- what a turn was ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TurnPosition:
+    """Where a recorded turn stands in its transcript (``assistant_seq = user_seq + 1``)."""
+
+    user_seq: int
+    assistant_seq: int
+
+
+@dataclass(frozen=True)
+class ReplayStats:
+    """What the turn's prompt replayed of its session."""
+
+    replayed_messages: int
+    replayed_chars: int
+    omitted_messages: int
+    summary_included: bool
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """A served turn. ``reply_id`` and ``created`` (Unix seconds) identify it to a door
+    that shows them (``chatcmpl-<reply_id>``); ``turn`` is None until recorded (and for
+    a stateless turn), ``context`` None for a stateless turn. ``finish``: how the model
+    ended (a withheld answer's is the filter's, ``stop``); ``usage``: what the model
+    calls reported, when they did."""
+
+    reply_id: str
+    created: int
+    output: str
+    withheld: bool
+    session_id: str | None
+    turn: TurnPosition | None
+    recorded: bool
+    run_id: str | None
+    context: ReplayStats | None
+    finish: FinishReason = "stop"
+    usage: TokenUsage | None = field(default=None)
+
+    def to_json(self) -> dict[str, Any]:
+        """The result as JSON (camelCase): what an Idempotency-Key's record keeps."""
+        turn, context, usage = self.turn, self.context, self.usage
+        return {
+            "replyId": self.reply_id,
+            "created": self.created,
+            "output": self.output,
+            "withheld": self.withheld,
+            "sessionId": self.session_id,
+            "turn": None
+            if turn is None
+            else {"userSeq": turn.user_seq, "assistantSeq": turn.assistant_seq},
+            "recorded": self.recorded,
+            "runId": self.run_id,
+            "context": None
+            if context is None
+            else {
+                "replayedMessages": context.replayed_messages,
+                "replayedChars": context.replayed_chars,
+                "omittedMessages": context.omitted_messages,
+                "summaryIncluded": context.summary_included,
+            },
+            "finish": self.finish,
+            "usage": None
+            if usage is None
+            else {
+                "inputTokens": usage.input_tokens,
+                "outputTokens": usage.output_tokens,
+                "cachedInputTokens": usage.cached_input_tokens,
+                "cacheWriteInputTokens": usage.cache_write_input_tokens,
+            },
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TurnResult:
+        """The result ``to_json`` wrote. A record kept before results were typed (a
+        Prediction's fields, with a chat turn's ``completion``) reads as it was served."""
+        completion = data.get("completion") or {}
+        turn, context = data.get("turn"), data.get("context")
+        return cls(
+            reply_id=str(data.get("replyId") or completion.get("id", "")).removeprefix("chatcmpl-"),
+            created=int(data.get("created") or completion.get("created") or 0),
+            output=data["output"],
+            withheld=bool(data["withheld"]),
+            session_id=data.get("sessionId"),
+            turn=None if turn is None else TurnPosition(turn["userSeq"], turn["assistantSeq"]),
+            recorded=bool(data["recorded"]),
+            run_id=data.get("runId"),
+            context=None
+            if context is None
+            else ReplayStats(
+                context["replayedMessages"],
+                context["replayedChars"],
+                context["omittedMessages"],
+                context["summaryIncluded"],
+            ),
+            finish=_finish_of(data.get("finish") or completion.get("finishReason")),
+            usage=_usage_of(data.get("usage") or completion.get("usage")),
+        )
+
+
+def _finish_of(value: Any) -> FinishReason:
+    return "length" if value == "length" else "stop"
+
+
+def _usage_of(value: Any) -> TokenUsage | None:
+    if not isinstance(value, Mapping):
+        return None
+    if "prompt_tokens" in value:  # a chat completion's, as kept before results were typed
+        return TokenUsage(int(value["prompt_tokens"]), int(value["completion_tokens"]))
+    return TokenUsage(
+        int(value["inputTokens"]),
+        int(value["outputTokens"]),
+        int(value.get("cachedInputTokens", 0)),
+        int(value.get("cacheWriteInputTokens", 0)),
+    )

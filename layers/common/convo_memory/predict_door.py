@@ -1,0 +1,98 @@
+"""The native turn doors: how they read a request into a ``TurnCommand`` and write the
+``TurnResult`` back.
+
+- ``POST /v1/capabilities/{id}/predict`` ``{input, sessionId?}``: a Prediction (JSON);
+- ``POST /v1/capabilities/{id}/predict/stream``, same body: our Server-Sent Events,
+  ``delta`` (and an agent's ``tool``) events as the turn makes them, then ``done``
+  carrying the Prediction, or ``error`` (``sse_frames``);
+- ``POST /v1/sessions/{id}/messages`` ``{input}``: a turn on the session's own
+  capability, answered with a Prediction.
+
+Everything between reading and writing is every door's (``convo_memory.turn_edge``). The
+HttpApi (``functions/predict``) and the streaming Function URL (``stream_door``) both use
+this module, so a request gets the same answer through either; the HttpApi delivers a
+stream's events all at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from convo_memory import input_gate
+from convo_memory.domain.errors import ServiceError
+from convo_memory.domain.turns import (
+    AnswerDelta,
+    SessionById,
+    ToolFinished,
+    TurnCommand,
+    TurnEvent,
+    TurnResult,
+    UserText,
+)
+from convo_memory.sse import sse_event
+
+
+def read_predict(capability_id: str, body: Mapping[str, Any], *, stream: bool) -> TurnCommand:
+    """A predict body's turn: stateless, or of the session it names (422 otherwise)."""
+    from convo_memory.api_models import TurnInput  # pydantic: on first use, not at import
+
+    turn = input_gate.parse_model(TurnInput, dict(body))
+    conversation = None if turn.session_id is None else SessionById(turn.session_id)
+    return TurnCommand(capability_id, conversation, UserText(turn.input), stream=stream)
+
+
+def read_message(session_id: str, body: Mapping[str, Any]) -> TurnCommand:
+    """A session message's turn, on the session's own capability (422 otherwise)."""
+    from convo_memory.api_models import MessageInput
+
+    message = input_gate.parse_model(MessageInput, dict(body))
+    return TurnCommand(None, SessionById(session_id), UserText(message.input))
+
+
+def prediction(result: TurnResult) -> dict[str, Any]:
+    """The Prediction of a turn (JSON)."""
+    from convo_memory.api_models import Prediction, TurnContext
+    from convo_memory.domain.models import TurnSeqs
+
+    position, stats = result.turn, result.context
+    answer = Prediction(
+        output=result.output,
+        withheld=result.withheld,
+        session_id=result.session_id,
+        turn=None
+        if position is None
+        else TurnSeqs(user_seq=position.user_seq, assistant_seq=position.assistant_seq),
+        recorded=result.recorded,
+        run_id=result.run_id,
+        context=None
+        if stats is None
+        else TurnContext(
+            replayed_messages=stats.replayed_messages,
+            replayed_chars=stats.replayed_chars,
+            omitted_messages=stats.omitted_messages,
+            summary_included=stats.summary_included,
+        ),
+    )
+    return answer.to_json_dict()
+
+
+def sse_frames(items: Iterable[TurnEvent | TurnResult | ServiceError]) -> Iterator[str]:
+    """Our stream of a turn: its deltas and tool events as they came, then ``done``
+    with the Prediction (after the whole answer as one delta, when none came: a replayed
+    turn) or ``error`` (a failure after the stream started)."""
+    streamed = False
+    for item in items:
+        if isinstance(item, AnswerDelta):
+            streamed = True
+            yield sse_event("delta", {"text": item.text})
+        elif isinstance(item, ToolFinished):
+            yield sse_event("tool", {"name": item.name, "status": item.status})
+        elif isinstance(item, TurnResult):
+            if not streamed:
+                yield sse_event("delta", {"text": item.output})
+            yield sse_event("done", prediction(item))
+            return
+        elif isinstance(item, ServiceError):
+            yield sse_event("error", item.to_body()["error"])
+            return
