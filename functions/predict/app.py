@@ -20,9 +20,6 @@ from convo_memory.http import (
     workspace_id,
 )
 from convo_memory.observability import http_handler
-from convo_memory.turn_edge import BufferedEvents
-
-SSE = "text/event-stream; charset=utf-8"
 
 app = APIGatewayHttpResolver()
 install_error_handlers(app)
@@ -32,9 +29,7 @@ install_error_handlers(app)
 def predict(capability_id: str) -> Response:
     from convo_memory import predict_door
 
-    command = predict_door.read_predict(capability_id, json_body(app), stream=False)
-    result = edge(app).serve("predict", gated(app), command)
-    return json_response(200, predict_door.prediction(result))
+    return json_response(200, predict_door.predict(edge(app), gated(app), capability_id))
 
 
 @app.post("/v1/capabilities/<capability_id>/predict/stream")
@@ -43,19 +38,15 @@ def predict_stream(capability_id: str) -> Response:
     at once. The Function URL (``StreamFunction``) streams them as they are produced."""
     from convo_memory import predict_door
 
-    command = predict_door.read_predict(capability_id, json_body(app), stream=True)
-    events = BufferedEvents()
-    result = edge(app).serve("stream-buffered", gated(app), command, events)
-    return Response(200, content_type=SSE, body="".join(predict_door.sse_frames([*events, result])))
+    events = predict_door.predict_stream(edge(app), gated(app), capability_id)
+    return Response(200, content_type="text/event-stream; charset=utf-8", body=events)
 
 
 @app.post("/v1/sessions/<session_id>/messages")
 def session_message(session_id: str) -> Response:
     from convo_memory import predict_door
 
-    command = predict_door.read_message(session_id, json_body(app))
-    result = edge(app).serve("messages", gated(app), command)
-    return json_response(200, predict_door.prediction(result))
+    return json_response(200, predict_door.session_message(edge(app), gated(app), session_id))
 
 
 @app.post("/v1/chat/completions")
@@ -65,15 +56,10 @@ def chat_completions() -> Response:
     from convo_memory import chat_completions as chat
 
     chat_turn = chat.read_chat_turn(json_body(app), app.current_event.headers)
-    streamed = chat_turn.command.stream
-    events = BufferedEvents()
-    door = "chat-stream-buffered" if streamed else "chat"
-    result = edge(app).serve(door, gated(app, chat.ROUTE), chat_turn.command, events)
-    headers = chat.session_headers(result.session_id) or None
-    if not streamed:
-        return json_response(200, chat.chat_completion(result, chat_turn.model), headers=headers)
-    lines = chat.chunk_frames([*events, result], chat_turn.model, chat_turn.include_usage)
-    return Response(200, content_type=SSE, body="".join(lines), headers=headers)
+    answer = chat.complete(edge(app), gated(app, chat.ROUTE), chat_turn)
+    return Response(
+        200, content_type=answer.content_type, body=answer.body, headers=answer.headers or None
+    )
 
 
 @app.get("/v1/models")

@@ -202,7 +202,8 @@ def test_a_turns_line_names_the_function_the_request_and_the_turn_and_no_more(
 
     @http_handler
     def handler(event: Any, context: Any) -> Any:
-        return observability.counted_turn(InvocationMetrics(), "messages", served)
+        with observability.turn_count(InvocationMetrics(), "messages") as count:
+            return count.served(served())
 
     handler({"requestContext": {"requestId": "api-7"}}, Context())
     observability.logger.info("after the invocation")

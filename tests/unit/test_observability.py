@@ -18,7 +18,6 @@ from convo_memory.adapters.queues import SqsQueue
 from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.generation import Completion, ModelStep, TokenUsage
 from convo_memory.domain.prompt import ChatMessage, Prompt
-from convo_memory.domain.turns import TurnResult
 from convo_memory.ports import ToolCallingModel
 from tests.fakes.adapters import FakeMetrics
 from tests.support.turns import served
@@ -113,12 +112,10 @@ def test_cache_reads_and_writes_are_metrics_and_add_up_on_the_turns_line(
     stream = io.StringIO()
     monkeypatch.setattr(observability.logger.registered_handler, "stream", stream)
 
-    def turn() -> TurnResult:
+    with observability.turn_count(metrics, "messages") as count:
         model.step(PROMPT, (), (), timeout=5)  # an agent turn: two model calls
         model.step(PROMPT, (), (), timeout=5)
-        return served("ses_1")
-
-    observability.counted_turn(metrics, "messages", turn)
+        count.served(served("ses_1"))
     model.step(PROMPT, (), (), timeout=5)  # a call outside any turn (a summary job)
 
     assert ("ModelCachedInputTokens", 1800, {"connection": "bedrock"}) in metrics.events

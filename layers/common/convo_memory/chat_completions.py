@@ -1,10 +1,11 @@
 """The OpenAI-compatible door: how it reads a ``/v1/chat/completions`` request and
 writes its answers (``chat.completion``, ``chat.completion.chunk`` lines, ``/v1/models``).
 
-Everything between reading and writing is every door's (``convo_memory.turn_edge``). The
-HttpApi (``functions/predict``) and the streaming Function URL (``stream_door``) both use
-this module, so a request gets the same answer through either; the HttpApi delivers a
-stream's lines all at once.
+The door reads a request into a ``TurnCommand`` (``read_chat_turn``), the turn edge
+serves it (``convo_memory.turn_edge``), and the door writes the ``TurnResult``:
+``complete`` does the three for the HttpApi (``functions/predict``). The streaming
+Function URL (``stream_door``) reads and writes with the same functions, so a request
+gets the same answer through either; the HttpApi delivers a stream's lines all at once.
 
 Which conversation: header ``X-Convo-Session-Id`` (a session by id), else
 ``X-Convo-Session-Key`` with the body's ``user`` (and optionally ``X-Convo-Principal``):
@@ -37,10 +38,11 @@ from convo_memory.domain.turns import (
     TurnResult,
     UserText,
 )
-from convo_memory.turn_edge import json_text
+from convo_memory.turn_edge import BufferedEvents, json_text
 
 if TYPE_CHECKING:
     from convo_memory.domain.models import Capability
+    from convo_memory.turn_edge import GatedRequest, TurnEdge
 
 ROUTE = "POST /v1/chat/completions"
 SESSION_ID_HEADER = "x-convo-session-id"
@@ -50,6 +52,8 @@ SESSION_KEY = re.compile(r"[\x20-\x7e]{1,128}")
 MAX_STOP_SEQUENCES = 4
 MAX_STOP_CHARS = 256
 DONE_LINE = "data: [DONE]\n\n"
+JSON = "application/json"
+EVENT_STREAM = "text/event-stream; charset=utf-8"
 # Roles a stateless turn passes on; "developer" is OpenAI's newer name for "system".
 SYSTEM_ROLES = frozenset({"system", "developer"})
 CHAT_ROLES = frozenset({"user", "assistant"})
@@ -67,6 +71,30 @@ class ChatTurn:
     def model(self) -> str:
         """The request's ``model``: the capability id, as every answer names it."""
         return str(self.command.capability_id)
+
+
+@dataclass(frozen=True)
+class ChatAnswer:
+    """What the HttpApi answers a chat turn with: a ``chat.completion`` (JSON) or the
+    whole stream of its chunks, and ``X-Convo-Session-Id`` for a turn in a session."""
+
+    content_type: str
+    body: str
+    headers: dict[str, str]
+
+
+def complete(edge: TurnEdge, request: GatedRequest, chat_turn: ChatTurn) -> ChatAnswer:
+    """``POST /v1/chat/completions`` behind the HttpApi: the turn ``chat_turn`` asks
+    for, as a ``chat.completion``, or with ``stream: true`` its chunk lines all at once."""
+    command = chat_turn.command
+    events = BufferedEvents()
+    door = "chat-stream-buffered" if command.stream else "chat"
+    result = edge.serve(door, request, command, events)
+    headers = session_headers(result.session_id)
+    if not command.stream:
+        return ChatAnswer(JSON, json_text(chat_completion(result, chat_turn.model)), headers)
+    lines = chunk_frames([*events, result], chat_turn.model, chat_turn.include_usage)
+    return ChatAnswer(EVENT_STREAM, "".join(lines), headers)
 
 
 def read_chat_turn(body: Mapping[str, Any], headers: Mapping[str, str]) -> ChatTurn:

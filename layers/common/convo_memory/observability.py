@@ -28,7 +28,8 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from functools import wraps
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -223,33 +224,47 @@ def turn_outcome(result: TurnResult) -> str:
     return "recorded" if result.recorded else "not_recorded"
 
 
-def counted_turn(metrics: MetricsPort, door: str, serve: Callable[[], TurnResult]) -> TurnResult:
-    """``serve`` (one turn through ``door``), counted in the ``Turns`` metric by door
-    and outcome (how it ended, an error's contract code, or ``internal``). When the
-    provider read part of the prompt from its cache, the line says how many tokens
-    (``cachedTokens``; the prompt's are in the ``ModelInputTokens`` metric)."""
-    _turn_tokens.tally = [0]
+class TurnCount:
+    """What ``turn_count`` counts of one turn that was served."""
+
+    def __init__(self, metrics: MetricsPort, door: str, tally: list[int]) -> None:
+        self._metrics = metrics
+        self._door = door
+        self._tally = tally
+
+    def served(self, result: TurnResult) -> TurnResult:
+        """Count ``result`` and write the turn's line; ``result`` again."""
+        outcome = turn_outcome(result)
+        self._metrics.count("Turns", 1, door=self._door, outcome=outcome)
+        # One line per turn: with the correlation id, it ties the turn to its SQS jobs.
+        _turn_line(
+            "turn served",
+            door=self._door,
+            outcome=outcome,
+            sessionId=result.session_id,
+            runId=result.run_id,
+            cachedTokens=self._tally[0] or None,
+        )
+        return result
+
+
+@contextmanager
+def turn_count(metrics: MetricsPort, door: str) -> Iterator[TurnCount]:
+    """One turn through ``door``, counted in the ``Turns`` metric by door and outcome:
+    how it ended (``TurnCount.served``), or an error's contract code (``internal`` for
+    any other failure). When the provider read part of the prompt from its cache, the
+    turn's line says how many tokens (``cachedTokens``; the prompt's are in the
+    ``ModelInputTokens`` metric)."""
+    tally = _turn_tokens.tally = [0]
     try:
-        result = serve()
+        yield TurnCount(metrics, door, tally)
     except Exception as exc:
         outcome = str(getattr(exc, "code", "")) or "internal"
         metrics.count("Turns", 1, door=door, outcome=outcome)
         _turn_line("turn failed", door=door, outcome=outcome)
         raise
     finally:
-        tally, _turn_tokens.tally = _turn_tokens.tally, None
-    outcome = turn_outcome(result)
-    metrics.count("Turns", 1, door=door, outcome=outcome)
-    # One line per turn: with the correlation id, it ties the turn to its SQS jobs.
-    _turn_line(
-        "turn served",
-        door=door,
-        outcome=outcome,
-        sessionId=result.session_id,
-        runId=result.run_id,
-        cachedTokens=tally[0] or None,
-    )
-    return result
+        _turn_tokens.tally = None
 
 
 def _turn_line(message: str, **fields: Any) -> None:

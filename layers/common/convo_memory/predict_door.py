@@ -8,16 +8,18 @@
 - ``POST /v1/sessions/{id}/messages`` ``{input}``: a turn on the session's own
   capability, answered with a Prediction.
 
-Everything between reading and writing is every door's (``convo_memory.turn_edge``). The
-HttpApi (``functions/predict``) and the streaming Function URL (``stream_door``) both use
-this module, so a request gets the same answer through either; the HttpApi delivers a
-stream's events all at once.
+Each door reads its request into a ``TurnCommand``, the turn edge serves it
+(``convo_memory.turn_edge``), and the door writes the ``TurnResult``: ``predict``,
+``predict_stream`` and ``session_message`` do the three for the HttpApi
+(``functions/predict``). The streaming Function URL (``stream_door``) reads and writes
+with the same functions, so a request gets the same answer through either; the HttpApi
+delivers a stream's events all at once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from convo_memory import input_gate
 from convo_memory.domain.errors import ServiceError
@@ -31,6 +33,31 @@ from convo_memory.domain.turns import (
     UserText,
 )
 from convo_memory.sse import sse_event
+from convo_memory.turn_edge import BufferedEvents
+
+if TYPE_CHECKING:
+    from convo_memory.turn_edge import GatedRequest, TurnEdge
+
+
+def predict(edge: TurnEdge, request: GatedRequest, capability_id: str) -> dict[str, Any]:
+    """``POST /v1/capabilities/{id}/predict``: the Prediction of the turn it asks for."""
+    command = read_predict(capability_id, request.body or {}, stream=False)
+    return prediction(edge.serve("predict", request, command))
+
+
+def predict_stream(edge: TurnEdge, request: GatedRequest, capability_id: str) -> str:
+    """``POST /v1/capabilities/{id}/predict/stream`` behind the HttpApi, which cannot
+    stream: the same events the Function URL streams, written at once."""
+    command = read_predict(capability_id, request.body or {}, stream=True)
+    events = BufferedEvents()
+    result = edge.serve("stream-buffered", request, command, events)
+    return "".join(sse_frames([*events, result]))
+
+
+def session_message(edge: TurnEdge, request: GatedRequest, session_id: str) -> dict[str, Any]:
+    """``POST /v1/sessions/{id}/messages``: the Prediction of a turn of that session."""
+    command = read_message(session_id, request.body or {})
+    return prediction(edge.serve("messages", request, command))
 
 
 def read_predict(capability_id: str, body: Mapping[str, Any], *, stream: bool) -> TurnCommand:

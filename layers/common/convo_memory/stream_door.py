@@ -194,9 +194,9 @@ class StreamDoor:
         chat_turn = chat.read_chat_turn(request.body or {}, headers)
         edge = TurnEdge.on_stream_url(self._container())
         if not chat_turn.command.stream:
-            result = edge.serve("chat", request, chat_turn.command)
-            answer = chat.chat_completion(result, chat_turn.model)
-            return json_answer(answer, chat.session_headers(result.session_id))
+            answer = chat.complete(edge, request, chat_turn)
+            fields = (("content-type", answer.content_type), *answer.headers.items())
+            return StreamResponse(200, fields, iter([answer.body.encode()]))
         turn = TurnOnThread(edge, "chat-stream", request, chat_turn.command, request_id)
         first = turn.first()
         if isinstance(first, ServiceError):  # refused before the stream started: as the HttpApi

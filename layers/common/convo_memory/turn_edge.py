@@ -264,18 +264,20 @@ class TurnEdge:
         idempotency_record: str | None,
     ) -> TurnResult:
         adapters = self._container.adapters
-        serve = partial(
-            self._container.turns.serve,
-            workspace_id,
-            command,
-            sink,
-            budget_seconds=self._budget(),
-            idempotency_record=idempotency_record,
-        )
         # Past its first second, the turn counts among the workspace's slow turns (for at
         # most the invocation's time left).
-        with adapters.turn_limiter.slow_turn(workspace_id, self._seconds_left()):
-            return observability.counted_turn(adapters.metrics, door, serve)
+        with (
+            adapters.turn_limiter.slow_turn(workspace_id, self._seconds_left()),
+            observability.turn_count(adapters.metrics, door) as count,
+        ):
+            result = self._container.turns.serve(
+                workspace_id,
+                command,
+                sink,
+                budget_seconds=self._budget(),
+                idempotency_record=idempotency_record,
+            )
+            return count.served(result)
 
     def _seconds_left(self) -> float | None:
         """The invocation's time left (None: no clock to read)."""
