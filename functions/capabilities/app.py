@@ -21,12 +21,12 @@ install_error_handlers(app)
 
 @app.post("/v1/capabilities")
 def create_capability() -> Response:
-    from convo_memory.api_models import CapabilityCreate
+    from convo_memory.api_models import CapabilityCreate, created_capability
 
     workspace = workspace_id(app)
-    # With webhook tools, the answer carries toolSigningSecret: the only time it is shown.
-    created = container().catalog.register(workspace, body_as(app, CapabilityCreate))
-    return json_response(201, created.to_json_dict())
+    definition = body_as(app, CapabilityCreate).definition()
+    created = container().catalog.register(workspace, definition)
+    return json_response(201, created_capability(created.capability, created.tool_signing_secret))
 
 
 @app.get("/v1/capabilities")

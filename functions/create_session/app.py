@@ -25,7 +25,7 @@ def create_session() -> Response:
     from convo_memory.api_models import SessionCreate
 
     workspace = workspace_id(app)
-    session = container().sessions.create(workspace, body_as(app, SessionCreate))
+    session = container().sessions.create(workspace, body_as(app, SessionCreate).new_session())
     return json_response(201, session.to_json_dict())
 
 

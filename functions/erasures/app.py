@@ -30,7 +30,7 @@ def request_erasure() -> Response:
     def time_left() -> float:
         return float(remaining()) / 1000 if callable(remaining) else 30.0
 
-    erasure = container().erasures.request(workspace, body, time_left)
+    erasure = container().erasures.request(workspace, body.external_ref, body.traces, time_left)
     return json_response(202, erasure.to_json_dict())
 
 

@@ -24,7 +24,8 @@ def patch_session(session_id: str) -> Response:
     from convo_memory.api_models import SessionPatch
 
     workspace = workspace_id(app)
-    session = container().sessions.patch(workspace, session_id, body_as(app, SessionPatch))
+    changes = body_as(app, SessionPatch).changes()
+    session = container().sessions.patch(workspace, session_id, changes)
     return json_response(200, session.to_json_dict())
 
 

@@ -61,8 +61,10 @@ def list_messages(session_id: str) -> Response:
 
 @app.get("/v1/sessions/<session_id>/context")
 def get_context(session_id: str) -> Response:
-    view = container().sessions.context(workspace_id(app), session_id)
-    return json_response(200, view.to_json_dict())
+    from convo_memory.api_models import ContextView
+
+    preview = container().sessions.context(workspace_id(app), session_id)
+    return json_response(200, ContextView.of(preview).to_json_dict())
 
 
 @app.get("/v1/sessions/<session_id>/messages/<seq>/prompt")

@@ -59,7 +59,7 @@ class FakeApp:
 
     def capability(self, cap_id: str, kind: str = "generative", ws: str = WS, **extra: Any) -> str:
         body = CapabilityCreate.model_validate({"name": cap_id, "kind": kind, **extra})
-        self.container.catalog.create(ws, body, cap_id=cap_id)
+        self.container.catalog.create(ws, body.definition(), cap_id=cap_id)
         return cap_id
 
     def session(
@@ -76,7 +76,7 @@ class FakeApp:
             principal=principal,
             metadata=metadata or {},
         )
-        return self.container.sessions.create(ws, body).id
+        return self.container.sessions.create(ws, body.new_session()).id
 
     def settle(self) -> None:
         """Forget the set-up's store calls so a test counts only its own."""

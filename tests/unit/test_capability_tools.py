@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from convo_memory.api_models import CapabilityCreate
+from convo_memory.api_models import CapabilityCreate, created_capability
 from convo_memory.domain.errors import ValidationFailed
 from convo_memory.domain.models import tool_secret_context
 from convo_memory.input_gate import parse_model
@@ -27,7 +27,7 @@ def agent(*tools: dict[str, Any], **extra: Any) -> dict[str, Any]:
 
 
 def create(app: FakeApp, body: dict[str, Any]) -> Any:
-    return app.container.catalog.register(WS, parse_model(CapabilityCreate, body))
+    return app.container.catalog.register(WS, parse_model(CapabilityCreate, body).definition())
 
 
 def refused(app: FakeApp, body: dict[str, Any]) -> ValidationFailed:
@@ -119,7 +119,7 @@ def test_the_signing_secret_is_returned_once_and_stored_only_sealed() -> None:
     # Then the creation's answer carries the secret, once
     secret = created.tool_signing_secret
     assert secret is not None and secret.startswith(SIGNING_SECRET_PREFIX) and len(secret) > 40
-    body = created.to_json_dict()
+    body = created_capability(created.capability, created.tool_signing_secret)
     assert body["toolSigningSecret"] == secret
     assert body["maxToolSteps"] == 3
     assert [t["name"] for t in body["tools"]] == ["track_parcel", "lookup_order"]
@@ -148,7 +148,7 @@ def test_each_capability_gets_its_own_secret_and_agents_without_webhooks_get_non
     builtins_only = create(app, agent({"name": "lookup_order"}, {"name": "search_kb"}))
     assert first.tool_signing_secret != second.tool_signing_secret
     assert builtins_only.tool_signing_secret is None
-    assert "toolSigningSecret" not in builtins_only.to_json_dict()
+    assert "toolSigningSecret" not in created_capability(builtins_only.capability, None)
     assert builtins_only.capability.tool_secret_ciphertext is None
 
 

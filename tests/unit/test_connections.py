@@ -43,7 +43,7 @@ def catalog() -> CapabilityCatalog:
 
 def create(body: dict[str, Any]) -> Capability:
     full = {"name": "c", "kind": "generative", **body}
-    return catalog().create("ws", CapabilityCreate.model_validate(full))
+    return catalog().create("ws", CapabilityCreate.model_validate(full).definition())
 
 
 # ---------------------------------------------------------------- the wire shape
@@ -188,7 +188,8 @@ def test_a_provider_the_deployment_cannot_serve_is_a_validation_error(
 
     with pytest.raises(ValidationFailed) as raised:
         catalog.create(
-            "ws", CapabilityCreate.model_validate({"name": "c", "kind": "agent", **body})
+            "ws",
+            CapabilityCreate.model_validate({"name": "c", "kind": "agent", **body}).definition(),
         )
 
     assert raised.value.status == 422 and raised.value.code == "validation_error"

@@ -34,7 +34,7 @@ def app() -> FakeApp:
 
 def request(app: FakeApp, traces: str = "keep", ws: str = WS, ref: str = REF) -> Erasure:
     body = ErasureRequest.model_validate({"externalRef": ref, "traces": traces})
-    return app.container.erasures.request(ws, body)
+    return app.container.erasures.request(ws, body.external_ref, body.traces)
 
 
 def the_job(app: FakeApp, erasure: Erasure) -> ErasureJob:

@@ -50,7 +50,7 @@ def conversation(app: FakeApp, turns: int, cap: str = "cap-gen", **session: Any)
         principal=session.get("principal", PRINCIPAL),
         metadata=session.get("metadata", {"channel": "web"}),
     )
-    opened = app.container.sessions.create(WS, body)
+    opened = app.container.sessions.create(WS, body.new_session())
     say(app, opened.id, *(f"message {i}" for i in range(1, turns + 1)))
     return opened
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from convo_memory.api_models import ContextView
 from convo_memory.domain import prompt as prompt_module
 from convo_memory.domain.errors import RecallSourceGone
 from convo_memory.domain.models import Summary
@@ -74,7 +75,7 @@ def test_given_a_fact_told_in_session_one_when_session_two_turns_then_the_model_
     assert context.recall is not None
     assert context.recall.from_sessions == [first]
     assert FACT in context.recall.text
-    assert context.to_json_dict()["recall"]["fromSessions"] == [first]
+    assert ContextView.of(context).to_json_dict()["recall"]["fromSessions"] == [first]
 
 
 def test_given_three_earlier_sessions_when_recalling_two_then_the_two_newest_newest_first(

@@ -33,7 +33,7 @@ def app() -> FakeApp:
 
 def open_session(app: FakeApp, cap: str = "cap-gen") -> str:
     body = SessionCreate(capability_id=cap, external_ref="end-user-1")
-    return app.container.sessions.create(WS, body).id
+    return app.container.sessions.create(WS, body.new_session()).id
 
 
 def say(app: FakeApp, session_id: str, text: str) -> int:

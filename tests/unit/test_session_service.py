@@ -23,6 +23,7 @@ from convo_memory.domain.errors import (
 from convo_memory.domain.models import ReplayPolicy, Session, Summary, ToolSpec, parse_iso
 from convo_memory.domain.prompt import ChatMessage
 from convo_memory.domain.replay_window import select_replay_window
+from convo_memory.domain.sessions import NewSession, SessionChanges
 from convo_memory.domain.tools import ToolCall
 from tests.fakes.app import WS, FakeApp, fake_app
 from tests.support.turns import predict, session_message
@@ -53,7 +54,7 @@ def open_session(
         principal=principal,
         metadata=metadata or {},
     )
-    return app.container.sessions.create(ws, body)
+    return app.container.sessions.create(ws, body.new_session())
 
 
 def agent_conversation(app: FakeApp) -> tuple[Session, str]:
@@ -79,9 +80,9 @@ def grace(app: FakeApp) -> timedelta:
     return timedelta(seconds=app.container.settings.deletion_grace_seconds)
 
 
-def patch(body: dict[str, Any]) -> SessionPatch:
-    """A PATCH body as the handler parses it (camelCase JSON)."""
-    return SessionPatch.model_validate(body)
+def patch(body: dict[str, Any]) -> SessionChanges:
+    """A PATCH body's changes, as the handler parses them (camelCase JSON)."""
+    return SessionPatch.model_validate(body).changes()
 
 
 # -- create and read ---------------------------------------------------------------
@@ -371,7 +372,7 @@ def test_given_seven_sessions_when_finding_by_three_then_the_pages_walk_the_list
 ) -> None:
     sessions = app.container.sessions
     created = {open_session(app).id for _ in range(7)}
-    sessions.create(WS, SessionCreate(capability_id="cap-gen", external_ref="someone-else"))
+    sessions.create(WS, NewSession(capability_id="cap-gen", external_ref="someone-else"))
 
     pages: list[list[str]] = []
     position = None
@@ -413,12 +414,12 @@ def test_given_a_history_and_a_summary_when_reading_context_then_it_is_the_repla
     window = select_replay_window(
         history, ReplayPolicy(max_messages=4, max_chars=30, min_messages=1)
     )
-    assert context.messages == list(window.messages)
+    assert context.messages == window.messages
     assert [m.seq for m in context.messages] == [6, 7, 8]  # 8 + 10 + 8 chars <= 30
     assert context.omitted_messages == window.omitted_messages == 5
     assert context.replayed_chars == window.replayed_chars
     assert context.summary == Summary(text="so far: 1-4", through_seq=4)
-    assert context.tool_digests == []
+    assert context.tool_digests == ()
     assert app.db.writes() == 0
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 
+from convo_memory.api_models import ContextView
 from convo_memory.domain.errors import StoreUnavailable
 from convo_memory.domain.models import ToolSpec
 from convo_memory.domain.tools import ToolCall
@@ -55,7 +56,7 @@ def test_given_a_session_from_before_nonces_then_its_next_turn_keeps_one() -> No
     assert app.db.calls["keep_fence_nonce"] == 1
     # Never shown: not in the session, not in the context view.
     assert kept not in str(app.container.sessions.get(WS, sid).to_json_dict())
-    assert kept not in str(app.container.sessions.context(WS, sid).to_json_dict())
+    assert kept not in str(ContextView.of(app.container.sessions.context(WS, sid)).to_json_dict())
 
 
 def test_given_a_tool_turn_then_the_next_prompt_still_begins_with_the_previous_one() -> None:

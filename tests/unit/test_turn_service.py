@@ -834,7 +834,7 @@ def test_given_a_withheld_agent_answer_when_recorded_then_no_digest_is_stored():
     # The digest could hold what the filter caught: none is stored, none is replayed.
     assert h.db.digests_of(sid) == {}
     assert h.db.calls["put_digest"] == 0
-    assert h.container.sessions.context(WS, sid).tool_digests == []
+    assert h.container.sessions.context(WS, sid).tool_digests == ()
     h.provider.text, h.provider.tool_calls = "fine", ()
     predict(h.container, WS, "cap-agent", "and when does it arrive?", sid)
     assert fenced(h.provider.last_prompt, "tool-results") == []

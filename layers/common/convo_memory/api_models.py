@@ -12,6 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from convo_memory.domain.erasures import TracePolicy
 from convo_memory.domain.models import (
     ApiModel,
+    Capability,
+    CapabilityDefinition,
     CapabilityKind,
     ContentFilterConfig,
     Message,
@@ -27,6 +29,7 @@ from convo_memory.domain.models import (
     TurnSeqs,
 )
 from convo_memory.domain.prompt_record import ExpiredDigest, LostSummary, SentPrompt
+from convo_memory.domain.sessions import ContextPreview, NewSession, SessionChanges
 
 BUILTIN_TOOL_NAMES: tuple[str, ...] = ("lookup_order", "search_kb")
 MAX_TOOLS = 16
@@ -142,9 +145,29 @@ class CapabilityCreate(ApiModel):
             raise ValueError(f"tool names must be unique: {', '.join(duplicates)}")
         return self
 
-    @property
-    def webhook_tools(self) -> list[NewToolSpec]:
-        return [tool for tool in self.tools if tool.is_webhook]
+    def definition(self) -> CapabilityDefinition:
+        """The capability this body defines, as the catalog takes it."""
+        return CapabilityDefinition(
+            name=self.name,
+            kind=self.kind,
+            provider=self.provider,
+            instructions=self.instructions,
+            replay=self.replay,
+            summary=self.summary,
+            tools=tuple(self.tools),
+            max_tool_steps=self.max_tool_steps,
+            content_filter=self.content_filter,
+            recall=self.recall,
+        )
+
+
+def created_capability(capability: Capability, tool_signing_secret: str | None) -> dict[str, Any]:
+    """``POST /v1/capabilities``' answer: the capability and, with webhook tools, its
+    signing secret (``toolSigningSecret``: the only time it is shown)."""
+    body = capability.to_json_dict()
+    if tool_signing_secret is not None:
+        body["toolSigningSecret"] = tool_signing_secret
+    return body
 
 
 # -- sessions ------------------------------------------------------------------------
@@ -162,6 +185,10 @@ class SessionCreate(ApiModel):
         _check_metadata(self.metadata)
         return self
 
+    def new_session(self) -> NewSession:
+        """The session this body asks to open."""
+        return NewSession(self.capability_id, self.external_ref, self.principal, self.metadata)
+
 
 class SessionPatch(ApiModel):
     """A PATCH body. principal/externalRef are accepted only to be compared: naming them
@@ -178,6 +205,15 @@ class SessionPatch(ApiModel):
         if self.metadata is not None:
             _check_metadata(self.metadata)
         return self
+
+    def changes(self) -> SessionChanges:
+        """The changes this body asks for (the fields it named, a ``null`` included)."""
+        return SessionChanges(
+            metadata=self.metadata,
+            principal=self.principal,
+            external_ref=self.external_ref,
+            named=frozenset(self.model_fields_set),
+        )
 
 
 # Seqs are stored as ten digits.
@@ -298,6 +334,18 @@ class ContextView(ApiModel):
     omitted_messages: int
     replayed_chars: int
     recall: Recall | None
+
+    @classmethod
+    def of(cls, preview: ContextPreview) -> ContextView:
+        """``GET /v1/sessions/{id}/context``: what the next turn would see."""
+        return cls(
+            summary=preview.summary,
+            messages=list(preview.messages),
+            tool_digests=list(preview.tool_digests),
+            omitted_messages=preview.omitted_messages,
+            replayed_chars=preview.replayed_chars,
+            recall=preview.recall,
+        )
 
 
 class ExpiredDigestView(ApiModel):

@@ -4,6 +4,7 @@ turn answers is ``convo_memory.api_models``."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -286,6 +287,50 @@ class Capability(ApiModel):
     @property
     def summary_config(self) -> SummaryConfig:
         return self.summary or SummaryConfig()
+
+
+@dataclasses.dataclass(frozen=True)
+class CapabilityDefinition:
+    """What defines a new capability, its rules already checked (``CapabilityCreate``):
+    the catalog gives it an id, a time and, with webhook tools, a signing secret."""
+
+    name: str
+    kind: CapabilityKind
+    provider: ProviderConfig = dataclasses.field(default_factory=ProviderConfig)
+    instructions: str | None = None
+    replay: ReplayPolicy | None = None
+    summary: SummaryConfig | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    max_tool_steps: int | None = None
+    content_filter: ContentFilterConfig | None = None
+    recall: RecallPolicy | None = None
+
+    @property
+    def webhook_tools(self) -> list[ToolSpec]:
+        return [tool for tool in self.tools if tool.is_webhook]
+
+    def capability(
+        self, capability_id: str, created_at: str, tool_secret_ciphertext: str | None = None
+    ) -> Capability:
+        """The capability this defines, as stored."""
+        fields = {
+            field.name: _plain(getattr(self, field.name)) for field in dataclasses.fields(self)
+        }
+        return Capability(
+            id=capability_id,
+            created_at=created_at,
+            tool_secret_ciphertext=tool_secret_ciphertext,
+            **fields,
+        )
+
+
+def _plain(value: Any) -> Any:
+    """A definition's value as plain data, to be validated again as a capability's."""
+    if isinstance(value, BaseModel):
+        return value.model_dump()
+    if isinstance(value, tuple):
+        return [_plain(item) for item in value]
+    return value
 
 
 Principal = dict[str, str]

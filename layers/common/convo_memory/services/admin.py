@@ -6,10 +6,9 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from convo_memory.api_models import CapabilityCreate
 from convo_memory.domain.errors import CapabilityNotFound
 from convo_memory.domain.ids import new_id
-from convo_memory.domain.models import ToolSpec, iso, utc_now
+from convo_memory.domain.models import CapabilityDefinition, ToolSpec, iso, utc_now
 from convo_memory.ports import CapabilityStore, TokenStore
 from convo_memory.services.auth import hash_token
 from convo_memory.services.catalog import CapabilityCatalog
@@ -89,17 +88,17 @@ def revoke_token(
     return None if workspace_id is None else RevokedToken(token_id, workspace_id)
 
 
-DEMO_CAPABILITIES: dict[str, CapabilityCreate] = {
-    "cap-generative": CapabilityCreate(name="Demo assistant", kind="generative"),
-    "cap-agent": CapabilityCreate(
+DEMO_CAPABILITIES: dict[str, CapabilityDefinition] = {
+    "cap-generative": CapabilityDefinition(name="Demo assistant", kind="generative"),
+    "cap-agent": CapabilityDefinition(
         name="Demo order agent",
         kind="agent",
-        tools=[
+        tools=(
             ToolSpec(name="lookup_order", description="Looks up an order's status and ETA"),
             ToolSpec(name="search_kb", description="Searches the help-centre articles"),
-        ],
+        ),
     ),
-    "cap-classic": CapabilityCreate(name="Demo sentiment classifier", kind="classic"),
+    "cap-classic": CapabilityDefinition(name="Demo sentiment classifier", kind="classic"),
 }
 
 

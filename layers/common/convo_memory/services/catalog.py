@@ -8,11 +8,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from convo_memory.api_models import CapabilityCreate
 from convo_memory.domain.connections import ProviderConnections, provider_problem
 from convo_memory.domain.errors import CapabilityNotFound, RunNotFound, ValidationFailed
 from convo_memory.domain.ids import new_id
-from convo_memory.domain.models import Capability, ProviderConfig, iso, tool_secret_context, utc_now
+from convo_memory.domain.models import (
+    Capability,
+    CapabilityDefinition,
+    ProviderConfig,
+    iso,
+    tool_secret_context,
+    utc_now,
+)
 from convo_memory.ports import CapabilityStore, RunStore, SecretSealer, ToolUrlPolicy
 
 # A webhook signing secret: 32 random bytes, URL-safe text.
@@ -30,12 +36,6 @@ class NewCapability:
 
     capability: Capability
     tool_signing_secret: str | None = None
-
-    def to_json_dict(self) -> dict[str, Any]:
-        body = self.capability.to_json_dict()
-        if self.tool_signing_secret is not None:
-            body["toolSigningSecret"] = self.tool_signing_secret
-        return body
 
 
 class CapabilityCatalog:
@@ -67,26 +67,27 @@ class CapabilityCatalog:
         self._cache: dict[tuple[str, str], tuple[float, Capability]] = {}
 
     def create(
-        self, workspace_id: str, body: CapabilityCreate, cap_id: str | None = None
+        self, workspace_id: str, definition: CapabilityDefinition, cap_id: str | None = None
     ) -> Capability:
         """Store a new capability (see ``register``)."""
-        return self.register(workspace_id, body, cap_id).capability
+        return self.register(workspace_id, definition, cap_id).capability
 
     def register(
-        self, workspace_id: str, body: CapabilityCreate, cap_id: str | None = None
+        self, workspace_id: str, definition: CapabilityDefinition, cap_id: str | None = None
     ) -> NewCapability:
         """Store a new capability. ``ValidationFailed`` (422) when its provider or its
         summary's provider names a connection this deployment lacks, or a model the
         connection does not allow, or a webhook tool's URL may not be called. With
         webhook tools, a signing secret is generated, stored encrypted (bound to the
         workspace and the capability) and returned once."""
-        self._check_provider(body.provider, "provider")
-        if body.summary is not None and body.summary.provider is not None:
-            self._check_provider(body.summary.provider, "summary.provider")
-        for index, tool in enumerate(body.tools):
+        self._check_provider(definition.provider, "provider")
+        if definition.summary is not None and definition.summary.provider is not None:
+            self._check_provider(definition.summary.provider, "summary.provider")
+        for index, tool in enumerate(definition.tools):
             if tool.url is not None:
                 self._check_tool_url(index, tool.url)
-        guardrail = body.content_filter is not None and body.content_filter.type != "embedded"
+        content_filter = definition.content_filter
+        guardrail = content_filter is not None and content_filter.type != "embedded"
         if guardrail and not self._bedrock_available:
             # It could never check an answer: every answer would be withheld.
             raise _invalid(
@@ -97,17 +98,12 @@ class CapabilityCatalog:
             )
         capability_id = cap_id or new_id("cap")
         secret = ciphertext = None
-        if body.webhook_tools:
+        if definition.webhook_tools:
             if self._sealer is None:
                 raise RuntimeError("no sealer for tool signing secrets is configured")
             secret = new_signing_secret()
             ciphertext = self._sealer.seal(secret, tool_secret_context(workspace_id, capability_id))
-        capability = Capability(
-            id=capability_id,
-            created_at=iso(utc_now()),
-            tool_secret_ciphertext=ciphertext,
-            **body.model_dump(),
-        )
+        capability = definition.capability(capability_id, iso(utc_now()), ciphertext)
         self._store.put_capability(workspace_id, capability)
         self._cache[(workspace_id, capability.id)] = (self._clock(), capability)
         return NewCapability(capability, secret)

@@ -37,8 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
-from convo_memory.api_models import ErasureRequest
-from convo_memory.domain.erasures import Erasure, ErasureStatus, SessionOfEndUser
+from convo_memory.domain.erasures import Erasure, ErasureStatus, SessionOfEndUser, TracePolicy
 from convo_memory.domain.errors import ErasureNotFound, StoreUnavailable
 from convo_memory.domain.ids import new_id
 from convo_memory.domain.jobs import MAX_SWEEP_SESSIONS, ErasureJob, SweepJob
@@ -107,16 +106,18 @@ class ErasureService:
     def request(
         self,
         workspace_id: str,
-        body: ErasureRequest,
+        external_ref: str,
+        traces: TracePolicy = "keep",
         time_left: Callable[[], float] | None = None,
     ) -> Erasure:
-        """Record the erasure, queue its job and claim the end user's sessions (for at
-        most ``request_claim_seconds``, or what ``time_left`` allows): the receipt."""
+        """Erase the end user ``external_ref`` (and with ``traces`` "erase" their agent
+        run traces): record the erasure, queue its job and claim their sessions (for at
+        most ``request_claim_seconds``, or what ``time_left`` allows). The receipt."""
         erasure = Erasure(
             id=new_id("era"),
             workspace_id=workspace_id,
-            external_ref=body.external_ref,
-            traces=body.traces,
+            external_ref=external_ref,
+            traces=traces,
             status="pending",
             created_at=iso_at(self._clock()),
         )

@@ -15,12 +15,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from convo_memory.api_models import SessionCreate
 from convo_memory.domain.errors import (
     CapabilityNotConversational,
     SessionKeyTaken,
     StoreUnavailable,
 )
+from convo_memory.domain.sessions import NewSession
 from convo_memory.domain.turns import SessionOwner
 from convo_memory.ports import SessionStore
 from convo_memory.services.catalog import CapabilityCatalog
@@ -84,14 +84,10 @@ class SessionKeys:
 
     def _open(self, claim: tuple[str, str, str], owner: SessionOwner) -> str:
         workspace_id, capability_id, session_key = claim
-        body = SessionCreate(
-            capability_id=capability_id,
-            external_ref=owner.external_ref,
-            principal=owner.principal,
-        )
+        new = NewSession(capability_id, owner.external_ref, owner.principal)
         for attempt in range(OPEN_ATTEMPTS):
             try:
-                session = self._sessions.create(workspace_id, body, session_key=session_key)
+                session = self._sessions.create(workspace_id, new, session_key=session_key)
                 return self._remember(claim, session.id)
             except SessionKeyTaken as taken:
                 winner = taken.session_id or self._store.session_for_key(*claim)

@@ -6,7 +6,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from convo_memory.api_models import ContextView, SessionCreate, SessionPatch
 from convo_memory.domain.errors import (
     CapabilityNotConversational,
     ExternalRefImmutable,
@@ -20,9 +19,8 @@ from convo_memory.domain.ids import new_id
 from convo_memory.domain.models import Capability, Message, Session, iso_at
 from convo_memory.domain.prompt import DEFAULT_INSTRUCTIONS, new_fence_nonce
 from convo_memory.domain.prompt_record import SentPrompt, sent_prompt
-from convo_memory.domain.replay_window import select_replay_window
-from convo_memory.domain.summary_plan import summary_for_window
-from convo_memory.domain.turn_records import live_digests, user_seq_of
+from convo_memory.domain.sessions import ContextPreview, NewSession, SessionChanges, context_of
+from convo_memory.domain.turn_records import user_seq_of
 from convo_memory.ports import SessionStore, TurnStore
 from convo_memory.services.catalog import CapabilityCatalog
 from convo_memory.services.recall import RecallTaker
@@ -52,14 +50,14 @@ class SessionService:
         self._after_delete = after_delete
 
     def create(
-        self, workspace_id: str, body: SessionCreate, *, session_key: str | None = None
+        self, workspace_id: str, new: NewSession, *, session_key: str | None = None
     ) -> Session:
         """Open a session (every door that opens sessions comes here). With
         ``session_key`` (an app's own key, OpenAI-compatible door) the key is claimed in
         the same write, or ``SessionKeyTaken`` names the session that claimed it first. On
         a capability with ``recall``, the session starts with what the end user said in
         earlier sessions, taken now and stored with its head."""
-        capability = self._catalog.get(workspace_id, body.capability_id)
+        capability = self._catalog.get(workspace_id, new.capability_id)
         if not capability.conversational:
             raise CapabilityNotConversational(
                 f"capability {capability.id!r} is a classic ML capability; it has no notion "
@@ -70,9 +68,9 @@ class SessionService:
             id=new_id("ses"),
             workspace_id=workspace_id,
             capability_id=capability.id,
-            external_ref=body.external_ref,
-            principal=body.principal,
-            metadata=body.metadata,
+            external_ref=new.external_ref,
+            principal=new.principal,
+            metadata=new.metadata,
             status="active",
             created_at=now,
             last_active_at=now,
@@ -126,23 +124,25 @@ class SessionService:
             return sessions, None
         return sessions, {"createdAt": sessions[-1].created_at, "id": sessions[-1].id}
 
-    def patch(self, workspace_id: str, session_id: str, body: SessionPatch) -> Session:
+    def patch(self, workspace_id: str, session_id: str, changes: SessionChanges) -> Session:
+        """Replace the session's metadata. Naming its principal or externalRef with
+        another value is refused (409), never silently dropped."""
         current = self.get(workspace_id, session_id)
-        fields = body.model_fields_set
-        if "principal" in fields and body.principal != current.principal:
+        fields = changes.named
+        if "principal" in fields and changes.principal != current.principal:
             raise PrincipalImmutable(
                 "a session's principal is stamped at creation and never changes; "
                 "open a new session to converse as someone else"
             )
-        if "external_ref" in fields and body.external_ref != current.external_ref:
+        if "external_ref" in fields and changes.external_ref != current.external_ref:
             raise ExternalRefImmutable(
                 "a session's externalRef never changes; open a new session for another end user"
             )
-        if body.metadata is None:
+        if changes.metadata is None:
             if "metadata" in fields:
                 raise ValidationFailed("metadata must be an object")
             return current
-        updated = self._sessions.update_metadata(session_id, workspace_id, body.metadata)
+        updated = self._sessions.update_metadata(session_id, workspace_id, changes.metadata)
         if updated is None:
             raise SessionNotFound(f"session {session_id!r} not found")
         return updated
@@ -172,7 +172,7 @@ class SessionService:
         page, more = self._turns.list_messages(session_id, after_seq, limit)
         return page, ({"after": page[-1].seq} if more and page else None)
 
-    def context(self, workspace_id: str, session_id: str) -> ContextView:
+    def context(self, workspace_id: str, session_id: str) -> ContextPreview:
         """Exactly what the next turn would see."""
         session = self.get(workspace_id, session_id)
         capability = self._catalog.get(workspace_id, session.capability_id)
@@ -182,17 +182,7 @@ class SessionService:
         )
         if state is None:
             raise SessionNotFound(f"session {session_id!r} not found")
-        window = select_replay_window(state.recent, policy, state.session.message_count)
-        return ContextView(
-            summary=summary_for_window(
-                state.summary_versions, window.omitted_messages, policy.alignment
-            ),
-            messages=list(window.messages),
-            tool_digests=live_digests(state, window.messages, self._clock()),
-            omitted_messages=window.omitted_messages,
-            replayed_chars=window.replayed_chars,
-            recall=state.session.recall,
-        )
+        return context_of(state, policy, self._clock())
 
     def sent_prompt(self, workspace_id: str, session_id: str, seq: int) -> SentPrompt:
         """What the model was sent for the first model call of the turn that holds

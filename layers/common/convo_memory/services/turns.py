@@ -26,18 +26,17 @@ from convo_memory.domain.errors import (
     StoreUnavailable,
     ValidationFailed,
 )
-from convo_memory.domain.models import Capability, Session, Summary, ToolDigest, iso_at, parse_iso
+from convo_memory.domain.models import Capability, Session, iso_at, parse_iso
 from convo_memory.domain.prompt import ChatMessage, Prompt, build_prompt, new_fence_nonce
 from convo_memory.domain.prompt_record import PromptRecord
-from convo_memory.domain.replay_window import ReplayWindow, keeps_start, select_replay_window
-from convo_memory.domain.summary_plan import summary_for_window
+from convo_memory.domain.replay_window import keeps_start
+from convo_memory.domain.sessions import ContextPreview, context_of
 from convo_memory.domain.tool_digest import build_tool_digest
 from convo_memory.domain.turn_records import (
     MAX_INPUT_BYTES,
     TurnRecord,
     TurnState,
     fit_answer,
-    live_digests,
 )
 from convo_memory.domain.turns import (
     ReplayStats,
@@ -276,19 +275,17 @@ class TurnService:
         now = self._clock()
         self._mark_active(state, now)
         policy = capability.replay_policy
-        window = select_replay_window(state.recent, policy, session.message_count)
-        summary = summary_for_window(
-            state.summary_versions, window.omitted_messages, policy.alignment
-        )
-        digests = live_digests(state, window.messages, now)
-        prompt = self._session_prompt(turn, capability, state, window, summary, digests)
+        seen = context_of(state, policy, now)
+        prompt = self._session_prompt(turn, capability, state, seen)
         turn.begin(session.id)
         answer = self._answerer.answer(
             turn.workspace_id, capability, session, prompt, turn.sink, deadline=turn.deadline
         )
         # What it was sent, named, not copied: ``GET .../messages/{seq}/prompt``.
         recalled = bool(session.recall and session.recall.text)
-        sent = PromptRecord.of(window.messages, summary, digests, recall=recalled)
+        sent = PromptRecord.of(
+            seen.window.messages, seen.summary, seen.tool_digests, recall=recalled
+        )
         record = replace(self._turn_record(turn, answer, self._clock()), prompt_record=sent)
         # The turn's time includes recording it (or handing it over) after its deadline.
         recorded = self._recorder.record(
@@ -298,11 +295,12 @@ class TurnService:
             self._trigger.after_turn(
                 turn.workspace_id, state, policy, turn.user_input, record.answer
             )
+        window = seen.window
         stats = ReplayStats(
             replayed_messages=len(window.messages),
             replayed_chars=window.replayed_chars,
             omitted_messages=window.omitted_messages,
-            summary_included=summary is not None,
+            summary_included=seen.summary is not None,
         )
         return turn.result(answer, session.id, recorded.position, recorded.recorded, stats)
 
@@ -318,24 +316,18 @@ class TurnService:
             self._sessions.touch(session.id, iso_at(now))
 
     def _session_prompt(
-        self,
-        turn: _Turn,
-        capability: Capability,
-        state: TurnState,
-        window: ReplayWindow,
-        summary: Summary | None,
-        digests: Sequence[ToolDigest],
+        self, turn: _Turn, capability: Capability, state: TurnState, seen: ContextPreview
     ) -> Prompt:
         """The prompt of a turn in a session: the capability's instructions, the recall,
         the summary behind the window, the window with its digests, the input."""
-        session, policy = state.session, capability.replay_policy
+        session, policy, window = state.session, capability.replay_policy, seen.window
         prompt = build_prompt(
             instructions=capability.instructions,
-            summary=summary,
-            digests=digests,
+            summary=seen.summary,
+            digests=seen.tool_digests,
             replayed=window.messages,
             user_input=turn.user_input,
-            recall=session.recall.text if session.recall else None,
+            recall=seen.recall.text if seen.recall else None,
             nonce=self._fence_nonce(session),
             replay_reused=keeps_start(
                 state.recent, policy, session.message_count, window, turn.user_input
