@@ -77,7 +77,7 @@ def agent_turn_figure(progress: Callable[[str], None]) -> dict[str, Any]:
     with WebhookServer() as hook, inprocess_stack({"TOOL_ALLOWED_HOSTS": hook.host}) as api:
         for name in TOOLS:
             hook.answers[f"/{name}"] = Reply(200, tool_output(name))
-        token = create_workspace(api.container.stores.tokens, "bench").token
+        token = create_workspace(api.container.adapters.stores.tokens, "bench").token
         body = {
             "name": "bench agent",
             "kind": "agent",
@@ -117,12 +117,12 @@ def agent_turn_figure(progress: Callable[[str], None]) -> dict[str, Any]:
 
         turn(session(), QUESTION)  # warm: capability cached, signing secret decrypted
         kms: list[str] = []
-        api.container.clients["kms"].meta.events.register(
+        api.container.adapters.clients["kms"].meta.events.register(
             "after-call.kms", lambda model, **_: kms.append(model.name)
         )
         side = boto3.client("dynamodb", region_name="us-east-1")
         meter = CapacityMeter(
-            api.container.clients["dynamodb"],
+            api.container.adapters.clients["dynamodb"],
             side,
             table_specs(ROOT / "template.yaml", api.resources.tables),
         )

@@ -86,7 +86,7 @@ def chat_door_figure(turns: int, progress: Callable[[str], None]) -> dict[str, A
 
         side = boto3.client("dynamodb", region_name="us-east-1")
         meter = CapacityMeter(
-            api.container.clients["dynamodb"],
+            api.container.adapters.clients["dynamodb"],
             side,
             table_specs(ROOT / "template.yaml", api.resources.tables),
         )
@@ -97,7 +97,7 @@ def chat_door_figure(turns: int, progress: Callable[[str], None]) -> dict[str, A
                 turn(f"measured turn {index} of the same length")
                 units[name].append(meter.reset().to_dict())
         # The meter's reads of the items it prices are not the turn's: time without it.
-        meter_off = api.container.clients["dynamodb"].meta.events
+        meter_off = api.container.adapters.clients["dynamodb"].meta.events
         meter_off.unregister("provide-client-params.dynamodb", meter._before)
         meter_off.unregister("after-call.dynamodb", meter._after)
         seconds: dict[str, list[float]] = {name: [] for name in doors}

@@ -63,9 +63,9 @@ def main(function_dir: str, seed_path: str) -> dict[str, Any]:
 
     # ---- timed again
     began = time.perf_counter()
-    from convo_memory.bootstrap import build_container, set_container
+    from convo_memory.execution_environment import get_container
 
-    set_container(build_container())
+    get_container()
     figures["buildContainer"] = time.perf_counter() - began
 
     spent = []

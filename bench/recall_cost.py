@@ -61,7 +61,9 @@ def recall_cost_figure(progress: Callable[[str], None]) -> dict[str, Any]:
                 seed_history(api, session_id, EARLIER_MESSAGES)
                 if index % 2 == 0:
                     summary = Summary(text="s" * SUMMARY_CHARS, through_seq=EARLIER_MESSAGES - 4)
-                    assert api.container.stores.summaries.advance_summary(session_id, 0, summary)
+                    assert api.container.adapters.stores.summaries.advance_summary(
+                        session_id, 0, summary
+                    )
 
         plain = capability("bench no recall", None)
         recalls = {
@@ -73,7 +75,7 @@ def recall_cost_figure(progress: Callable[[str], None]) -> dict[str, Any]:
         for cap in recalls.values():
             earlier_sessions(cap)
         meter = CapacityMeter(
-            api.container.clients["dynamodb"],
+            api.container.adapters.clients["dynamodb"],
             boto3.client("dynamodb", region_name="us-east-1"),
             table_specs(ROOT / "template.yaml", api.resources.tables),
         )

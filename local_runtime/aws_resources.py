@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_sqs.literals import QueueAttributeNameType
+
+    from convo_memory.adapters.aws_clients import AwsClients
 
 DEFAULT_TEMPLATE = Path(__file__).resolve().parent.parent / "template.yaml"
 DEFAULT_PREFIX = "convo-local-"
@@ -281,7 +284,7 @@ class LocalResources:
 
 
 def ensure_resources(
-    session: boto3.session.Session | None = None,
+    clients: boto3.session.Session | AwsClients | None = None,
     *,
     endpoint_url: str | None = None,
     template_path: Path | str = DEFAULT_TEMPLATE,
@@ -293,27 +296,26 @@ def ensure_resources(
     exists is left as it is. Tables get their key schema, attribute definitions, GSIs,
     LSIs, billing mode, stream and TTL; queues get their attributes, with a
     ``RedrivePolicy`` pointing at the local DLQ's ARN and ``maxReceiveCount`` taken from
-    the parameter default. ``endpoint_url`` (or ``AWS_ENDPOINT_URL``, which boto3 honours
-    itself) selects the emulator; ``session`` defaults to a fresh boto3 session.
+    the parameter default. ``clients`` is a process's ``AwsClients`` (the local
+    runtime's, whose functions use the same clients), or a boto3 session whose clients
+    go to ``endpoint_url`` (or ``AWS_ENDPOINT_URL``, which boto3 honours itself);
+    default: a fresh boto3 session.
     """
-    session = session or boto3.session.Session()
-    region = session.region_name or DEFAULT_REGION
+    client = _client_source(clients, endpoint_url)
     template = load_template(template_path)
     parameters = parameter_defaults(template)
 
-    dynamodb: DynamoDBClient = session.client(
-        "dynamodb", region_name=region, endpoint_url=endpoint_url
-    )
+    dynamodb: DynamoDBClient = client("dynamodb")
     tables = {
         logical_id: _ensure_table(dynamodb, f"{prefix}{logical_id}", resource.get("Properties"))
         for logical_id, resource in _resources_of_type(template, _TABLE).items()
     }
 
-    sqs: SQSClient = session.client("sqs", region_name=region, endpoint_url=endpoint_url)
+    sqs: SQSClient = client("sqs")
     queues = _QueueBuilder(sqs, _resources_of_type(template, _QUEUE), parameters, prefix)
     queue_urls = {logical_id: queues.ensure(logical_id) for logical_id in queues.resources}
 
-    kms = session.client("kms", region_name=region, endpoint_url=endpoint_url)
+    kms = client("kms")
     kms_keys: dict[str, str] = {}
     missing_keys: list[str] = []
     for logical_id, resource in _resources_of_type(template, _KMS_KEY).items():
@@ -335,6 +337,17 @@ def ensure_resources(
         key_variables=_key_variables(template, set(kms_keys)),
         missing_kms_keys=tuple(missing_keys),
     )
+
+
+def _client_source(
+    clients: boto3.session.Session | AwsClients | None, endpoint_url: str | None
+) -> Callable[[str], Any]:
+    """``service -> client``: the given clients', or a session's at ``endpoint_url``."""
+    if clients is not None and not isinstance(clients, boto3.session.Session):
+        return clients.client
+    session = clients or boto3.session.Session()
+    region = session.region_name or DEFAULT_REGION
+    return partial(session.client, region_name=region, endpoint_url=endpoint_url)
 
 
 def _ensure_kms_key(client: Any, alias: str, props: Mapping[str, Any] | None) -> str:

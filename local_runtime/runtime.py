@@ -541,15 +541,11 @@ class LocalRuntime:
         os.environ["AWS_ENDPOINT_URL"] = self.endpoint_url
 
     def _create_resources(self) -> Any:
-        import boto3
-
         from local_runtime import aws_resources
 
         try:
             resources = aws_resources.ensure_resources(
-                boto3.session.Session(),
-                endpoint_url=self.endpoint_url,
-                template_path=self.config.template_path,
+                self._clients(), template_path=self.config.template_path
             )
         except Exception as exc:
             raise StartupError(
@@ -587,15 +583,23 @@ class LocalRuntime:
         os.environ.setdefault("CURSOR_SIGNING_KEY", secrets.token_hex(32))
         return resources
 
+    @staticmethod
+    def _clients() -> Any:
+        """The process's boto3 clients, each built once: the ones the functions it runs
+        use too (they reach the emulator through ``AWS_ENDPOINT_URL``)."""
+        from convo_memory.execution_environment import aws_clients
+
+        return aws_clients()
+
     def _seed(self) -> None:
         # Imported only now: the container reads the environment exported above.
-        from convo_memory.bootstrap import get_container
         from convo_memory.config import SettingsError
+        from convo_memory.execution_environment import get_container
         from convo_memory.services.admin import create_workspace, seed_capabilities
         from local_runtime.demo_data import seed_demo_records, workspace_id_for
 
         try:
-            stores = get_container().stores
+            stores = get_container().adapters.stores
         except SettingsError as exc:
             raise StartupError(str(exc)) from None
         for name, token in ((DEV_WORKSPACE, self.config.dev_token), *self.config.workspaces):
@@ -615,9 +619,7 @@ class LocalRuntime:
         resources: Any,
         missing: set[str],
     ) -> None:
-        import boto3
-
-        sqs = boto3.client("sqs", endpoint_url=self.endpoint_url)
+        sqs = self._clients()["sqs"]
         for function, queue_id, batch_size, report_failures, concurrency in topology.queue_sources:
             url = resources.queue_urls[queue_id]
             if function in missing:
@@ -631,17 +633,13 @@ class LocalRuntime:
                 "QueueArn"
             ]
             source = EventSource(function, url, arn, batch_size, report_failures, concurrency)
-            poller = QueuePoller(
-                source, registry, boto3.client("sqs", endpoint_url=self.endpoint_url)
-            )
+            poller = QueuePoller(source, registry, sqs)
             poller.start()
             self.pollers.append(poller)
 
     def _start_async_events(self, registry: FunctionRegistry, resources: Any) -> None:
         """Lambda's asynchronous invocations (retries, on-failure destinations): the
         functions' own boto3 Lambda clients reach them through the Lambda API port."""
-        import boto3
-
         from local_runtime.async_events import AsyncEvents, async_invoke_configs
         from local_runtime.aws_resources import load_template
 
@@ -649,7 +647,7 @@ class LocalRuntime:
         configs = async_invoke_configs(
             load_template(self.config.template_path), resources.queue_urls
         )
-        sqs = boto3.client("sqs", endpoint_url=self.endpoint_url)
+        sqs = self._clients()["sqs"]
         self.async_events = AsyncEvents(registry, configs, lambda: sqs)
         self.lambda_api.async_events = self.async_events
         self.async_events.start()

@@ -21,7 +21,7 @@ def bearer_token(event: dict[str, Any]) -> str:
 
 @http_handler
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    from convo_memory.bootstrap import get_token_resolver
+    from convo_memory.execution_environment import get_token_resolver
 
     token = bearer_token(event)
     workspace = get_token_resolver().workspace_for(token) if token else None

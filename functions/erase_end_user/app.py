@@ -50,8 +50,8 @@ def redeliver_seconds(deliveries: int) -> int:
 
 
 def erase_record(record: ErasureJobRecord, lambda_context: Any = None) -> None:
-    from convo_memory.bootstrap import get_container
     from convo_memory.domain.jobs import ErasureJob, ForkCopyJob
+    from convo_memory.execution_environment import get_container
 
     set_correlation_id(record_correlation_id(record) or record.messageId)
     container = get_container()

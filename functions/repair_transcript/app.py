@@ -48,7 +48,7 @@ def redeliver_seconds(deliveries: int) -> int:
 
 
 def repair_record(record: RepairJobRecord, lambda_context: Any = None) -> None:
-    from convo_memory.bootstrap import get_container
+    from convo_memory.execution_environment import get_container
 
     set_correlation_id(record_correlation_id(record) or record.messageId)
     container = get_container()
@@ -63,7 +63,7 @@ def repair_record(record: RepairJobRecord, lambda_context: Any = None) -> None:
             exc_info=True,
             extra={"messageId": record.messageId, "sessionId": job.session_id},
         )
-        container.metrics.count("TranscriptRepairRetried")
+        container.adapters.metrics.count("TranscriptRepairRetried")
         redeliver_after(container.adapters.repair_queue, record, wait)
         raise
     logger.info(
@@ -74,8 +74,8 @@ def repair_record(record: RepairJobRecord, lambda_context: Any = None) -> None:
 
 def repair_event(event: dict[str, Any], context: Any) -> dict[str, str]:
     """An asynchronous invocation's job (the serving path's fallback)."""
-    from convo_memory.bootstrap import get_container
     from convo_memory.domain.jobs import RepairJob
+    from convo_memory.execution_environment import get_container
 
     job = RepairJob.model_validate(event)  # malformed: fails, and Lambda keeps it
 

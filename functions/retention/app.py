@@ -37,7 +37,7 @@ def scheduled_time(event: Any) -> datetime:
 
 @job_handler
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    from convo_memory.bootstrap import get_container
+    from convo_memory.execution_environment import get_container
 
     now = scheduled_time(event)
 

@@ -45,7 +45,7 @@ class BacklogRemaining(RuntimeError):
 
 
 def fold_record(record: SummaryJobRecord, lambda_context: Any = None) -> None:
-    from convo_memory.bootstrap import get_container
+    from convo_memory.execution_environment import get_container
 
     # The turn's correlation id, carried by the message: its logs and the job's match.
     set_correlation_id(record_correlation_id(record) or record.messageId)
@@ -78,8 +78,8 @@ def fold_record(record: SummaryJobRecord, lambda_context: Any = None) -> None:
         },
     )
     if outcome.status == "partial":
-        container.metrics.count("SummaryBacklogRedelivered")
-        redeliver_after(container.summary_queue, record, REDELIVER_SECONDS)
+        container.adapters.metrics.count("SummaryBacklogRedelivered")
+        redeliver_after(container.adapters.summary_queue, record, REDELIVER_SECONDS)
         raise BacklogRemaining(
             f"session {job.session_id}: folded through {outcome.through_seq} of "
             f"{outcome.target_seq}; the rest on redelivery"

@@ -27,7 +27,7 @@ def test_create_workspace_prints_a_token_once_that_then_authenticates(
         "cap-agent",
         "cap-classic",
     }
-    stored = api.container.clients["dynamodb"].scan(TableName=table)["Items"]
+    stored = api.container.adapters.clients["dynamodb"].scan(TableName=table)["Items"]
     assert token not in str(stored)  # only its hash is stored
 
 
@@ -71,12 +71,12 @@ def test_revoke_token_makes_the_next_uncached_look_up_401(
 
 def test_token_look_ups_are_strongly_consistent(api: InProcessApi) -> None:
     seen: list[dict[str, object]] = []
-    client = api.container.clients["dynamodb"]
+    client = api.container.adapters.clients["dynamodb"]
     client.meta.events.register(
         "provide-client-params.dynamodb.GetItem", lambda params, **_: seen.append(dict(params))
     )
 
-    api.container.stores.tokens.workspace_for_token("0" * 64)
+    api.container.adapters.stores.tokens.workspace_for_token("0" * 64)
 
     assert seen and seen[-1]["ConsistentRead"] is True
     assert seen[-1]["Key"] == {"pk": {"S": "TOKEN#" + "0" * 64}, "sk": {"S": "TOKEN"}}

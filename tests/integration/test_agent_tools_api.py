@@ -43,7 +43,7 @@ def api(backend: AwsBackend, hook: WebhookServer) -> Iterator[InProcessApi]:
 
 @pytest.fixture
 def token(api: InProcessApi) -> str:
-    return create_workspace(api.container.stores.tokens, "alpha").token
+    return create_workspace(api.container.adapters.stores.tokens, "alpha").token
 
 
 @pytest.fixture
@@ -76,13 +76,13 @@ def test_the_signing_secret_is_shown_once_and_stored_only_encrypted(
 
     # Not in the table in plaintext: a KMS ciphertext bound to this workspace and capability
     workspace = workspace_of(api, token)
-    item = api.container.clients["dynamodb"].get_item(
+    item = api.container.adapters.clients["dynamodb"].get_item(
         TableName=api.container.settings.table_name,
         Key={"pk": {"S": f"WS#{workspace}"}, "sk": {"S": f"CAP#{cap_id}"}},
     )["Item"]
     assert secret not in json.dumps(item)
     ciphertext = json.loads(item["body"]["S"])["toolSecretCiphertext"]
-    kms = api.container.clients["kms"]
+    kms = api.container.adapters.clients["kms"]
     import base64
 
     blob = base64.b64decode(ciphertext)
@@ -242,7 +242,7 @@ def test_the_secret_is_decrypted_once_per_container(
     api: InProcessApi, token: str, hook: WebhookServer, agent: str
 ) -> None:
     decrypts: list[Any] = []
-    api.container.clients["kms"].meta.events.register(
+    api.container.adapters.clients["kms"].meta.events.register(
         "after-call.kms.Decrypt", lambda **kw: decrypts.append(kw)
     )
     session_id = open_session(api, token, agent)
@@ -270,6 +270,6 @@ def test_traces_outlive_deletion_and_retention_and_stay_in_their_workspace(
         run = api.call("GET", f"/v1/runs/{run_id}", token=token)
         assert run.status == 200
         assert run.body["steps"][0]["principal"] == call.principal == PRINCIPAL
-    other = create_workspace(api.container.stores.tokens, "beta").token
+    other = create_workspace(api.container.adapters.stores.tokens, "beta").token
     hidden = api.call("GET", f"/v1/runs/{purged_run}", token=other)
     assert hidden.status == 404 and hidden.body["error"]["code"] == "run_not_found"

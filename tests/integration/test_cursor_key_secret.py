@@ -47,12 +47,14 @@ def test_the_container_signs_cursors_with_the_secret_fetched_once(secrets_client
         {"TABLE_NAME": "t", "RUNS_TABLE_NAME": "r", "CURSOR_KEY_SECRET_ARN": arn}
     )
     given = {"dynamodb": object(), "sqs": object(), "secretsmanager": client}
-    container = build_container(settings, AwsClients(given))
+    container = build_container(AwsClients(given), settings)
     assert calls == []  # nothing read until a cursor is needed
 
-    tokens = [container.cursors.issue({"after": n}, SCOPE) for n in range(3)]
+    tokens = [container.adapters.cursors.issue({"after": n}, SCOPE) for n in range(3)]
 
-    assert [container.cursors.open(t, SCOPE) for t in tokens] == [{"after": n} for n in range(3)]
+    assert [container.adapters.cursors.open(t, SCOPE) for t in tokens] == [
+        {"after": n} for n in range(3)
+    ]
     assert calls == ["get"]
     # Another container with the same secret verifies it; one with another key does not.
     same = CursorCodec(key_source(settings, lambda: secrets_client))

@@ -83,7 +83,7 @@ def test_a_keyed_turn_names_the_idempotency_record_powertools_wrote(
     api: InProcessApi, tenant: Tenant
 ) -> None:
     session_id = open_session(api, tenant)
-    runner = api.container.idempotency
+    runner = api.container.adapters.idempotency
     assert runner is not None
 
     answered = api.call(
@@ -95,7 +95,7 @@ def test_a_keyed_turn_names_the_idempotency_record_powertools_wrote(
     )
 
     assert answered.status == 200
-    dynamodb = api.container.clients["dynamodb"]
+    dynamodb = api.container.adapters.clients["dynamodb"]
     record_id = runner.record_id(f"{tenant.workspace_id}#order-42-msg-1")
     record = dynamodb.get_item(
         TableName=api.container.settings.idempotency_table_name, Key={"id": {"S": record_id}}
@@ -132,7 +132,7 @@ def test_a_key_is_one_record_on_every_door(api: InProcessApi, tenant: Tenant) ->
 
 def test_a_failed_agent_run_is_found_by_its_session(api: InProcessApi, tenant: Tenant) -> None:
     session_id = open_session(api, tenant, "cap-agent")
-    runs = api.container.stores.runs
+    runs = api.container.adapters.stores.runs
     runs.put_run(
         {"runId": "run_fails_0001", "workspaceId": tenant.workspace_id, "sessionId": session_id}
         | {"status": "failed"}
@@ -144,4 +144,4 @@ def test_a_failed_agent_run_is_found_by_its_session(api: InProcessApi, tenant: T
 
     # The failed run (in no transcript) through the index; a completed one is named by
     # its turn item instead, so it is not in the index.
-    assert api.container.stores.erasures.session_runs(session_id) == ["run_fails_0001"]
+    assert api.container.adapters.stores.erasures.session_runs(session_id) == ["run_fails_0001"]

@@ -47,8 +47,8 @@ class WriteFaults:
         self.fail_every: str | None = None
         self.writes: list[str] = []
         self._clients = {
-            "dynamodb": api.container.clients["dynamodb"],
-            "sqs": api.container.clients["sqs"],
+            "dynamodb": api.container.adapters.clients["dynamodb"],
+            "sqs": api.container.adapters.clients["sqs"],
         }
         for service, client in self._clients.items():
             client.meta.events.register_first(f"before-call.{service}", self._before)
@@ -85,7 +85,7 @@ def scenario(api: InProcessApi, name: str) -> tuple[Tenant, list[str], str, dict
         )
         assert turn.status == 200
     assert predict(api, tenant, sessions[2], "Where is order 12345?", cap="cap-agent").status == 200
-    api.container.stores.runs.put_run(
+    api.container.adapters.stores.runs.put_run(
         {
             "runId": f"run_failed_{name}",
             "workspaceId": tenant.workspace_id,
@@ -111,9 +111,11 @@ def outcome(
     api: InProcessApi, tenant: Tenant, sessions: list[str], job: dict[str, Any]
 ) -> dict[str, Any]:
     """The receipt's counts and status, and what is left of the end user's sessions."""
-    receipt = api.container.stores.erasures.get_erasure(tenant.workspace_id, job["erasureId"])
+    receipt = api.container.adapters.stores.erasures.get_erasure(
+        tenant.workspace_id, job["erasureId"]
+    )
     assert receipt is not None
-    dynamodb, table = api.container.clients["dynamodb"], api.container.settings.table_name
+    dynamodb, table = api.container.adapters.clients["dynamodb"], api.container.settings.table_name
     left = {
         session_id: dynamodb.query(
             TableName=table,
@@ -189,7 +191,9 @@ def test_a_job_failing_every_time_is_failed_on_its_last_delivery_and_a_redrive_f
         faults.close()
 
     assert statuses == ["running"] * (last - 1) + ["failed"]
-    failed = api.container.stores.erasures.get_erasure(tenant.workspace_id, job["erasureId"])
+    failed = api.container.adapters.stores.erasures.get_erasure(
+        tenant.workspace_id, job["erasureId"]
+    )
     assert failed is not None and failed.finished_at is not None
     # Still unreadable while it waits in the DLQ.
     assert api.call("GET", f"/v1/sessions/{sessions[0]}", token=tenant.token).status == 404

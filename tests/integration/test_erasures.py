@@ -69,7 +69,7 @@ def end_user(api: InProcessApi, tenant: Tenant) -> tuple[list[str], int]:
         assert answer.status == 200 and answer.body["runId"], answer.body
         runs += 1
     # An agent turn that failed: its trace is in no transcript.
-    api.container.stores.runs.put_run(
+    api.container.adapters.stores.runs.put_run(
         {
             "runId": "run_failed_turn_0001",
             "workspaceId": tenant.workspace_id,
@@ -80,7 +80,7 @@ def end_user(api: InProcessApi, tenant: Tenant) -> tuple[list[str], int]:
         }
     )
     runs += 1
-    dynamodb, table = api.container.clients["dynamodb"], api.container.settings.table_name
+    dynamodb, table = api.container.adapters.clients["dynamodb"], api.container.settings.table_name
     for session_id in generative[10:15]:
         summary = it.summary_item(session_id, _summary(f"the user {REF} asked about 4242"))
         dynamodb.put_item(TableName=table, Item=summary)
@@ -202,7 +202,7 @@ def test_a_session_the_index_shows_only_after_the_request_is_erased_by_the_job(
         last_active_at=requested["createdAt"],
         message_count=0,
     )
-    api.container.stores.sessions.create_session(late)
+    api.container.adapters.stores.sessions.create_session(late)
     assert api.call("GET", f"/v1/sessions/{late.id}", token=tenant.token).status == 200
     # And one created after the request: it is not the erasure's.
     after = open_session(api, tenant, externalRef=REF)
@@ -238,9 +238,9 @@ def test_a_turn_that_lands_after_the_erasure_is_swept_with_its_trace_and_record(
         run_id="run_late_turn_000001",
         idempotency_record="turn#late",
     )
-    api.container.stores.turns.append_turn(session_id, 0, turn)
-    api.container.stores.turns.put_digest(session_id, 1, turn)
-    api.container.stores.runs.put_run(
+    api.container.adapters.stores.turns.append_turn(session_id, 0, turn)
+    api.container.adapters.stores.turns.put_digest(session_id, 1, turn)
+    api.container.adapters.stores.runs.put_run(
         {"runId": "run_late_turn_000001", "workspaceId": tenant.workspace_id, "status": "ok"}
     )
     assert len(items_naming(every_item(api)["ConversationsTable"], [session_id])) == 2

@@ -67,7 +67,7 @@ def _sqs_event(sample: str, bodies: list[str]) -> dict[str, Any]:
 
 
 def _drain(api: InProcessApi, queue: str) -> list[str]:
-    sqs = api.container.clients["sqs"]
+    sqs = api.container.adapters.clients["sqs"]
     url = api.resources.queue_urls[queue]
     bodies: list[str] = []
     while True:
@@ -160,7 +160,9 @@ def run_every_function(api: InProcessApi, recorder: AwsCallRecorder) -> None:
     call("GET", "/v1/models", 200)
     call("POST", "/v1/chat/completions", 200, json_body=chat, headers=keyed)
     first = call("POST", "/v1/chat/completions", 200, json_body=chat, headers=keyed)
-    api.container.stores.sessions.begin_deletion(first["convo"]["sessionId"], workspace, "now")
+    api.container.adapters.stores.sessions.begin_deletion(
+        first["convo"]["sessionId"], workspace, "now"
+    )
     reopened = call("POST", "/v1/chat/completions", 200, json_body=chat, headers=keyed)
     assert reopened["convo"]["sessionId"] != first["convo"]["sessionId"]
     with recorder.running("StreamFunction"):
@@ -248,7 +250,7 @@ class _failing:
     """Every ``operation`` on the stack's DynamoDB client fails with a 5xx inside."""
 
     def __init__(self, api: InProcessApi, operation: str) -> None:
-        self.client = api.container.clients["dynamodb"]
+        self.client = api.container.adapters.clients["dynamodb"]
         self.event = f"before-call.dynamodb.{operation}"
 
     def _fail(self, **_: Any) -> Any:
@@ -269,7 +271,9 @@ def recorded() -> Iterator[dict[str, list[Request]]]:
     # No in-container caches: in one process they would let a function ride on reads
     # another function made, which on AWS it makes itself.
     with inprocess_stack({"CACHE_TTL_SECONDS": "0"}) as api:
-        recorder.attach(api.container.clients["dynamodb"], api.container.clients["sqs"])
+        recorder.attach(
+            api.container.adapters.clients["dynamodb"], api.container.adapters.clients["sqs"]
+        )
         run_every_function(api, recorder)
         yield dict(recorder.by_function)
 

@@ -79,7 +79,7 @@ def test_a_secrets_manager_secret_is_read_and_cached(
 
 def test_a_rotated_secret_is_picked_up_after_the_ttl(aws: None) -> None:
     clock = Clock()
-    resolver = SecretResolver(ttl_seconds=300, clock=clock)
+    resolver = SecretResolver(AwsClients().secrets, ttl_seconds=300, clock=clock)
     arn = create_secret(KEY)
     assert resolver.resolve(ApiKeyRef(secret_arn=arn)) == KEY
     boto3.client("secretsmanager", region_name=REGION).put_secret_value(

@@ -216,7 +216,7 @@ def test_a_job_never_sends_a_message(
     session_id = open_session(api, tenant, capability)
     send_turns(api, tenant, session_id, 30)
     sent: list[str] = []
-    api.container.clients["sqs"].meta.events.register(
+    api.container.adapters.clients["sqs"].meta.events.register(
         "before-call.sqs.SendMessage", lambda **kwargs: sent.append("SendMessage")
     )
 
@@ -243,7 +243,7 @@ def test_a_job_short_of_time_keeps_its_progress_and_asks_sqs_to_redeliver_it_soo
 
     fold = worker.fold
     monkeypatch.setattr(worker, "fold", lambda ws, sid, _time_left=None: fold(ws, sid, time_left))
-    sqs = api.container.clients["sqs"]
+    sqs = api.container.adapters.clients["sqs"]
     queue_url = api.resources.queue_urls["SummaryQueue"]
     sqs.send_message(QueueUrl=queue_url, MessageBody=job(tenant, session_id))
     (message,) = sqs.receive_message(QueueUrl=queue_url)["Messages"]
@@ -358,7 +358,7 @@ def racing_store(api: InProcessApi, monkeypatch: pytest.MonkeyPatch) -> Callable
     summary writes lost their condition."""
     worker = api.container.summaries
     monkeypatch.setattr(worker, "_policy", dataclasses.replace(worker._policy, chunk_messages=3))
-    store = api.container.stores.summaries
+    store = api.container.adapters.stores.summaries
     lost = Counter()
     advance = store.advance_summary
 
@@ -480,7 +480,7 @@ def test_a_deleted_session_gets_no_summary_and_a_late_one_is_swept(backend: AwsB
             json_body={"capabilityId": "cap-generative", "externalRef": "x"},
         )
         session_id = created.body["id"]
-        workspace_id = api.container.stores.sessions.get_session(session_id).workspace_id  # type: ignore[union-attr]
+        workspace_id = api.container.adapters.stores.sessions.get_session(session_id).workspace_id  # type: ignore[union-attr]
         assert api.call("DELETE", f"/v1/sessions/{session_id}", token=token).status == 204
 
         # A job for the deleted session does nothing.
@@ -488,10 +488,10 @@ def test_a_deleted_session_gets_no_summary_and_a_late_one_is_swept(backend: AwsB
         assert outcome.status == "skipped"
         # A job already past that check when the deletion came lands its write (one
         # conditional put, no transaction): the deletion's final sweep removes it.
-        late = api.container.stores.summaries.advance_summary(
+        late = api.container.adapters.stores.summaries.advance_summary(
             session_id, 0, Summary(text="late", through_seq=4)
         )
         assert late is True
         grace = api.container.settings.deletion_grace_seconds
         api.container.retention.run(datetime.now(UTC) + timedelta(seconds=grace + 1))
-        assert api.container.stores.summaries.get_summary(session_id) is None
+        assert api.container.adapters.stores.summaries.get_summary(session_id) is None

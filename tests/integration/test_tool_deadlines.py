@@ -59,7 +59,7 @@ def api(trickler: HeaderTrickler) -> Iterator[InProcessApi]:
 
 @pytest.fixture
 def token(api: InProcessApi) -> str:
-    return create_workspace(api.container.stores.tokens, "alpha").token
+    return create_workspace(api.container.adapters.stores.tokens, "alpha").token
 
 
 @pytest.fixture
@@ -124,7 +124,7 @@ def generative(api: InProcessApi, token: str) -> str:
 def test_a_provider_trickling_headers_is_a_502_within_its_timeout_on_both_doors(
     model_api: InProcessApi, trickler: HeaderTrickler
 ) -> None:
-    token = create_workspace(model_api.container.stores.tokens, "alpha").token
+    token = create_workspace(model_api.container.adapters.stores.tokens, "alpha").token
     capability = generative(model_api, token)
 
     answer, took = timed(predict, model_api, token, capability, "hello")

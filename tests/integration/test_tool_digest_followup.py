@@ -49,7 +49,7 @@ def api(
 
 def conversation(api: InProcessApi, hook: WebhookServer) -> tuple[str, str]:
     """(token, session id) of an agent on the fake model with the webhook tool "order"."""
-    token = create_workspace(api.container.stores.tokens, "alpha").token
+    token = create_workspace(api.container.adapters.stores.tokens, "alpha").token
     cap_id, secret, _ = create_agent(
         api,
         token,

@@ -80,7 +80,7 @@ def api(resolver: FakeResolver) -> Iterator[InProcessApi]:
 
 @pytest.fixture
 def token(api: InProcessApi) -> str:
-    return create_workspace(api.container.stores.tokens, "alpha").token
+    return create_workspace(api.container.adapters.stores.tokens, "alpha").token
 
 
 def create(api: InProcessApi, token: str, url: str) -> Any:

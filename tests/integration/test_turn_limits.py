@@ -194,7 +194,7 @@ def test_each_workspace_is_one_item_of_its_own_table_that_expires_by_ttl(
     session_id = _session(limited, tenant)
     for _ in range(2):
         _turn(limited, tenant, "predict", session_id)
-    client = limited.container.clients["dynamodb"]
+    client = limited.container.adapters.clients["dynamodb"]
     settings = limited.container.settings
 
     items = client.scan(TableName=settings.turn_limits_table_name)["Items"]
@@ -225,7 +225,7 @@ def test_an_unavailable_counter_admits_the_turn_and_is_counted(
 ) -> None:
     tenant = _tenant(limited, "unlucky")
     session_id = _session(limited, tenant)
-    client = limited.container.clients["dynamodb"]
+    client = limited.container.adapters.clients["dynamodb"]
     counters = limited.container.settings.turn_limits_table_name
 
     def throttled(params: dict[str, Any]) -> Any:
@@ -251,8 +251,8 @@ def test_zero_turns_the_limit_off(backend: AwsBackend) -> None:
         statuses = [_turn(api, tenant, "predict", session_id).status for _ in range(12)]
 
         # The slow-turn cap stays on (its own setting), without the rate's counter.
-        assert isinstance(api.container.turn_limiter, SlowTurnLimiter)
+        assert isinstance(api.container.adapters.turn_limiter, SlowTurnLimiter)
         assert statuses == [200] * 12
     off = {"WORKSPACE_TURNS_PER_SECOND": "0", "WORKSPACE_MAX_SLOW_TURNS": "0"}
     with serving(backend, off) as api:
-        assert isinstance(api.container.turn_limiter, NoTurnLimit)
+        assert isinstance(api.container.adapters.turn_limiter, NoTurnLimit)

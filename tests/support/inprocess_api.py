@@ -16,14 +16,9 @@ from urllib.parse import urlencode
 import boto3
 
 from convo_memory.adapters.aws_clients import AwsClients
-from convo_memory.bootstrap import (
-    Adapters,
-    Container,
-    build_adapters,
-    build_services,
-    set_container,
-)
+from convo_memory.bootstrap import Adapters, Container, build_adapters, build_services
 from convo_memory.config import Settings
+from convo_memory.execution_environment import set_container
 from convo_memory.ports import MetricsPort
 from convo_memory.services.admin import create_workspace, seed_capabilities
 from local_runtime.aws_resources import (
@@ -248,7 +243,7 @@ def seed_history(api: InProcessApi, session_id: str, messages: int) -> None:
     """Write a long history straight into the table (fast), in the shape turns write:
     one item per turn, fixed-width contents and turn ids, so sizes do not vary with
     the seq."""
-    client = api.container.clients["dynamodb"]
+    client = api.container.adapters.clients["dynamodb"]
     table = api.container.settings.table_name
     pk = {"S": f"SESSION#{session_id}"}
     requests = [
@@ -272,6 +267,6 @@ def seed_history(api: InProcessApi, session_id: str, messages: int) -> None:
 
 def new_workspace(api: InProcessApi, name: str) -> tuple[str, str]:
     """A seeded workspace: (workspace_id, token)."""
-    creds = create_workspace(api.container.stores.tokens, name)
-    seed_capabilities(api.container.stores.capabilities, creds.workspace_id)
+    creds = create_workspace(api.container.adapters.stores.tokens, name)
+    seed_capabilities(api.container.adapters.stores.capabilities, creds.workspace_id)
     return creds.workspace_id, creds.token

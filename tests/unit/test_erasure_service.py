@@ -49,7 +49,7 @@ def the_job(app: FakeApp, erasure: Erasure) -> ErasureJob:
 def with_run(app: FakeApp, session_id: str, run_id: str) -> None:
     """A turn of the session that names its agent run, and the run's trace."""
     app.db.runs[run_id] = f'{{"runId": "{run_id}", "workspaceId": "{WS}", "status": "ok"}}'
-    app.container.stores.turns.append_turn(
+    app.container.adapters.stores.turns.append_turn(
         session_id,
         0,
         TurnRecord("t-" + run_id, "hi", "hello", False, "2025-01-01T00:00:00.000Z", run_id=run_id),

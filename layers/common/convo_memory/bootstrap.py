@@ -1,39 +1,36 @@
 """The composition root: the one place adapters are built and wired into services.
 
 Two typed steps, as in cosmicpython's ``bootstrap.py``: ``build_adapters(settings,
-clients)`` makes every adapter from the deployment's settings, and ``build_services(
-adapters, settings, clock)`` wires the services over them. Production calls
-``get_container()``: everything is built once per container (cold start), lazily (a
-handler imports this module on its first request, and adapters import boto3 on first
-use), so importing a handler stays cheap and clients are reused across warm invocations.
-The unit tests hand ``build_services`` fake ``Adapters`` (``tests/fakes/app.py``): the
-services are wired the same way either way.
+clients)`` makes every adapter (as ``adapters/production.py`` builds each), and
+``build_services(adapters, settings, clock)`` wires the services over them, once per
+execution environment over the process's one ``AwsClients``
+(``convo_memory.execution_environment``), lazily: importing a handler stays cheap, and
+clients are reused across warm invocations. The unit tests hand ``build_services`` fake
+``Adapters`` (``tests/fakes/app.py``): the services are wired the same way either way.
 """
 
 from __future__ import annotations
 
-import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from convo_memory.config import Settings, SettingsError
+from convo_memory.config import Settings
 from convo_memory.services.agent_loop import AgentLoop
 from convo_memory.services.answering import Answerer
 from convo_memory.services.auth import TokenResolver
 from convo_memory.services.catalog import CapabilityCatalog, RunTraces
-from convo_memory.services.erasures import MAX_QUEUE_DELAY_SECONDS, ErasurePolicy, ErasureService
+from convo_memory.services.erasures import ErasureService
 from convo_memory.services.forks import ForkService
 from convo_memory.services.recall import RecallTaker
 from convo_memory.services.recording import TurnRecorder
-from convo_memory.services.retention import RetentionPolicy, RetentionService
+from convo_memory.services.retention import RetentionService
 from convo_memory.services.session_keys import SessionKeys
 from convo_memory.services.sessions import SessionService
-from convo_memory.services.summaries import CHUNK_MESSAGES, SummaryPolicy, SummaryService
+from convo_memory.services.summaries import SummaryService
 from convo_memory.services.summary_trigger import SummaryTrigger
-from convo_memory.services.turns import TurnPolicy, TurnService
+from convo_memory.services.turns import TurnService
 
 if TYPE_CHECKING:
     from convo_memory.adapters.aws_clients import AwsClients
@@ -53,8 +50,6 @@ if TYPE_CHECKING:
         Toolbox,
         TurnLimiter,
     )
-
-logger = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
 
@@ -105,46 +100,10 @@ class Container:
     # Forks (v4): creating them, and the job that copies their older inherited messages.
     forks: ForkService
 
-    # The adapters a door or a test reaches for itself.
-    @property
-    def stores(self) -> Stores:
-        return self.adapters.stores
-
-    @property
-    def metrics(self) -> MetricsPort:
-        return self.adapters.metrics
-
-    @property
-    def summary_queue(self) -> QueuePort | None:
-        return self.adapters.summary_queue
-
-    @property
-    def turn_limiter(self) -> TurnLimiter:
-        return self.adapters.turn_limiter
-
-    @property
-    def cursors(self) -> CursorCodec:
-        return self.adapters.cursors
-
-    @property
-    def idempotency(self) -> IdempotentRunner | None:
-        return self.adapters.idempotency
-
-    @property
-    def clients(self) -> AwsClients:
-        return self.adapters.clients
-
-
-_lock = threading.Lock()
-_container: Container | None = None
-# A configuration this execution environment could not load: logged once, then re-raised.
-_settings_failure: SettingsError | None = None
-_token_resolver: TokenResolver | None = None
-
 
 def build_container(
+    clients: AwsClients,
     settings: Settings | None = None,
-    clients: AwsClients | None = None,
     *,
     clock: Clock = time.time,
     monotonic: Clock = time.monotonic,
@@ -152,11 +111,9 @@ def build_container(
     metrics: MetricsPort | None = None,
 ) -> Container:
     """The production container: adapters from ``settings`` (default: the environment)
-    over ``clients`` (default: built on first use), and the services over them."""
-    from convo_memory.adapters.aws_clients import AwsClients
-
+    over ``clients``, and the services over them."""
     settings = settings or Settings.from_env()
-    adapters = build_adapters(settings, clients or AwsClients(), clock=clock, metrics=metrics)
+    adapters = build_adapters(settings, clients, clock=clock, metrics=metrics)
     return build_services(adapters, settings, clock, monotonic, sleep)
 
 
@@ -172,19 +129,22 @@ def build_adapters(
     tools, signed cursors, idempotency. ``metrics`` defaults to the invocation's EMF
     record (``observability.metrics``), which every door flushes."""
     from convo_memory import observability
+    from convo_memory.adapters import production
     from convo_memory.adapters.dynamo.stores import dynamo_stores
     from convo_memory.adapters.metering import metered
     from convo_memory.adapters.registry import summary_provider
     from convo_memory.cursors import CursorCodec, key_source
-    from convo_memory.ports import NoTurnLimit
 
     metrics = metrics or observability.metrics
-    registry = _adapter_registry(settings, clients)
-    tools = _tool_adapters(settings, clients)
-    default_summary = settings.summary_default_provider
-    limited = settings.turn_limits_table_name and (
-        settings.workspace_turns_per_second > 0 or settings.workspace_max_slow_turns > 0
+    # The deployment's cursor key (read on first use) signs cursors and keys prompt caches.
+    cursor_key = key_source(settings, lambda: clients["secretsmanager"])
+    registry = production.adapter_registry(
+        settings.provider_connections, settings.provider_timeout_cap_seconds, cursor_key, clients
     )
+    tools = production.tool_adapters(
+        settings.tool_allowed_hosts, settings.tool_secret_key_id, clients
+    )
+    default_summary = settings.summary_default_provider
     return Adapters(
         stores=dynamo_stores(
             clients["dynamodb"],
@@ -194,14 +154,18 @@ def build_adapters(
             settings.erasure_receipt_days,
         ),
         metrics=metrics,
-        summary_queue=_sqs_queue(settings.summary_queue_url, clients),
-        repair_queue=_sqs_queue(settings.repair_queue_url, clients),
-        erasure_queue=_sqs_queue(settings.erasure_queue_url, clients),
-        repair_fallback=_repair_fallback(settings, clients),
-        turn_limiter=(
-            _dynamo_turn_limiter(settings, clients["dynamodb"], metrics, clock)
-            if limited
-            else NoTurnLimit()
+        summary_queue=production.sqs_queue(settings.summary_queue_url, clients),
+        repair_queue=production.sqs_queue(settings.repair_queue_url, clients),
+        erasure_queue=production.sqs_queue(settings.erasure_queue_url, clients),
+        repair_fallback=production.repair_fallback(settings.repair_function_name, clients),
+        turn_limiter=production.turn_limiter(
+            settings.turn_limits_table_name,
+            (settings.workspace_turns_per_second, settings.workspace_turn_burst),
+            settings.workspace_max_slow_turns,
+            settings.turn_lifetime,
+            clients,
+            metrics,
+            clock,
         ),
         provider_for=lambda cap: metered(
             registry.provider(cap.provider, cap.kind, cap.tools), metrics, cap.provider.connection
@@ -212,8 +176,8 @@ def build_adapters(
         tools=tools,
         registry=registry,
         # The key is read on the first cursor, so functions that never page need none.
-        cursors=CursorCodec(key_source(settings, lambda: clients["secretsmanager"])),
-        idempotency=_idempotency(settings, clients),
+        cursors=CursorCodec(cursor_key),
+        idempotency=production.idempotency(settings.idempotency_table_name, clients),
         clients=clients,
     )
 
@@ -243,12 +207,21 @@ def build_services(
         metrics,
         clock,
     )
-    recorder = _recorder(adapters, trigger, monotonic, sleep)
+    recorder = TurnRecorder(
+        stores.turns,
+        stores.sessions,
+        adapters.repair_queue,
+        metrics,
+        after_repair=trigger.after_repair,
+        repair_fallback=adapters.repair_fallback,
+        monotonic=monotonic,
+        sleep=sleep,
+    )
     erasures = ErasureService(
         stores.erasures,
         adapters.erasure_queue,
         metrics,
-        _erasure_policy(settings),
+        settings.erasure_policy(),
         clock,
         sleep,
         turns_in_flight=adapters.turn_limiter.turns_in_flight,
@@ -261,21 +234,19 @@ def build_services(
         recall=RecallTaker(stores.recall),
         after_delete=erasures.schedule_sweep if adapters.erasure_queue else None,
     )
-    session_keys = SessionKeys(sessions, stores.sessions, catalog, sleep)
+    keys = SessionKeys(sessions, stores.sessions, catalog, sleep)
     return Container(
         settings=settings,
         adapters=adapters,
         catalog=catalog,
         runs=RunTraces(stores.runs),
         sessions=sessions,
-        turns=_turn_service(
-            adapters, settings, catalog, recorder, trigger, session_keys, clock, monotonic
-        ),
+        turns=_turns(adapters, settings, catalog, recorder, trigger, keys, clock, monotonic),
         recorder=recorder,
-        summaries=_summary_service(adapters, settings, catalog, clock),
-        retention=RetentionService(stores.retention, _retention_policy(settings), metrics),
+        summaries=_summaries(adapters, settings, catalog, clock),
+        retention=RetentionService(stores.retention, settings.retention_policy(), metrics),
         tokens=TokenResolver(stores.tokens, settings.cache_ttl_seconds),
-        session_keys=session_keys,
+        session_keys=keys,
         erasures=erasures,
         forks=ForkService(
             stores.sessions,
@@ -289,56 +260,13 @@ def build_services(
     )
 
 
-def table_stores(table_name: str, clients: AwsClients) -> Stores:
-    """The stores of the conversations table alone (tokens, capabilities): what the
-    operator CLI and the authorizer's fallback need."""
-    from convo_memory.adapters.dynamo.stores import dynamo_stores
-
-    return dynamo_stores(clients["dynamodb"], table_name, table_name)
-
-
-# -- the parts ---------------------------------------------------------------------------
-
-
-def _recorder(
-    adapters: Adapters, trigger: SummaryTrigger, monotonic: Clock, sleep: Callable[[float], None]
-) -> TurnRecorder:
-    """Records each turn once: retried within the turn, then the repair queue, then the
-    repair function invoked asynchronously."""
-    return TurnRecorder(
-        adapters.stores.turns,
-        adapters.stores.sessions,
-        adapters.repair_queue,
-        adapters.metrics,
-        after_repair=trigger.after_repair,
-        repair_fallback=adapters.repair_fallback,
-        monotonic=monotonic,
-        sleep=sleep,
-    )
-
-
-def _summary_service(
-    adapters: Adapters, settings: Settings, catalog: CapabilityCatalog, clock: Clock
-) -> SummaryService:
-    return SummaryService(
-        sessions=adapters.stores.sessions,
-        turns=adapters.stores.turns,
-        summaries=adapters.stores.summaries,
-        catalog=catalog,
-        summarizer_for=adapters.summarizer_for,
-        policy=_summary_policy(settings),
-        metrics=adapters.metrics,
-        clock=clock,
-    )
-
-
-def _turn_service(
+def _turns(
     adapters: Adapters,
     settings: Settings,
     catalog: CapabilityCatalog,
     recorder: TurnRecorder,
     trigger: SummaryTrigger,
-    session_keys: SessionKeys,
+    keys: SessionKeys,
     clock: Clock,
     monotonic: Clock,
 ) -> TurnService:
@@ -352,213 +280,32 @@ def _turn_service(
         loop=AgentLoop(tool_timeout_seconds=settings.tool_timeout_seconds, monotonic=monotonic),
         monotonic=monotonic,
     )
+    stores = adapters.stores
     return TurnService(
         catalog=catalog,
-        sessions=adapters.stores.sessions,
-        turns=adapters.stores.turns,
+        sessions=stores.sessions,
+        turns=stores.turns,
         answerer=answerer,
         recorder=recorder,
         trigger=trigger,
-        keys=session_keys,
-        policy=_turn_policy(settings),
+        keys=keys,
+        policy=settings.turn_policy(),
         clock=clock,
         monotonic=monotonic,
     )
 
 
-def _turn_policy(settings: Settings) -> TurnPolicy:
-    return TurnPolicy(
-        max_input_chars=settings.max_input_chars,
-        max_stored_answer_chars=settings.max_stored_answer_chars,
-        digest_max_chars=settings.digest_max_chars,
-        digest_retention_seconds=settings.digest_retention_hours * 3600,
-        activity_granularity_seconds=settings.activity_granularity_seconds,
-        turn_deadline_seconds=settings.turn_deadline_seconds,
+def _summaries(
+    adapters: Adapters, settings: Settings, catalog: CapabilityCatalog, clock: Clock
+) -> SummaryService:
+    stores = adapters.stores
+    return SummaryService(
+        sessions=stores.sessions,
+        turns=stores.turns,
+        summaries=stores.summaries,
+        catalog=catalog,
+        summarizer_for=adapters.summarizer_for,
+        policy=settings.summary_policy(),
+        metrics=adapters.metrics,
+        clock=clock,
     )
-
-
-def _summary_policy(settings: Settings) -> SummaryPolicy:
-    return SummaryPolicy(
-        batch_turns=settings.summary_batch_turns,
-        # A steady conversation's batch is always one summarizer call.
-        chunk_messages=max(CHUNK_MESSAGES, 2 * settings.summary_batch_turns),
-    )
-
-
-def _retention_policy(settings: Settings) -> RetentionPolicy:
-    return RetentionPolicy(
-        idle_archive_days=settings.idle_archive_days,
-        purge_after_days=settings.purge_after_days,
-        deletion_grace_seconds=settings.deletion_grace_seconds,
-    )
-
-
-def _erasure_policy(settings: Settings) -> ErasurePolicy:
-    # A deletion's sweep runs once no write in flight can land: DeletionGraceSeconds (at
-    # least 360 s, longer than any function runs) or SQS's longest delay, 900 s.
-    delay = min(MAX_QUEUE_DELAY_SECONDS, int(settings.deletion_grace_seconds))
-    return ErasurePolicy(sweep_delay_seconds=delay, turn_budget_seconds=_turn_lifetime(settings))
-
-
-def _dynamo_turn_limiter(
-    settings: Settings, dynamodb: Any, metrics: MetricsPort, clock: Callable[[], float]
-) -> TurnLimiter:
-    """The rate limit and the slow-turn cap, on one item per workspace (either may be
-    off, not both)."""
-    from convo_memory.adapters.dynamo.rate_limit import (
-        COUNTER_TTL_SECONDS,
-        RateLimit,
-        WorkspaceRateLimiter,
-    )
-    from convo_memory.adapters.dynamo.slow_turns import SlowTurnCap, SlowTurnLimiter, SlowTurns
-    from convo_memory.adapters.dynamo.table import DynamoTable
-
-    table = DynamoTable(dynamodb, settings.turn_limits_table_name)
-    rated = settings.workspace_turns_per_second > 0
-    lifetime = _turn_lifetime(settings)
-    slow = None
-    if settings.workspace_max_slow_turns > 0:
-        slow = SlowTurns(
-            table,
-            SlowTurnCap(settings.workspace_max_slow_turns, lifetime),
-            metrics,
-            clock,
-            item_expiry_seconds=lifetime + COUNTER_TTL_SECONDS,
-            sets_item_expiry=not rated,
-        )
-    if not rated:
-        assert slow is not None
-        return SlowTurnLimiter(slow)
-    return WorkspaceRateLimiter(
-        table,
-        RateLimit(settings.workspace_turns_per_second, settings.workspace_turn_burst),
-        metrics,
-        clock,
-        slow,
-        min_item_seconds=lifetime if slow is not None else 0,
-    )
-
-
-def _turn_lifetime(settings: Settings) -> float:
-    """The longest a turn runs and writes: a streamed one's deadline, then its recording."""
-    from convo_memory.time_budget import RECORDING_MARGIN_SECONDS
-
-    return (
-        max(settings.turn_deadline_seconds, settings.stream_turn_deadline_seconds)
-        + RECORDING_MARGIN_SECONDS
-    )
-
-
-def _repair_fallback(settings: Settings, clients: AwsClients) -> AsyncInvokePort | None:
-    """The repair function, invoked asynchronously: the path a turn takes when the
-    repair queue does not take it (its client is built on first use)."""
-    if not settings.repair_function_name:
-        return None
-    from convo_memory.adapters.lambda_invoke import LambdaAsyncInvoke
-
-    return LambdaAsyncInvoke(lambda: clients["lambda"], settings.repair_function_name)
-
-
-def _sqs_queue(url: str, clients: AwsClients) -> QueuePort | None:
-    if not url:
-        return None
-    from convo_memory.adapters.queues import SqsQueue
-
-    return SqsQueue(clients["sqs"], url)
-
-
-def _adapter_registry(settings: Settings, clients: AwsClients) -> AdapterRegistry:
-    """Providers, filters and summarizers over the operator's connections; secrets are
-    resolved server-side, Bedrock clients built per region and timeout on first use, and
-    prompt-cache keys derived from the deployment's cursor key."""
-    from convo_memory.adapters.cache_keys import PromptCacheKeys
-    from convo_memory.adapters.registry import AdapterRegistry
-    from convo_memory.adapters.secrets import SecretResolver
-    from convo_memory.cursors import key_source
-
-    return AdapterRegistry(
-        settings.provider_connections,
-        timeout_cap_seconds=settings.provider_timeout_cap_seconds,
-        secrets=SecretResolver(clients.secrets),
-        bedrock_clients=clients.bedrock_runtime,
-        # Keyed by the cursor key (read on the first key a container sends).
-        cache_keys=PromptCacheKeys(key_source(settings, lambda: clients["secretsmanager"])),
-    )
-
-
-def _tool_adapters(settings: Settings, clients: AwsClients) -> ToolAdapters:
-    """Webhook calls under the deployment's URL policy (``TOOL_ALLOWED_HOSTS``), and
-    signing secrets sealed with its KMS key (``TOOL_SECRET_KEY_ID``; the client is built
-    on first use)."""
-    from convo_memory.adapters.tools.sealing import KmsSealer, NoSealer
-    from convo_memory.adapters.tools.toolbox import ToolAdapters
-    from convo_memory.adapters.tools.url_policy import UrlPolicy, parse_allowed_hosts
-
-    key_id = settings.tool_secret_key_id
-    sealer = KmsSealer(lambda: clients["kms"], key_id) if key_id else NoSealer()
-    return ToolAdapters(UrlPolicy(parse_allowed_hosts(settings.tool_allowed_hosts)), sealer)
-
-
-def _idempotency(settings: Settings, clients: AwsClients) -> IdempotentRunner | None:
-    if not settings.idempotency_table_name:
-        return None
-    from convo_memory.adapters.idempotency import IdempotentRunner
-
-    return IdempotentRunner(settings.idempotency_table_name, clients["dynamodb"])
-
-
-# -- once per execution environment -------------------------------------------------------
-
-
-def get_container() -> Container:
-    """The container of this Lambda execution environment, built on first use.
-
-    An invalid configuration raises ``SettingsError`` on every call, and is logged once
-    per execution environment, naming each bad variable: the handlers answer the
-    contract's ``500 internal`` without logging it again."""
-    global _container, _settings_failure
-    if _container is None:
-        with _lock:
-            if _container is None:
-                if _settings_failure is not None:
-                    raise _settings_failure
-                try:
-                    _container = build_container()
-                except SettingsError as exc:
-                    _settings_failure = exc
-                    logger.error(
-                        "%s. This function answers 500 internal until the stack is updated "
-                        "with a valid value.",
-                        exc,
-                    )
-                    raise
-    return _container
-
-
-def get_token_resolver() -> TokenResolver:
-    """The bearer-token look-up of the HttpApi authorizer.
-
-    It needs only ``TABLE_NAME`` and ``CACHE_TTL_SECONDS``: when another setting is
-    invalid it still resolves tokens, so that each route's own function answers the
-    contract's ``500 internal`` (and logs the bad variable) instead of every route
-    answering API Gateway's bare 500 for a failed authorizer."""
-    global _token_resolver
-    try:
-        return get_container().tokens
-    except SettingsError:
-        if _token_resolver is None:
-            from convo_memory.adapters.aws_clients import AwsClients
-            from convo_memory.config import token_lookup_settings
-
-            table_name, cache_ttl_seconds = token_lookup_settings()
-            stores = table_stores(table_name, AwsClients())
-            _token_resolver = TokenResolver(stores.tokens, cache_ttl_seconds)
-        return _token_resolver
-
-
-def set_container(container: Container | None) -> None:
-    """Replace (or with None, forget) the container: tests and the local runtime."""
-    global _container, _settings_failure, _token_resolver
-    _container = container
-    _settings_failure = None
-    _token_resolver = None

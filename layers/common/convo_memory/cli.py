@@ -37,10 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     revoke.add_argument("--table", required=True, help="the stack's ConversationsTable name")
     args = parser.parse_args(argv)
 
-    from convo_memory.adapters.aws_clients import AwsClients
-    from convo_memory.bootstrap import table_stores
+    from convo_memory.adapters.production import table_stores
+    from convo_memory.execution_environment import aws_clients
 
-    stores = table_stores(args.table, AwsClients())
+    stores = table_stores(args.table, aws_clients())
     if args.command == "revoke-token":
         return _revoke(stores.tokens, args.token_id)
 

@@ -33,7 +33,7 @@ Model = TypeVar("Model", bound="BaseModel")
 
 
 def container() -> Container:
-    from convo_memory.bootstrap import get_container
+    from convo_memory.execution_environment import get_container
 
     return get_container()
 
@@ -104,7 +104,7 @@ def read_cursor(app: APIGatewayHttpResolver, *scope: str) -> dict[str, Any] | No
     """The position a ``nextToken`` query parameter carries, verified against the listing
     it must belong to (``scope``: listing, workspace, then what the listing is of)."""
     token = app.current_event.get_query_string_value("nextToken")
-    position: dict[str, Any] | None = container().cursors.open(token, scope)
+    position: dict[str, Any] | None = container().adapters.cursors.open(token, scope)
     return position
 
 
@@ -112,7 +112,7 @@ def next_cursor(position: dict[str, Any] | None, *scope: str) -> str | None:
     """The ``nextToken`` of the next page (``None`` on the last one)."""
     if position is None:
         return None
-    token: str = container().cursors.issue(position, scope)
+    token: str = container().adapters.cursors.issue(position, scope)
     return token
 
 

@@ -89,9 +89,9 @@ def redeliver_after(queue: object | None, record: SqsJobRecord[Any], seconds: in
 
 def count_metric(name: str) -> None:
     """Count ``name`` once in this invocation's metrics (for a worker's malformed jobs)."""
-    from convo_memory.bootstrap import get_container
+    from convo_memory.execution_environment import get_container
 
-    get_container().metrics.count(name)
+    get_container().adapters.metrics.count(name)
 
 
 class JobBatch:

@@ -103,7 +103,7 @@ class StreamDoor:
 
     def __init__(self, container_factory: Callable[[], Container] | None = None) -> None:
         if container_factory is None:
-            from convo_memory.bootstrap import get_container
+            from convo_memory.execution_environment import get_container
 
             container_factory = get_container
         self._container = container_factory

@@ -106,7 +106,8 @@ class AwsClients:
 def client_factory_for(
     clients: BedrockClientFactory | None, region: str | None, timeout: float | None = None
 ) -> Callable[[], Any]:
-    """A zero-argument builder for a provider or filter to call on first use (without
-    ``clients``, a cache of its own: the container always passes its ``AwsClients``)."""
-    make_client = clients or AwsClients().bedrock_runtime
-    return lambda: make_client(region, timeout)
+    """A zero-argument builder for a provider or filter to call on first use, over the
+    process's clients (``AwsClients.bedrock_runtime``, which the container passes)."""
+    if clients is None:
+        raise ValueError("a Bedrock provider or guardrail needs the process's Bedrock clients")
+    return lambda: clients(region, timeout)

@@ -68,10 +68,8 @@ class AdapterRegistry:
         self.cache_keys = cache_keys
         self.timeout_cap_seconds = timeout_cap_seconds
         self.secrets = secrets
-        if bedrock_clients is None:
-            from convo_memory.adapters.aws_clients import AwsClients
-
-            bedrock_clients = AwsClients().bedrock_runtime
+        # The process's Bedrock clients (``AwsClients.bedrock_runtime``): without them, a
+        # Bedrock connection cannot be served.
         self.bedrock_clients = bedrock_clients
         self.max_entries = max_entries
         self._entries: OrderedDict[Hashable, Any] = OrderedDict()

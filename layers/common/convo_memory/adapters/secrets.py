@@ -35,16 +35,12 @@ class SecretResolver:
 
     def __init__(
         self,
-        client_for: ClientFor | None = None,
+        client_for: ClientFor,
         *,
         ttl_seconds: float = DEFAULT_TTL_SECONDS,
         clock: Callable[[], float] = time.monotonic,
         environ: Mapping[str, str] | None = None,
     ) -> None:
-        if client_for is None:
-            from convo_memory.adapters.aws_clients import AwsClients
-
-            client_for = AwsClients().secrets
         self._build_client = client_for
         self._clients: dict[tuple[str, str | None], Any] = {}
         self._ttl = ttl_seconds

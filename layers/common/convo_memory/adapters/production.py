@@ -1,0 +1,139 @@
+"""How each production adapter is built over the process's boto3 clients
+(``AwsClients``), from the deployment's settings that the composition root
+(``convo_memory.bootstrap``) hands it. Each builder imports its adapter on use, and a
+client is built on its first call, so a function pays only for what it uses."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from convo_memory.adapters.aws_clients import AwsClients
+    from convo_memory.adapters.idempotency import IdempotentRunner
+    from convo_memory.adapters.registry import AdapterRegistry
+    from convo_memory.adapters.tools.toolbox import ToolAdapters
+    from convo_memory.domain.connections import ProviderConnections
+    from convo_memory.ports import AsyncInvokePort, MetricsPort, QueuePort, Stores, TurnLimiter
+
+
+def adapter_registry(
+    connections: ProviderConnections,
+    timeout_cap_seconds: float,
+    cursor_key: Callable[[], bytes],
+    clients: AwsClients,
+) -> AdapterRegistry:
+    """Providers, filters and summarizers over the operator's connections; secrets are
+    resolved server-side, Bedrock clients built per region and timeout on first use, and
+    prompt-cache keys derived from the deployment's cursor key (read on the first key a
+    container sends)."""
+    from convo_memory.adapters.cache_keys import PromptCacheKeys
+    from convo_memory.adapters.registry import AdapterRegistry
+    from convo_memory.adapters.secrets import SecretResolver
+
+    return AdapterRegistry(
+        connections,
+        timeout_cap_seconds=timeout_cap_seconds,
+        secrets=SecretResolver(clients.secrets),
+        bedrock_clients=clients.bedrock_runtime,
+        cache_keys=PromptCacheKeys(cursor_key),
+    )
+
+
+def tool_adapters(
+    allowed_hosts: Sequence[str], secret_key_id: str, clients: AwsClients
+) -> ToolAdapters:
+    """Webhook calls under the deployment's URL policy (``TOOL_ALLOWED_HOSTS``), and
+    signing secrets sealed with its KMS key (``TOOL_SECRET_KEY_ID``; none: no webhooks)."""
+    from convo_memory.adapters.tools.sealing import KmsSealer, NoSealer
+    from convo_memory.adapters.tools.toolbox import ToolAdapters
+    from convo_memory.adapters.tools.url_policy import UrlPolicy, parse_allowed_hosts
+
+    sealer = KmsSealer(lambda: clients["kms"], secret_key_id) if secret_key_id else NoSealer()
+    return ToolAdapters(UrlPolicy(parse_allowed_hosts(allowed_hosts)), sealer)
+
+
+def sqs_queue(url: str, clients: AwsClients) -> QueuePort | None:
+    """The queue at ``url`` (None: the deployment has none)."""
+    if not url:
+        return None
+    from convo_memory.adapters.queues import SqsQueue
+
+    return SqsQueue(clients["sqs"], url)
+
+
+def repair_fallback(function_name: str, clients: AwsClients) -> AsyncInvokePort | None:
+    """The repair function, invoked asynchronously: the path a turn takes when the
+    repair queue does not take it."""
+    if not function_name:
+        return None
+    from convo_memory.adapters.lambda_invoke import LambdaAsyncInvoke
+
+    return LambdaAsyncInvoke(lambda: clients["lambda"], function_name)
+
+
+def turn_limiter(
+    table_name: str,
+    rate: tuple[float, int],
+    max_slow_turns: int,
+    turn_lifetime: float,
+    clients: AwsClients,
+    metrics: MetricsPort,
+    clock: Callable[[], float],
+) -> TurnLimiter:
+    """The workspace's turn rate (``rate``: turns a second and burst) and its cap of slow
+    turns in flight, on one item per workspace; none when both are off (0) or there is
+    no table. ``turn_lifetime``: the longest a turn runs and writes."""
+    from convo_memory.ports import NoTurnLimit
+
+    turns_per_second, burst = rate
+    rated = turns_per_second > 0
+    if not table_name or not (rated or max_slow_turns > 0):
+        return NoTurnLimit()
+    from convo_memory.adapters.dynamo.rate_limit import (
+        COUNTER_TTL_SECONDS,
+        RateLimit,
+        WorkspaceRateLimiter,
+    )
+    from convo_memory.adapters.dynamo.slow_turns import SlowTurnCap, SlowTurnLimiter, SlowTurns
+    from convo_memory.adapters.dynamo.table import DynamoTable
+
+    table = DynamoTable(clients["dynamodb"], table_name)
+    slow = None
+    if max_slow_turns > 0:
+        slow = SlowTurns(
+            table,
+            SlowTurnCap(max_slow_turns, turn_lifetime),
+            metrics,
+            clock,
+            item_expiry_seconds=turn_lifetime + COUNTER_TTL_SECONDS,
+            sets_item_expiry=not rated,
+        )
+    if not rated:
+        assert slow is not None
+        return SlowTurnLimiter(slow)
+    return WorkspaceRateLimiter(
+        table,
+        RateLimit(turns_per_second, burst),
+        metrics,
+        clock,
+        slow,
+        min_item_seconds=turn_lifetime if slow is not None else 0,
+    )
+
+
+def idempotency(table_name: str, clients: AwsClients) -> IdempotentRunner | None:
+    """Idempotency-Key records in ``table_name`` (None: the deployment keeps none)."""
+    if not table_name:
+        return None
+    from convo_memory.adapters.idempotency import IdempotentRunner
+
+    return IdempotentRunner(table_name, clients["dynamodb"])
+
+
+def table_stores(table_name: str, clients: AwsClients) -> Stores:
+    """The stores of the conversations table alone (tokens, capabilities): what the
+    operator CLI and the authorizer's fallback need."""
+    from convo_memory.adapters.dynamo.stores import dynamo_stores
+
+    return dynamo_stores(clients["dynamodb"], table_name, table_name)
