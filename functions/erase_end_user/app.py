@@ -33,6 +33,7 @@ from convo_memory.observability import (
     record_correlation_id,
     set_correlation_id,
 )
+from convo_memory.time_budget import time_left
 
 if TYPE_CHECKING:
     from convo_memory.job_records import ErasureJobRecord
@@ -57,15 +58,11 @@ def erase_record(record: ErasureJobRecord, lambda_context: Any = None) -> None:
     container = get_container()
     job = record.body
     deliveries = receive_count(record)
-    remaining = getattr(lambda_context, "get_remaining_time_in_millis", None)
-
-    def time_left() -> float:
-        return float(remaining()) / 1000 if callable(remaining) else 900.0
-
+    seconds_left = time_left(lambda_context, default=900.0)
     try:
         if isinstance(job, ErasureJob):
             last = deliveries >= container.settings.erasure_max_receive_count
-            erasure = container.erasures.run(job, last_delivery=last, time_left=time_left)
+            erasure = container.erasures.run(job, last_delivery=last, time_left=seconds_left)
             logger.info(
                 "erasure job",
                 extra={
@@ -75,10 +72,10 @@ def erase_record(record: ErasureJobRecord, lambda_context: Any = None) -> None:
                 },
             )
         elif isinstance(job, ForkCopyJob):
-            outcome = container.forks.copy(job, time_left=time_left)
+            outcome = container.forks.copy(job, time_left=seconds_left)
             logger.info("fork copy job", extra={"forkId": job.fork_id, "outcome": outcome})
         else:
-            removed = container.erasures.sweep(job, time_left=time_left)
+            removed = container.erasures.sweep(job, time_left=seconds_left)
             logger.info(
                 "sweep job",
                 extra={"sessions": len(job.session_ids), "removed": removed},

@@ -14,6 +14,7 @@ from convo_memory.http import (
     workspace_id,
 )
 from convo_memory.observability import http_handler
+from convo_memory.time_budget import time_left
 
 app = APIGatewayHttpResolver()
 install_error_handlers(app)
@@ -25,12 +26,8 @@ def request_erasure() -> Response:
 
     workspace = workspace_id(app)
     body = body_as(app, ErasureRequest)
-    remaining = getattr(app.lambda_context, "get_remaining_time_in_millis", None)
-
-    def time_left() -> float:
-        return float(remaining()) / 1000 if callable(remaining) else 30.0
-
-    erasure = container().erasures.request(workspace, body.external_ref, body.traces, time_left)
+    seconds_left = time_left(app.lambda_context, default=30.0)
+    erasure = container().erasures.request(workspace, body.external_ref, body.traces, seconds_left)
     return json_response(202, erasure.to_json_dict())
 
 

@@ -31,6 +31,7 @@ from convo_memory.observability import (
     record_correlation_id,
     set_correlation_id,
 )
+from convo_memory.time_budget import time_left
 
 if TYPE_CHECKING:
     from convo_memory.job_records import RepairJobRecord
@@ -78,12 +79,7 @@ def repair_event(event: dict[str, Any], context: Any) -> dict[str, str]:
     from convo_memory.execution_environment import get_container
 
     job = RepairJob.model_validate(event)  # malformed: fails, and Lambda keeps it
-
-    def time_left() -> float:
-        remaining = getattr(context, "get_remaining_time_in_millis", None)
-        return float(remaining()) / 1000 if callable(remaining) else 60.0
-
-    outcome = get_container().recorder.repair_async(job, time_left)
+    outcome = get_container().recorder.repair_async(job, time_left(context, default=60.0))
     logger.info(
         "transcript repair (asynchronous invocation)",
         extra={"outcome": outcome, "sessionId": job.session_id},

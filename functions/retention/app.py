@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from convo_memory.observability import job_handler, logger
+from convo_memory.time_budget import time_left
 
 
 class InvalidScheduleEvent(ValueError):
@@ -40,11 +41,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     from convo_memory.execution_environment import get_container
 
     now = scheduled_time(event)
-
-    def time_left() -> float:
-        return float(context.get_remaining_time_in_millis()) / 1000
-
-    remaining = time_left if hasattr(context, "get_remaining_time_in_millis") else None
-    report = get_container().retention.run(now, remaining).to_dict()
+    report = get_container().retention.run(now, time_left(context)).to_dict()
     logger.info("retention run", extra=report)
     return report

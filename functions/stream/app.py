@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 
-from convo_memory.stream_door import StreamDoor, StreamResponse, serve
+from convo_memory.stream_door import StreamDoor, StreamResponse, run_server
 
-__all__ = ["StreamDoor", "StreamResponse", "serve"]
+__all__ = ["StreamDoor", "StreamResponse", "run_server"]
 
 if __name__ == "__main__":
-    serve(int(os.environ.get("PORT", "8080")))
+    run_server(int(os.environ.get("PORT", "8080")))

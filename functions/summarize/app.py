@@ -31,6 +31,7 @@ from convo_memory.observability import (
     record_correlation_id,
     set_correlation_id,
 )
+from convo_memory.time_budget import time_left
 
 if TYPE_CHECKING:
     from convo_memory.job_records import SummaryJobRecord
@@ -51,13 +52,9 @@ def fold_record(record: SummaryJobRecord, lambda_context: Any = None) -> None:
     set_correlation_id(record_correlation_id(record) or record.messageId)
     job = record.body
     container = get_container()
-
-    def time_left() -> float:
-        return float(lambda_context.get_remaining_time_in_millis()) / 1000
-
     try:
         outcome = container.summaries.fold(
-            job.workspace_id, job.session_id, time_left if lambda_context is not None else None
+            job.workspace_id, job.session_id, time_left(lambda_context)
         )
     except Exception:
         logger.exception(

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from convo_memory.adapters.dynamo import items as it
+from convo_memory.adapters.dynamo import items
 from convo_memory.bootstrap import Adapters
 from convo_memory.domain.generation import Completion
 from convo_memory.domain.prompt import Prompt
@@ -159,7 +159,7 @@ class HeldProvider:
 
 def head_of(api: InProcessApi, session_id: str) -> dict[str, Any]:
     head = api.container.adapters.clients["dynamodb"].get_item(
-        TableName=api.container.settings.table_name, Key=it.head_key(session_id)
+        TableName=api.container.settings.table_name, Key=items.head_key(session_id)
     )["Item"]
     return dict(head)
 
@@ -190,7 +190,7 @@ def test_a_turn_in_flight_when_the_delete_lands_leaves_nothing_but_the_bare_tomb
         assert delete(api, tenant, session_id) == 204
 
         # From the 204 on: the head is a tombstone of keys, status and times.
-        assert set(head_of(api, session_id)) <= it.TOMBSTONE_ATTRIBUTES
+        assert set(head_of(api, session_id)) <= items.TOMBSTONE_ATTRIBUTES
         assert stored_keys(api, session_id) == ["SESSION"]
         held.release.set()
         turn.join(10)
@@ -217,7 +217,7 @@ def test_a_turn_in_flight_when_the_delete_lands_leaves_nothing_but_the_bare_tomb
         }
         assert min(900, grace) >= 360  # longer than any function that could still write
         assert stored_keys(api, session_id) == ["SESSION"]
-        assert set(head_of(api, session_id)) <= it.TOMBSTONE_ATTRIBUTES
+        assert set(head_of(api, session_id)) <= items.TOMBSTONE_ATTRIBUTES
         conversations = every_item(api)["ConversationsTable"]
         assert items_naming(conversations, [session_id]) == [head_of(api, session_id)]
         assert (

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from convo_memory.adapters.dynamo import items as it
+from convo_memory.adapters.dynamo import items
 from tests.support.inprocess_api import InProcessApi
 from tests.support.tenants import Tenant, open_session
 
@@ -102,7 +102,7 @@ def test_a_keyed_turn_names_the_idempotency_record_powertools_wrote(
     ).get("Item")
     assert record is not None and record["status"]["S"] == "COMPLETED"
     turn = dynamodb.get_item(
-        TableName=api.container.settings.table_name, Key=it.turn_key(session_id, 1)
+        TableName=api.container.settings.table_name, Key=items.turn_key(session_id, 1)
     )["Item"]
     assert turn["k"]["S"] == record_id
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from convo_memory.adapters.dynamo import items as it
+from convo_memory.adapters.dynamo import items
 from tests.support.erasure_jobs import invoke_worker, job_record, receive_jobs
 from tests.support.faults import dynamodb_error
 from tests.support.inprocess_api import AwsBackend, InProcessApi, new_workspace, serving
@@ -120,7 +120,7 @@ def outcome(
         session_id: dynamodb.query(
             TableName=table,
             KeyConditionExpression="pk = :pk",
-            ExpressionAttributeValues={":pk": it.session_pk(session_id)},
+            ExpressionAttributeValues={":pk": items.session_pk(session_id)},
             ConsistentRead=True,
         )["Items"]
         for session_id in sessions

@@ -20,12 +20,13 @@ from convo_memory.config import Settings
 from convo_memory.services.agent_loop import AgentLoop
 from convo_memory.services.answering import Answerer
 from convo_memory.services.auth import TokenResolver
-from convo_memory.services.catalog import CapabilityCatalog, RunTraces
+from convo_memory.services.catalog import CapabilityCatalog
 from convo_memory.services.erasures import ErasureService
 from convo_memory.services.forks import ForkService
 from convo_memory.services.recall import RecallTaker
 from convo_memory.services.recording import TurnRecorder
 from convo_memory.services.retention import RetentionService
+from convo_memory.services.runs import RunTraces
 from convo_memory.services.session_keys import SessionKeys
 from convo_memory.services.sessions import SessionService
 from convo_memory.services.summaries import SummaryService
@@ -124,10 +125,9 @@ def build_adapters(
     clock: Clock = time.time,
     metrics: MetricsPort | None = None,
 ) -> Adapters:
-    """Every production adapter over ``clients``: DynamoDB stores and turn limit, SQS
-    queues, models, filters and summarizers over the operator's connections, webhook
-    tools, signed cursors, idempotency. ``metrics`` defaults to the invocation's EMF
-    record (``observability.metrics``), which every door flushes."""
+    """Every production adapter over ``clients`` (DynamoDB, SQS, the operator's model
+    connections, webhook tools, cursors, idempotency); ``metrics`` defaults to the
+    invocation's EMF record (``observability.metrics``), which every door flushes."""
     from convo_memory import observability
     from convo_memory.adapters import production
     from convo_memory.adapters.dynamo.stores import dynamo_stores
@@ -136,8 +136,7 @@ def build_adapters(
     from convo_memory.cursors import CursorCodec, key_source
 
     metrics = metrics or observability.metrics
-    # The deployment's cursor key (read on first use) signs cursors and keys prompt caches.
-    cursor_key = key_source(settings, lambda: clients["secretsmanager"])
+    cursor_key = key_source(settings, lambda: clients["secretsmanager"])  # read on first use
     registry = production.adapter_registry(
         settings.provider_connections, settings.provider_timeout_cap_seconds, cursor_key, clients
     )
@@ -175,7 +174,7 @@ def build_adapters(
         toolbox_for=tools.toolbox,
         tools=tools,
         registry=registry,
-        # The key is read on the first cursor, so functions that never page need none.
+        # The key signs cursors and keys prompt caches: functions that do neither read none.
         cursors=CursorCodec(cursor_key),
         idempotency=production.idempotency(settings.idempotency_table_name, clients),
         clients=clients,

@@ -157,6 +157,7 @@ def _input_gate(app: APIGatewayHttpResolver, next_middleware: NextMiddleware) ->
     if event.raw_event.get("routeKey") == "$default":  # the not-found catch-all
         return next_middleware(app)
     behind_authorizer = (event.raw_event.get("requestContext") or {}).get("authorizer") is not None
+    workspace = workspace_id(app) if behind_authorizer else None  # 401 before anything else
     request = gate(
         method=event.http_method,
         route=route_of(app),
@@ -164,7 +165,7 @@ def _input_gate(app: APIGatewayHttpResolver, next_middleware: NextMiddleware) ->
         query=event.query_string_parameters,
         body=event.body,
         base64_encoded=bool(event.is_base64_encoded),
-        workspace=(lambda: workspace_id(app)) if behind_authorizer else None,
+        workspace_id=workspace,
         path_ids=app.context.get("_route_args") or {},
     )
     if request.body is not None:

@@ -4,7 +4,7 @@ with its ``chat.completion.chunk`` lines as they are made.
 
 An HttpApi cannot stream, so on AWS this runs as a Lambda Function URL in
 RESPONSE_STREAM mode behind the AWS Lambda Web Adapter, which starts a small HTTP
-server (``serve``; ``functions/stream/app.py`` is its entry point). The local runtime
+server (``run_server``; ``functions/stream/app.py`` is its entry point). The local runtime
 calls ``StreamDoor.handle`` directly. Same bearer tokens, same input gate, turn edge and
 error bodies as the HttpApi's routes (``convo_memory.turn_edge``), same serving path
 (``TurnService`` with a delta sink).
@@ -136,6 +136,7 @@ class StreamDoor:
             or (MODELS_ROUTE.match(raw_path) and verb == "GET")
         ):
             raise NotFound("no such route")
+        workspace = self._workspace(headers.get("authorization", ""))  # 401 first
         request = gate(
             method=verb,
             # As the HttpApi's route names it, whatever trailing slash this one has.
@@ -143,7 +144,7 @@ class StreamDoor:
             headers=headers,
             query=_query(raw_query),
             body=body,
-            workspace=lambda: self._workspace(headers.get("authorization", "")),
+            workspace_id=workspace,
             path_ids=path_ids,
         )
         if match is not None:
@@ -367,7 +368,7 @@ def _stdlib_error(code: int, message: str | None) -> ServiceError:
     return InvalidJson(text)
 
 
-def serve(port: int, host: str = "127.0.0.1") -> None:
+def run_server(port: int, host: str = "127.0.0.1") -> None:
     """The HTTP server the Lambda Web Adapter proxies Function URL requests to."""
     StreamRequestHandler.door = StreamDoor()
     StreamRequestHandler.timeout = request_timeout_seconds()

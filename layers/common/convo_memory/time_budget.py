@@ -9,7 +9,8 @@ after its deadline to record the turn, or queue its repair, before the invocatio
 from __future__ import annotations
 
 import time
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol, overload
 
 RECORDING_MARGIN_SECONDS = 3.0
 
@@ -30,3 +31,23 @@ class Countdown:
 
     def get_remaining_time_in_millis(self) -> int:
         return max(0, int((self._ends - time.monotonic()) * 1000))
+
+
+@overload
+def time_left(lambda_context: Any, default: float) -> Callable[[], float]: ...
+
+
+@overload
+def time_left(lambda_context: Any, default: None = None) -> Callable[[], float] | None: ...
+
+
+def time_left(lambda_context: Any, default: float | None = None) -> Callable[[], float] | None:
+    """A handler's clock for the services: the seconds its invocation has left, read from
+    the Lambda context at each call. A context without one (a test's, an asynchronous
+    repair's replay) gives ``default`` seconds every time, or None (no limit)."""
+    remaining = getattr(lambda_context, "get_remaining_time_in_millis", None)
+    if callable(remaining):
+        return lambda: float(remaining()) / 1000
+    if default is None:
+        return None
+    return lambda: default

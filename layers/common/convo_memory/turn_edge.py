@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -153,14 +153,13 @@ def gate(
     headers: Mapping[str, str],
     query: Mapping[str, str] | None,
     body: bytes | str | None,
-    workspace: Callable[[], str] | None = None,
+    workspace_id: str | None = None,
     path_ids: Mapping[str, str] | None = None,
     base64_encoded: bool = False,
 ) -> GatedRequest:
-    """The input gate, in every door's order: the token first (``workspace``, which
-    raises 401), then path ids, headers, query and body. ``route`` is the request's
-    ``METHOD /path`` as the door names it."""
-    workspace_id = workspace() if workspace is not None else None
+    """The input gate, in every door's order, once the door has found the token's
+    workspace (401 first; None on a route without the authorizer): path ids, headers,
+    query and body. ``route`` is the request's ``METHOD /path`` as the door names it."""
     for name, value in (path_ids or {}).items():
         input_gate.check_path_id(name, str(value))
     key = input_gate.idempotency_key(headers)

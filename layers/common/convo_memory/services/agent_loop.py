@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from convo_memory.domain.errors import ProviderError
@@ -32,6 +32,7 @@ from convo_memory.domain.prompt import Prompt
 from convo_memory.domain.tools import (
     ToolCall,
     ToolCallContext,
+    ToolDefinition,
     ToolOutcome,
     ToolReply,
     ToolRequest,
@@ -108,6 +109,10 @@ class _Answer:
         if text:
             self._parts.append(text)
 
+    @property
+    def streams(self) -> bool:
+        return self._sink is not None
+
     def say(self, text: str) -> None:
         """Add text the loop itself writes (the deadline's closing sentence)."""
         self.stream(text)
@@ -116,6 +121,25 @@ class _Answer:
     @property
     def text(self) -> str:
         return STEP_SEPARATOR.join(self._parts)
+
+
+@dataclass
+class _Run:
+    """One run of the loop: what the model was asked and told so far, and what it cost.
+    ``calls`` collects the tool calls as they run (the caller's list, when it gave one)."""
+
+    model: ToolCallingModel
+    prompt: Prompt
+    definitions: tuple[ToolDefinition, ...]
+    deadline: float
+    answer: _Answer
+    calls: list[ToolCall]
+    rounds: list[ToolRound] = field(default_factory=list)
+    model_calls: int = 0
+    usage: TokenUsage | None = None
+
+    def ended(self, stop: str) -> AgentRun:
+        return AgentRun(self.answer.text, tuple(self.calls), self.model_calls, stop, self.usage)
 
 
 class AgentLoop:
@@ -148,65 +172,63 @@ class AgentLoop:
         once per finished tool call; ``calls``, if given, collects the calls as they run
         (so that a caller still knows them when a later model call fails)."""
         answer = _Answer(on_text)
-        definitions = toolbox.definitions
-        rounds: list[ToolRound] = []
-        calls = calls if calls is not None else []
-        model_calls = 0
-        usage: TokenUsage | None = None
-
-        def ask(final: bool) -> ModelStep | None:
-            nonlocal model_calls, usage
-            left = deadline - self._monotonic()
-            if left < MIN_MODEL_CALL_SECONDS:
-                return None
-            model_calls += 1
-            streaming = on_text is not None
-            try:
-                step = model.step(
-                    prompt,
-                    tuple(rounds),
-                    definitions,
-                    timeout=left,
-                    final=final,
-                    on_text=(
-                        deadline_guard(answer.stream, deadline, self._monotonic)
-                        if streaming
-                        else None
-                    ),
-                )
-            except OutOfTime:
-                # Cut off mid-answer: keep what was written (and already streamed).
-                answer.end_step(ModelStep(""), streamed=True)
-                return None
-            except ProviderError:
-                # A call cut off by the deadline after tools ran: end with what we have.
-                if rounds and self._monotonic() >= deadline - MIN_MODEL_CALL_SECONDS:
-                    return None
-                raise
-            answer.end_step(step, streamed=on_text is not None)
-            if step.usage is not None:
-                usage = step.usage.plus(usage)
-            return step
-
+        run = _Run(
+            model, prompt, toolbox.definitions, deadline, answer, calls if calls is not None else []
+        )
         stop = STOP_STEP_BOUND
         for _ in range(max(1, max_steps)):
-            step = ask(final=False)
+            step = self._ask(run, final=False)
             if step is None:
                 stop = STOP_DEADLINE
                 break
             if not step.requests:
-                return AgentRun(answer.text, tuple(calls), model_calls, STOP_ANSWERED, usage)
+                return run.ended(STOP_ANSWERED)
             replies = [
-                self._call(toolbox, request, context, deadline, calls, on_tool)
+                self._call(toolbox, request, context, deadline, run.calls, on_tool)
                 for request in step.requests
             ]
-            rounds.append(ToolRound(step.text, step.requests, tuple(replies)))
+            run.rounds.append(ToolRound(step.text, step.requests, tuple(replies)))
         else:
-            if ask(final=True) is None:
+            if self._ask(run, final=True) is None:
                 stop = STOP_DEADLINE
-        if not answer.text:
-            answer.say(_closing_sentence(stop, calls))
-        return AgentRun(answer.text, tuple(calls), model_calls, stop, usage)
+        if not run.answer.text:
+            run.answer.say(_closing_sentence(stop, run.calls))
+        return run.ended(stop)
+
+    def _ask(self, run: _Run, final: bool) -> ModelStep | None:
+        """One model call, given the run's rounds so far; None when the deadline leaves
+        no time for it, or cut it off (what was written is kept)."""
+        left = run.deadline - self._monotonic()
+        if left < MIN_MODEL_CALL_SECONDS:
+            return None
+        run.model_calls += 1
+        streaming = run.answer.streams
+        try:
+            step = run.model.step(
+                run.prompt,
+                tuple(run.rounds),
+                run.definitions,
+                timeout=left,
+                final=final,
+                on_text=(
+                    deadline_guard(run.answer.stream, run.deadline, self._monotonic)
+                    if streaming
+                    else None
+                ),
+            )
+        except OutOfTime:
+            # Cut off mid-answer: keep what was written (and already streamed).
+            run.answer.end_step(ModelStep(""), streamed=True)
+            return None
+        except ProviderError:
+            # A call cut off by the deadline after tools ran: end with what we have.
+            if run.rounds and self._monotonic() >= run.deadline - MIN_MODEL_CALL_SECONDS:
+                return None
+            raise
+        run.answer.end_step(step, streamed=streaming)
+        if step.usage is not None:
+            run.usage = step.usage.plus(run.usage)
+        return step
 
     def _call(
         self,

@@ -1,4 +1,4 @@
-"""Capabilities and agent run traces: create, read, list (workspace-scoped)."""
+"""Capabilities: create, read, list (workspace-scoped), checked against the deployment."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from convo_memory.domain.connections import ProviderConnections, provider_problem
-from convo_memory.domain.errors import CapabilityNotFound, RunNotFound, ValidationFailed
+from convo_memory.domain.errors import CapabilityNotFound, ValidationFailed
 from convo_memory.domain.ids import new_id
 from convo_memory.domain.models import (
     Capability,
@@ -19,7 +19,7 @@ from convo_memory.domain.models import (
     tool_secret_context,
     utc_now,
 )
-from convo_memory.ports import CapabilityStore, RunStore, SecretSealer, ToolUrlPolicy
+from convo_memory.ports import CapabilityStore, SecretSealer, ToolUrlPolicy
 
 # A webhook signing secret: 32 random bytes, URL-safe text.
 SIGNING_SECRET_PREFIX = "whsec_"
@@ -150,16 +150,3 @@ def _invalid(loc: list[str], message: str) -> ValidationFailed:
         f"{'.'.join(loc)}: {message}",
         details=[{"loc": loc, "msg": message, "type": "value_error"}],
     )
-
-
-class RunTraces:
-    """Agent run traces, read back per workspace (``GET /v1/runs/{runId}``)."""
-
-    def __init__(self, store: RunStore) -> None:
-        self._store = store
-
-    def get(self, workspace_id: str, run_id: str) -> dict[str, Any]:
-        run = self._store.get_run(workspace_id, run_id)
-        if run is None:
-            raise RunNotFound(f"run {run_id!r} not found")
-        return run

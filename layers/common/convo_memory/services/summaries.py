@@ -103,6 +103,24 @@ class FoldOutcome:
     lost_races: int = 0
 
 
+@dataclass
+class _Folding:
+    """A fold in progress: where the summary stands, and what the job has done."""
+
+    workspace_id: str
+    capability: Capability
+    state: TurnState
+    target: int
+    through: int
+    text: str | None
+    folded: int = 0
+    calls: int = 0
+    lost: int = 0
+
+    def outcome(self, status: FoldStatus) -> FoldOutcome:
+        return FoldOutcome(status, self.through, self.target, self.folded, self.calls, self.lost)
+
+
 class SummaryService:
     def __init__(
         self,
@@ -147,7 +165,6 @@ class SummaryService:
         if state is None:
             return FoldOutcome("skipped")
         through = state.summary.through_seq if state.summary else 0
-        text = state.summary.text if state.summary else None
         plan = plan_fold(
             state.recent, capability.replay_policy, state.session.message_count, through
         )
@@ -155,45 +172,66 @@ class SummaryService:
         self._metrics.count("SummaryLagMessages", max(0, plan.newest_omitted - through))
         if not plan.due:
             return FoldOutcome("up_to_date", through, plan.newest_omitted)
+        text = state.summary.text if state.summary else None
         target = plan.target(self._policy.batch_turns)
+        folding = _Folding(workspace_id, capability, state, target, through, text)
+        return self._fold_to_target(folding, time_left)
 
-        max_chars = capability.summary_config.max_chars
+    def _fold_to_target(
+        self, folding: _Folding, time_left: Callable[[], float] | None
+    ) -> FoldOutcome:
+        """Fold chunk after chunk until the target, or the invocation's time, is reached."""
         summarizer: Summarizer | None = None
-        calls = lost = folded = 0
-        while through < target:
+        while folding.through < folding.target:
             if time_left is not None and time_left() < self._policy.min_seconds_per_chunk:
-                self._count_folded(folded)
-                return FoldOutcome("partial", through, target, folded, calls, lost)
-            last = min(through + max(1, self._policy.chunk_messages), target)
-            messages = self._messages(session_id, state, through, last)
+                self._count_folded(folding.folded)
+                return folding.outcome("partial")
+            last = min(folding.through + max(1, self._policy.chunk_messages), folding.target)
+            state = folding.state
+            messages = self._messages(state.session.id, state, folding.through, last)
             if messages is None:
-                return FoldOutcome("skipped", through, target, folded, calls, lost)
-            summarizer = summarizer or self._summarizer_for(capability)
-            new_text = summarizer.summarize(
-                text, [(m.role, m.content) for m in messages], max_chars
-            )
-            calls += 1
-            if len(new_text) > max_chars:
-                logger.warning("a summary of %d chars was cut to %d", len(new_text), max_chars)
-                new_text = new_text[:max_chars]
-            version = Summary(text=new_text, through_seq=messages[-1].seq)
-            stored, latest = self._store(workspace_id, capability, state, through, version)
-            if stored and latest is not None:
-                folded += version.through_seq - through
-                through, text, state = version.through_seq, new_text, latest
-                continue
-            # Another job moved the summary first: continue from its watermark.
-            lost += 1
-            self._metrics.count("SummaryRaceLost")
-            if latest is None:
-                return FoldOutcome("skipped", through, target, folded, calls, lost)
-            state = latest
-            current = state.summary
-            # A summary that vanished with its text (no version left): start over.
-            through, text = (current.through_seq, current.text) if current else (0, None)
+                return folding.outcome("skipped")
+            summarizer = summarizer or self._summarizer_for(folding.capability)
+            if not self._fold_chunk(folding, summarizer, messages):
+                return folding.outcome("skipped")
+        self._count_folded(folding.folded)
+        return folding.outcome("caught_up")
 
-        self._count_folded(folded)
-        return FoldOutcome("caught_up", through, target, folded, calls, lost)
+    def _fold_chunk(
+        self, folding: _Folding, summarizer: Summarizer, messages: list[Message]
+    ) -> bool:
+        """One summarizer call over ``messages``, stored only if the summary has not moved
+        meanwhile (else the fold goes on from where another job left it). False: the
+        session is gone."""
+        max_chars = folding.capability.summary_config.max_chars
+        new_text = summarizer.summarize(
+            folding.text, [(m.role, m.content) for m in messages], max_chars
+        )
+        folding.calls += 1
+        if len(new_text) > max_chars:
+            logger.warning("a summary of %d chars was cut to %d", len(new_text), max_chars)
+            new_text = new_text[:max_chars]
+        through = folding.through
+        version = Summary(text=new_text, through_seq=messages[-1].seq)
+        stored, latest = self._store(
+            folding.workspace_id, folding.capability, folding.state, through, version
+        )
+        if stored and latest is not None:
+            folding.folded += version.through_seq - through
+            folding.through, folding.text, folding.state = version.through_seq, new_text, latest
+            return True
+        # Another job moved the summary first: continue from its watermark.
+        folding.lost += 1
+        self._metrics.count("SummaryRaceLost")
+        if latest is None:
+            return False
+        folding.state = latest
+        current = latest.summary
+        # A summary that vanished with its text (no version left): start over.
+        folding.through, folding.text = (
+            (current.through_seq, current.text) if current else (0, None)
+        )
+        return True
 
     def _state(
         self, workspace_id: str, session_id: str, capability: Capability

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from convo_memory.adapters.dynamo.table import DynamoTable, s
+from convo_memory.adapters.dynamo.table import DynamoTable, string_value
 from convo_memory.domain.models import Capability
 
 
@@ -16,14 +16,16 @@ class DynamoCapabilityStore:
         self._table.call(
             "put_item",
             Item={
-                "pk": s(f"WS#{workspace_id}"),
-                "sk": s(f"CAP#{capability.id}"),
-                "body": s(json.dumps(capability.to_stored_dict())),
+                "pk": string_value(f"WS#{workspace_id}"),
+                "sk": string_value(f"CAP#{capability.id}"),
+                "body": string_value(json.dumps(capability.to_stored_dict())),
             },
         )
 
     def get_capability(self, workspace_id: str, capability_id: str) -> Capability | None:
-        item = self._table.get({"pk": s(f"WS#{workspace_id}"), "sk": s(f"CAP#{capability_id}")})
+        item = self._table.get(
+            {"pk": string_value(f"WS#{workspace_id}"), "sk": string_value(f"CAP#{capability_id}")}
+        )
         return Capability.model_validate_json(item["body"]["S"]) if item else None
 
     def list_capabilities(self, workspace_id: str) -> list[Capability]:
@@ -31,7 +33,10 @@ class DynamoCapabilityStore:
             Capability.model_validate_json(item["body"]["S"])
             for item in self._table.query_all(
                 KeyConditionExpression="pk = :pk AND begins_with(sk, :cap)",
-                ExpressionAttributeValues={":pk": s(f"WS#{workspace_id}"), ":cap": s("CAP#")},
+                ExpressionAttributeValues={
+                    ":pk": string_value(f"WS#{workspace_id}"),
+                    ":cap": string_value("CAP#"),
+                },
             )
         ]
         capabilities.sort(key=lambda c: (c.created_at, c.id))

@@ -16,11 +16,18 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from convo_memory.adapters.dynamo import items as it
+from convo_memory.adapters.dynamo import items
 from convo_memory.adapters.dynamo.forks import hand_over_to_forks
 from convo_memory.adapters.dynamo.runs import FAILED_RUNS_INDEX, FAILED_SESSION
 from convo_memory.adapters.dynamo.sessions import delete_contents, session_items
-from convo_memory.adapters.dynamo.table import DynamoTable, Item, error_code, n, s, translate
+from convo_memory.adapters.dynamo.table import (
+    DynamoTable,
+    Item,
+    error_code,
+    number_value,
+    string_value,
+    translate,
+)
 from convo_memory.domain.erasures import Erasure, ErasureStatus, SessionOfEndUser
 from convo_memory.domain.errors import StoreRejected, StoreUnavailable
 from convo_memory.domain.models import parse_iso
@@ -48,31 +55,34 @@ class DynamoErasureStore:
     def put_erasure(self, erasure: Erasure) -> None:
         created, _ = self._table.conditional(
             "put_item",
-            Item=it.erasure_item(erasure),
+            Item=items.erasure_item(erasure),
             ConditionExpression="attribute_not_exists(pk)",
         )
         if not created:  # ids are random: a collision is a defect
             raise StoreRejected(f"erasure id {erasure.id} already exists")
 
     def get_erasure(self, workspace_id: str, erasure_id: str) -> Erasure | None:
-        item = self._table.get(it.erasure_key(workspace_id, erasure_id))
-        return it.erasure_from(item) if item else None
+        item = self._table.get(items.erasure_key(workspace_id, erasure_id))
+        return items.erasure_from(item) if item else None
 
     def delete_erasure(self, workspace_id: str, erasure_id: str) -> None:
-        self._table.call("delete_item", Key=it.erasure_key(workspace_id, erasure_id))
+        self._table.call("delete_item", Key=items.erasure_key(workspace_id, erasure_id))
 
     def start_erasure(self, workspace_id: str, erasure_id: str) -> Erasure | None:
         _, item = self._table.conditional(
             "update_item",
-            Key=it.erasure_key(workspace_id, erasure_id),
+            Key=items.erasure_key(workspace_id, erasure_id),
             UpdateExpression="SET #st = :running REMOVE finishedAt, #ttl",
             ConditionExpression="attribute_exists(pk) AND #st <> :done",
             ExpressionAttributeNames={"#st": "status", "#ttl": "ttl"},
-            ExpressionAttributeValues={":running": s("running"), ":done": s("done")},
+            ExpressionAttributeValues={
+                ":running": string_value("running"),
+                ":done": string_value("done"),
+            },
             ReturnValues="ALL_OLD",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
-        return it.erasure_from(item) if item else None
+        return items.erasure_from(item) if item else None
 
     def finish_erasure(
         self, workspace_id: str, erasure_id: str, status: ErasureStatus, finished_at: str
@@ -81,15 +91,15 @@ class DynamoErasureStore:
         expires = int(parse_iso(finished_at) + self._receipt_seconds)
         finished, _ = self._table.conditional(
             "update_item",
-            Key=it.erasure_key(workspace_id, erasure_id),
+            Key=items.erasure_key(workspace_id, erasure_id),
             UpdateExpression="SET #st = :status, finishedAt = :at, #ttl = :ttl",
             ConditionExpression="#st = :running",
             ExpressionAttributeNames={"#st": "status", "#ttl": "ttl"},
             ExpressionAttributeValues={
-                ":status": s(status),
-                ":at": s(finished_at),
-                ":ttl": n(expires),
-                ":running": s("running"),
+                ":status": string_value(status),
+                ":at": string_value(finished_at),
+                ":ttl": number_value(expires),
+                ":running": string_value("running"),
             },
         )
         return finished
@@ -97,11 +107,11 @@ class DynamoErasureStore:
     def _count(self, workspace_id: str, erasure_id: str, **counters: int) -> dict[str, Any]:
         """A transaction item that adds to the receipt's counters."""
         names = {f"#c{i}": name for i, name in enumerate(counters)}
-        values = {f":c{i}": n(value) for i, value in enumerate(counters.values())}
+        values = {f":c{i}": number_value(value) for i, value in enumerate(counters.values())}
         return {
             "Update": {
                 "TableName": self._table.name,
-                "Key": it.erasure_key(workspace_id, erasure_id),
+                "Key": items.erasure_key(workspace_id, erasure_id),
                 "UpdateExpression": "ADD " + ", ".join(f"#c{i} :c{i}" for i in range(len(names))),
                 "ConditionExpression": "attribute_exists(pk)",
                 "ExpressionAttributeNames": names,
@@ -120,8 +130,8 @@ class DynamoErasureStore:
             # Sort keys are "<createdAt>#<id>"; "~" sorts after every id character.
             KeyConditionExpression="gsi1pk = :p AND gsi1sk < :upper",
             ExpressionAttributeValues={
-                ":p": s(it.external_ref_pk(workspace_id, external_ref)),
-                ":upper": s(f"{created_until}#~"),
+                ":p": string_value(items.external_ref_pk(workspace_id, external_ref)),
+                ":upper": string_value(f"{created_until}#~"),
             },
             ProjectionExpression="pk, createdAt, #st",
             ExpressionAttributeNames={"#st": "status"},
@@ -131,7 +141,7 @@ class DynamoErasureStore:
                     session_id=head["pk"]["S"].removeprefix("SESSION#"),
                     created_at=head["createdAt"]["S"],
                     # The index does not project erasureId: claiming tells whose it is.
-                    live=it.head_status(head) in ("active", "archived"),
+                    live=items.head_status(head) in ("active", "archived"),
                 )
             )
         return found
@@ -141,7 +151,7 @@ class DynamoErasureStore:
     ) -> bool:
         claimed, _ = self._table.conditional(
             "update_item",
-            Key=it.head_key(session_id),
+            Key=items.head_key(session_id),
             UpdateExpression=(
                 "SET #st = :del, erasureId = :e, deletedAt = if_not_exists(deletedAt, :at) "
                 "REMOVE " + ", ".join(_CLAIM_REMOVES)
@@ -152,13 +162,13 @@ class DynamoErasureStore:
             ),
             ExpressionAttributeNames={"#st": "status"},
             ExpressionAttributeValues={
-                ":del": s("deleting"),
-                ":e": s(erasure_id),
-                ":at": s(at),
-                ":ws": s(workspace_id),
-                ":ref": s(external_ref),
-                ":a": s("active"),
-                ":r": s("archived"),
+                ":del": string_value("deleting"),
+                ":e": string_value(erasure_id),
+                ":at": string_value(at),
+                ":ws": string_value(workspace_id),
+                ":ref": string_value(external_ref),
+                ":a": string_value("active"),
+                ":r": string_value("archived"),
             },
         )
         return claimed
@@ -174,17 +184,17 @@ class DynamoErasureStore:
             for item in self._runs.query_all(
                 IndexName=FAILED_RUNS_INDEX,
                 KeyConditionExpression=f"{FAILED_SESSION} = :sid",
-                ExpressionAttributeValues={":sid": s(session_id)},
+                ExpressionAttributeValues={":sid": string_value(session_id)},
             )
         ]
 
     def keep_traces(self, session_id: str, erasure_id: str, count: int) -> int:
         _, attributes = self._table.conditional(
             "update_item",
-            Key=it.head_key(session_id),
+            Key=items.head_key(session_id),
             UpdateExpression="SET tracesKept = if_not_exists(tracesKept, :n)",
             ConditionExpression="erasureId = :e",
-            ExpressionAttributeValues={":n": n(count), ":e": s(erasure_id)},
+            ExpressionAttributeValues={":n": number_value(count), ":e": string_value(erasure_id)},
             ReturnValues="ALL_NEW",
         )
         if attributes is None:  # no longer ours: removed meanwhile, its count is in
@@ -196,9 +206,9 @@ class DynamoErasureStore:
             {
                 "Delete": {
                     "TableName": self._runs.name,
-                    "Key": {"runId": s(run_id)},
+                    "Key": {"runId": string_value(run_id)},
                     "ConditionExpression": "attribute_exists(runId) AND workspaceId = :ws",
-                    "ExpressionAttributeValues": {":ws": s(workspace_id)},
+                    "ExpressionAttributeValues": {":ws": string_value(workspace_id)},
                 }
             },
             self._count(workspace_id, erasure_id, tracesErased=1),
@@ -217,9 +227,9 @@ class DynamoErasureStore:
             {
                 "Delete": {
                     "TableName": self._table.name,
-                    "Key": it.head_key(session_id),
+                    "Key": items.head_key(session_id),
                     "ConditionExpression": "erasureId = :e",
-                    "ExpressionAttributeValues": {":e": s(erasure_id)},
+                    "ExpressionAttributeValues": {":e": string_value(erasure_id)},
                 }
             },
             self._count(workspace_id, erasure_id, sessionsErased=1, tracesKept=traces_kept),
@@ -227,8 +237,8 @@ class DynamoErasureStore:
 
     def sweep_session(self, session_id: str, erase_traces: bool) -> tuple[int, list[str]]:
         found = session_items(self._table, session_id)
-        head = next((item for item in found if item["sk"]["S"] == it.SESSION_SK), None)
-        if head is not None and it.head_status(head) != "deleting":
+        head = next((item for item in found if item["sk"]["S"] == items.SESSION_SK), None)
+        if head is not None and items.head_status(head) != "deleting":
             return 0, []  # live: not ours to sweep (ids are never reused; a safety net)
         rest = [item for item in found if item is not head]
         hand_over_to_forks(self._table, session_id, rest)
@@ -247,7 +257,7 @@ class DynamoErasureStore:
     def _delete_idempotency_records(self, found: list[Item]) -> None:
         records = sorted({item["k"]["S"] for item in found if "k" in item})
         if records and self._idempotency is not None:
-            self._idempotency.delete_keys([{"id": s(record)} for record in records])
+            self._idempotency.delete_keys([{"id": string_value(record)} for record in records])
 
     def _transact(self, *items: dict[str, Any]) -> bool:
         """Apply the writes together: True, or False when a condition failed (nothing

@@ -35,8 +35,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from convo_memory.adapters.dynamo import items as it
-from convo_memory.adapters.dynamo.table import DynamoTable, Item, n, s
+from convo_memory.adapters.dynamo import items
+from convo_memory.adapters.dynamo.table import DynamoTable, Item, number_value, string_value
 from convo_memory.domain.errors import (
     RecallSourceGone,
     SessionNotFound,
@@ -85,15 +85,15 @@ class DynamoForkStore:
         """A tombstone under the new id: what the retention run finishes deleting if the
         creation never completes."""
         placeholder: Item = {
-            **it.head_key(fork.id),
-            "workspaceId": s(fork.workspace_id),
-            "capabilityId": s(fork.capability_id),
-            "status": s("deleting"),
-            "createdAt": s(fork.created_at),
-            "lastActiveAt": s(fork.created_at),
-            "deletedAt": s(fork.created_at),
-            "gsi2pk": s(it.activity_pk("deleting", fork.id)),
-            "gsi2sk": s(fork.created_at),
+            **items.head_key(fork.id),
+            "workspaceId": string_value(fork.workspace_id),
+            "capabilityId": string_value(fork.capability_id),
+            "status": string_value("deleting"),
+            "createdAt": string_value(fork.created_at),
+            "lastActiveAt": string_value(fork.created_at),
+            "deletedAt": string_value(fork.created_at),
+            "gsi2pk": string_value(items.activity_pk("deleting", fork.id)),
+            "gsi2sk": string_value(fork.created_at),
         }
         created, _ = self._table.conditional(
             "put_item", Item=placeholder, ConditionExpression="attribute_not_exists(pk)"
@@ -114,7 +114,7 @@ class DynamoForkStore:
         # The newest copy_turns turns up to atSeq (and their digests): one bounded Query.
         low = max(1, at_seq - 2 * copy_turns + 1)
         turns = _turn_range(self._table, parent_id, low, at_seq - 1)
-        seqs = [it.user_seq_of_item(t) for t in turns if not it.is_digest(t)]
+        seqs = [items.user_seq_of_item(t) for t in turns if not items.is_digest(t)]
         if seqs != list(range(low, at_seq, 2)):
             raise SessionNotFound(f"session {parent_id!r} not found")  # deleted meanwhile
         base, earlier, older = self._summary_behind(parent_id, at_seq, keep_earlier)
@@ -123,8 +123,8 @@ class DynamoForkStore:
             # As the parent kept it, with the window it was made in (the same windows of
             # the same messages show it).
             writes += [
-                it.summary_item(fork.id, base.summary, earlier, base.made_at_window),
-                it.summary_version_item(fork.id, base),
+                items.summary_item(fork.id, base.summary, earlier, base.made_at_window),
+                items.summary_version_item(fork.id, base),
             ]
         self._table.put_items(writes)
         pending = low > 1 or older
@@ -138,11 +138,11 @@ class DynamoForkStore:
         before it (kept beside it, as the parent's summary item keeps one, when
         ``keep_earlier``), and whether older versions exist (to be copied later)."""
         newest = _versions_through(self._table, parent_id, at_seq, newest=2)
-        candidates = [it.summary_version_from(item) for item in newest]
+        candidates = [items.summary_version_from(item) for item in newest]
         # A summary folded before versions were kept has none: its item is a candidate.
-        current = self._table.get(it.summary_key(parent_id))
+        current = self._table.get(items.summary_key(parent_id))
         if current is not None:
-            candidates += it.summary_versions_from(current)
+            candidates += items.summary_versions_from(current)
         base = summary_behind(candidates, at_seq)
         if base is None:
             return None, None, False
@@ -154,25 +154,26 @@ class DynamoForkStore:
         the checks, in one transaction."""
         assert fork.fork_of is not None
         parent_id = fork.fork_of.session_id
-        head = it.head_item(fork)
+        head = items.head_item(fork)
         if copy_below is not None:
-            head[it.COPY_FROM], head[it.COPY_BELOW] = s(parent_id), n(copy_below)
-        live = {":a": s("active"), ":r": s("archived")}
+            head[items.COPY_FROM] = string_value(parent_id)
+            head[items.COPY_BELOW] = number_value(copy_below)
+        live = {":a": string_value("active"), ":r": string_value("archived")}
         entries: list[Item] = [
             {
                 "Put": {
                     "Item": head,
                     "ConditionExpression": "#st = :del",
                     "ExpressionAttributeNames": _STATUS,
-                    "ExpressionAttributeValues": {":del": s("deleting")},
+                    "ExpressionAttributeValues": {":del": string_value("deleting")},
                 }
             },
             {
                 "ConditionCheck": {
-                    "Key": it.head_key(parent_id),
+                    "Key": items.head_key(parent_id),
                     "ConditionExpression": "workspaceId = :ws AND #st IN (:a, :r)",
                     "ExpressionAttributeNames": _STATUS,
-                    "ExpressionAttributeValues": {":ws": s(fork.workspace_id), **live},
+                    "ExpressionAttributeValues": {":ws": string_value(fork.workspace_id), **live},
                 }
             },
         ]
@@ -180,7 +181,7 @@ class DynamoForkStore:
         entries += [
             {
                 "ConditionCheck": {
-                    "Key": it.head_key(source),
+                    "Key": items.head_key(source),
                     "ConditionExpression": "#st IN (:a, :r)",
                     "ExpressionAttributeNames": _STATUS,
                     "ExpressionAttributeValues": live,
@@ -190,10 +191,10 @@ class DynamoForkStore:
         ]
         if copy_below is not None:
             marker = {
-                **it.fork_marker_key(parent_id, fork.id),
-                "atSeq": n(fork.fork_of.at_seq),
-                "versionsThrough": n(versions_through),
-                "createdAt": s(fork.created_at),
+                **items.fork_marker_key(parent_id, fork.id),
+                "atSeq": number_value(fork.fork_of.at_seq),
+                "versionsThrough": number_value(versions_through),
+                "createdAt": string_value(fork.created_at),
             }
             entries.append({"Put": {"Item": marker}})
         reasons = self._table.transact(entries)
@@ -216,19 +217,19 @@ class DynamoForkStore:
                 {"pk": item["pk"], "sk": item["sk"]}
                 for item in self._table.query_all(
                     KeyConditionExpression="pk = :pk",
-                    ExpressionAttributeValues={":pk": it.session_pk(fork_id)},
+                    ExpressionAttributeValues={":pk": items.session_pk(fork_id)},
                     ProjectionExpression="pk, sk",
                     ConsistentRead=True,
                 )
-                if item["sk"]["S"] != it.SESSION_SK
+                if item["sk"]["S"] != items.SESSION_SK
             ]
             self._table.delete_keys(keys)
             self._table.conditional(
                 "delete_item",
-                Key=it.head_key(fork_id),
+                Key=items.head_key(fork_id),
                 ConditionExpression="#st = :del",
                 ExpressionAttributeNames=_STATUS,
-                ExpressionAttributeValues={":del": s("deleting")},
+                ExpressionAttributeValues={":del": string_value("deleting")},
             )
         except Exception:
             logger.warning("fork %s not cleaned up; retention finishes it", fork_id, exc_info=True)
@@ -244,11 +245,11 @@ def copy_inherited(
     time_left: Callable[[], float] | None = None,
 ) -> CopyOutcome:
     """Copy what fork ``fork_id`` still lacks of ``parent_id`` (see the module's text)."""
-    marker_key = it.fork_marker_key(parent_id, fork_id)
+    marker_key = items.fork_marker_key(parent_id, fork_id)
     head = _fork_head(table, fork_id)
-    if head is None or it.head_status(head) == "deleting" or _copy_from(head) != parent_id:
+    if head is None or items.head_status(head) == "deleting" or _copy_from(head) != parent_id:
         table.call("delete_item", Key=marker_key)
-        return "gone" if head is None or it.head_status(head) == "deleting" else "done"
+        return "gone" if head is None or items.head_status(head) == "deleting" else "done"
     marker = table.get(marker_key)
     below: int | CopyOutcome = _copy_mark(head)
     while isinstance(below, int) and below > 1:
@@ -261,12 +262,12 @@ def copy_inherited(
     if through:
         versions = _versions_through(table, parent_id, through)
         table.put_items([_moved(item, fork_id) for item in versions])
-    done = {":parent": s(parent_id)}
+    done = {":parent": string_value(parent_id)}
     finished, current = _change_fork_head(
         table, fork_id, "REMOVE copyFrom, copyBelow", "copyFrom = :parent", done
     )
     table.call("delete_item", Key=marker_key)
-    if not finished and current is not None and it.head_status(current) == "deleting":
+    if not finished and current is not None and items.head_status(current) == "deleting":
         return "gone"
     return "done"
 
@@ -277,21 +278,23 @@ def _copy_chunk(table: DynamoTable, parent_id: str, fork_id: str, below: int) ->
     fork is being deleted)."""
     low = max(1, below - 2 * CHUNK_TURNS)
     found = _turn_range(table, parent_id, low, below - 2)
-    if [it.user_seq_of_item(i) for i in found if not it.is_digest(i)] != list(range(low, below, 2)):
+    if [items.user_seq_of_item(i) for i in found if not items.is_digest(i)] != list(
+        range(low, below, 2)
+    ):
         if _copy_from(_fork_head(table, fork_id)) is None:
             return "done"  # another copier (the parent's deletion) finished first
         raise StoreUnavailable(f"inherited turns of fork {fork_id} are not readable")
     table.put_items([_moved(item, fork_id) for item in found])
-    marks = {":low": n(low), ":below": n(below)}
+    marks = {":low": number_value(low), ":below": number_value(below)}
     moved, current = _change_fork_head(
         table, fork_id, "SET copyBelow = :low", "copyBelow = :below", marks
     )
     if moved:
         return low
     # Another copier moved it, or the fork is being deleted.
-    if current is None or it.head_status(current) == "deleting":
+    if current is None or items.head_status(current) == "deleting":
         return "gone"
-    return _copy_mark(current) if it.COPY_FROM in current else "done"
+    return _copy_mark(current) if items.COPY_FROM in current else "done"
 
 
 def _change_fork_head(
@@ -301,11 +304,11 @@ def _change_fork_head(
     was when the condition failed)."""
     return table.conditional(
         "update_item",
-        Key=it.head_key(fork_id),
+        Key=items.head_key(fork_id),
         UpdateExpression=update,
         ConditionExpression=f"{condition} AND #st <> :del",
         ExpressionAttributeNames=_STATUS,
-        ExpressionAttributeValues={**values, ":del": s("deleting")},
+        ExpressionAttributeValues={**values, ":del": string_value("deleting")},
         ReturnValuesOnConditionCheckFailure="ALL_OLD",
     )
 
@@ -314,8 +317,8 @@ def hand_over_to_forks(table: DynamoTable, session_id: str, found: list[Item]) -
     """Before a session's messages are deleted: finish every copy its markers (among
     ``found``, its items) say is still due to a live fork."""
     for item in found:
-        if it.is_fork_marker(item):
-            fork_id = item["sk"]["S"].removeprefix(it.FORK_PREFIX)
+        if items.is_fork_marker(item):
+            fork_id = item["sk"]["S"].removeprefix(items.FORK_PREFIX)
             copy_inherited(table, session_id, fork_id)
 
 
@@ -326,9 +329,9 @@ def copy_state(table: DynamoTable, session_id: str) -> tuple[str, int] | None:
     """(parent, copy mark) of a live fork whose older inherited messages are still being
     copied in (those below the mark); None for any other session."""
     head = _fork_head(table, session_id)
-    if head is None or it.head_status(head) == "deleting" or it.COPY_FROM not in head:
+    if head is None or items.head_status(head) == "deleting" or items.COPY_FROM not in head:
         return None
-    return head[it.COPY_FROM]["S"], _copy_mark(head)
+    return head[items.COPY_FROM]["S"], _copy_mark(head)
 
 
 def turn_items(
@@ -348,21 +351,21 @@ def turn_items(
     parent_id, below = state
     upper = min(high, below - 2, high if first is None else first - 2)
     inherited = _turn_range(table, parent_id, low, upper) if upper >= low else []
-    seqs = [it.user_seq_of_item(i) for i in inherited if not it.is_digest(i)]
+    seqs = [items.user_seq_of_item(i) for i in inherited if not items.is_digest(i)]
     if seqs != list(range(low, upper + 1, 2)):
         return _turn_range(table, session_id, low, high)  # the copy finished meanwhile
-    return inherited + [i for i in own if it.user_seq_of_item(i) > upper]
+    return inherited + [i for i in own if items.user_seq_of_item(i) > upper]
 
 
 def stored_prompt(table: DynamoTable, session_id: str, user_seq: int) -> StoredPrompt | None:
     """What is stored of the prompt of the turn at ``user_seq`` (``TurnStore.stored_prompt``)."""
     turn = next(
-        (i for i in turn_items(table, session_id, user_seq, user_seq) if not it.is_digest(i)),
+        (i for i in turn_items(table, session_id, user_seq, user_seq) if not items.is_digest(i)),
         None,
     )
     if turn is None:
         return None
-    text = turn.get(it.PROMPT_RECORD, {}).get("S")
+    text = turn.get(items.PROMPT_RECORD, {}).get("S")
     record = PromptRecord.decode(text, user_seq) if text is not None else None
     user_input = turn["u"]["S"]
     if record is None or not (record.first_seq or record.summary_through):
@@ -375,14 +378,14 @@ def stored_prompt(table: DynamoTable, session_id: str, user_seq: int) -> StoredP
     messages = tuple(
         m
         for item in window
-        if not it.is_digest(item)
-        for m in it.messages_from(item)
+        if not items.is_digest(item)
+        for m in items.messages_from(item)
         if record.first_seq <= m.seq <= record.last_seq
     )
     digests = {}
     for item in window:
-        if it.is_digest(item):
-            digest, expires = it.digest_from(item)
+        if items.is_digest(item):
+            digest, expires = items.digest_from(item)
             if digest.seq in record.digest_seqs:
                 digests[digest.seq] = (digest, expires)
     summary = summary_version(table, session_id, record.summary_through)
@@ -395,20 +398,20 @@ def summary_version(table: DynamoTable, session_id: str, through_seq: int) -> Su
     for a fork still copying, its parent's."""
     if through_seq <= 0:
         return None
-    item = table.get(it.summary_version_key(session_id, through_seq))
+    item = table.get(items.summary_version_key(session_id, through_seq))
     if item is not None:
-        return it.summary_from(item)
-    current = table.get(it.summary_key(session_id))
+        return items.summary_from(item)
+    current = table.get(items.summary_key(session_id))
     if current is not None:
-        for version in it.summary_versions_from(current):
+        for version in items.summary_versions_from(current):
             if version.summary.through_seq == through_seq:
                 return version.summary
     state = copy_state(table, session_id)
     if state is not None:
-        item = table.get(it.summary_version_key(state[0], through_seq))
+        item = table.get(items.summary_version_key(state[0], through_seq))
     if item is None:
-        item = table.get(it.summary_version_key(session_id, through_seq))  # copied meanwhile
-    return it.summary_from(item) if item is not None else None
+        item = table.get(items.summary_version_key(session_id, through_seq))  # copied meanwhile
+    return items.summary_from(item) if item is not None else None
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -416,26 +419,26 @@ def summary_version(table: DynamoTable, session_id: str, through_seq: int) -> Su
 
 def _fork_head(table: DynamoTable, session_id: str) -> Item | None:
     return table.get(
-        it.head_key(session_id),
+        items.head_key(session_id),
         ProjectionExpression="#pk, #st, #from, #below",
         ExpressionAttributeNames={
             "#pk": "pk",
             **_STATUS,
-            "#from": it.COPY_FROM,
-            "#below": it.COPY_BELOW,
+            "#from": items.COPY_FROM,
+            "#below": items.COPY_BELOW,
         },
     )
 
 
 def _copy_mark(head: Item) -> int:
     """The user seq below which a fork's inherited turns may still be in its parent."""
-    return int(head[it.COPY_BELOW]["N"]) if it.COPY_BELOW in head else 1
+    return int(head[items.COPY_BELOW]["N"]) if items.COPY_BELOW in head else 1
 
 
 def _copy_from(head: Item | None) -> str | None:
-    if head is None or it.COPY_FROM not in head:
+    if head is None or items.COPY_FROM not in head:
         return None
-    return str(head[it.COPY_FROM]["S"])
+    return str(head[items.COPY_FROM]["S"])
 
 
 def _turn_range(
@@ -448,9 +451,9 @@ def _turn_range(
         table.query_all(
             KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
             ExpressionAttributeValues={
-                ":pk": it.session_pk(session_id),
-                ":lo": s(it.turn_sk(max(1, low))),
-                ":hi": s(it.turn_sk(high) + it.DIGEST_SUFFIX),
+                ":pk": items.session_pk(session_id),
+                ":lo": string_value(items.turn_sk(max(1, low))),
+                ":hi": string_value(items.turn_sk(high) + items.DIGEST_SUFFIX),
             },
             ConsistentRead=consistent,
         )
@@ -458,7 +461,7 @@ def _turn_range(
 
 
 def _first_turn_seq(found: list[Item]) -> int | None:
-    return next((it.user_seq_of_item(i) for i in found if not it.is_digest(i)), None)
+    return next((items.user_seq_of_item(i) for i in found if not items.is_digest(i)), None)
 
 
 def _versions_through(
@@ -469,9 +472,9 @@ def _versions_through(
     args: dict[str, Any] = {
         "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
         "ExpressionAttributeValues": {
-            ":pk": it.session_pk(session_id),
-            ":lo": s(it.summary_version_sk(1)),
-            ":hi": s(it.summary_version_sk(through_seq)),
+            ":pk": items.session_pk(session_id),
+            ":lo": string_value(items.summary_version_sk(1)),
+            ":hi": string_value(items.summary_version_sk(through_seq)),
         },
         "ConsistentRead": True,
     }
@@ -485,5 +488,5 @@ def _moved(item: Item, fork_id: str) -> Item:
     """An item of the parent's partition as the fork keeps it: in the fork's partition,
     without the idempotency record of the parent's request (the parent's to remove)."""
     moved = {name: value for name, value in item.items() if name != "k"}
-    moved["pk"] = it.session_pk(fork_id)
+    moved["pk"] = items.session_pk(fork_id)
     return moved

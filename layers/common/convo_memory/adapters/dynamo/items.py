@@ -39,7 +39,7 @@ import json
 import zlib
 from typing import Any
 
-from convo_memory.adapters.dynamo.table import Item, n, s
+from convo_memory.adapters.dynamo.table import Item, number_value, string_value
 from convo_memory.domain.erasures import Erasure
 from convo_memory.domain.models import ForkPoint, Message, Recall, Session, Summary, ToolDigest
 from convo_memory.domain.summary_plan import SummaryVersion
@@ -73,15 +73,15 @@ PROMPT_RECORD = "p"
 
 
 def session_pk(session_id: str) -> dict[str, str]:
-    return s(f"SESSION#{session_id}")
+    return string_value(f"SESSION#{session_id}")
 
 
 def head_key(session_id: str) -> Item:
-    return {"pk": session_pk(session_id), "sk": s(SESSION_SK)}
+    return {"pk": session_pk(session_id), "sk": string_value(SESSION_SK)}
 
 
 def summary_key(session_id: str) -> Item:
-    return {"pk": session_pk(session_id), "sk": s(SUMMARY_SK)}
+    return {"pk": session_pk(session_id), "sk": string_value(SUMMARY_SK)}
 
 
 def turn_sk(user_seq: int) -> str:
@@ -89,11 +89,11 @@ def turn_sk(user_seq: int) -> str:
 
 
 def turn_key(session_id: str, user_seq: int) -> Item:
-    return {"pk": session_pk(session_id), "sk": s(turn_sk(user_seq))}
+    return {"pk": session_pk(session_id), "sk": string_value(turn_sk(user_seq))}
 
 
 def fork_marker_key(parent_id: str, fork_id: str) -> Item:
-    return {"pk": session_pk(parent_id), "sk": s(f"{FORK_PREFIX}{fork_id}")}
+    return {"pk": session_pk(parent_id), "sk": string_value(f"{FORK_PREFIX}{fork_id}")}
 
 
 def summary_version_sk(through_seq: int) -> str:
@@ -101,7 +101,7 @@ def summary_version_sk(through_seq: int) -> str:
 
 
 def summary_version_key(session_id: str, through_seq: int) -> Item:
-    return {"pk": session_pk(session_id), "sk": s(summary_version_sk(through_seq))}
+    return {"pk": session_pk(session_id), "sk": string_value(summary_version_sk(through_seq))}
 
 
 def is_fork_marker(item: Item) -> bool:
@@ -125,8 +125,8 @@ SESSION_KEY_SK = "SESSIONKEY"
 
 def session_key_key(workspace_id: str, capability_id: str, session_key: str) -> Item:
     return {
-        "pk": s(f"WS#{workspace_id}#CAP#{capability_id}#KEY#{session_key}"),
-        "sk": s(SESSION_KEY_SK),
+        "pk": string_value(f"WS#{workspace_id}#CAP#{capability_id}#KEY#{session_key}"),
+        "sk": string_value(SESSION_KEY_SK),
     }
 
 
@@ -135,8 +135,8 @@ def session_key_item(session: Session) -> Item:
     assert session.session_key is not None
     return {
         **session_key_key(session.workspace_id, session.capability_id, session.session_key),
-        "sessionId": s(session.id),
-        "createdAt": s(session.created_at),
+        "sessionId": string_value(session.id),
+        "createdAt": string_value(session.created_at),
     }
 
 
@@ -155,26 +155,30 @@ def user_seq_of_item(item: Item) -> int:
 def head_item(session: Session) -> Item:
     item: Item = {
         **head_key(session.id),
-        "workspaceId": s(session.workspace_id),
-        "capabilityId": s(session.capability_id),
-        "externalRef": s(session.external_ref),
-        "principal": s(json.dumps(session.principal)),
-        "metadata": s(json.dumps(session.metadata)),
-        "status": s(session.status),
-        "createdAt": s(session.created_at),
-        "lastActiveAt": s(session.last_active_at),
-        "gsi1pk": s(external_ref_pk(session.workspace_id, session.external_ref)),
-        "gsi1sk": s(f"{session.created_at}#{session.id}"),
-        "gsi2pk": s(activity_pk("active", session.id)),
-        "gsi2sk": s(session.last_active_at),
+        "workspaceId": string_value(session.workspace_id),
+        "capabilityId": string_value(session.capability_id),
+        "externalRef": string_value(session.external_ref),
+        "principal": string_value(json.dumps(session.principal)),
+        "metadata": string_value(json.dumps(session.metadata)),
+        "status": string_value(session.status),
+        "createdAt": string_value(session.created_at),
+        "lastActiveAt": string_value(session.last_active_at),
+        "gsi1pk": string_value(external_ref_pk(session.workspace_id, session.external_ref)),
+        "gsi1sk": string_value(f"{session.created_at}#{session.id}"),
+        "gsi2pk": string_value(activity_pk("active", session.id)),
+        "gsi2sk": string_value(session.last_active_at),
         **recall_attribute(session.recall),
         # The app's own key (OpenAI-compatible door), when it opened the session.
-        **({"sessionKey": s(session.session_key)} if session.session_key is not None else {}),
+        **(
+            {"sessionKey": string_value(session.session_key)}
+            if session.session_key is not None
+            else {}
+        ),
     }
     if session.fence_nonce:
-        item[FENCE_NONCE] = s(session.fence_nonce)
+        item[FENCE_NONCE] = string_value(session.fence_nonce)
     if session.fork_of is not None:
-        item[FORK_OF] = s(compact(session.fork_of.to_json_dict()))
+        item[FORK_OF] = string_value(compact(session.fork_of.to_json_dict()))
     return item
 
 
@@ -185,7 +189,7 @@ def recall_attribute(recall: Recall | None) -> Item:
         return {}
     # Not ASCII-escaped: an escape is six bytes where UTF-8 needs at most four.
     text = json.dumps(recall.to_json_dict(), separators=(",", ":"), ensure_ascii=False)
-    return {RECALL_ATTRIBUTE: s(text)}
+    return {RECALL_ATTRIBUTE: string_value(text)}
 
 
 def session_from(head: Item, newest_turn: Item | None = None) -> Session:
@@ -280,21 +284,21 @@ def session_item_projection() -> tuple[str, dict[str, str]]:
 def turn_item(session_id: str, user_seq: int, turn: TurnRecord) -> Item:
     item: Item = {
         **turn_key(session_id, user_seq),
-        "id": s(turn.turn_id),
-        "at": s(turn.created_at),
-        "u": s(turn.user_content),
-        "a": s(turn.answer),
+        "id": string_value(turn.turn_id),
+        "at": string_value(turn.created_at),
+        "u": string_value(turn.user_content),
+        "a": string_value(turn.answer),
     }
     if turn.withheld:
         item["w"] = {"BOOL": True}
     if turn.truncated:
         item["x"] = {"BOOL": True}
     if turn.run_id:
-        item["r"] = s(turn.run_id)
+        item["r"] = string_value(turn.run_id)
     if turn.idempotency_record:
-        item["k"] = s(turn.idempotency_record)
+        item["k"] = string_value(turn.idempotency_record)
     if turn.prompt_record is not None:
-        item[PROMPT_RECORD] = s(turn.prompt_record.encode(user_seq))
+        item[PROMPT_RECORD] = string_value(turn.prompt_record.encode(user_seq))
     return item
 
 
@@ -327,12 +331,12 @@ def digest_item(session_id: str, user_seq: int, turn: TurnRecord) -> Item:
     expires = int(turn.digest_expires_at)
     return {
         "pk": session_pk(session_id),
-        "sk": s(turn_sk(user_seq) + DIGEST_SUFFIX),
-        "at": s(turn.created_at),
+        "sk": string_value(turn_sk(user_seq) + DIGEST_SUFFIX),
+        "at": string_value(turn.created_at),
         "tools": {"SS": sorted(set(turn.digest_tools))},
-        "text": s(turn.digest_text),
-        "expiresAt": n(expires),
-        "ttl": n(expires),
+        "text": string_value(turn.digest_text),
+        "expiresAt": number_value(expires),
+        "ttl": number_value(expires),
     }
 
 
@@ -368,11 +372,11 @@ def summary_version_item(session_id: str, version: SummaryVersion) -> Item:
     in): kept for the session's life (a fork starts from one; a prompt record names one)."""
     item: Item = {
         **summary_version_key(session_id, version.summary.through_seq),
-        "text": s(version.summary.text),
-        "throughSeq": n(version.summary.through_seq),
+        "text": string_value(version.summary.text),
+        "throughSeq": number_value(version.summary.through_seq),
     }
     if version.made_at_window:
-        item[MADE_AT] = n(version.made_at_window)
+        item[MADE_AT] = number_value(version.made_at_window)
     return item
 
 
@@ -393,17 +397,17 @@ def summary_item(
 ) -> Item:
     item: Item = {
         **summary_key(session_id),
-        "text": s(summary.text),
-        "throughSeq": n(summary.through_seq),
+        "text": string_value(summary.text),
+        "throughSeq": number_value(summary.through_seq),
     }
     if made_at_window:
-        item[MADE_AT] = n(made_at_window)
+        item[MADE_AT] = number_value(made_at_window)
     if earlier is not None:
-        item[EARLIER_THROUGH] = n(earlier.summary.through_seq)
+        item[EARLIER_THROUGH] = number_value(earlier.summary.through_seq)
         if earlier.summary.text:
-            item[EARLIER_TEXT] = s(earlier.summary.text)
+            item[EARLIER_TEXT] = string_value(earlier.summary.text)
         if earlier.made_at_window:
-            item[EARLIER_MADE_AT] = n(earlier.made_at_window)
+            item[EARLIER_MADE_AT] = number_value(earlier.made_at_window)
     return item
 
 
@@ -411,24 +415,24 @@ def summary_item(
 
 
 def erasure_key(workspace_id: str, erasure_id: str) -> Item:
-    return {"pk": s(f"WS#{workspace_id}"), "sk": s(f"ERASURE#{erasure_id}")}
+    return {"pk": string_value(f"WS#{workspace_id}"), "sk": string_value(f"ERASURE#{erasure_id}")}
 
 
 def erasure_item(erasure: Erasure, expires_at: int | None = None) -> Item:
     item: Item = {
         **erasure_key(erasure.workspace_id, erasure.id),
-        "externalRef": s(erasure.external_ref),
-        "traces": s(erasure.traces),
-        "status": s(erasure.status),
-        "createdAt": s(erasure.created_at),
-        "sessionsErased": n(erasure.sessions_erased),
-        "tracesErased": n(erasure.traces_erased),
-        "tracesKept": n(erasure.traces_kept),
+        "externalRef": string_value(erasure.external_ref),
+        "traces": string_value(erasure.traces),
+        "status": string_value(erasure.status),
+        "createdAt": string_value(erasure.created_at),
+        "sessionsErased": number_value(erasure.sessions_erased),
+        "tracesErased": number_value(erasure.traces_erased),
+        "tracesKept": number_value(erasure.traces_kept),
     }
     if erasure.finished_at:
-        item["finishedAt"] = s(erasure.finished_at)
+        item["finishedAt"] = string_value(erasure.finished_at)
     if expires_at is not None:
-        item["ttl"] = n(expires_at)
+        item["ttl"] = number_value(expires_at)
     return item
 
 

@@ -48,7 +48,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 from convo_memory.adapters.dynamo.slow_turns import ADMISSION_CONDITION, SlowTurns
-from convo_memory.adapters.dynamo.table import DynamoTable, Item, n, s
+from convo_memory.adapters.dynamo.table import DynamoTable, Item, number_value, string_value
 from convo_memory.domain.errors import RateLimited, StoreRejected, StoreUnavailable
 from convo_memory.ports import MetricsPort
 
@@ -63,7 +63,7 @@ MAX_REMEMBERED_WORKSPACES = 10_000
 
 def counter_key(workspace_id: str) -> dict[str, dict[str, str]]:
     """The one item that holds ``workspace_id``'s theoretical arrival time."""
-    return {"id": s(workspace_id)}
+    return {"id": string_value(workspace_id)}
 
 
 @dataclass(frozen=True)
@@ -178,17 +178,17 @@ class WorkspaceRateLimiter:
         limit = self._limit
         drained = math.ceil((limit.tolerance_us + (debt + 1) * limit.interval_us) / MICROS)
         expires = now // MICROS + max(drained, math.ceil(self._min_item_seconds))
-        values = {":expires": n(expires + COUNTER_TTL_SECONDS)}
+        values = {":expires": number_value(expires + COUNTER_TTL_SECONDS)}
         if busy:
             update = "SET tat = tat + :step, expiresAt = :expires"
             condition = "tat <= :allowed"
-            values[":step"] = n((debt + 1) * limit.interval_us)
-            values[":allowed"] = n(now + limit.tolerance_us)
+            values[":step"] = number_value((debt + 1) * limit.interval_us)
+            values[":allowed"] = number_value(now + limit.tolerance_us)
         else:
             update = "SET tat = :next, expiresAt = :expires"
             condition = "attribute_not_exists(tat) OR tat <= :now"
-            values[":next"] = n(now + limit.interval_us)
-            values[":now"] = n(now)
+            values[":next"] = number_value(now + limit.interval_us)
+            values[":now"] = number_value(now)
         if self._slow is not None:
             condition = f"({condition}) AND {ADMISSION_CONDITION}"
             values.update(self._slow.condition_values())

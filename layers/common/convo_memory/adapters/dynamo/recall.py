@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from convo_memory.adapters.dynamo import items as it
-from convo_memory.adapters.dynamo.table import DynamoTable, Item, s
+from convo_memory.adapters.dynamo import items
+from convo_memory.adapters.dynamo.table import DynamoTable, Item, string_value
 from convo_memory.domain.models import Principal
 from convo_memory.domain.recall import RecallSource, canonical_principal
 
@@ -34,7 +34,7 @@ class DynamoRecallStore:
         limit: int,
         scan: int,
     ) -> list[str]:
-        partition = it.external_ref_pk(workspace_id, external_ref)
+        partition = items.external_ref_pk(workspace_id, external_ref)
         wanted_principal = canonical_principal(principal)
         found: list[str] = []
         examined = 0
@@ -43,7 +43,7 @@ class DynamoRecallStore:
             args: dict[str, Any] = {
                 "IndexName": "byExternalRef",
                 "KeyConditionExpression": "gsi1pk = :p",
-                "ExpressionAttributeValues": {":p": s(partition)},
+                "ExpressionAttributeValues": {":p": string_value(partition)},
                 "ExpressionAttributeNames": {"#st": "status"},
                 "ProjectionExpression": "pk, capabilityId, principal, #st",
                 "ScanIndexForward": False,
@@ -56,7 +56,7 @@ class DynamoRecallStore:
             examined += len(heads)
             for head in heads:
                 if (
-                    it.head_status(head) in RECALLABLE
+                    items.head_status(head) in RECALLABLE
                     and head["capabilityId"]["S"] == capability_id
                     and canonical_principal(json.loads(head["principal"]["S"])) == wanted_principal
                 ):
@@ -77,7 +77,10 @@ class DynamoRecallStore:
         recallable?), then the newest turns (and their digests, skipped)."""
         out = self._table.query(
             KeyConditionExpression="pk = :pk AND sk > :lo",
-            ExpressionAttributeValues={":pk": it.session_pk(session_id), ":lo": s(it.MSG_PREFIX)},
+            ExpressionAttributeValues={
+                ":pk": items.session_pk(session_id),
+                ":lo": string_value(items.MSG_PREFIX),
+            },
             ScanIndexForward=False,
             ConsistentRead=True,
             Limit=2 + 2 * max_turns,
@@ -87,13 +90,13 @@ class DynamoRecallStore:
         turns: list[Item] = []
         for item in out.get("Items", []):
             sk = item["sk"]["S"]
-            if sk == it.SESSION_SK:
+            if sk == items.SESSION_SK:
                 head = item
-            elif sk == it.SUMMARY_SK:
-                summary = it.summary_from(item).text
-            elif not it.is_digest(item) and len(turns) < max_turns:
+            elif sk == items.SUMMARY_SK:
+                summary = items.summary_from(item).text
+            elif not items.is_digest(item) and len(turns) < max_turns:
                 turns.append(item)
-        if head is None or it.head_status(head) not in RECALLABLE:
+        if head is None or items.head_status(head) not in RECALLABLE:
             return None
-        messages = tuple(m for item in reversed(turns) for m in it.messages_from(item))
+        messages = tuple(m for item in reversed(turns) for m in items.messages_from(item))
         return RecallSource(session_id, head["createdAt"]["S"], summary, messages)

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from convo_memory.adapters.dynamo import items as it
-from convo_memory.adapters.dynamo.reads import newest_turn
-from convo_memory.adapters.dynamo.sessions import delete_contents
-from convo_memory.adapters.dynamo.table import DynamoTable, s
+from convo_memory.adapters.dynamo import items
+from convo_memory.adapters.dynamo.sessions import delete_contents, newest_turn
+from convo_memory.adapters.dynamo.table import DynamoTable, string_value
 
 
 class DynamoRetentionStore:
@@ -19,7 +18,7 @@ class DynamoRetentionStore:
 
     @property
     def activity_shards(self) -> int:
-        return it.ACTIVITY_SHARDS
+        return items.ACTIVITY_SHARDS
 
     def sessions_by_activity(
         self, status: str, shard: int, before: str, page_size: int = 100
@@ -28,8 +27,8 @@ class DynamoRetentionStore:
             IndexName="byActivity",
             KeyConditionExpression="gsi2pk = :p AND gsi2sk < :before",
             ExpressionAttributeValues={
-                ":p": s(f"{it.INDEX_PREFIX[status]}#{shard:02d}"),
-                ":before": s(before),
+                ":p": string_value(f"{items.INDEX_PREFIX[status]}#{shard:02d}"),
+                ":before": string_value(before),
             },
             Limit=page_size,
         ):
@@ -39,20 +38,20 @@ class DynamoRetentionStore:
         newest = newest_turn(self._table, session_id, consistent=True)
         if newest is None:
             return None
-        return it.user_seq_of_item(newest) + 1, it.turn_created_at(newest)
+        return items.user_seq_of_item(newest) + 1, items.turn_created_at(newest)
 
     def refresh_activity(self, session_id: str, seen: str, last_active_at: str) -> bool:
         """Move an active head's mark forward to its real last turn (the mark is coarse)."""
         moved, _ = self._table.conditional(
             "update_item",
-            Key=it.head_key(session_id),
+            Key=items.head_key(session_id),
             UpdateExpression="SET lastActiveAt = :at, gsi2sk = :at",
             ConditionExpression="#st = :active AND lastActiveAt = :seen",
             ExpressionAttributeNames={"#st": "status"},
             ExpressionAttributeValues={
-                ":at": s(last_active_at),
-                ":active": s("active"),
-                ":seen": s(seen),
+                ":at": string_value(last_active_at),
+                ":active": string_value("active"),
+                ":seen": string_value(seen),
             },
         )
         return moved
@@ -62,16 +61,16 @@ class DynamoRetentionStore:
         (a turn on an idle session moves the mark first, so it wins or is refused)."""
         archived, _ = self._table.conditional(
             "update_item",
-            Key=it.head_key(session_id),
+            Key=items.head_key(session_id),
             UpdateExpression="SET #st = :archived, archivedAt = :at, gsi2pk = :p, gsi2sk = :at",
             ConditionExpression="#st = :active AND lastActiveAt = :seen",
             ExpressionAttributeNames={"#st": "status"},
             ExpressionAttributeValues={
-                ":archived": s("archived"),
-                ":active": s("active"),
-                ":at": s(archived_at),
-                ":seen": s(last_active_at),
-                ":p": s(it.activity_pk("archived", session_id)),
+                ":archived": string_value("archived"),
+                ":active": string_value("active"),
+                ":at": string_value(archived_at),
+                ":seen": string_value(last_active_at),
+                ":p": string_value(items.activity_pk("archived", session_id)),
             },
         )
         return archived
@@ -79,21 +78,21 @@ class DynamoRetentionStore:
     def begin_purge(self, session_id: str, archived_at: str, deleted_at: str) -> bool:
         """Mark an archived session (still archived at ``archived_at``) deleted, its head
         stripped to a tombstone as by a deletion."""
-        remove = ", ".join(("gsi1pk", "gsi1sk", *it.PERSONAL_HEAD_ATTRIBUTES))
+        remove = ", ".join(("gsi1pk", "gsi1sk", *items.PERSONAL_HEAD_ATTRIBUTES))
         marked, _ = self._table.conditional(
             "update_item",
-            Key=it.head_key(session_id),
+            Key=items.head_key(session_id),
             UpdateExpression=(
                 f"SET #st = :del, deletedAt = :at, gsi2pk = :p, gsi2sk = :at REMOVE {remove}"
             ),
             ConditionExpression="#st = :archived AND archivedAt = :archived_at",
             ExpressionAttributeNames={"#st": "status"},
             ExpressionAttributeValues={
-                ":del": s("deleting"),
-                ":archived": s("archived"),
-                ":archived_at": s(archived_at),
-                ":at": s(deleted_at),
-                ":p": s(it.activity_pk("deleting", session_id)),
+                ":del": string_value("deleting"),
+                ":archived": string_value("archived"),
+                ":archived_at": string_value(archived_at),
+                ":at": string_value(deleted_at),
+                ":p": string_value(items.activity_pk("deleting", session_id)),
             },
         )
         return marked
@@ -104,9 +103,9 @@ class DynamoRetentionStore:
     def remove_head(self, session_id: str) -> bool:
         removed, _ = self._table.conditional(
             "delete_item",
-            Key=it.head_key(session_id),
+            Key=items.head_key(session_id),
             ConditionExpression="#st = :del",
             ExpressionAttributeNames={"#st": "status"},
-            ExpressionAttributeValues={":del": s("deleting")},
+            ExpressionAttributeValues={":del": string_value("deleting")},
         )
         return removed

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from convo_memory.adapters.dynamo.table import DynamoTable, s
+from convo_memory.adapters.dynamo.table import DynamoTable, string_value
 
 FAILED_SESSION = "failedSessionId"
 FAILED_RUNS_INDEX = "failedRunsBySession"
@@ -24,16 +24,16 @@ class DynamoRunStore:
 
     def put_run(self, run: dict[str, Any]) -> None:
         item = {
-            "runId": s(run["runId"]),
-            "workspaceId": s(run["workspaceId"]),
-            "body": s(json.dumps(run)),
+            "runId": string_value(run["runId"]),
+            "workspaceId": string_value(run["workspaceId"]),
+            "body": string_value(json.dumps(run)),
         }
         if run.get("status") == "failed" and run.get("sessionId"):
-            item[FAILED_SESSION] = s(str(run["sessionId"]))
+            item[FAILED_SESSION] = string_value(str(run["sessionId"]))
         self._table.call("put_item", Item=item)
 
     def get_run(self, workspace_id: str, run_id: str) -> dict[str, Any] | None:
-        item = self._table.get({"runId": s(run_id)})
+        item = self._table.get({"runId": string_value(run_id)})
         if not item or item["workspaceId"]["S"] != workspace_id:
             return None
         run: dict[str, Any] = json.loads(item["body"]["S"])

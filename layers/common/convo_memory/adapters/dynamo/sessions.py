@@ -7,10 +7,9 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from convo_memory.adapters.dynamo import items as it
+from convo_memory.adapters.dynamo import items
 from convo_memory.adapters.dynamo.forks import hand_over_to_forks
-from convo_memory.adapters.dynamo.reads import newest_turn
-from convo_memory.adapters.dynamo.table import DynamoTable, Item, s
+from convo_memory.adapters.dynamo.table import DynamoTable, Item, string_value
 from convo_memory.domain.errors import (
     RecallSourceGone,
     SessionArchived,
@@ -34,7 +33,9 @@ class DynamoSessionStore:
             self._create_transacted(session)
             return
         created, _ = self._table.conditional(
-            "put_item", Item=it.head_item(session), ConditionExpression="attribute_not_exists(pk)"
+            "put_item",
+            Item=items.head_item(session),
+            ConditionExpression="attribute_not_exists(pk)",
         )
         if not created:  # ids are random: a collision is a defect, not a conflict to report
             raise StoreRejected(f"session id {session.id} already exists")
@@ -45,19 +46,19 @@ class DynamoSessionStore:
         a check that each session a recall was taken from is still active or archived (a
         deletion that lands first wins: no text of a deleted session is stored after its
         deletion)."""
-        head = {"Item": it.head_item(session), "ConditionExpression": "attribute_not_exists(pk)"}
+        head = {"Item": items.head_item(session), "ConditionExpression": "attribute_not_exists(pk)"}
         entries: list[Item] = [{"Put": head}]
-        key_item = it.session_key_item(session) if session.session_key is not None else None
+        key_item = items.session_key_item(session) if session.session_key is not None else None
         if key_item is not None:
             entries.append(
                 {"Put": {"Item": key_item, "ConditionExpression": "attribute_not_exists(pk)"}}
             )
         sources = session.recall.from_sessions if session.recall is not None else []
-        recallable = {":active": s("active"), ":archived": s("archived")}
+        recallable = {":active": string_value("active"), ":archived": string_value("archived")}
         entries += [
             {
                 "ConditionCheck": {
-                    "Key": it.head_key(source),
+                    "Key": items.head_key(source),
                     "ConditionExpression": "#st IN (:active, :archived)",
                     "ExpressionAttributeNames": {"#st": "status"},
                     "ExpressionAttributeValues": recallable,
@@ -86,27 +87,30 @@ class DynamoSessionStore:
     def session_for_key(
         self, workspace_id: str, capability_id: str, session_key: str
     ) -> str | None:
-        item = self._table.get(it.session_key_key(workspace_id, capability_id, session_key))
+        item = self._table.get(items.session_key_key(workspace_id, capability_id, session_key))
         return item["sessionId"]["S"] if item else None
 
     def release_session_key(
         self, workspace_id: str, capability_id: str, session_key: str, session_id: str
     ) -> None:
         release_session_key(
-            self._table, it.session_key_key(workspace_id, capability_id, session_key), session_id
+            self._table, items.session_key_key(workspace_id, capability_id, session_key), session_id
         )
 
     def get_session(self, session_id: str) -> Session | None:
         """One Query (summary, head, newest turn): the head plus the exact count."""
         head, newest = self._head_and_newest(session_id)
-        if head is None or it.head_status(head) == "deleting":
+        if head is None or items.head_status(head) == "deleting":
             return None
-        return it.session_from(head, newest)
+        return items.session_from(head, newest)
 
     def _head_and_newest(self, session_id: str) -> tuple[Item | None, Item | None]:
         out = self._table.query(
             KeyConditionExpression="pk = :pk AND sk > :lo",
-            ExpressionAttributeValues={":pk": it.session_pk(session_id), ":lo": s(it.MSG_PREFIX)},
+            ExpressionAttributeValues={
+                ":pk": items.session_pk(session_id),
+                ":lo": string_value(items.MSG_PREFIX),
+            },
             ScanIndexForward=False,
             ConsistentRead=True,
             Limit=3,
@@ -114,9 +118,9 @@ class DynamoSessionStore:
         head = newest = None
         for item in out.get("Items", []):
             sk = item["sk"]["S"]
-            if sk == it.SESSION_SK:
+            if sk == items.SESSION_SK:
                 head = item
-            elif sk.startswith(it.MSG_PREFIX):
+            elif sk.startswith(items.MSG_PREFIX):
                 newest = item
                 break
         return head, newest
@@ -127,11 +131,11 @@ class DynamoSessionStore:
     def list_sessions(
         self, workspace_id: str, external_ref: str, limit: int, after: tuple[str, str] | None
     ) -> tuple[list[Session], bool]:
-        partition = it.external_ref_pk(workspace_id, external_ref)
+        partition = items.external_ref_pk(workspace_id, external_ref)
         args: dict[str, Any] = {
             "IndexName": "byExternalRef",
             "KeyConditionExpression": "gsi1pk = :p",
-            "ExpressionAttributeValues": {":p": s(partition)},
+            "ExpressionAttributeValues": {":p": string_value(partition)},
             "ScanIndexForward": False,
             "Limit": limit,
         }
@@ -139,18 +143,18 @@ class DynamoSessionStore:
             # The start key is rebuilt here from a position: cursors carry no key layout.
             created_at, session_id = after
             args["ExclusiveStartKey"] = {
-                "gsi1pk": s(partition),
-                "gsi1sk": s(f"{created_at}#{session_id}"),
-                **it.head_key(session_id),
+                "gsi1pk": string_value(partition),
+                "gsi1sk": string_value(f"{created_at}#{session_id}"),
+                **items.head_key(session_id),
             }
         out = self._table.query(**args)
-        heads = [h for h in out.get("Items", []) if it.head_status(h) != "deleting"]
+        heads = [h for h in out.get("Items", []) if items.head_status(h) != "deleting"]
         # The heads' counts move once per granularity: read each newest turn for exact ones.
         with ThreadPoolExecutor(max_workers=LIST_READ_CONCURRENCY) as pool:
             newest = list(
                 pool.map(lambda h: self._newest_turn(h["pk"]["S"].removeprefix("SESSION#")), heads)
             )
-        sessions = [it.session_from(h, t) for h, t in zip(heads, newest, strict=True)]
+        sessions = [items.session_from(h, t) for h, t in zip(heads, newest, strict=True)]
         return sessions, bool(out.get("LastEvaluatedKey"))
 
     def update_metadata(
@@ -159,36 +163,39 @@ class DynamoSessionStore:
         """Replace metadata; None when the session is missing, deleted or another's."""
         updated, attributes = self._table.conditional(
             "update_item",
-            Key=it.head_key(session_id),
+            Key=items.head_key(session_id),
             UpdateExpression="SET metadata = :m",
             ConditionExpression="attribute_exists(pk) AND workspaceId = :ws AND #st <> :del",
             ExpressionAttributeNames={"#st": "status"},
             ExpressionAttributeValues={
-                ":m": s(it.compact(metadata)),
-                ":ws": s(workspace_id),
-                ":del": s("deleting"),
+                ":m": string_value(items.compact(metadata)),
+                ":ws": string_value(workspace_id),
+                ":del": string_value("deleting"),
             },
             ReturnValues="ALL_NEW",
         )
         if not updated or attributes is None:
             return None
-        return it.session_from(attributes, self._newest_turn(session_id))
+        return items.session_from(attributes, self._newest_turn(session_id))
 
     def touch(self, session_id: str, last_active_at: str) -> None:
         moved, current = self._table.conditional(
             "update_item",
-            Key=it.head_key(session_id),
+            Key=items.head_key(session_id),
             UpdateExpression="SET lastActiveAt = :at, gsi2sk = :at",
             ConditionExpression="#st = :active",
             ExpressionAttributeNames={"#st": "status"},
-            ExpressionAttributeValues={":at": s(last_active_at), ":active": s("active")},
+            ExpressionAttributeValues={
+                ":at": string_value(last_active_at),
+                ":active": string_value("active"),
+            },
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
         if moved:
             return
         if current is None:
-            current = self._table.get(it.head_key(session_id))
-        if current is not None and it.head_status(current) == "archived":
+            current = self._table.get(items.head_key(session_id))
+        if current is not None and items.head_status(current) == "archived":
             raise SessionArchived("the session is archived and accepts no new turns")
         raise SessionNotFound(f"session {session_id!r} not found")
 
@@ -197,26 +204,29 @@ class DynamoSessionStore:
         ``nonce``; None when the head is not active (never re-creates a deleted head)."""
         kept, attributes = self._table.conditional(
             "update_item",
-            Key=it.head_key(session_id),
+            Key=items.head_key(session_id),
             UpdateExpression="SET #nonce = if_not_exists(#nonce, :nonce)",
             ConditionExpression="#st = :active",
-            ExpressionAttributeNames={"#st": "status", "#nonce": it.FENCE_NONCE},
-            ExpressionAttributeValues={":nonce": s(nonce), ":active": s("active")},
+            ExpressionAttributeNames={"#st": "status", "#nonce": items.FENCE_NONCE},
+            ExpressionAttributeValues={
+                ":nonce": string_value(nonce),
+                ":active": string_value("active"),
+            },
             ReturnValues="ALL_NEW",
         )
         if not kept or attributes is None:
             return None
-        return str(attributes[it.FENCE_NONCE]["S"])
+        return str(attributes[items.FENCE_NONCE]["S"])
 
     def begin_deletion(self, session_id: str, workspace_id: str, deleted_at: str) -> bool:
         """Mark the session deleted and strip its head to a tombstone in one write: from
         here on it answers 404 and its head holds no personal data (an owner attribute,
         naming an item the session owns, goes once that item has). A session an erasure
         has claimed is the erasure's to finish: False, as for a missing one."""
-        remove = ", ".join(("gsi1pk", "gsi1sk", *it.PERSONAL_HEAD_ATTRIBUTES))
+        remove = ", ".join(("gsi1pk", "gsi1sk", *items.PERSONAL_HEAD_ATTRIBUTES))
         marked, _ = self._table.conditional(
             "update_item",
-            Key=it.head_key(session_id),
+            Key=items.head_key(session_id),
             # Out of the listing at once; into DELETING#NN so retention finishes the job.
             UpdateExpression=(
                 "SET #st = :del, deletedAt = if_not_exists(deletedAt, :at), "
@@ -227,10 +237,10 @@ class DynamoSessionStore:
             ),
             ExpressionAttributeNames={"#st": "status"},
             ExpressionAttributeValues={
-                ":del": s("deleting"),
-                ":at": s(deleted_at),
-                ":ws": s(workspace_id),
-                ":gsi2pk": s(it.activity_pk("deleting", session_id)),
+                ":del": string_value("deleting"),
+                ":at": string_value(deleted_at),
+                ":ws": string_value(workspace_id),
+                ":gsi2pk": string_value(items.activity_pk("deleting", session_id)),
             },
         )
         return marked
@@ -242,11 +252,11 @@ class DynamoSessionStore:
 def session_items(table: DynamoTable, session_id: str) -> list[Item]:
     """Every item of a session's partition, head included (strongly consistent), as much
     of each as a sweep needs (``items.session_item_projection``)."""
-    projection, names = it.session_item_projection()
+    projection, names = items.session_item_projection()
     return list(
         table.query_all(
             KeyConditionExpression="pk = :pk",
-            ExpressionAttributeValues={":pk": it.session_pk(session_id)},
+            ExpressionAttributeValues={":pk": items.session_pk(session_id)},
             ProjectionExpression=projection,
             ExpressionAttributeNames=names,
             ConsistentRead=True,
@@ -263,31 +273,31 @@ def delete_contents(table: DynamoTable, session_id: str, found: list[Item] | Non
     if found is None:
         found = session_items(table, session_id)
     hand_over_to_forks(table, session_id, found)
-    head = next((item for item in found if item["sk"]["S"] == it.SESSION_SK), None)
+    head = next((item for item in found if item["sk"]["S"] == items.SESSION_SK), None)
     keys = [{"pk": item["pk"], "sk": item["sk"]} for item in found if item is not head]
     if head is not None:
-        keys += it.owned_item_keys(head)
+        keys += items.owned_item_keys(head)
     deleted = table.delete_keys(keys)
-    if head is not None and it.SESSION_KEY in head:
+    if head is not None and items.SESSION_KEY in head:
         # The app's key (OpenAI-compatible door) is released: a later call with it opens
         # a new session. Conditional: a key already re-opened on a newer session stays.
-        key = it.session_key_key(
-            head["workspaceId"]["S"], head["capabilityId"]["S"], head[it.SESSION_KEY]["S"]
+        key = items.session_key_key(
+            head["workspaceId"]["S"], head["capabilityId"]["S"], head[items.SESSION_KEY]["S"]
         )
         release_session_key(table, key, session_id)
         deleted += 1
-    owners = [name for name in it.OWNER_ATTRIBUTES if head is not None and name in head]
+    owners = [name for name in items.OWNER_ATTRIBUTES if head is not None and name in head]
     if owners:
         table.conditional(
             "update_item",
-            Key=it.head_key(session_id),
+            Key=items.head_key(session_id),
             UpdateExpression="REMOVE " + ", ".join(f"#o{i}" for i in range(len(owners))),
             ConditionExpression="#st = :del",
             ExpressionAttributeNames={
                 "#st": "status",
                 **{f"#o{i}": name for i, name in enumerate(owners)},
             },
-            ExpressionAttributeValues={":del": s("deleting")},
+            ExpressionAttributeValues={":del": string_value("deleting")},
         )
     return deleted
 
@@ -299,5 +309,25 @@ def release_session_key(table: DynamoTable, key: Item, session_id: str) -> None:
         "delete_item",
         Key=key,
         ConditionExpression="sessionId = :sid",
-        ExpressionAttributeValues={":sid": s(session_id)},
+        ExpressionAttributeValues={":sid": string_value(session_id)},
     )
+
+
+def newest_turn(table: DynamoTable, session_id: str, *, consistent: bool) -> Item | None:
+    """The key and createdAt of a session's newest turn (or of its digest, which carries
+    the same position): one read of at most one item."""
+    out = table.query(
+        KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
+        ExpressionAttributeValues={
+            ":pk": items.session_pk(session_id),
+            ":lo": string_value(items.MSG_PREFIX),
+            ":hi": string_value(items.MSG_UPPER),
+        },
+        ProjectionExpression="sk, #at",
+        ExpressionAttributeNames={"#at": "at"},
+        ScanIndexForward=False,
+        ConsistentRead=consistent,
+        Limit=1,
+    )
+    found: list[Item] = out.get("Items", [])
+    return found[0] if found else None

@@ -33,7 +33,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from convo_memory.adapters.dynamo.table import DynamoTable, Item, n, s
+from convo_memory.adapters.dynamo.table import DynamoTable, Item, number_value, string_value
 from convo_memory.domain.errors import RateLimited, StoreRejected, StoreUnavailable
 from convo_memory.ports import MetricsPort
 
@@ -125,7 +125,7 @@ class SlowTurns:
 
     def condition_values(self) -> dict[str, dict[str, str]]:
         """The values ``ADMISSION_CONDITION`` needs."""
-        return {":slowCap": n(self._cap.max_turns)}
+        return {":slowCap": number_value(self._cap.max_turns)}
 
     def refuse_if_known_full(self, workspace_id: str) -> None:
         """Refuse without a request while this container's last refusal stands."""
@@ -153,7 +153,7 @@ class SlowTurns:
         """Admission without a rate limit: one eventually consistent read of the set."""
         self.refuse_if_known_full(workspace_id)
         try:
-            item = self._table.get({"id": s(workspace_id)}, consistent=False)
+            item = self._table.get({"id": string_value(workspace_id)}, consistent=False)
         except (StoreUnavailable, StoreRejected) as exc:
             logger.warning("turn limiter unavailable, admitting the turn: %s", exc)
             self._metrics.count("TurnLimiterUnavailable")
@@ -173,7 +173,7 @@ class SlowTurns:
         try:
             self._table.call(
                 "update_item",
-                Key={"id": s(workspace_id)},
+                Key={"id": string_value(workspace_id)},
                 UpdateExpression="DELETE slow :expired",
                 ExpressionAttributeValues={":expired": {"SS": expired}},
             )
@@ -185,7 +185,7 @@ class SlowTurns:
     def in_flight(self, workspace_id: str) -> dict[str, float]:
         """The workspace's slow turns now (a consistent read), each with the epoch
         second it stops counting."""
-        item = self._table.get({"id": s(workspace_id)})
+        item = self._table.get({"id": string_value(workspace_id)})
         now = self._clock()
         return {
             entry: float(entry_expiry(entry))
@@ -237,7 +237,7 @@ class SlowTurns:
         try:
             self._table.conditional(
                 "update_item",
-                Key={"id": s(workspace_id)},
+                Key={"id": string_value(workspace_id)},
                 UpdateExpression="DELETE slow :entry",
                 ConditionExpression="attribute_exists(id)",
                 ExpressionAttributeValues={":entry": {"SS": [entry]}},
@@ -253,11 +253,11 @@ class SlowTurns:
             expiry = "expiresAt = if_not_exists(expiresAt, :itemExpires)"
         self._table.call(
             "update_item",
-            Key={"id": s(workspace_id)},
+            Key={"id": string_value(workspace_id)},
             UpdateExpression=f"ADD slow :entry SET {expiry}",
             ExpressionAttributeValues={
                 ":entry": {"SS": [entry]},
-                ":itemExpires": n(int(self._clock() + self._item_expiry_seconds)),
+                ":itemExpires": number_value(int(self._clock() + self._item_expiry_seconds)),
             },
         )
 

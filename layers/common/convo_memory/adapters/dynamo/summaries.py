@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from convo_memory.adapters.dynamo import items as it
-from convo_memory.adapters.dynamo.table import DynamoTable, n
+from convo_memory.adapters.dynamo import items
+from convo_memory.adapters.dynamo.table import DynamoTable, number_value
 from convo_memory.domain.errors import StoreUnavailable
 from convo_memory.domain.models import Summary
 from convo_memory.domain.summary_plan import FoldWindow, SummaryVersion
@@ -21,8 +21,8 @@ class DynamoSummaryStore:
         self._table = table
 
     def get_summary(self, session_id: str) -> Summary | None:
-        item = self._table.get(it.summary_key(session_id))
-        return it.summary_from(item) if item else None
+        item = self._table.get(items.summary_key(session_id))
+        return items.summary_from(item) if item else None
 
     def advance_summary(
         self,
@@ -43,21 +43,21 @@ class DynamoSummaryStore:
         meanwhile is removed by the deletion's final sweep."""
         made_at = window.omitted if window else 0
         put: dict[str, Any] = {
-            "Item": it.summary_item(session_id, summary, earlier, made_at),
+            "Item": items.summary_item(session_id, summary, earlier, made_at),
             "ConditionExpression": (
                 f"({_previous(previous_through)}) AND "
                 "(attribute_not_exists(sk) OR throughSeq < :new)"
             ),
             "ExpressionAttributeValues": {
-                ":prev": n(previous_through),
-                ":new": n(summary.through_seq),
+                ":prev": number_value(previous_through),
+                ":new": number_value(summary.through_seq),
             },
         }
-        kept = it.summary_version_item(session_id, SummaryVersion(summary, made_at))
+        kept = items.summary_version_item(session_id, SummaryVersion(summary, made_at))
         entries: list[dict[str, Any]] = [{"Put": put}, {"Put": {"Item": kept}}]
         if window is not None:
             no_later_turn = {
-                "Key": it.turn_key(session_id, user_seq_of(window.message_count + 1)),
+                "Key": items.turn_key(session_id, user_seq_of(window.message_count + 1)),
                 "ConditionExpression": "attribute_not_exists(sk)",
             }
             entries.append({"ConditionCheck": no_later_turn})

@@ -56,11 +56,13 @@ def translate(exc: Exception) -> Exception:
     return StoreUnavailable(f"DynamoDB unreachable ({type(exc).__name__})")
 
 
-def s(value: str) -> dict[str, str]:
+def string_value(value: str) -> dict[str, str]:
+    """A DynamoDB string attribute value (``{"S": ...}``)."""
     return {"S": value}
 
 
-def n(value: int | float) -> dict[str, str]:
+def number_value(value: int | float) -> dict[str, str]:
+    """A DynamoDB number attribute value (``{"N": ...}``)."""
     return {"N": str(value)}
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from convo_memory.adapters.dynamo.table import DynamoTable, s
+from convo_memory.adapters.dynamo.table import DynamoTable, string_value
 
 
 class DynamoTokenStore:
@@ -13,10 +13,10 @@ class DynamoTokenStore:
         self._table.call(
             "put_item",
             Item={
-                "pk": s(f"WS#{workspace_id}"),
-                "sk": s("WORKSPACE"),
-                "name": s(name),
-                "createdAt": s(created_at),
+                "pk": string_value(f"WS#{workspace_id}"),
+                "sk": string_value("WORKSPACE"),
+                "name": string_value(name),
+                "createdAt": string_value(created_at),
             },
         )
 
@@ -25,11 +25,11 @@ class DynamoTokenStore:
         stored, _ = self._table.conditional(
             "put_item",
             Item={
-                "pk": s(f"TOKEN#{token_hash}"),
-                "sk": s("TOKEN"),
-                "workspaceId": s(workspace_id),
-                "name": s(name),
-                "createdAt": s(created_at),
+                "pk": string_value(f"TOKEN#{token_hash}"),
+                "sk": string_value("TOKEN"),
+                "workspaceId": string_value(workspace_id),
+                "name": string_value(name),
+                "createdAt": string_value(created_at),
             },
             ConditionExpression="attribute_not_exists(pk)",
         )
@@ -37,7 +37,9 @@ class DynamoTokenStore:
 
     def workspace_for_token(self, token_hash: str) -> str | None:
         # Strongly consistent: a token revoked a moment ago must not resolve.
-        item = self._table.get({"pk": s(f"TOKEN#{token_hash}"), "sk": s("TOKEN")})
+        item = self._table.get(
+            {"pk": string_value(f"TOKEN#{token_hash}"), "sk": string_value("TOKEN")}
+        )
         return item["workspaceId"]["S"] if item else None
 
     def put_token_id(
@@ -47,25 +49,30 @@ class DynamoTokenStore:
         self._table.call(
             "put_item",
             Item={
-                "pk": s(f"TOKENID#{token_id}"),
-                "sk": s("TOKENID"),
-                "tokenHash": s(token_hash),
-                "workspaceId": s(workspace_id),
-                "createdAt": s(created_at),
+                "pk": string_value(f"TOKENID#{token_id}"),
+                "sk": string_value("TOKENID"),
+                "tokenHash": string_value(token_hash),
+                "workspaceId": string_value(workspace_id),
+                "createdAt": string_value(created_at),
             },
         )
 
     def token_hash_for_id(self, token_id: str) -> str | None:
-        item = self._table.get({"pk": s(f"TOKENID#{token_id}"), "sk": s("TOKENID")})
+        item = self._table.get(
+            {"pk": string_value(f"TOKENID#{token_id}"), "sk": string_value("TOKENID")}
+        )
         return item["tokenHash"]["S"] if item else None
 
     def delete_token(self, token_hash: str, token_id: str) -> str | None:
         """Revoke a token: its workspace id, or None when no such token existed."""
         out = self._table.call(
             "delete_item",
-            Key={"pk": s(f"TOKEN#{token_hash}"), "sk": s("TOKEN")},
+            Key={"pk": string_value(f"TOKEN#{token_hash}"), "sk": string_value("TOKEN")},
             ReturnValues="ALL_OLD",
         )
-        self._table.call("delete_item", Key={"pk": s(f"TOKENID#{token_id}"), "sk": s("TOKENID")})
+        self._table.call(
+            "delete_item",
+            Key={"pk": string_value(f"TOKENID#{token_id}"), "sk": string_value("TOKENID")},
+        )
         old = out.get("Attributes")
         return old["workspaceId"]["S"] if old else None

@@ -14,10 +14,10 @@ import math
 import time
 from typing import Any
 
-from convo_memory.adapters.dynamo import items as it
+from convo_memory.adapters.dynamo import items
 from convo_memory.adapters.dynamo.forks import stored_prompt, turn_items
-from convo_memory.adapters.dynamo.reads import newest_turn
-from convo_memory.adapters.dynamo.table import DynamoTable, Item, s
+from convo_memory.adapters.dynamo.sessions import newest_turn
+from convo_memory.adapters.dynamo.table import DynamoTable, Item, string_value
 from convo_memory.domain.errors import StoreUnavailable
 from convo_memory.domain.models import Message, Summary, ToolDigest
 from convo_memory.domain.prompt_record import StoredPrompt
@@ -57,8 +57,8 @@ class DynamoTurnStore:
             args: dict[str, Any] = {
                 "KeyConditionExpression": "pk = :pk AND sk > :lo",
                 "ExpressionAttributeValues": {
-                    ":pk": it.session_pk(session_id),
-                    ":lo": s(it.MSG_PREFIX),
+                    ":pk": items.session_pk(session_id),
+                    ":lo": string_value(items.MSG_PREFIX),
                 },
                 "ScanIndexForward": False,
                 "ConsistentRead": True,
@@ -69,12 +69,12 @@ class DynamoTurnStore:
             out = self._table.query(**args)
             for item in out.get("Items", []):
                 sk = item["sk"]["S"]
-                if sk == it.SESSION_SK:
+                if sk == items.SESSION_SK:
                     head = item
-                elif sk == it.SUMMARY_SK:
-                    summary = it.summary_from(item)
-                    versions = it.summary_versions_from(item)
-                elif it.is_digest(item):
+                elif sk == items.SUMMARY_SK:
+                    summary = items.summary_from(item)
+                    versions = items.summary_versions_from(item)
+                elif items.is_digest(item):
                     if with_digests:
                         digest_items.append(item)
                 elif len(turns) < turns_wanted:
@@ -82,27 +82,10 @@ class DynamoTurnStore:
             start = out.get("LastEvaluatedKey")
             if not start:
                 break
-        if head is None or it.head_status(head) == "deleting":
+        if head is None or items.head_status(head) == "deleting":
             return None
         turns.reverse()
-        messages = [m for item in turns for m in it.messages_from(item)]
-        recent = tuple(messages[-max_messages:]) if max_messages > 0 else ()
-        digests: dict[int, ToolDigest] = {}
-        expiry: dict[int, float] = {}
-        read_seqs = {it.user_seq_of_item(t) for t in turns}
-        for item in digest_items:
-            if it.user_seq_of_item(item) in read_seqs:
-                digest, expires = it.digest_from(item)
-                digests[digest.seq], expiry[digest.seq] = digest, expires
-        return TurnState(
-            session=it.session_from(head, turns[-1] if turns else None),
-            summary=summary,
-            recent=recent,
-            digests=digests,
-            digest_expiry=expiry,
-            activity_mark=head["lastActiveAt"]["S"],
-            summary_versions=versions,
-        )
+        return _state_of(head, (summary, versions), turns, digest_items, max_messages)
 
     # -- the serving path's write ---------------------------------------------------
     def append_turn(self, session_id: str, after_seq: int, turn: TurnRecord) -> AppendResult:
@@ -110,16 +93,16 @@ class DynamoTurnStore:
         for conflicts in range(1, MAX_POSITION_ATTEMPTS + 1):
             stored, occupant = self._table.conditional(
                 "put_item",
-                Item=it.turn_item(session_id, position, turn),
+                Item=items.turn_item(session_id, position, turn),
                 ConditionExpression="attribute_not_exists(sk)",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
             if stored:
                 return AppendResult(position, position + 1)
             if occupant is None:
-                occupant = self._table.get(it.turn_key(session_id, position))
-            if occupant is not None and it.turn_id_of(occupant) == turn.turn_id:
-                return it.recorded_at(occupant)  # our own earlier write landed
+                occupant = self._table.get(items.turn_key(session_id, position))
+            if occupant is not None and items.turn_id_of(occupant) == turn.turn_id:
+                return items.recorded_at(occupant)  # our own earlier write landed
             position += 2
             if conflicts % JUMP_AFTER_CONFLICTS == 0:
                 newest = self._newest_user_seq(session_id)
@@ -129,25 +112,25 @@ class DynamoTurnStore:
 
     def put_digest(self, session_id: str, user_seq: int, turn: TurnRecord) -> None:
         """Store the tool digest of the turn at ``user_seq`` (idempotent)."""
-        self._table.call("put_item", Item=it.digest_item(session_id, user_seq, turn))
+        self._table.call("put_item", Item=items.digest_item(session_id, user_seq, turn))
 
     def _newest_user_seq(self, session_id: str) -> int:
         newest = newest_turn(self._table, session_id, consistent=True)
-        return it.user_seq_of_item(newest) if newest is not None else -1
+        return items.user_seq_of_item(newest) if newest is not None else -1
 
     def find_turn(self, session_id: str, turn_id: str, from_seq: int) -> AppendResult | None:
         for item in self._table.query_all(
             KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
             ExpressionAttributeValues={
-                ":pk": it.session_pk(session_id),
-                ":lo": s(it.turn_sk(user_seq_of(max(1, from_seq)))),
-                ":hi": s(it.MSG_UPPER),
+                ":pk": items.session_pk(session_id),
+                ":lo": string_value(items.turn_sk(user_seq_of(max(1, from_seq)))),
+                ":hi": string_value(items.MSG_UPPER),
             },
             ProjectionExpression="sk, id",
             ConsistentRead=True,
         ):
-            if not it.is_digest(item) and it.turn_id_of(item) == turn_id:
-                return it.recorded_at(item)
+            if not items.is_digest(item) and items.turn_id_of(item) == turn_id:
+                return items.recorded_at(item)
         return None
 
     # -- transcript reads -------------------------------------------------------------
@@ -160,9 +143,9 @@ class DynamoTurnStore:
             args: dict[str, Any] = {
                 "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
                 "ExpressionAttributeValues": {
-                    ":pk": it.session_pk(session_id),
-                    ":lo": s(it.turn_sk(user_seq_of(after_seq + 1))),
-                    ":hi": s(it.MSG_UPPER),
+                    ":pk": items.session_pk(session_id),
+                    ":lo": string_value(items.turn_sk(user_seq_of(after_seq + 1))),
+                    ":hi": string_value(items.MSG_UPPER),
                 },
                 # Enough turns for limit + 1 messages (to know whether more exist).
                 "Limit": (limit - len(messages)) // 2 + 2,
@@ -171,8 +154,8 @@ class DynamoTurnStore:
                 args["ExclusiveStartKey"] = start
             out = self._table.query(**args)
             for item in out.get("Items", []):
-                if not it.is_digest(item):
-                    messages.extend(m for m in it.messages_from(item) if m.seq > after_seq)
+                if not items.is_digest(item):
+                    messages.extend(m for m in items.messages_from(item) if m.seq > after_seq)
             start = out.get("LastEvaluatedKey")
             if not start:
                 break
@@ -188,8 +171,8 @@ class DynamoTurnStore:
             older = [
                 m
                 for item in inherited
-                if not it.is_digest(item)
-                for m in it.messages_from(item)
+                if not items.is_digest(item)
+                for m in items.messages_from(item)
                 if after_seq < m.seq < messages[0].seq
             ]
             messages = older + messages
@@ -200,8 +183,40 @@ class DynamoTurnStore:
         found = turn_items(
             self._table, session_id, user_seq_of(max(1, first_seq)), user_seq_of(max(1, last_seq))
         )
-        messages = [m for item in found if not it.is_digest(item) for m in it.messages_from(item)]
+        messages = [
+            m for item in found if not items.is_digest(item) for m in items.messages_from(item)
+        ]
         return [m for m in messages if first_seq <= m.seq <= last_seq]
 
     def stored_prompt(self, session_id: str, user_seq: int) -> StoredPrompt | None:
         return stored_prompt(self._table, session_id, user_seq)
+
+
+def _state_of(
+    head: Item,
+    summaries: tuple[Summary | None, tuple[SummaryVersion, ...]],
+    turns: list[Item],
+    digest_items: list[Item],
+    max_messages: int,
+) -> TurnState:
+    """The session's state from its head, its summary (and the versions a turn may
+    show), its newest turns (oldest first) and the digests read with them (only those
+    of these turns count)."""
+    messages = [m for item in turns for m in items.messages_from(item)]
+    digests: dict[int, ToolDigest] = {}
+    expiry: dict[int, float] = {}
+    read_seqs = {items.user_seq_of_item(t) for t in turns}
+    for item in digest_items:
+        if items.user_seq_of_item(item) in read_seqs:
+            digest, expires = items.digest_from(item)
+            digests[digest.seq], expiry[digest.seq] = digest, expires
+    summary, versions = summaries
+    return TurnState(
+        session=items.session_from(head, turns[-1] if turns else None),
+        summary=summary,
+        recent=tuple(messages[-max_messages:]) if max_messages > 0 else (),
+        digests=digests,
+        digest_expiry=expiry,
+        activity_mark=head["lastActiveAt"]["S"],
+        summary_versions=versions,
+    )

@@ -60,24 +60,7 @@ def build_provider(
     if not model_id:
         raise ValueError(f"a {connection.type} connection needs a model id")
     if connection.type == "bedrock":
-        from convo_memory.adapters.providers.bedrock import BedrockConverseProvider
-
-        region = connection.region
-
-        def timed_client(seconds: float) -> Any:
-            # Whole seconds, so that a container keeps a handful of clients, not one per call.
-            bounded = max(1.0, min(timeout_seconds, float(math.ceil(seconds))))
-            return client_factory_for(bedrock_clients, region, bounded)()
-
-        return BedrockConverseProvider(
-            model_id=model_id,
-            max_tokens=connection.max_tokens,
-            temperature=connection.temperature,
-            client_factory=client_factory_for(bedrock_clients, region, timeout_seconds),
-            timed_client_factory=timed_client,
-            prompt_caching=connection.caches_prompts(model_id),
-            cache_ttl=connection.prompt_cache_ttl,
-        )
+        return _bedrock(connection, model_id, timeout_seconds, bedrock_clients)
     if connection.type == "openai":
         from convo_memory.adapters.providers.openai_compat import OpenAICompatibleProvider
 
@@ -92,3 +75,30 @@ def build_provider(
             cache_key_for=cache_key_for if connection.sends_prompt_cache_key else None,
         )
     raise ValueError(f"unknown connection type {connection.type!r}")
+
+
+def _bedrock(
+    connection: Connection,
+    model_id: str,
+    timeout_seconds: float,
+    bedrock_clients: BedrockClientFactory | None,
+) -> ModelProvider:
+    """A Bedrock Converse provider over the process's Bedrock clients."""
+    from convo_memory.adapters.providers.bedrock import BedrockConverseProvider
+
+    region = connection.region
+
+    def timed_client(seconds: float) -> Any:
+        # Whole seconds, so that a container keeps a handful of clients, not one per call.
+        bounded = max(1.0, min(timeout_seconds, float(math.ceil(seconds))))
+        return client_factory_for(bedrock_clients, region, bounded)()
+
+    return BedrockConverseProvider(
+        model_id=model_id,
+        max_tokens=connection.max_tokens,
+        temperature=connection.temperature,
+        client_factory=client_factory_for(bedrock_clients, region, timeout_seconds),
+        timed_client_factory=timed_client,
+        prompt_caching=connection.caches_prompts(model_id),
+        cache_ttl=connection.prompt_cache_ttl,
+    )
