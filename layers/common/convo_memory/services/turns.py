@@ -180,7 +180,8 @@ class TurnService:
         self.check_input(turn.user_input)
         if conversation is None:
             return self._stateless(turn)
-        return self._converse(turn, *self._session_turn(turn, conversation.session_id))
+        capability, state = self._session_turn(turn, conversation.session_id)
+        return self._converse(turn, capability, state)
 
     def check_input(self, user_input: str) -> None:
         """Refuse an empty input (422) or one over the deployment's limit (413)."""
@@ -214,7 +215,8 @@ class TurnService:
         for attempt in range(2):
             try:
                 self.check_input(turn.user_input)
-                return self._converse(turn, *self._session_turn(turn, session_id, by_key.owner))
+                capability, state = self._session_turn(turn, session_id, by_key.owner)
+                return self._converse(turn, capability, state)
             except SessionNotFound:
                 if attempt:
                     raise
