@@ -6,8 +6,9 @@ An HttpApi cannot stream, so on AWS this runs as a Lambda Function URL in
 RESPONSE_STREAM mode behind the AWS Lambda Web Adapter, which starts a small HTTP
 server (``run_server``; ``functions/stream/app.py`` is its entry point). The local runtime
 calls ``StreamDoor.handle`` directly. Same bearer tokens, same input gate, turn edge and
-error bodies as the HttpApi's routes (``convo_memory.turn_edge``), same serving path
-(``TurnService`` with a delta sink).
+error bodies as the HttpApi's routes (``convo_memory.turn_edge``), same doors
+(``predict_door``, ``chat_completions``): the turn runs on a thread of its own
+(``TurnOnThread``, its ``TurnSink``), and each of its events is written as it comes.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from convo_memory.ports import (
     MetricsPort,
     ModelProvider,
     RunStore,
+    TextSink,
     Toolbox,
     ToolCallingModel,
     ToolEventSink,
@@ -37,7 +38,6 @@ from convo_memory.services.agent_loop import (
 
 logger = logging.getLogger(__name__)
 
-DeltaSink = Callable[[str], None]
 # What a run trace keeps of each tool result.
 TRACE_OUTPUT_MAX_CHARS = 4_000
 DEFAULT_TURN_SECONDS = 25.0
@@ -126,7 +126,7 @@ class Answerer:
         self,
         capability: Capability,
         prompt: Prompt,
-        sink: DeltaSink | None,
+        sink: TextSink | None,
         context: ToolCallContext,
         deadline: float,
         on_tool: ToolEventSink | None,
@@ -150,7 +150,7 @@ class Answerer:
         )
 
     @staticmethod
-    def _streams_directly(capability: Capability, sink: DeltaSink | None) -> bool:
+    def _streams_directly(capability: Capability, sink: TextSink | None) -> bool:
         # With a content filter, nothing reaches the client before the filter has passed
         # the whole answer, so stream only when there is no filter (or no sink).
         return sink is not None and capability.conversational and not capability.content_filter
@@ -159,7 +159,7 @@ class Answerer:
         self,
         capability: Capability,
         prompt: Prompt,
-        sink: DeltaSink | None,
+        sink: TextSink | None,
         deadline: float,
     ) -> Completion:
         """The model's answer within the turn's time budget: every call gets at most the
@@ -204,7 +204,7 @@ class Answerer:
         return Completion(text, usage=step.usage, finish=step.finish)
 
     @staticmethod
-    def _at_once(provider: ModelProvider, prompt: Prompt, forward: DeltaSink | None) -> Completion:
+    def _at_once(provider: ModelProvider, prompt: Prompt, forward: TextSink | None) -> Completion:
         if forward is None:
             completion = provider.complete(prompt)
             return Completion(
@@ -221,7 +221,7 @@ class Answerer:
         return Completion(text="".join(parts))
 
     def _cut_off(
-        self, capability: Capability, parts: list[str], forward: DeltaSink | None
+        self, capability: Capability, parts: list[str], forward: TextSink | None
     ) -> Completion:
         """What a turn keeps of an answer its time budget cut short."""
         ending = CUT_OFF_MARK if parts else NO_ANSWER_IN_TIME
@@ -234,7 +234,7 @@ class Answerer:
         return Completion("".join(parts) + ending)
 
     def _filtered(
-        self, capability: Capability, text: str, sink: DeltaSink | None
+        self, capability: Capability, text: str, sink: TextSink | None
     ) -> tuple[str, bool]:
         content_filter = self._filter_for(capability)
         if content_filter is None or capability.content_filter is None:
