@@ -3,6 +3,7 @@ with the command ``predict_door`` reads), for tests that drive the service itsel
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from convo_memory.domain.turns import (
@@ -54,16 +55,18 @@ def deltas(events: list[TurnEvent]) -> list[str]:
     return [event.text for event in events if isinstance(event, AnswerDelta)]
 
 
-def served(session_id: str | None = "ses_1", *, recorded: bool = True) -> TurnResult:
-    """A turn's result as the serving path returns it (for what counts and logs it)."""
-    return TurnResult(
+def served(session_id: str | None = "ses_1", **fields: Any) -> TurnResult:
+    """A turn's result as the serving path returns it (recorded, in ``session_id``),
+    with ``fields`` (``TurnResult``'s) changed."""
+    result = TurnResult(
         reply_id="r1",
         created=0,
         output="the answer",
         withheld=False,
         session_id=session_id,
         turn=None,
-        recorded=recorded,
+        recorded=True,
         run_id=None,
         context=None,
     )
+    return replace(result, **fields)

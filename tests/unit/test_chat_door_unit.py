@@ -41,6 +41,7 @@ from convo_memory.domain.turns import (
 )
 from tests.fakes.adapters import FakeProvider
 from tests.fakes.app import WS, FakeApp, fake_app
+from tests.support.turns import served
 
 
 def user(text: Any) -> dict[str, Any]:
@@ -163,16 +164,12 @@ def test_an_id_none_of_ours_could_be_is_a_404_of_its_kind() -> None:
 
 
 def result(withheld: bool = False, usage: TokenUsage | None = None) -> TurnResult:
-    return TurnResult(
+    return served(
         reply_id="1",
         created=7,
         output="Hello there",
         withheld=withheld,
-        session_id="ses_1",
         turn=TurnPosition(1, 2),
-        recorded=True,
-        run_id=None,
-        context=None,
         usage=usage,
     )
 

@@ -9,21 +9,19 @@ from convo_memory import chat_completions as chat
 from convo_memory.domain.generation import TokenUsage
 from convo_memory.domain.turns import ReplayStats, TurnPosition, TurnResult
 from convo_memory.predict_door import prediction
+from tests.support.turns import served
 
-RECORDED = TurnResult(
+RECORDED = served(
     reply_id="0123456789abcdef01234567",
     created=1_767_225_600,
     output="It ships Friday.",
-    withheld=False,
-    session_id="ses_1",
     turn=TurnPosition(3, 4),
-    recorded=True,
     run_id="run_1",
     context=ReplayStats(2, 40, 0, False),
     finish="length",
     usage=TokenUsage(1200, 30, cached_input_tokens=1024, cache_write_input_tokens=0),
 )
-STATELESS = TurnResult("r", 7, "hi", True, None, None, False, None, None)
+STATELESS = served(None, reply_id="r", created=7, output="hi", withheld=True, recorded=False)
 
 
 def test_a_result_comes_back_from_its_json_whole() -> None:

@@ -21,6 +21,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
@@ -228,26 +229,20 @@ class TurnOnThread:
     ) -> None:
         self._queue: queue.SimpleQueue[Item] = queue.SimpleQueue()
         self._begun: TurnBegun | None = None
-        args = (edge, door, request, command, request_id)
-        threading.Thread(target=self._serve, args=args, name="stream-turn", daemon=True).start()
+        self._serve = partial(edge.serve, door, request, command, self)
+        self._request_id = request_id
+        threading.Thread(target=self._run, name="stream-turn", daemon=True).start()
 
     def put(self, event: TurnEvent) -> None:
         self._queue.put(event)
 
-    def _serve(
-        self,
-        edge: TurnEdge,
-        door: str,
-        request: GatedRequest,
-        command: TurnCommand,
-        request_id: str,
-    ) -> None:
-        set_correlation_id(request_id)  # this thread's logs belong to the request too
+    def _run(self) -> None:
+        set_correlation_id(self._request_id)  # this thread's logs belong to the request too
         last: Item
         try:
-            last = edge.serve(door, request, command, self)
+            last = self._serve()
         except Exception as exc:
-            last = error_for(exc, request_id)
+            last = error_for(exc, self._request_id)
         finally:
             # The turn's one record (a failed turn's too), before the stream ends.
             observability.flush_metrics()
