@@ -102,22 +102,6 @@ class Container:
     forks: ForkService
 
 
-def build_container(
-    clients: AwsClients,
-    settings: Settings | None = None,
-    *,
-    clock: Clock = time.time,
-    monotonic: Clock = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-    metrics: MetricsPort | None = None,
-) -> Container:
-    """The production container: adapters from ``settings`` (default: the environment)
-    over ``clients``, and the services over them."""
-    settings = settings or Settings.from_env()
-    adapters = build_adapters(settings, clients, clock=clock, metrics=metrics)
-    return build_services(adapters, settings, clock, monotonic, sleep)
-
-
 def build_adapters(
     settings: Settings,
     clients: AwsClients,
@@ -125,9 +109,8 @@ def build_adapters(
     clock: Clock = time.time,
     metrics: MetricsPort | None = None,
 ) -> Adapters:
-    """Every production adapter over ``clients`` (DynamoDB, SQS, the operator's model
-    connections, webhook tools, cursors, idempotency); ``metrics`` defaults to the
-    invocation's EMF record (``observability.metrics``), which every door flushes."""
+    """Every production adapter over ``clients``; ``metrics`` defaults to the invocation's
+    EMF record (``observability.metrics``), which every door flushes."""
     from convo_memory import observability
     from convo_memory.adapters import production
     from convo_memory.adapters.dynamo.stores import dynamo_stores
@@ -216,15 +199,7 @@ def build_services(
         monotonic=monotonic,
         sleep=sleep,
     )
-    erasures = ErasureService(
-        stores.erasures,
-        adapters.erasure_queue,
-        metrics,
-        settings.erasure_policy(),
-        clock,
-        sleep,
-        turns_in_flight=adapters.turn_limiter.turns_in_flight,
-    )
+    erasures = _erasures(adapters, settings, clock, sleep)
     sessions = SessionService(
         stores.sessions,
         stores.turns,
@@ -291,6 +266,21 @@ def _turns(
         policy=settings.turn_policy(),
         clock=clock,
         monotonic=monotonic,
+    )
+
+
+def _erasures(
+    adapters: Adapters, settings: Settings, clock: Clock, sleep: Callable[[float], None]
+) -> ErasureService:
+    """End users' erasures and deleted sessions' sweeps, which wait out turns in flight."""
+    return ErasureService(
+        adapters.stores.erasures,
+        adapters.erasure_queue,
+        adapters.metrics,
+        settings.erasure_policy(),
+        clock,
+        sleep,
+        turns_in_flight=adapters.turn_limiter.turns_in_flight,
     )
 
 

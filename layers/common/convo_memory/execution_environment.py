@@ -8,16 +8,38 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from convo_memory.bootstrap import Container, build_container
-from convo_memory.config import SettingsError
+from convo_memory.bootstrap import Container, build_adapters, build_services
+from convo_memory.config import Settings, SettingsError
 from convo_memory.services.auth import TokenResolver
 
 if TYPE_CHECKING:
     from convo_memory.adapters.aws_clients import AwsClients
+    from convo_memory.ports import MetricsPort
+
+Clock = Callable[[], float]
 
 logger = logging.getLogger(__name__)
+
+
+def build_container(
+    clients: AwsClients,
+    settings: Settings | None = None,
+    *,
+    clock: Clock = time.time,
+    monotonic: Clock = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    metrics: MetricsPort | None = None,
+) -> Container:
+    """A production container: adapters from ``settings`` (default: this environment's)
+    over ``clients``, and the services over them (``convo_memory.bootstrap``)."""
+    settings = settings or Settings.from_env()
+    adapters = build_adapters(settings, clients, clock=clock, metrics=metrics)
+    return build_services(adapters, settings, clock, monotonic, sleep)
+
 
 _lock = threading.Lock()
 _clients: AwsClients | None = None
