@@ -33,13 +33,16 @@ from convo_memory.domain.errors import (
     ServiceError,
     Unauthorized,
 )
-from convo_memory.domain.turns import TurnBegun, TurnCommand, TurnEvent, TurnResult
 from convo_memory.http_framing import BodyTooLarge, MalformedBody, StrictRequestHandler
 from convo_memory.observability import set_correlation_id
 from convo_memory.turn_edge import GatedRequest, TurnEdge, error_for, gate
 
 if TYPE_CHECKING:
     from convo_memory.bootstrap import Container
+    from convo_memory.domain.turns import TurnBegun, TurnCommand, TurnEvent, TurnResult
+
+    # What a turn's thread hands the door: its events, then its result or its error.
+    Item = TurnEvent | TurnResult | ServiceError
 
 logger = logging.getLogger("convo_memory.stream")
 ROUTE = re.compile(r"^/v1/capabilities/(?P<capability_id>[^/]+)/predict/stream/?$")
@@ -204,14 +207,12 @@ class StreamDoor:
         first = turn.first()
         if isinstance(first, ServiceError):  # refused before the stream started: as the HttpApi
             return error_response(first, openai=True)
+        from convo_memory.domain.turns import TurnResult
+
         session_id = first.session_id if isinstance(first, TurnResult) else turn.session_id
         lines = chat.chunk_frames(turn.items(first), chat_turn.model, chat_turn.include_usage)
         response_headers = SSE_HEADERS + _header_pairs(chat.session_headers(session_id))
         return StreamResponse(200, response_headers, _encoded(lines))
-
-
-# What a turn's thread hands the door: its events, then its result or its error.
-Item = TurnEvent | TurnResult | ServiceError
 
 
 class TurnOnThread:
@@ -251,6 +252,8 @@ class TurnOnThread:
     def first(self) -> Item:
         """The first item the answer's status depends on: a delta, a tool event, the
         result or the error (the turn's beginning is kept, not returned)."""
+        from convo_memory.domain.turns import TurnBegun
+
         while True:
             item = self._queue.get()
             if not isinstance(item, TurnBegun):
@@ -265,6 +268,8 @@ class TurnOnThread:
     def items(self, first: Item) -> Iterator[Item]:
         """The turn's beginning, ``first``, and every item after it, up to its result
         or its error."""
+        from convo_memory.domain.turns import TurnResult
+
         if self._begun is not None:
             yield self._begun
         item = first
