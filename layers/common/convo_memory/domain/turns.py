@@ -87,7 +87,10 @@ class TurnCommand:
     ``history`` is what a stateless chat client sent before its input (``system``
     messages follow the capability's instructions); a turn in a session replays the
     session instead. ``stream``: the door wants the answer's text as it is written (to
-    its ``TurnSink``)."""
+    its ``TurnSink``). What other doors will ask (a conversation named by a response
+    id, the app's own tools, a continuation with their results) joins as another
+    ``Conversation``, another input or a field of its own, read by the serving path
+    alone."""
 
     capability_id: str | None
     conversation: Conversation
