@@ -34,23 +34,13 @@ from convo_memory.services.summary_trigger import SummaryTrigger
 from convo_memory.services.turns import TurnService
 
 if TYPE_CHECKING:
+    from convo_memory import ports
     from convo_memory.adapters.aws_clients import AwsClients
     from convo_memory.adapters.idempotency import IdempotentRunner
     from convo_memory.adapters.registry import AdapterRegistry
     from convo_memory.adapters.tools.toolbox import ToolAdapters
     from convo_memory.cursors import CursorCodec
     from convo_memory.domain.models import Capability
-    from convo_memory.ports import (
-        AsyncInvokePort,
-        ContentFilter,
-        MetricsPort,
-        ModelProvider,
-        QueuePort,
-        Stores,
-        Summarizer,
-        Toolbox,
-        TurnLimiter,
-    )
 
 Clock = Callable[[], float]
 
@@ -60,20 +50,20 @@ class Adapters:
     """The outside world behind the ports: what the services are given, and what the
     doors use themselves (cursors, idempotency, the turn limit, metrics)."""
 
-    stores: Stores
-    metrics: MetricsPort
-    summary_queue: QueuePort | None
-    repair_queue: QueuePort | None
+    stores: ports.Stores
+    metrics: ports.MetricsPort
+    summary_queue: ports.QueuePort | None
+    repair_queue: ports.QueuePort | None
     # Erasure jobs and the delayed sweeps of deleted and erased sessions.
-    erasure_queue: QueuePort | None
+    erasure_queue: ports.QueuePort | None
     # The repair function, invoked asynchronously: a turn's path when the queue fails.
-    repair_fallback: AsyncInvokePort | None
-    turn_limiter: TurnLimiter
+    repair_fallback: ports.AsyncInvokePort | None
+    turn_limiter: ports.TurnLimiter
     # A capability's model (every call measured), content filter, summarizer and tools.
-    provider_for: Callable[[Capability], ModelProvider]
-    filter_for: Callable[[Capability], ContentFilter | None]
-    summarizer_for: Callable[[Capability], Summarizer]
-    toolbox_for: Callable[[Capability], Toolbox]
+    provider_for: Callable[[Capability], ports.ModelProvider]
+    filter_for: Callable[[Capability], ports.ContentFilter | None]
+    summarizer_for: Callable[[Capability], ports.Summarizer]
+    toolbox_for: Callable[[Capability], ports.Toolbox]
     tools: ToolAdapters
     registry: AdapterRegistry
     cursors: CursorCodec
@@ -107,7 +97,7 @@ def build_adapters(
     clients: AwsClients,
     *,
     clock: Clock = time.time,
-    metrics: MetricsPort | None = None,
+    metrics: ports.MetricsPort | None = None,
 ) -> Adapters:
     """Every production adapter over ``clients``; ``metrics`` defaults to the invocation's
     EMF record (``observability.metrics``), which every door flushes."""
@@ -222,15 +212,7 @@ def build_services(
         tokens=TokenResolver(stores.tokens, settings.cache_ttl_seconds),
         session_keys=keys,
         erasures=erasures,
-        forks=ForkService(
-            stores.sessions,
-            stores.forks,
-            catalog,
-            clock,
-            copy_queue=adapters.erasure_queue,
-            summarize=trigger.after_fork,
-            metrics=metrics,
-        ),
+        forks=_forks(adapters, catalog, trigger, clock),
     )
 
 
@@ -281,6 +263,21 @@ def _erasures(
         clock,
         sleep,
         turns_in_flight=adapters.turn_limiter.turns_in_flight,
+    )
+
+
+def _forks(
+    adapters: Adapters, catalog: CapabilityCatalog, trigger: SummaryTrigger, clock: Clock
+) -> ForkService:
+    """Forks, and the job (on the erasure queue) that copies their older messages in."""
+    return ForkService(
+        adapters.stores.sessions,
+        adapters.stores.forks,
+        catalog,
+        clock,
+        copy_queue=adapters.erasure_queue,
+        summarize=trigger.after_fork,
+        metrics=adapters.metrics,
     )
 
 
