@@ -139,6 +139,17 @@ EXPLAINED = (
         ),
     ),
     Explained(
+        "a bedrock-guardrail filter needs Amazon Bedrock, which the local runtime cannot "
+        "reach: it could pass no answer (deployment configuration, like the connections)",
+        "positive_data_acceptance",
+        lambda seen: (
+            seen.operation == "POST /v1/capabilities"
+            and refused("validation_error", r"^contentFilter\.type: a bedrock-guardrail filter")(
+                seen
+            )
+        ),
+    ),
+    Explained(
         "a fork's atSeq must be a recorded answer of the session: its transcript decides",
         "positive_data_acceptance",
         lambda seen: (
