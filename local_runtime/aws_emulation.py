@@ -5,6 +5,11 @@ each transaction) atomically: with a threaded server, two racing conditional wri
 could both pass their conditions. One lock around DynamoDB requests restores that.
 SQS is left concurrent: its long polls would otherwise hold the lock for seconds.
 
+moto backs every TransactWriteItems up by deep-copying each table it names, so one
+transaction costs time in proportion to the whole table (about 1 s at 20,000 items):
+a long ``make run`` would make every fork, key-opened session and summary fold slower
+than on AWS. ``item_level_transactions`` backs up only the items a transaction names.
+
 One fault can be switched on, to watch a failed transcript write and its repair: while
 the file ``fail_turn_writes_while`` names exists, every write of a turn item (a PutItem
 whose sort key starts ``MSG#``) is answered with DynamoDB's ``500 InternalServerError``.
@@ -12,6 +17,7 @@ whose sort key starts ``MSG#``) is answered with DynamoDB's ``500 InternalServer
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import os
@@ -28,6 +34,84 @@ from moto.moto_server.werkzeug_app import (
 from werkzeug.serving import make_server
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+_TRANSACTING = threading.local()
+
+
+class _CopyWithoutTables:
+    """moto's ``copy`` module, except that a table is not deep-copied while a transaction
+    runs (``item_level_transactions`` backs up its items instead)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(copy, name)
+
+    @staticmethod
+    def deepcopy(value: Any, memo: dict[int, Any] | None = None) -> Any:
+        from moto.dynamodb.models.table import Table
+
+        if isinstance(value, Table) and getattr(_TRANSACTING, "active", False):
+            return value  # its rollback then puts the same table back: a no-op
+        return copy.deepcopy(value, memo)
+
+
+def item_level_transactions() -> None:
+    """Make moto's TransactWriteItems back up the items it names instead of whole tables
+    (idempotent; the transactions stay all-or-nothing)."""
+    from moto.dynamodb import models
+
+    backend = models.DynamoDBBackend
+    if getattr(backend.transact_write_items, "item_level", False):
+        return
+    whole_table_backup = backend.transact_write_items
+
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        backups = _item_backups(self, transact_items)
+        _TRANSACTING.active = True
+        try:
+            whole_table_backup(self, transact_items)
+        except BaseException:
+            _restore(self, backups)
+            raise
+        finally:
+            _TRANSACTING.active = False
+
+    transact_write_items.item_level = True  # type: ignore[attr-defined]
+    models.copy = _CopyWithoutTables()  # type: ignore[assignment]
+    setattr(backend, "transact_write_items", transact_write_items)  # noqa: B010
+
+
+Backup = tuple[str, dict[str, Any], "dict[str, Any] | None"]
+
+
+def _item_backups(backend: Any, transact_items: list[dict[str, Any]]) -> list[Backup]:
+    """Each named item as it is now (None: absent), in DynamoDB JSON."""
+    backups: list[Backup] = []
+    for entry in transact_items:
+        for op in entry.values():
+            name = op.get("TableName")
+            if name not in backend.tables:
+                continue  # moto refuses the transaction before it writes anything
+            table = backend.tables[name]
+            key = op.get("Key") or {
+                attr: op.get("Item", {}).get(attr)
+                for attr in (table.hash_key_attr, table.range_key_attr)
+                if attr is not None
+            }
+            try:
+                item = backend.get_item(name, key)
+            except Exception:  # a malformed key: moto refuses it before any write
+                continue
+            attributes = copy.deepcopy(item.to_json()["Attributes"]) if item else None
+            backups.append((name, key, attributes))
+    return backups
+
+
+def _restore(backend: Any, backups: list[Backup]) -> None:
+    for name, key, attributes in reversed(backups):
+        if attributes is None:
+            if backend.get_item(name, key) is not None:
+                backend.delete_item(name, key)
+        else:
+            backend.put_item(name, attributes)
 
 
 def serialize_dynamodb(app: WsgiApp) -> WsgiApp:
@@ -90,6 +174,7 @@ class SerializedMotoServer(ThreadedMotoServer):
 
     # Same as ThreadedMotoServer._server_entry, with the app wrapped.
     def _server_entry(self) -> None:
+        item_level_transactions()
         app = serialize_dynamodb(DomainDispatcherApplication(create_backend_app))
         if self._fail_turn_writes_while:
             app = fail_turn_writes(app, self._fail_turn_writes_while)
