@@ -99,7 +99,7 @@ def test_the_session_id_header_wins_over_a_key() -> None:
         {"messages": [user("hi")]},
         {"x-convo-session-id": "ses_1", "x-convo-session-key": "k"},
     )
-    assert turn.command.conversation == SessionById("ses_1")
+    assert turn.command.conversation == SessionById("ses_1", SessionOwner(None))
 
 
 @pytest.mark.parametrize(
@@ -142,6 +142,39 @@ def test_what_the_door_cannot_take_is_422_naming_it(
     with pytest.raises(ValidationFailed) as refused:
         read(body, headers)
     assert refused.value.message.startswith(field)
+    assert refused.value.param == field
+
+
+@pytest.mark.parametrize(
+    ("named", "headers"),
+    [
+        ({"user": "u-1"}, {}),
+        ({"safety_identifier": "u-1"}, {}),
+        ({}, {"X-Convo-User": "u-1"}),
+        ({"user": "u-1", "safety_identifier": "u-1"}, {"x-convo-user": "u-1"}),
+    ],
+)
+def test_the_end_user_is_user_safety_identifier_or_x_convo_user(
+    named: dict[str, str], headers: dict[str, str]
+) -> None:
+    messages = {"messages": [user("hi")], **named}
+    by_key = read(messages, {"X-Convo-Session-Key": "k", **headers}).command.conversation
+    by_id = read(messages, {"X-Convo-Session-Id": "ses_1", **headers}).command.conversation
+
+    assert by_key == SessionByKey("k", SessionOwner("u-1"))
+    assert by_id == SessionById("ses_1", SessionOwner("u-1"))
+
+
+def test_stateless_the_end_user_is_not_read() -> None:
+    # Not a session's: two that differ name nobody the service keeps anything for.
+    turn = read({"messages": [user("hi")], "user": "a", "safety_identifier": "b"})
+    assert turn.command.conversation is None
+    assert turn.command.conversational_only
+
+
+def test_a_key_needs_an_end_user() -> None:
+    with pytest.raises(ValueError, match="end user"):
+        SessionByKey("k", SessionOwner(None))
 
 
 def test_a_principal_breaking_the_session_rules_is_422() -> None:
@@ -175,10 +208,10 @@ def result(withheld: bool = False, usage: TokenUsage | None = None) -> TurnResul
 
 
 USAGE = TokenUsage(input_tokens=3, output_tokens=2)
+EXPECTED_USAGE = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
 
 
 def test_a_completion_carries_the_convo_extension_and_usage_when_known() -> None:
-    usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
     body = chat.chat_completion(result(usage=USAGE), "cap-1")
 
     assert body["choices"] == [
@@ -189,7 +222,7 @@ def test_a_completion_carries_the_convo_extension_and_usage_when_known() -> None
             "logprobs": None,
         }
     ]
-    assert body["usage"] == usage
+    assert body["usage"] == EXPECTED_USAGE
     assert (body["id"], body["created"], body["model"]) == ("chatcmpl-1", 7, "cap-1")
     assert body["convo"]["turn"] == {"userSeq": 1, "assistantSeq": 2}
     assert "usage" not in chat.chat_completion(result(), "cap-1")
@@ -198,7 +231,6 @@ def test_a_completion_carries_the_convo_extension_and_usage_when_known() -> None
 
 
 def test_a_buffered_stream_is_role_deltas_last_chunk_and_done() -> None:
-    usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
     events: list[TurnEvent] = [
         TurnBegun("1", 7, "ses_1"),
         AnswerDelta("Hello"),
@@ -212,7 +244,7 @@ def test_a_buffered_stream_is_role_deltas_last_chunk_and_done() -> None:
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert [c["choices"][0]["delta"].get("content") for c in chunks[1:-1]] == ["Hello", " there"]
     assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
-    assert chunks[-1]["usage"] == usage and chunks[-1]["convo"]["sessionId"] == "ses_1"
+    assert chunks[-1]["usage"] == EXPECTED_USAGE and chunks[-1]["convo"]["sessionId"] == "ses_1"
     assert {chunk["id"] for chunk in chunks} == {"chatcmpl-1"}
     replayed = "".join(chat.chunk_frames([result(usage=USAGE)], "cap-1", False))
     assert "usage" not in json.loads(replayed.split("\n\n")[-3][6:])

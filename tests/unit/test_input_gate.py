@@ -232,3 +232,20 @@ class TestSchema:
         parsed = input_gate.parse_model(SessionCreate, body)
 
         assert parsed.principal is not None and len(parsed.principal) == 32
+
+
+@pytest.mark.parametrize(
+    ("data", "loc", "path"),
+    [
+        ({"stream": "yes"}, ["stream"], "stream"),
+        ({"stop": 5}, ["stop", "constrained-str"], "stop"),
+        ({"messages": [{"content": 5}]}, ["messages", "0", "content", "str"], "messages.0.content"),
+        ({"messages": [{}]}, ["messages", "0", "role"], "messages.0.role"),
+        ({}, ["model"], "model"),
+        ({"a": [1]}, ["a", "3"], "a"),
+    ],
+)
+def test_a_refusals_field_is_the_path_of_what_was_sent(
+    data: dict[str, Any], loc: list[str], path: str
+) -> None:
+    assert input_gate.field_path(data, loc) == path

@@ -405,30 +405,32 @@ class ChatMessageIn(BaseModel):
     """One message of a chat-completions request (OpenAI's field names). What a message
     may hold depends on where it is: ``convo_memory.chat_completions`` reads it."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     role: str = Field(min_length=1, max_length=32)
     content: str | list[Any] | None = None
 
 
 class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     include_usage: bool = False
 
 
 class ChatCompletionRequest(BaseModel):
-    """``POST /v1/chat/completions`` as OpenAI's SDKs send it. Fields the door refuses
-    (``tools``, ``n`` above 1, ...) are kept as extras to be named in the 422; any other
-    unknown field is ignored."""
+    """``POST /v1/chat/completions`` as OpenAI's SDKs send it. Strict: a known field of
+    the wrong JSON type (``"stream": "yes"``, ``"temperature": "0.5"``) is refused, never
+    coerced. Fields the door refuses (``tools``, ``n`` above 1, ...) are kept as extras to
+    be named in the 422; any other unknown field is ignored."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
     model: str = Field(min_length=1)
     messages: list[ChatMessageIn] = Field(min_length=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = None
+    safety_identifier: str | None = None
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0, le=2)
@@ -438,3 +440,11 @@ class ChatCompletionRequest(BaseModel):
         | Annotated[list[Annotated[str, Field(min_length=1, max_length=256)]], Field(max_length=4)]
         | None
     ) = None
+
+    @field_validator("max_tokens", "max_completion_tokens", mode="before")
+    @classmethod
+    def _a_json_integer(cls, value: Any) -> Any:
+        # 64.0 is an integer, as JSON Schema has it; a string or a boolean never is.
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value

@@ -8,10 +8,12 @@ Function URL (``stream_door``) reads and writes with the same functions, so a re
 gets the same answer through either; the HttpApi delivers a stream's lines all at once.
 
 Which conversation: header ``X-Convo-Session-Id`` (a session by id), else
-``X-Convo-Session-Key`` with the body's ``user`` (and optionally ``X-Convo-Principal``):
-the session of the app's own key, opened on first use; else stateless. In a session only
-the last message (a user message) is the turn's input: the session's replay window,
-summary and digests stand in for the history an app resends.
+``X-Convo-Session-Key`` with the end user (the body's ``user`` or ``safety_identifier``,
+or header ``X-Convo-User``, for clients that cannot set body fields) and optionally
+``X-Convo-Principal``: the session of the app's own key, opened on first use; else
+stateless. Who a call says it is must be who the session is for, by id as by key (409).
+In a session only the last message (a user message) is the turn's input: the session's
+replay window, summary and digests stand in for the history an app resends.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ ROUTE = "POST /v1/chat/completions"
 SESSION_ID_HEADER = "x-convo-session-id"
 SESSION_KEY_HEADER = "x-convo-session-key"
 PRINCIPAL_HEADER = "x-convo-principal"
+USER_HEADER = "x-convo-user"
 SESSION_KEY = re.compile(r"[\x20-\x7e]{1,128}")
 MAX_STOP_SEQUENCES = 4
 MAX_STOP_CHARS = 256
@@ -125,6 +128,7 @@ def read_chat_turn(body: Mapping[str, Any], headers: Mapping[str, str]) -> ChatT
         options=options,
         history=history,
         stream=request.stream,
+        conversational_only=True,
     )
     include_usage = bool(request.stream_options and request.stream_options.include_usage)
     return ChatTurn(command, include_usage)
@@ -132,27 +136,63 @@ def read_chat_turn(body: Mapping[str, Any], headers: Mapping[str, str]) -> ChatT
 
 def _conversation(request: Any, headers: Mapping[str, str]) -> Conversation:
     """Which conversation: ``X-Convo-Session-Id``, else ``X-Convo-Session-Key`` with the
-    body's ``user`` (and ``X-Convo-Principal``), else none."""
-    from convo_memory.api_models import SessionCreate
-
+    end user (and ``X-Convo-Principal``), else none. Stateless, who the end user is
+    matters to no session: it is not read."""
     session_id = headers.get(SESSION_ID_HEADER)
     session_key = headers.get(SESSION_KEY_HEADER)
+    if session_id is None and session_key is None:
+        return None
     if session_id is not None:
         input_gate.check_path_id("sessionId", session_id)
-        return SessionById(session_id)
-    if session_key is None:
-        return None
+        return SessionById(session_id, _owner(request, headers))
+    assert session_key is not None
     if not SESSION_KEY.fullmatch(session_key):
         raise _invalid("X-Convo-Session-Key", "must be 1-128 printable ASCII characters")
-    if request.user is None:
-        raise _invalid("user", "is required with X-Convo-Session-Key (your end user's id)")
+    owner = _owner(request, headers)
+    if owner.external_ref is None:
+        raise _invalid(
+            "user",
+            "is required with X-Convo-Session-Key: your end user's id, as user, "
+            "safety_identifier or the header X-Convo-User",
+        )
+    return SessionByKey(session_key, owner)
+
+
+def _owner(request: Any, headers: Mapping[str, str]) -> SessionOwner:
+    """Who the call says it is: its end user and its ``X-Convo-Principal`` (checked by
+    the rules a session is opened with; 422)."""
+    from convo_memory.api_models import SessionPatch
+
     principal, given = _principal(headers.get(PRINCIPAL_HEADER))
-    # The session-creation rules (externalRef, principal), checked before any turn.
-    input_gate.parse_model(
-        SessionCreate,
-        {"capabilityId": request.model, "externalRef": request.user, "principal": principal},
-    )
-    return SessionByKey(session_key, SessionOwner(request.user, principal, given))
+    try:
+        input_gate.parse_model(SessionPatch, {"principal": principal})
+    except ValidationFailed as refused:
+        raise _invalid("X-Convo-Principal", refused.message.removeprefix("principal: ")) from None
+    return SessionOwner(_end_user(request, headers), principal, given)
+
+
+def _end_user(request: Any, headers: Mapping[str, str]) -> str | None:
+    """The end user a call names (the session's externalRef): the body's ``user`` or
+    ``safety_identifier``, or ``X-Convo-User``; two that differ are ``422``."""
+    named = [
+        (field, value)
+        for field, value in (
+            ("user", request.user),
+            ("safety_identifier", request.safety_identifier),
+            ("X-Convo-User", headers.get(USER_HEADER)),
+        )
+        if value is not None
+    ]
+    for field, value in named:
+        if not 1 <= len(value) <= input_gate.MAX_EXTERNAL_REF_CHARS:
+            raise _invalid(
+                field,
+                f"must be 1-{input_gate.MAX_EXTERNAL_REF_CHARS} characters (your end user's id)",
+            )
+    for field, value in named[1:]:
+        if value != named[0][1]:
+            raise _invalid(field, f"differs from {named[0][0]}: both name the end user")
+    return named[0][1] if named else None
 
 
 # What the door takes of each field it otherwise refuses (422 naming it): the values that
@@ -200,7 +240,9 @@ def _refuse_unsupported(request: Any) -> None:
 
 def _invalid(field: str, what: str) -> ValidationFailed:
     return ValidationFailed(
-        f"{field} {what}", details=[{"loc": field.split("."), "msg": what, "type": "value_error"}]
+        f"{field} {what}",
+        details=[{"loc": field.split("."), "msg": what, "type": "value_error"}],
+        param=field,
     )
 
 

@@ -28,6 +28,7 @@ ALLOWED_HEADERS: tuple[str, ...] = (
     "x-convo-session-id",
     "x-convo-session-key",
     "x-convo-principal",
+    "x-convo-user",
     "x-stainless-arch",
     "x-stainless-lang",
     "x-stainless-os",

@@ -30,7 +30,7 @@ import json
 import math
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from convo_memory.domain.errors import (
@@ -250,4 +250,24 @@ def parse_model(model: type[Model], data: Any) -> Model:
         ]
         first = details[0] if details else {"loc": [], "msg": "invalid"}
         where = ".".join(first["loc"]) or "body"
-        raise ValidationFailed(f"{where}: {first['msg']}", details=details) from None
+        field = field_path(data, first["loc"]) or None
+        raise ValidationFailed(f"{where}: {first['msg']}", details=details, param=field) from None
+
+
+def field_path(data: Any, loc: Sequence[str]) -> str:
+    """The path of the field an error's ``loc`` points at in ``data`` (``stop``, not
+    ``stop.constrained-str``): the steps that name a key or an index of what was sent, and
+    a last one that names a missing field."""
+    steps: list[str] = []
+    here = data
+    for index, step in enumerate(loc):
+        if isinstance(here, dict) and step in here:
+            here = here[step]
+        elif isinstance(here, list) and step.isdigit() and int(step) < len(here):
+            here = here[int(step)]
+        elif isinstance(here, dict) and index == len(loc) - 1:
+            pass  # a required field that was not sent
+        else:
+            continue  # a step of the model's own (a union's member), not of the body
+        steps.append(step)
+    return ".".join(steps)

@@ -149,7 +149,11 @@ class ChatCompletion(BaseModel):
     created: int
     model: str = Field(description="The capability id.")
     choices: list[ChatChoice]
-    usage: ChatUsage | None = Field(default=None, description="When the provider reports it.")
+    usage: ChatUsage | None = Field(
+        default=None,
+        description="The provider's count, or (the embedded models, a provider that reports "
+        "none) an estimate of about four characters a token.",
+    )
     convo: ConvoExtension
 
 
@@ -327,11 +331,17 @@ OPENAI_HEADERS = (
     ("X-Convo-Session-Id", {"type": "string", "minLength": 1, "maxLength": 128},
      "A turn of this session."),
     ("X-Convo-Session-Key", {"type": "string", "pattern": "^[\\x20-\\x7e]{1,128}$"},
-     "Your own conversation id: its session is found, or opened on first use for the body's "
-     "user (required then). Ignored with X-Convo-Session-Id."),
+     "Your own conversation id: its session is found, or opened on first use for the end "
+     "user (user, safety_identifier or X-Convo-User: one is required then). Ignored with "
+     "X-Convo-Session-Id."),
+    ("X-Convo-User", {"type": "string", "minLength": 1, "maxLength": 256},
+     "Your end user's id, for clients that cannot set body fields: as the body's user (the "
+     "session's externalRef). Differing from user or safety_identifier: 422; from the "
+     "session's externalRef: 409."),
     ("X-Convo-Principal", {"type": "string", "contentMediaType": "application/json"},
-     "With X-Convo-Session-Key: the end user's principal, a JSON object of string claims, "
-     "stamped when the session is opened; a different one later is 409."),
+     "The end user's principal, a JSON object of string claims, stamped when a key's "
+     "session is opened; one that differs from the session's is 409 (absent: the stored "
+     "one applies)."),
 )  # fmt: skip
 
 
@@ -733,9 +743,13 @@ def _chat_request(schema: dict[str, Any]) -> None:
         logprobs={"enum": [False, None]},
         top_logprobs=never,
     )
-    schema["properties"]["user"]["description"] = (
-        "Your end user's id: required with X-Convo-Session-Key (the session's externalRef)."
+    end_user = (
+        "Your end user's id (the session's externalRef): it, safety_identifier or the "
+        "header X-Convo-User is required with X-Convo-Session-Key; two that differ are 422, "
+        "one that differs from the session's externalRef is 409. Not read when stateless."
     )
+    schema["properties"]["user"]["description"] = end_user
+    schema["properties"]["safety_identifier"]["description"] = end_user
     schema["properties"]["model"]["description"] = "A generative or agent capability's id."
 
 

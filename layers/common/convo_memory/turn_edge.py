@@ -97,10 +97,13 @@ def error_for(exc: BaseException, request_id: str) -> ServiceError:
 
 
 def error_body(error: ServiceError, *, openai: bool = False) -> dict[str, Any]:
-    """The error body: the contract's, plus ``type`` on the OpenAI-compatible door."""
+    """The error body: the contract's, plus on the OpenAI-compatible door ``type`` and,
+    when the error names a field of the request, ``param`` (as OpenAI's errors do)."""
     body = error.to_body()
     if openai:
         body["error"]["type"] = OPENAI_ERROR_TYPES.get(error.status, "api_error")
+        if error.param:
+            body["error"]["param"] = error.param
     return body
 
 

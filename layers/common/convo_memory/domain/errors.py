@@ -12,10 +12,15 @@ class ServiceError(Exception):
     # The id of the request a server error (5xx) happened in; its body names it.
     request_id: str | None = None
 
-    def __init__(self, message: str, *, details: list[Any] | None = None) -> None:
+    def __init__(
+        self, message: str, *, details: list[Any] | None = None, param: str | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.details = details
+        # The request field the error is about (``messages.0.content``, a header's name),
+        # when one is: the OpenAI-compatible door shows it as OpenAI's ``param``.
+        self.param = param
 
     def in_request(self, request_id: str) -> Self:
         """This error, naming ``request_id`` in its body when it is a server error (as
@@ -82,6 +87,15 @@ class ExternalRefImmutable(Conflict):
 
 class CapabilityNotConversational(Conflict):
     code = "capability_not_conversational"
+
+    @classmethod
+    def of(cls, capability_id: str) -> CapabilityNotConversational:
+        """The refusal of a classic capability where a conversation is asked for."""
+        return cls(
+            f"capability {capability_id!r} is a classic ML capability: it has no notion of "
+            "a previous turn, so it holds no session and no chat (predict it through "
+            "POST /v1/capabilities/{id}/predict)"
+        )
 
 
 class SessionCapabilityMismatch(Conflict):

@@ -28,43 +28,50 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class SessionOwner:
-    """Who a call that names its conversation by the app's own key says it is: ``user``
-    (the session's externalRef) and, when the call sent ``X-Convo-Principal``, its
-    principal (``principal_given``)."""
+    """Who a call says its end user is (the chat door's ``user``, ``safety_identifier``
+    or ``X-Convo-User``: the session's externalRef; None when it says none) and, when it
+    sent ``X-Convo-Principal``, its principal (``principal_given``)."""
 
-    external_ref: str
+    external_ref: str | None
     principal: Principal | None = None
     principal_given: bool = False
 
     def check(self, session: Session) -> None:
         """Refuse a call that would change who the session is for (409)."""
-        if session.external_ref != self.external_ref:
+        if self.external_ref is not None and session.external_ref != self.external_ref:
             raise ExternalRefImmutable(
-                "this session key's session belongs to another user; a session's "
-                "externalRef never changes (use another key for another end user)"
+                "this session belongs to another end user; a session's externalRef never "
+                "changes (use another session for another end user)"
             )
         if self.principal_given and self.principal != session.principal:
             raise PrincipalImmutable(
                 "a session's principal is stamped when it is opened and never changes; "
-                "use another session key to converse as someone else"
+                "use another session to converse as someone else"
             )
 
 
 @dataclass(frozen=True)
 class SessionById:
     """A turn of the session ``session_id`` (predict's ``sessionId``, the session's
-    message route, the chat door's ``X-Convo-Session-Id``)."""
+    message route, the chat door's ``X-Convo-Session-Id``). ``owner``: who the call says
+    it is, checked against the session (the chat door; None: it says nothing)."""
 
     session_id: str
+    owner: SessionOwner | None = None
 
 
 @dataclass(frozen=True)
 class SessionByKey:
     """A turn of the session an app names by its own key (the chat door's
-    ``X-Convo-Session-Key``): found, or opened on first use for ``owner``."""
+    ``X-Convo-Session-Key``): found, or opened on first use for ``owner``, who must name
+    its end user."""
 
     key: str
     owner: SessionOwner
+
+    def __post_init__(self) -> None:
+        if self.owner.external_ref is None:
+            raise ValueError("a session key's owner names its end user (the externalRef)")
 
 
 # Which conversation a turn belongs to; None: none (a stateless turn, nothing recorded).
@@ -87,7 +94,9 @@ class TurnCommand:
     ``history`` is what a stateless chat client sent before its input (``system``
     messages follow the capability's instructions); a turn in a session replays the
     session instead. ``stream``: the door wants the answer's text as it is written (to
-    its ``TurnSink``). What other doors will ask (a conversation named by a response
+    its ``TurnSink``). ``conversational_only``: the door serves generative and agent
+    capabilities alone (the OpenAI-compatible door), so a classic one is refused even
+    stateless (409). What other doors will ask (a conversation named by a response
     id, the app's own tools, a continuation with their results) joins as another
     ``Conversation``, another input or a field of its own, read by the serving path
     alone."""
@@ -98,6 +107,7 @@ class TurnCommand:
     options: GenerationOptions = NO_OPTIONS
     history: tuple[ChatMessage, ...] = ()
     stream: bool = False
+    conversational_only: bool = False
 
 
 # -- what a streaming door hears -------------------------------------------------------------

@@ -53,9 +53,7 @@ class SessionKeys:
         externalRef and principal). Whether ``owner`` may use it is the turn's check."""
         capability = self._catalog.get(workspace_id, capability_id)  # 404 first
         if not capability.conversational:
-            raise CapabilityNotConversational(
-                f"capability {capability.id!r} is a classic ML capability and takes no session"
-            )
+            raise CapabilityNotConversational.of(capability.id)
         claim = (workspace_id, capability.id, session_key)
         known = self._known.get(claim)
         if known is not None:
@@ -84,6 +82,7 @@ class SessionKeys:
 
     def _open(self, claim: tuple[str, str, str], owner: SessionOwner) -> str:
         workspace_id, capability_id, session_key = claim
+        assert owner.external_ref is not None  # a key's owner names its end user (SessionByKey)
         new = NewSession(capability_id, owner.external_ref, owner.principal)
         for attempt in range(OPEN_ATTEMPTS):
             try:

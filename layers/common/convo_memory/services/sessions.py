@@ -59,10 +59,7 @@ class SessionService:
         earlier sessions, taken now and stored with its head."""
         capability = self._catalog.get(workspace_id, new.capability_id)
         if not capability.conversational:
-            raise CapabilityNotConversational(
-                f"capability {capability.id!r} is a classic ML capability; it has no notion "
-                "of a previous turn, so it cannot hold a session"
-            )
+            raise CapabilityNotConversational.of(capability.id)
         now = iso_at(self._clock())
         session = Session(
             id=new_id("ses"),

@@ -174,13 +174,14 @@ class TurnService:
             reply_id=secrets.token_hex(12),
             created=int(self._clock()),
         )
+        # Before anything is looked up or opened: a refused first call on a key opens nothing.
+        self.check_input(turn.user_input)
         conversation = command.conversation
         if isinstance(conversation, SessionByKey):
             return self._keyed(turn, conversation)
-        self.check_input(turn.user_input)
         if conversation is None:
             return self._stateless(turn)
-        capability, state = self._session_turn(turn, conversation.session_id)
+        capability, state = self._session_turn(turn, conversation.session_id, conversation.owner)
         return self._converse(turn, capability, state)
 
     def check_input(self, user_input: str) -> None:
@@ -214,7 +215,6 @@ class TurnService:
         session_id = self._keys.resolve(workspace_id, capability_id, by_key.key, by_key.owner)
         for attempt in range(2):
             try:
-                self.check_input(turn.user_input)
                 capability, state = self._session_turn(turn, session_id, by_key.owner)
                 return self._converse(turn, capability, state)
             except SessionNotFound:
@@ -236,9 +236,7 @@ class TurnService:
         else:
             capability = self._catalog.get(workspace_id, capability_id)
             if not capability.conversational:
-                raise CapabilityNotConversational(
-                    f"capability {capability.id!r} is a classic ML capability and takes no session"
-                )
+                raise CapabilityNotConversational.of(capability.id)
         state = self._load(workspace_id, session_id, capability)
         if state.session.capability_id != capability.id:
             raise SessionCapabilityMismatch(
@@ -379,6 +377,8 @@ class TurnService:
         capability_id = turn.command.capability_id
         assert capability_id is not None  # a stateless turn names its capability
         capability = self._catalog.get(turn.workspace_id, capability_id)
+        if turn.command.conversational_only and not capability.conversational:
+            raise CapabilityNotConversational.of(capability.id)
         prompt = build_prompt(
             instructions=capability.instructions,
             summary=None,
