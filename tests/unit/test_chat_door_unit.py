@@ -207,8 +207,14 @@ def result(withheld: bool = False, usage: TokenUsage | None = None) -> TurnResul
     )
 
 
-USAGE = TokenUsage(input_tokens=3, output_tokens=2)
-EXPECTED_USAGE = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+# Of the prompt's 3 tokens, the provider read 1 from its prompt cache.
+USAGE = TokenUsage(input_tokens=3, output_tokens=2, cached_input_tokens=1)
+EXPECTED_USAGE = {
+    "prompt_tokens": 3,
+    "completion_tokens": 2,
+    "total_tokens": 5,
+    "prompt_tokens_details": {"cached_tokens": 1},
+}
 
 
 def test_a_completion_carries_the_convo_extension_and_usage_when_known() -> None:

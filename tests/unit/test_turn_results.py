@@ -37,7 +37,12 @@ def test_a_replayed_chat_completion_keeps_its_id_and_time() -> None:
     first, again = (chat.chat_completion(r, "cap-1") for r in (RECORDED, replayed))
     assert again == first
     assert (again["id"], again["created"]) == ("chatcmpl-0123456789abcdef01234567", 1_767_225_600)
-    assert again["usage"] == {"prompt_tokens": 1200, "completion_tokens": 30, "total_tokens": 1230}
+    assert again["usage"] == {
+        "prompt_tokens": 1200,
+        "completion_tokens": 30,
+        "total_tokens": 1230,
+        "prompt_tokens_details": {"cached_tokens": 1024},
+    }
     assert again["choices"][0]["finish_reason"] == "length"
 
 
@@ -70,5 +75,9 @@ def test_a_record_kept_before_results_were_typed_replays_as_it_was_served() -> N
     assert prediction(TurnResult.from_json(predicted)) == predicted
     body = chat.chat_completion(TurnResult.from_json(completed), "cap-1")
     assert (body["id"], body["created"]) == ("chatcmpl-0123456789abcdef01234567", 1_767_225_600)
-    assert body["usage"] == completed["completion"]["usage"]  # type: ignore[index]
+    # Such a record knew no cached tokens: the same counts, none of them from a cache.
+    assert body["usage"] == {
+        **completed["completion"]["usage"],  # type: ignore[index]
+        "prompt_tokens_details": {"cached_tokens": 0},
+    }
     assert body["choices"][0]["finish_reason"] == "length"

@@ -316,8 +316,10 @@ def finish_reason(result: TurnResult) -> str:
     return "content_filter" if result.withheld else result.finish
 
 
-def usage_of(result: TurnResult) -> dict[str, int] | None:
-    """The completion's ``usage`` (OpenAI's names), when the model calls reported it."""
+def usage_of(result: TurnResult) -> dict[str, Any] | None:
+    """The completion's ``usage`` in OpenAI's names, when known: ``prompt_tokens`` counts
+    the whole prompt, ``prompt_tokens_details.cached_tokens`` the part of it the provider
+    read from its prompt cache."""
     usage = result.usage
     if usage is None:
         return None
@@ -325,6 +327,7 @@ def usage_of(result: TurnResult) -> dict[str, int] | None:
         "prompt_tokens": usage.input_tokens,
         "completion_tokens": usage.output_tokens,
         "total_tokens": usage.input_tokens + usage.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cached_input_tokens},
     }
 
 

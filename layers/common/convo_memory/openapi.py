@@ -135,10 +135,17 @@ class ChatChoice(BaseModel):
     logprobs: None = None
 
 
+class PromptTokensDetails(BaseModel):
+    cached_tokens: int = Field(
+        description="Of prompt_tokens, those the provider read from its prompt cache."
+    )
+
+
 class ChatUsage(BaseModel):
-    prompt_tokens: int
+    prompt_tokens: int = Field(description="The whole prompt's tokens, cached ones included.")
     completion_tokens: int
     total_tokens: int
+    prompt_tokens_details: PromptTokensDetails
 
 
 class ChatCompletion(BaseModel):
