@@ -1,6 +1,7 @@
-"""The OpenAI-compatible door end to end: OpenAI's own Python SDK and LangChain's
-``ChatOpenAI`` against ``python -m local_runtime``, with an OpenAI-compatible fake model
-and a webhook tool server on 127.0.0.1."""
+"""The OpenAI-compatible door end to end: OpenAI's own Python SDK, LangChain's
+``ChatOpenAI``, and the recipes of docs/openai.md for clients that cannot send ``user``
+(LiteLLM's ``completion()``, Simon Willison's ``llm``) against ``python -m local_runtime``,
+with an OpenAI-compatible fake model and a webhook tool server on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -348,3 +349,77 @@ def test_the_docs_example_runs_as_written(stack: Stack, tmp_path: Path) -> None:
         assert 'You said: "What is my name?". I remember 2 earlier messages.' in lines[2], path
         assert lines[1].split()[1] == lines[3].split()[1], path  # one session
         assert 'You said: "Say it again, slowly."' in lines[4], path
+
+
+def docs_block(name: str, languages: tuple[str, ...]) -> tuple[str, ...]:
+    """The code blocks between docs/openai.md's ``<name>:start`` and ``:end`` markers."""
+    fences = "\n\n".join(f"```{language}\n(.*?)```" for language in languages)
+    pattern = f"<!-- {name}:start -->\n{fences}\n<!-- {name}:end -->"
+    (found,) = re.findall(pattern, DOCS.read_text(), re.S)
+    return (found,) if isinstance(found, str) else tuple(found)
+
+
+def keyed_session(stack: Stack, end_user: str, key: str) -> dict[str, Any]:
+    sessions = stack.call("GET", f"/v1/sessions?externalRef={end_user}")["sessions"]
+    (session,) = [s for s in sessions if s["sessionKey"] == key]
+    return dict(session)
+
+
+def test_litellm_holds_a_conversation_by_the_docs_recipe(stack: Stack, tmp_path: Path) -> None:
+    (code,) = docs_block("litellm-example", ("python",))
+    (tmp_path / "example.py").write_text(code)
+    env = {
+        **os.environ,
+        "CONVO_BASE_URL": stack.runtime.base_url,
+        "CONVO_TOKEN": DEV_TOKEN,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # offline, as the docs say
+    }
+
+    result = subprocess.run(
+        [sys.executable, "example.py"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        'You said: "Hi, my name is Ada.". I remember 0 earlier messages.',
+        'You said: "What is my name?". I remember 2 earlier messages.',
+    ]
+    assert keyed_session(stack, "customer-4471", "litellm-chat-0001")["messageCount"] == 4
+
+
+def test_llm_holds_a_conversation_by_the_docs_recipe(stack: Stack, tmp_path: Path) -> None:
+    models, commands = docs_block("llm-example", ("yaml", "sh"))
+    # The docs name make run's address; this runtime listens on a port of its own.
+    base_url = stack.runtime.base_url
+    (tmp_path / "extra-openai-models.yaml").write_text(
+        models.replace("http://127.0.0.1:3000", base_url)
+    )
+    tools = str(Path(sys.executable).parent)  # llm, installed with the dev dependencies
+    env = {
+        **os.environ,
+        "LLM_USER_PATH": str(tmp_path),
+        "CONVO_TOKEN": DEV_TOKEN,
+        "PATH": f"{tools}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+
+    result = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", commands],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+
+    # ``--no-stream`` reads the answer's usage: it failed on an answer without one.
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        'You said: "Hi, my name is Ada.". I remember 0 earlier messages.',
+        'You said: "What is my name?". I remember 2 earlier messages.',
+    ]
+    assert keyed_session(stack, "customer-4471", "llm-chat-0001")["messageCount"] == 4

@@ -126,14 +126,16 @@ EXPLAINED = (
     ),
     Explained(
         "chat completions: the last message must be the user's, stateless messages must be "
-        "text, user is required with X-Convo-Session-Key, X-Convo-Principal is JSON in a "
-        "header (rules on the last item of a list, across a header and the body)",
+        "text, an end user (user, safety_identifier or X-Convo-User, 1-256 characters, all "
+        "equal) is required with X-Convo-Session-Key, X-Convo-Principal is JSON in a header "
+        "(rules on the last item of a list, across a header and the body)",
         "positive_data_acceptance",
         lambda seen: (
             seen.operation == "POST /v1/chat/completions"
             and refused(
                 "validation_error",
                 r"^messages\.\d+\.(role|content) |^user is required with X-Convo-Session-Key"
+                r"|^(user|safety_identifier|X-Convo-User) (must be 1-256|differs from)"
                 r"|^X-Convo-Principal ",
             )(seen)
         ),
