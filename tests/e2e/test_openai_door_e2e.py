@@ -194,10 +194,19 @@ def test_every_refusal_raises_the_sdks_own_exception(stack: Stack) -> None:
             **turn,
         )
 
+    with pytest.raises(openai.ConflictError) as classic:
+        client.chat.completions.create(model="cap-classic", messages=turn["messages"])
+    with pytest.raises(openai.UnprocessableEntityError) as mistyped:
+        client.chat.completions.create(
+            model="cap-generative", extra_body={"temperature": "hot"}, **turn
+        )
+
     assert missing.value.code == "capability_not_found"
     assert other_user.value.code == "external_ref_immutable"
     assert other_user.value.type == "conflict_error"
     assert tools.value.body["message"].startswith("tools is not supported")  # type: ignore[index]
+    assert (tools.value.param, mistyped.value.param) == ("tools", "temperature")
+    assert classic.value.code == "capability_not_conversational"
 
 
 def test_over_the_rate_limit_the_sdk_raises_rate_limit_error(start_runtime: StartRuntime) -> None:
