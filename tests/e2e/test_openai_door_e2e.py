@@ -374,61 +374,49 @@ def keyed_session(stack: Stack, end_user: str, key: str) -> dict[str, Any]:
     return dict(session)
 
 
+# What the embedded model answers a recipe's two turns: the second remembers the first.
+TWO_TURNS = [
+    'You said: "Hi, my name is Ada.". I remember 0 earlier messages.',
+    'You said: "What is my name?". I remember 2 earlier messages.',
+]
+
+
+def recipe_output(command: list[str], env: dict[str, str], cwd: Path) -> list[str]:
+    """The lines a recipe printed, once it ran to the end."""
+    result = subprocess.run(
+        command, capture_output=True, text=True, env={**os.environ, **env}, cwd=cwd, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
 def test_litellm_holds_a_conversation_by_the_docs_recipe(stack: Stack, tmp_path: Path) -> None:
     (code,) = docs_block("litellm-example", ("python",))
     (tmp_path / "example.py").write_text(code)
     env = {
-        **os.environ,
         "CONVO_BASE_URL": stack.runtime.base_url,
         "CONVO_TOKEN": DEV_TOKEN,
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # offline, as the docs say
     }
 
-    result = subprocess.run(
-        [sys.executable, "example.py"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-    )
-
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [
-        'You said: "Hi, my name is Ada.". I remember 0 earlier messages.',
-        'You said: "What is my name?". I remember 2 earlier messages.',
-    ]
+    assert recipe_output([sys.executable, "example.py"], env, tmp_path) == TWO_TURNS
     assert keyed_session(stack, "customer-4471", "litellm-chat-0001")["messageCount"] == 4
 
 
 def test_llm_holds_a_conversation_by_the_docs_recipe(stack: Stack, tmp_path: Path) -> None:
     models, commands = docs_block("llm-example", ("yaml", "sh"))
     # The docs name make run's address; this runtime listens on a port of its own.
-    base_url = stack.runtime.base_url
     (tmp_path / "extra-openai-models.yaml").write_text(
-        models.replace("http://127.0.0.1:3000", base_url)
+        models.replace("http://127.0.0.1:3000", stack.runtime.base_url)
     )
     tools = str(Path(sys.executable).parent)  # llm, installed with the dev dependencies
     env = {
-        **os.environ,
         "LLM_USER_PATH": str(tmp_path),
         "CONVO_TOKEN": DEV_TOKEN,
         "PATH": f"{tools}{os.pathsep}{os.environ.get('PATH', '')}",
     }
 
-    result = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", commands],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-    )
-
     # ``--no-stream`` reads the answer's usage: it failed on an answer without one.
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [
-        'You said: "Hi, my name is Ada.". I remember 0 earlier messages.',
-        'You said: "What is my name?". I remember 2 earlier messages.',
-    ]
+    lines = recipe_output(["bash", "-euo", "pipefail", "-c", commands], env, tmp_path)
+    assert lines == TWO_TURNS
     assert keyed_session(stack, "customer-4471", "llm-chat-0001")["messageCount"] == 4
