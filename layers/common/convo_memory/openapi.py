@@ -751,9 +751,10 @@ def _chat_request(schema: dict[str, Any]) -> None:
         top_logprobs=never,
     )
     end_user = (
-        "Your end user's id (the session's externalRef): it, safety_identifier or the "
-        "header X-Convo-User is required with X-Convo-Session-Key; two that differ are 422, "
-        "one that differs from the session's externalRef is 409. Not read when stateless."
+        "Your end user's id (the session's externalRef). One of user, safety_identifier "
+        "or the header X-Convo-User is required with X-Convo-Session-Key; two that differ "
+        "are 422, one that differs from the session's externalRef is 409. Not read when "
+        "stateless."
     )
     schema["properties"]["user"]["description"] = end_user
     schema["properties"]["safety_identifier"]["description"] = end_user
