@@ -105,13 +105,31 @@ def handler_dirs() -> dict[str, Path]:
     return {logical_id: spec.code_uri for logical_id, spec in function_specs().items()}
 
 
+def handler_modules() -> dict[str, str]:
+    """Logical id -> the module its Handler names (``app``, ``openapi.app``)."""
+    from local_runtime.aws_resources import function_specs
+
+    return {name: spec.handler.rpartition(".")[0] for name, spec in function_specs().items()}
+
+
+def handler_module(code: Path, handler_module: str | None) -> str | None:
+    """What a function's cold start imports from ``code``: its handler's module, else
+    ``app`` (the streaming door's run.sh starts app.py); None when neither is there."""
+    for module in (handler_module, "app"):
+        if module and code.joinpath(*module.split(".")).with_suffix(".py").is_file():
+            return module
+    return None
+
+
 def import_times(runs: int, progress: Callable[[str], None]) -> dict[str, Any]:
     env = probe_env()
     dirs = handler_dirs()
     routed = routed_functions()
-    present = {name: path for name, path in dirs.items() if (path / "app.py").is_file()}
+    handlers = handler_modules()
+    modules = {name: handler_module(path, handlers.get(name)) for name, path in dirs.items()}
+    present = {name: path for name, path in dirs.items() if modules[name]}
     targets: list[tuple[str, str, Path]] = [("boto3", "boto3", dirs["PredictFunction"])]
-    targets += [(name, "app", path) for name, path in present.items()]
+    targets += [(name, str(modules[name]), path) for name, path in present.items()]
     samples: dict[str, list[float]] = {name: [] for name, _, _ in targets}
     for _name, module, cwd in targets:  # not counted: compiles .pyc, warms the page cache
         time_import(module, cwd, env)
@@ -299,13 +317,21 @@ def built_import_times(
         layer = host_layer(build_dir / "CommonLayer" / "python", root)
         bare = host_layer(build_dir / "CommonLayer" / "python", root / "bare", bytecode=False)
         code: dict[str, Path] = {}
-        for function in sorted(p for p in build_dir.iterdir() if (p / "app.py").is_file()):
+        modules: dict[str, str] = {}
+        handlers = handler_modules()
+        for function in sorted(p for p in build_dir.iterdir() if p.is_dir()):
+            module = handler_module(function, handlers.get(function.name))
+            if module is None:
+                continue
+            modules[function.name] = module
             code[function.name] = root / "var-task" / function.name
             shutil.copytree(function, code[function.name])
         _read_only(root)
         try:
             targets: list[tuple[str, str, Path, list[Path]]] = [("boto3", "boto3", root, [runtime])]
-            targets += [(name, "app", path, [path, layer, runtime]) for name, path in code.items()]
+            targets += [
+                (name, modules[name], path, [path, layer, runtime]) for name, path in code.items()
+            ]
             if "PredictFunction" in code:
                 predict = code["PredictFunction"]
                 targets.append(

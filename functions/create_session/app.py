@@ -3,39 +3,42 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler import Response
 
-from convo_memory.http import (
-    body_as,
-    container,
-    install_error_handlers,
-    json_response,
-    workspace_id,
+from convo_memory.api_contract import answers
+from convo_memory.domain.errors import (
+    CapabilityNotConversational,
+    CapabilityNotFound,
+    SessionNotFound,
 )
+from convo_memory.http import ApiResolver, Body, api, container, json_response, workspace_id
 from convo_memory.observability import http_handler
 
-app = APIGatewayHttpResolver()
-install_error_handlers(app)
+app = ApiResolver()
 
 
-@app.post("/v1/sessions")
-def create_session() -> Response:
-    from convo_memory.api_models import SessionCreate
-
-    workspace = workspace_id(app)
-    session = container().sessions.create(workspace, body_as(app, SessionCreate).new_session())
+@app.post(
+    "/v1/sessions",
+    summary="Open a session for an end user",
+    tags=["sessions"],
+    responses=answers(201, CapabilityNotFound, CapabilityNotConversational),
+)
+def create_session(body: Annotated[api.SessionCreate, Body()]) -> Response[api.Session]:
+    session = container().sessions.create(workspace_id(app), body.new_session())
     return json_response(201, session.to_json_dict())
 
 
-@app.post("/v1/sessions/<session_id>/forks")
-def fork_session(session_id: str) -> Response:
-    from convo_memory.api_models import ForkCreate
-
-    workspace = workspace_id(app)
-    body = body_as(app, ForkCreate)
-    fork = container().forks.fork(workspace, session_id, body.at_seq, body.metadata)
+@app.post(
+    "/v1/sessions/<session_id>/forks",
+    summary="Branch the conversation after an answer (atSeq): a new session with the same "
+    "end user, principal and capability, whose history is the messages up to atSeq",
+    tags=["sessions"],
+    responses=answers(201, SessionNotFound),
+)
+def fork_session(session_id: str, body: Annotated[api.ForkCreate, Body()]) -> Response[api.Session]:
+    fork = container().forks.fork(workspace_id(app), session_id, body.at_seq, body.metadata)
     return json_response(201, fork.to_json_dict())
 
 

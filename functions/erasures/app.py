@@ -2,37 +2,40 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler import Response
 
-from convo_memory.http import (
-    body_as,
-    container,
-    install_error_handlers,
-    json_response,
-    workspace_id,
-)
+from convo_memory.api_contract import answers
+from convo_memory.domain.errors import ErasureNotFound
+from convo_memory.http import ApiResolver, Body, api, container, json_response, workspace_id
 from convo_memory.observability import http_handler
 from convo_memory.time_budget import time_left
 
-app = APIGatewayHttpResolver()
-install_error_handlers(app)
+app = ApiResolver()
 
 
-@app.post("/v1/erasures")
-def request_erasure() -> Response:
-    from convo_memory.api_models import ErasureRequest
-
-    workspace = workspace_id(app)
-    body = body_as(app, ErasureRequest)
+@app.post(
+    "/v1/erasures",
+    summary="Erase an end user: every session of the externalRef is 404 from the 202 on",
+    tags=["end users"],
+    responses=answers(202),
+)
+def request_erasure(body: Annotated[api.ErasureRequest, Body()]) -> Response[api.Erasure]:
     seconds_left = time_left(app.lambda_context, default=30.0)
-    erasure = container().erasures.request(workspace, body.external_ref, body.traces, seconds_left)
+    erasure = container().erasures.request(
+        workspace_id(app), body.external_ref, body.traces, seconds_left
+    )
     return json_response(202, erasure.to_json_dict())
 
 
-@app.get("/v1/erasures/<erasure_id>")
-def get_erasure(erasure_id: str) -> Response:
+@app.get(
+    "/v1/erasures/<erasure_id>",
+    summary="An erasure's receipt (pending, running, done or failed, with its counts)",
+    tags=["end users"],
+    responses=answers(200, ErasureNotFound),
+)
+def get_erasure(erasure_id: str) -> Response[api.Erasure]:
     erasure = container().erasures.get(workspace_id(app), erasure_id)
     return json_response(200, erasure.to_json_dict())
 

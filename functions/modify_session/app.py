@@ -2,37 +2,48 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler import Response
 
+from convo_memory.api_contract import answers
+from convo_memory.domain.errors import ExternalRefImmutable, PrincipalImmutable, SessionNotFound
 from convo_memory.http import (
-    body_as,
+    ApiResolver,
+    Body,
+    api,
     container,
-    install_error_handlers,
     json_response,
+    text_response,
     workspace_id,
 )
 from convo_memory.observability import http_handler
 
-app = APIGatewayHttpResolver()
-install_error_handlers(app)
+app = ApiResolver()
 
 
-@app.patch("/v1/sessions/<session_id>")
-def patch_session(session_id: str) -> Response:
-    from convo_memory.api_models import SessionPatch
-
-    workspace = workspace_id(app)
-    changes = body_as(app, SessionPatch).changes()
-    session = container().sessions.patch(workspace, session_id, changes)
+@app.patch(
+    "/v1/sessions/<session_id>",
+    summary="Replace a session's metadata",
+    tags=["sessions"],
+    responses=answers(200, SessionNotFound, PrincipalImmutable, ExternalRefImmutable),
+)
+def update_session(
+    session_id: str, body: Annotated[api.SessionPatch, Body()]
+) -> Response[api.Session]:
+    session = container().sessions.patch(workspace_id(app), session_id, body.changes())
     return json_response(200, session.to_json_dict())
 
 
-@app.delete("/v1/sessions/<session_id>")
-def delete_session(session_id: str) -> Response:
+@app.delete(
+    "/v1/sessions/<session_id>",
+    summary="Delete the conversation (never its run traces)",
+    tags=["sessions"],
+    responses=answers(204, SessionNotFound, content={}),
+)
+def delete_session(session_id: str) -> Response[None]:
     container().sessions.delete(workspace_id(app), session_id)
-    return Response(status_code=204, body="")
+    return text_response(204, "")
 
 
 @http_handler

@@ -6,64 +6,199 @@ they read the request and write the answer."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler import Response
 
+from convo_memory.api_contract import (
+    IDEMPOTENCY_KEY,
+    TURN_HEADERS,
+    TURN_REFUSALS,
+    answers,
+    event_stream,
+    header,
+    ref,
+    stream_event,
+)
+from convo_memory.domain.errors import ExternalRefImmutable, PrincipalImmutable
 from convo_memory.http import (
+    ApiResolver,
+    Body,
+    api,
     container,
     edge,
     gated,
-    install_error_handlers,
-    json_body,
     json_response,
+    text_response,
     workspace_id,
 )
 from convo_memory.observability import http_handler
 
-app = APIGatewayHttpResolver()
-install_error_handlers(app)
+app = ApiResolver()
+
+# What the streaming door writes (predict_door.sse_frames): our Server-Sent Events.
+TURN_EVENTS = event_stream(
+    "One event of the stream: zero or more `delta` (and `tool` on an agent turn), then one "
+    "`done` carrying the Prediction or one `error`.",
+    [
+        stream_event("delta", "StreamDelta", "The next piece of the answer."),
+        stream_event("tool", "StreamTool", "An agent's tool call (before its answer)."),
+        stream_event("done", "Prediction", "The turn's Prediction; the last event."),
+        stream_event(
+            "error",
+            "ErrorDetail",
+            "The turn failed after the stream began (the error object: code, message, "
+            "requestId on 5xx); the last event.",
+        ),
+    ],
+    example='event: delta\ndata: {"text":"Hi"}\n\nevent: done\ndata: {...}\n\n',
+)
+# With ``stream: true``, the OpenAI-compatible door writes ``data:`` lines
+# (chat_completions.chunk_frames): its chunks, then ``[DONE]``.
+CHUNK_LINES = {
+    "schema": {
+        "description": "One `data:` line: a chat.completion.chunk (the first with the "
+        "assistant's role, then the text in `delta.content`, the last with `finish_reason`), "
+        "an error after the stream began, or `[DONE]` (the last).",
+        "type": "object",
+        "required": ["data"],
+        "properties": {
+            "data": {
+                "type": "string",
+                "oneOf": [
+                    {"const": "[DONE]"},
+                    {
+                        "contentMediaType": "application/json",
+                        "contentSchema": {"anyOf": [ref("ChatCompletionChunk"), ref("ErrorBody")]},
+                    },
+                ],
+            }
+        },
+    },
+    "example": 'data: {"object":"chat.completion.chunk",...}\n\ndata: [DONE]\n\n',
+}
+# Which conversation a chat turn is of (chat_completions.read_chat_turn reads them).
+CHAT_HEADERS = [
+    header(
+        "X-Convo-Session-Id",
+        {"type": "string", "minLength": 1, "maxLength": 128},
+        "A turn of this session.",
+    ),
+    header(
+        "X-Convo-Session-Key",
+        {"type": "string", "pattern": "^[\\x20-\\x7e]{1,128}$"},
+        "Your own conversation id: its session is found, or opened on first use for the end "
+        "user (user, safety_identifier or X-Convo-User: one is required then). Ignored with "
+        "X-Convo-Session-Id.",
+    ),
+    header(
+        "X-Convo-User",
+        {"type": "string", "minLength": 1, "maxLength": 256},
+        "Your end user's id, for clients that cannot set body fields: as the body's user (the "
+        "session's externalRef). Differing from user or safety_identifier: 422; from the "
+        "session's externalRef: 409.",
+    ),
+    header(
+        "X-Convo-Principal",
+        {"type": "string", "contentMediaType": "application/json"},
+        "The end user's principal, a JSON object of string claims, stamped when a key's "
+        "session is opened; one that differs from the session's is 409 (absent: the stored "
+        "one applies).",
+    ),
+    IDEMPOTENCY_KEY,
+]
+SESSION_OF_THE_TURN = {
+    "X-Convo-Session-Id": {
+        "schema": {"type": "string"},
+        "description": "The session of the turn (absent when stateless).",
+    }
+}
 
 
-@app.post("/v1/capabilities/<capability_id>/predict")
-def predict(capability_id: str) -> Response:
+@app.post(
+    "/v1/capabilities/<capability_id>/predict",
+    summary="A turn (stateless, or on a session with sessionId)",
+    tags=["turns"],
+    responses=answers(200, *TURN_REFUSALS),
+    openapi_extensions=TURN_HEADERS,
+)
+def predict(capability_id: str, body: Annotated[api.TurnInput, Body()]) -> Response[api.Prediction]:
     from convo_memory import predict_door
 
-    return json_response(200, predict_door.predict(edge(app), gated(app), capability_id))
+    prediction = predict_door.predict(edge(app), gated(app), capability_id, body)
+    return json_response(200, prediction)
 
 
-@app.post("/v1/capabilities/<capability_id>/predict/stream")
-def predict_stream(capability_id: str) -> Response:
+@app.post(
+    "/v1/capabilities/<capability_id>/predict/stream",
+    summary="The same turn as Server-Sent Events (delta, tool, done, error)",
+    tags=["turns"],
+    responses=answers(200, *TURN_REFUSALS, content={"text/event-stream": TURN_EVENTS}),
+    openapi_extensions=TURN_HEADERS,
+)
+def predict_stream(capability_id: str, body: Annotated[api.TurnInput, Body()]) -> Response[str]:
     """The streaming door behind API Gateway, which buffers: the same events, delivered
     at once. The Function URL (``StreamFunction``) streams them as they are produced."""
     from convo_memory import predict_door
 
-    events = predict_door.predict_stream(edge(app), gated(app), capability_id)
-    return Response(200, content_type="text/event-stream; charset=utf-8", body=events)
+    events = predict_door.predict_stream(edge(app), gated(app), capability_id, body)
+    return text_response(200, events, "text/event-stream; charset=utf-8")
 
 
-@app.post("/v1/sessions/<session_id>/messages")
-def session_message(session_id: str) -> Response:
+@app.post(
+    "/v1/sessions/<session_id>/messages",
+    summary="A turn on the session's own capability",
+    tags=["turns"],
+    responses=answers(200, *TURN_REFUSALS),
+    openapi_extensions=TURN_HEADERS,
+)
+def send_message(
+    session_id: str, body: Annotated[api.MessageInput, Body()]
+) -> Response[api.Prediction]:
     from convo_memory import predict_door
 
-    return json_response(200, predict_door.session_message(edge(app), gated(app), session_id))
+    prediction = predict_door.session_message(edge(app), gated(app), session_id, body)
+    return json_response(200, prediction)
 
 
-@app.post("/v1/chat/completions")
-def chat_completions() -> Response:
+@app.post(
+    "/v1/chat/completions",
+    summary="OpenAI-compatible: a turn (by X-Convo-Session-Id, by X-Convo-Session-Key and "
+    "user, or stateless)",
+    tags=["openai"],
+    responses=answers(
+        200,
+        *TURN_REFUSALS,
+        PrincipalImmutable,
+        ExternalRefImmutable,
+        openai=True,
+        content={
+            "application/json": {"schema": ref("ChatCompletion")},
+            "text/event-stream": CHUNK_LINES,
+        },
+        headers=SESSION_OF_THE_TURN,
+    ),
+    openapi_extensions={"parameters": CHAT_HEADERS},
+)
+def create_chat_completion(
+    body: Annotated[api.ChatCompletionRequest, Body()],
+) -> Response[api.ChatCompletion]:
     """The OpenAI-compatible door through API Gateway: a ``chat.completion``, or with
     ``stream: true`` its ``chat.completion.chunk`` lines all at once."""
     from convo_memory import chat_completions as chat
 
-    chat_turn = chat.read_chat_turn(json_body(app), app.current_event.headers)
+    chat_turn = chat.chat_turn(body, app.current_event.headers)
     answer = chat.complete(edge(app), gated(app, chat.ROUTE), chat_turn)
-    return Response(
-        200, content_type=answer.content_type, body=answer.body, headers=answer.headers or None
-    )
+    return text_response(200, answer.body, answer.content_type, answer.headers or None)
 
 
-@app.get("/v1/models")
-def models() -> Response:
+@app.get(
+    "/v1/models",
+    summary="OpenAI-compatible: the workspace's generative and agent capabilities",
+    tags=["openai"],
+    responses=answers(200, openai=True),
+)
+def list_models() -> Response[api.ModelList]:
     """The OpenAI-compatible door's model list: the workspace's conversational
     capabilities (a model id is a capability id)."""
     from convo_memory.chat_completions import models_list

@@ -4,34 +4,59 @@ cursor bound to its listing."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler import Response
 
+from convo_memory import input_gate
+from convo_memory.api_contract import answers
+from convo_memory.domain.errors import SessionNotFound
 from convo_memory.http import (
+    ApiResolver,
+    Path,
+    Query,
+    api,
     container,
-    install_error_handlers,
     json_response,
     next_cursor,
-    query_external_ref,
-    query_int,
     read_cursor,
     workspace_id,
 )
 from convo_memory.observability import http_handler
 
-app = APIGatewayHttpResolver()
-install_error_handlers(app)
+app = ApiResolver()
+# The query parameters of a page.
+PAGE_SIZE = {"ge": 1, "le": 100, "description": "Page size."}
+NEXT_TOKEN = {
+    "alias": "nextToken",
+    "max_length": input_gate.MAX_QUERY_VALUE_CHARS,
+    "description": "From the previous page.",
+}
 
 
-@app.get("/v1/sessions")
-def list_sessions() -> Response:
+@app.get(
+    "/v1/sessions",
+    summary="An end user's sessions, newest first",
+    tags=["sessions"],
+    responses=answers(200),
+)
+def list_sessions(
+    external_ref: Annotated[
+        str,
+        Query(
+            alias="externalRef",
+            min_length=1,
+            max_length=input_gate.MAX_EXTERNAL_REF_CHARS,
+            description="Your own id of the end user.",
+        ),
+    ],
+    limit: Annotated[int, Query(**PAGE_SIZE)] = 20,
+    next_token: Annotated[str, Query(**NEXT_TOKEN)] = "",
+) -> Response[api.SessionPage]:
     workspace = workspace_id(app)
-    external_ref = query_external_ref(app)
-    limit = query_int(app, "limit", 20, 1, 100)
     scope = ("sessions", workspace, external_ref)
     sessions, last = container().sessions.find(
-        workspace, external_ref, limit, read_cursor(app, *scope)
+        workspace, external_ref, limit, read_cursor(next_token, *scope)
     )
     return json_response(
         200,
@@ -39,19 +64,32 @@ def list_sessions() -> Response:
     )
 
 
-@app.get("/v1/sessions/<session_id>")
-def get_session(session_id: str) -> Response:
+@app.get(
+    "/v1/sessions/<session_id>",
+    summary="A session (archived ones too)",
+    tags=["sessions"],
+    responses=answers(200, SessionNotFound),
+)
+def get_session(session_id: str) -> Response[api.Session]:
     session = container().sessions.get(workspace_id(app), session_id)
     return json_response(200, session.to_json_dict())
 
 
-@app.get("/v1/sessions/<session_id>/messages")
-def list_messages(session_id: str) -> Response:
+@app.get(
+    "/v1/sessions/<session_id>/messages",
+    summary="The transcript, oldest first",
+    tags=["sessions"],
+    responses=answers(200, SessionNotFound),
+)
+def list_messages(
+    session_id: str,
+    limit: Annotated[int, Query(**PAGE_SIZE)] = 50,
+    next_token: Annotated[str, Query(**NEXT_TOKEN)] = "",
+) -> Response[api.MessagePage]:
     workspace = workspace_id(app)
-    limit = query_int(app, "limit", 50, 1, 100)
     scope = ("messages", workspace, session_id)
     messages, last = container().sessions.messages(
-        workspace, session_id, limit, read_cursor(app, *scope)
+        workspace, session_id, limit, read_cursor(next_token, *scope)
     )
     return json_response(
         200,
@@ -59,20 +97,33 @@ def list_messages(session_id: str) -> Response:
     )
 
 
-@app.get("/v1/sessions/<session_id>/context")
-def get_context(session_id: str) -> Response:
+@app.get(
+    "/v1/sessions/<session_id>/context",
+    summary="Exactly what the next turn would see",
+    tags=["sessions"],
+    responses=answers(200, SessionNotFound),
+)
+def get_context(session_id: str) -> Response[api.ContextView]:
     from convo_memory.api_models import ContextView
 
     preview = container().sessions.context(workspace_id(app), session_id)
     return json_response(200, ContextView.of(preview).to_json_dict())
 
 
-@app.get("/v1/sessions/<session_id>/messages/<seq>/prompt")
-def get_prompt(session_id: str, seq: str) -> Response:
+@app.get(
+    "/v1/sessions/<session_id>/messages/<seq>/prompt",
+    summary="What the model was sent for the turn of message seq (its first model call)",
+    tags=["sessions"],
+    responses=answers(200, SessionNotFound),
+)
+def get_prompt(
+    session_id: str,
+    # A message's seq (``input_gate.path_seq`` refuses any other value in its own words).
+    seq: Annotated[str, Path(json_schema_extra={"pattern": f"^{input_gate.SEQ.pattern}$"})],
+) -> Response[api.PromptView]:
     from convo_memory.api_models import PromptView
-    from convo_memory.input_gate import path_seq
 
-    sent = container().sessions.sent_prompt(workspace_id(app), session_id, path_seq(seq))
+    sent = container().sessions.sent_prompt(workspace_id(app), session_id, input_gate.path_seq(seq))
     return json_response(200, PromptView.of(sent).to_json_dict())
 
 

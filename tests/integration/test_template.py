@@ -289,6 +289,9 @@ def test_functions_point_at_their_code_and_share_one_handler_name() -> None:
     stream = specs.pop("StreamFunction")
     assert stream.handler == "run.sh" and (stream.code_uri / "app.py").is_file()
     assert stream.http_routes == []
+    # The OpenAPI document is made from every handler's routes: its code is all of them.
+    openapi = specs.pop("OpenApiFunction")
+    assert openapi.handler == "openapi.app.handler" and openapi.code_uri == ROOT / "functions"
     for spec in specs.values():
         assert spec.handler == "app.handler"
         assert spec.code_uri.parent == ROOT / "functions"

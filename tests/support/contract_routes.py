@@ -32,6 +32,8 @@ EXPECTED_ROUTES = {
     # The Studio Chat page (served without a token; its calls carry the operator's).
     ("GET", "/studio"): "StudioFunction",
     ("GET", "/v1/openapi.json"): "OpenApiFunction",
+    # Swagger UI over that document (404 unless the deployment turns it on).
+    ("GET", "/v1/docs"): "OpenApiFunction",
 }
 # The routes served without the authorizer.
-PUBLIC_PATHS = {"$default", "/studio", "/v1/openapi.json"}
+PUBLIC_PATHS = {"$default", "/studio", "/v1/openapi.json", "/v1/docs"}

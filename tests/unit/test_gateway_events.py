@@ -612,9 +612,9 @@ class TestTopology:
         assert topology.authorizers == {
             "TokenAuthorizer": AuthorizerConfig("AuthorizerFunction", (), 0, True)
         }
-        # Every route but the not-found catch-all and the Studio page (Authorizer: NONE)
-        # is authorized.
-        public = {"$default", "/studio", "/v1/openapi.json"}
+        # Every route but the not-found catch-all, the Studio page, the OpenAPI document and
+        # its Swagger UI (Authorizer: NONE) is authorized.
+        public = {"$default", "/studio", "/v1/openapi.json", "/v1/docs"}
         assert all(
             route.authorizer == (None if route.path in public else "TokenAuthorizer")
             for route in topology.routes

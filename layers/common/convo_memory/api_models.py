@@ -1,16 +1,25 @@
 """The HTTP API's request bodies and the answers built for it, as pydantic models
 (camelCase JSON, unknown fields refused). A request model carries the field rules every
-door applies (``input_gate.parse_model``); the entities themselves are
-``convo_memory.domain.models``."""
+door applies (``input_gate.parse_model``, or a route's typed body); the entities
+themselves are ``convo_memory.domain.models``.
+
+The routes' signatures name these models, so the OpenAPI document is made from them
+(``convo_memory.openapi``). A rule a validator checks that JSON Schema can state is
+stated here too, beside the validator (``json_schema_extra``), so that a request the
+document calls valid is accepted."""
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
+from pydantic.alias_generators import to_camel
 
+from convo_memory.domain.erasures import Erasure as Erasure  # an erasure route's answer
 from convo_memory.domain.erasures import TracePolicy
 from convo_memory.domain.models import (
+    MAX_TOOL_URL_CHARS,
     ApiModel,
     Capability,
     CapabilityDefinition,
@@ -22,6 +31,7 @@ from convo_memory.domain.models import (
     Recall,
     RecallPolicy,
     ReplayPolicy,
+    Session,
     Summary,
     SummaryConfig,
     ToolDigest,
@@ -30,6 +40,7 @@ from convo_memory.domain.models import (
 )
 from convo_memory.domain.prompt_record import ExpiredDigest, LostSummary, SentPrompt
 from convo_memory.domain.sessions import ContextPreview, NewSession, SessionChanges
+from convo_memory.domain.tools import ToolStatus
 
 BUILTIN_TOOL_NAMES: tuple[str, ...] = ("lookup_order", "search_kb")
 MAX_TOOLS = 16
@@ -40,11 +51,76 @@ MAX_TOOL_STEPS = 10
 # -- capabilities --------------------------------------------------------------------
 
 
+# A webhook's URL as ``check_tool_url_syntax`` takes it, in ASCII (RFC 3986): http(s), a
+# host, an optional port, no credentials, no fragment, no whitespace or control character.
+TOOL_URL = (
+    r"^https?://([!$&'()*+,;=A-Za-z0-9._~%-]+|\[[0-9A-Fa-f:.]+\])"
+    r"(:(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}))?"
+    r"([/?][!\x22\x24-\x7e]*)?$"
+)
+
+
+def _builtin_or_webhook(schema: dict[str, Any]) -> None:
+    """``NewToolSpec`` as two shapes: a built-in tool by name alone, or a webhook with a
+    url and an object inputSchema (what ``_webhook_or_builtin`` checks)."""
+    properties = schema.pop("properties")
+    # Each branch closes its own object: at this level additionalProperties would forbid all.
+    schema.pop("required", None)
+    schema.pop("additionalProperties", None)
+    builtin = sorted(BUILTIN_TOOL_NAMES)
+    webhook_input = {
+        "type": "object",
+        "description": f"A JSON Schema of an object (at most {MAX_INPUT_SCHEMA_DEPTH} levels "
+        f"and {MAX_INPUT_SCHEMA_BYTES} bytes of compact JSON).",
+        "required": ["type"],
+        "properties": {
+            "type": {"const": "object"},
+            "properties": {"type": "object", "additionalProperties": {"type": "object"}},
+            "required": {"type": "array", "items": {"type": "string"}},
+        },
+    }
+    webhook_url = {
+        "type": "string",
+        "maxLength": MAX_TOOL_URL_CHARS,
+        "pattern": TOOL_URL,
+        "description": "https, resolving to public addresses (checked at creation and at each "
+        "call), unless the operator allows its host.",
+    }
+    schema["oneOf"] = [
+        {
+            "title": "Built-in tool",
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["name"],
+            "properties": {
+                "name": {"enum": builtin},
+                "description": properties["description"],
+                "inputSchema": {"type": "null"},
+                "url": {"type": "null"},
+            },
+        },
+        {
+            "title": "Webhook tool",
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["name", "inputSchema", "url"],
+            "properties": {
+                "name": {**properties["name"], "not": {"enum": builtin}},
+                "description": properties["description"],
+                "inputSchema": webhook_input,
+                "url": webhook_url,
+            },
+        },
+    ]
+
+
 class NewToolSpec(ToolSpec):
     """A tool declared by a new capability: a webhook ``{name, description, inputSchema,
     url}`` or a built-in ``{name: "lookup_order" | "search_kb"}``. Whether ``url`` may be
     called (https, public addresses, the operator's allowed hosts) depends on the
     deployment and is checked by the capability catalog."""
+
+    model_config = ConfigDict(json_schema_extra=_builtin_or_webhook)
 
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 
@@ -111,7 +187,26 @@ def check_input_schema(schema: dict[str, Any]) -> None:
         raise ValueError("inputSchema.required must be a list of names")
 
 
+def _kinds_schema(schema: dict[str, Any]) -> None:
+    """What ``_kind_rules`` checks of a kind: a classic capability has no replay,
+    summary nor recall; only an agent has tools."""
+
+    def when_kind(kinds: list[str], then: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "if": {"properties": {"kind": {"enum": kinds}}, "required": ["kind"]},
+            "then": {"properties": then},
+        }
+
+    never = {"type": "null"}
+    schema["allOf"] = [
+        when_kind(["classic"], {"replay": never, "summary": never, "recall": never}),
+        when_kind(["generative", "classic"], {"tools": {"maxItems": 0}, "maxToolSteps": never}),
+    ]
+
+
 class CapabilityCreate(ApiModel):
+    model_config = ConfigDict(json_schema_extra=_kinds_schema)
+
     name: str = Field(min_length=1, max_length=200)
     kind: CapabilityKind
     provider: ProviderConfig = Field(default_factory=ProviderConfig)
@@ -161,6 +256,16 @@ class CapabilityCreate(ApiModel):
         )
 
 
+class CreatedCapability(Capability):
+    """``POST /v1/capabilities``' answer (``created_capability``)."""
+
+    tool_signing_secret: str | None = Field(
+        default=None,
+        description="With webhook tools: the secret their calls are signed with, shown only "
+        "in this answer.",
+    )
+
+
 def created_capability(capability: Capability, tool_signing_secret: str | None) -> dict[str, Any]:
     """``POST /v1/capabilities``' answer: the capability and, with webhook tools, its
     signing secret (``toolSigningSecret``: the only time it is shown)."""
@@ -172,11 +277,32 @@ def created_capability(capability: Capability, tool_signing_secret: str | None) 
 
 # -- sessions ------------------------------------------------------------------------
 
+MAX_PRINCIPAL_CLAIMS = 32
+MAX_CLAIM_NAME_CHARS = 64
+MAX_CLAIM_VALUE_CHARS = 1024
+MAX_METADATA_BYTES = 8 * 1024
+MAX_METADATA_DEPTH = 8
+
+# A principal as a request may send one (``_check_principal``).
+BoundedPrincipal = Annotated[
+    Principal,
+    WithJsonSchema(
+        {
+            "type": "object",
+            "description": "String claims of the end user (for example tenant_id, user_id), "
+            "stamped once when the session is opened.",
+            "maxProperties": MAX_PRINCIPAL_CLAIMS,
+            "propertyNames": {"minLength": 1, "maxLength": MAX_CLAIM_NAME_CHARS},
+            "additionalProperties": {"type": "string", "maxLength": MAX_CLAIM_VALUE_CHARS},
+        }
+    ),
+]
+
 
 class SessionCreate(ApiModel):
     capability_id: str = Field(min_length=1, max_length=128)
     external_ref: str = Field(min_length=1, max_length=256)
-    principal: Principal | None = None
+    principal: BoundedPrincipal | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -190,13 +316,20 @@ class SessionCreate(ApiModel):
         return NewSession(self.capability_id, self.external_ref, self.principal, self.metadata)
 
 
+def _an_object(schema: dict[str, Any]) -> None:
+    schema.pop("anyOf")
+    schema.pop("default", None)
+    schema.update(type="object", additionalProperties=True)
+
+
 class SessionPatch(ApiModel):
     """A PATCH body. principal/externalRef are accepted only to be compared: naming them
     with a different value is refused (409), never silently dropped. The same limits as
     at creation apply (422 first), so every door checks a field the same way."""
 
-    metadata: dict[str, Any] | None = None
-    principal: Principal | None = None
+    # Replaced as a whole: null is refused (omit it to change nothing).
+    metadata: dict[str, Any] | None = Field(default=None, json_schema_extra=_an_object)
+    principal: BoundedPrincipal | None = None
     external_ref: str | None = Field(default=None, min_length=1, max_length=256)
 
     @model_validator(mode="after")
@@ -241,13 +374,6 @@ class ForkCreate(ApiModel):
         if self.metadata is not None:
             _check_metadata(self.metadata)
         return self
-
-
-MAX_PRINCIPAL_CLAIMS = 32
-MAX_CLAIM_NAME_CHARS = 64
-MAX_CLAIM_VALUE_CHARS = 1024
-MAX_METADATA_BYTES = 8 * 1024
-MAX_METADATA_DEPTH = 8
 
 
 def _check_principal(principal: Principal | None) -> None:
@@ -301,13 +427,32 @@ class ErasureRequest(ApiModel):
 # -- turns ---------------------------------------------------------------------------
 
 
+@cache
+def not_only_whitespace() -> str:
+    """A pattern found in any text that holds a character ``str.strip`` keeps (an input
+    of whitespace only is refused as empty), written for ECMA-262 and Python alike.
+    Every Unicode whitespace character is in the Basic Multilingual Plane."""
+    spaces = (code for code in range(0x10000) if chr(code).isspace())
+    return "[^" + "".join(f"\\u{code:04x}" for code in spaces) + "]"
+
+
+def _said(schema: dict[str, Any]) -> None:
+    # The serving path refuses an empty input (422) and a long one (413).
+    schema.update(
+        minLength=1,
+        pattern=not_only_whitespace(),
+        description="What the end user said: not empty nor only whitespace. Over the "
+        "deployment's MaxInputChars (default 32,000) characters or 200 KiB of UTF-8: 413.",
+    )
+
+
 class TurnInput(ApiModel):
-    input: str
+    input: str = Field(json_schema_extra=_said)
     session_id: str | None = Field(default=None, max_length=128)
 
 
 class MessageInput(ApiModel):
-    input: str
+    input: str = Field(json_schema_extra=_said)
 
 
 class TurnContext(ApiModel):
@@ -398,6 +543,89 @@ class PromptView(ApiModel):
         )
 
 
+# -- answers the routes build as JSON (their shapes, for the document) ----------------
+
+
+class Answer(BaseModel):
+    """An answer's shape: camelCase, and (unlike a request) open to fields added later."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class CapabilityList(Answer):
+    capabilities: list[Capability]
+
+
+class SessionPage(Answer):
+    sessions: list[Session]
+    next_token: str | None = Field(description="Pass back (URL-encoded) for the next page.")
+
+
+class MessagePage(Answer):
+    messages: list[Message]
+    next_token: str | None = Field(description="Pass back (URL-encoded) for the next page.")
+
+
+class Provider(Answer):
+    connection: str
+    type: Literal["embedded", "bedrock", "openai"]
+    models: list[str]
+
+
+class ProviderList(Answer):
+    providers: list[Provider]
+
+
+class RunStep(Answer):
+    model_config = ConfigDict(extra="allow")
+
+    tool: str
+    input: dict[str, Any]
+    output: str = Field(description="What the tool returned, truncated.")
+    principal: dict[str, str] | None = Field(description="Exactly what the tool was sent.")
+    started_at: str
+    duration_ms: float
+
+
+class RunTrace(Answer):
+    model_config = ConfigDict(extra="allow")
+
+    run_id: str
+    capability_id: str
+    session_id: str | None
+    principal: dict[str, str] | None
+    input: str
+    output: str
+    steps: list[RunStep]
+    started_at: str
+    finished_at: str
+
+
+class ErrorDetail(Answer):
+    model_config = ConfigDict(extra="allow")
+
+    code: str
+    message: str
+    details: list[Any] | None = None
+    request_id: str | None = Field(default=None, description="On 5xx: quote it to support.")
+
+
+class ErrorBody(Answer):
+    """Every error: ``{"error": {"code", "message"}}`` (``details`` on a validation
+    error, ``requestId`` on a 5xx)."""
+
+    error: ErrorDetail
+
+
+class StreamDelta(Answer):
+    text: str = Field(description="The next piece of the answer, in order.")
+
+
+class StreamTool(Answer):
+    name: str = Field(description="The tool the agent called.")
+    status: ToolStatus
+
+
 # -- the OpenAI-compatible door --------------------------------------------------------
 
 
@@ -417,13 +645,50 @@ class StreamOptions(BaseModel):
     include_usage: bool = False
 
 
+def _chat_request_schema(schema: dict[str, Any]) -> None:
+    """The fields the door refuses unless they ask for nothing it does not do
+    (``chat_completions.REFUSED_UNLESS``), and where the turn's input is."""
+    schema["description"] = (
+        "In a session (X-Convo-Session-Id or X-Convo-Session-Key) only the last message "
+        "counts: it must be the user's, with text content; stateless, every message must be "
+        "text (system, developer, user or assistant). Other unknown fields are ignored."
+    )
+    never = {"type": "null"}
+    schema["properties"].update(
+        tools={"anyOf": [{"type": "array", "maxItems": 0}, never]},
+        functions={"anyOf": [{"type": "array", "maxItems": 0}, never]},
+        function_call=never,
+        tool_choice={"enum": ["none", None]},
+        n={"enum": [1, None]},
+        response_format={
+            "anyOf": [
+                never,
+                {"type": "object", "required": ["type"], "properties": {"type": {"const": "text"}}},
+            ]
+        },
+        audio=never,
+        modalities={"anyOf": [{"type": "array", "items": {"const": "text"}}, never]},
+        logprobs={"enum": [False, None]},
+        top_logprobs=never,
+    )
+    end_user = (
+        "Your end user's id (the session's externalRef). One of user, safety_identifier "
+        "or the header X-Convo-User is required with X-Convo-Session-Key; two that differ "
+        "are 422, one that differs from the session's externalRef is 409. Not read when "
+        "stateless."
+    )
+    schema["properties"]["user"]["description"] = end_user
+    schema["properties"]["safety_identifier"]["description"] = end_user
+    schema["properties"]["model"]["description"] = "A generative or agent capability's id."
+
+
 class ChatCompletionRequest(BaseModel):
     """``POST /v1/chat/completions`` as OpenAI's SDKs send it. Strict: a known field of
     the wrong JSON type (``"stream": "yes"``, ``"temperature": "0.5"``) is refused, never
     coerced. Fields the door refuses (``tools``, ``n`` above 1, ...) are kept as extras to
     be named in the 422; any other unknown field is ignored."""
 
-    model_config = ConfigDict(extra="allow", strict=True)
+    model_config = ConfigDict(extra="allow", strict=True, json_schema_extra=_chat_request_schema)
 
     model: str = Field(min_length=1)
     messages: list[ChatMessageIn] = Field(min_length=1)
@@ -448,3 +713,89 @@ class ChatCompletionRequest(BaseModel):
         if isinstance(value, float) and value.is_integer():
             return int(value)
         return value
+
+
+class ConvoExtension(Answer):
+    session_id: str | None
+    turn: TurnSeqs | None
+    recorded: bool
+    withheld: bool
+    run_id: str | None
+
+
+class ChatMessageOut(BaseModel):
+    role: Literal["assistant"]
+    content: str
+
+
+class ChatChoice(BaseModel):
+    index: int
+    message: ChatMessageOut
+    finish_reason: Literal["stop", "length", "content_filter"]
+    logprobs: None = None
+
+
+class PromptTokensDetails(BaseModel):
+    cached_tokens: int = Field(
+        description="Of prompt_tokens, those the provider read from its prompt cache."
+    )
+
+
+class ChatUsage(BaseModel):
+    prompt_tokens: int = Field(description="The whole prompt's tokens, cached ones included.")
+    completion_tokens: int
+    total_tokens: int
+    prompt_tokens_details: PromptTokensDetails
+
+
+class ChatCompletion(BaseModel):
+    """A ``chat.completion``, with the service's ``convo`` extension."""
+
+    id: str = Field(pattern=r"^chatcmpl-")
+    object: Literal["chat.completion"]
+    created: int
+    model: str = Field(description="The capability id.")
+    choices: list[ChatChoice]
+    usage: ChatUsage | None = Field(
+        default=None,
+        description="The provider's count, or (the embedded models, a provider that reports "
+        "none) an estimate of about four characters a token.",
+    )
+    convo: ConvoExtension
+
+
+class ChatDelta(BaseModel):
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+
+
+class ChunkChoice(BaseModel):
+    index: int
+    delta: ChatDelta
+    finish_reason: Literal["stop", "length", "content_filter"] | None
+    logprobs: None = None
+
+
+class ChatCompletionChunk(BaseModel):
+    """One ``data:`` line of a streamed completion; the last carries ``finish_reason``,
+    ``convo`` and (asked for with ``stream_options.include_usage``) ``usage``."""
+
+    id: str
+    object: Literal["chat.completion.chunk"]
+    created: int
+    model: str
+    choices: list[ChunkChoice]
+    usage: ChatUsage | None = None
+    convo: ConvoExtension | None = None
+
+
+class ModelEntry(BaseModel):
+    id: str = Field(description="A generative or agent capability's id.")
+    object: Literal["model"]
+    created: int
+    owned_by: str = Field(description="The workspace.")
+
+
+class ModelList(BaseModel):
+    object: Literal["list"]
+    data: list[ModelEntry]

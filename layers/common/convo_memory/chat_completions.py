@@ -43,6 +43,7 @@ from convo_memory.domain.turns import (
 from convo_memory.turn_edge import BufferedEvents, json_text
 
 if TYPE_CHECKING:
+    from convo_memory.api_models import ChatCompletionRequest
     from convo_memory.domain.models import Capability
     from convo_memory.turn_edge import GatedRequest, TurnEdge
 
@@ -105,7 +106,12 @@ def read_chat_turn(body: Mapping[str, Any], headers: Mapping[str, str]) -> ChatT
     the door does not take (naming the field), ``404`` for an id none of ours could be."""
     from convo_memory.api_models import ChatCompletionRequest
 
-    request = input_gate.parse_model(ChatCompletionRequest, dict(body))
+    return chat_turn(input_gate.parse_model(ChatCompletionRequest, dict(body)), headers)
+
+
+def chat_turn(request: ChatCompletionRequest, headers: Mapping[str, str]) -> ChatTurn:
+    """The turn a chat-completions request (its body validated) and its headers ask for
+    (``read_chat_turn``, whose refusals these are)."""
     _refuse_unsupported(request)
     input_gate.check_path_id("capabilityId", request.model)
     conversation = _conversation(request, {name.lower(): v for name, v in headers.items()})

@@ -1,27 +1,37 @@
-"""Glue between Powertools' HTTP resolver and the services, shared by every handler.
+"""Glue between Powertools' HTTP resolver and the services, shared by every handler:
+the resolver of an HttpApi function (``ApiResolver``), the input gate and the typed
+parameters' validation as its middleware, one error mapping.
 
 Kept import-light on purpose: a handler imports this module at cold start, while the
-container (boto3, pydantic models, services) is built on first use.
+container (boto3, pydantic models, services) is built on first use. So are a route's
+types: its signature names them through ``api`` and ``Body``/``Query``/``Header``/``Path``,
+which load pydantic only when the signature is first read (by the first request, or
+the OpenAPI document), never at import. How a route is declared:
+docs/architecture.md, "Declaring a route".
 """
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
 import logging
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 
 from convo_memory import input_gate, turn_edge
-from convo_memory.domain.errors import ServiceError, Unauthorized, ValidationFailed
+from convo_memory.domain.errors import ServiceError, Unauthorized
 from convo_memory.turn_edge import METHODS_WITH_BODY, GatedRequest, TurnEdge, error_for, gate
 
 if TYPE_CHECKING:
-    from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
     from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
-    from pydantic import BaseModel
 
+    from convo_memory import api_models as api
     from convo_memory.bootstrap import Container
 
 logger = logging.getLogger(__name__)
@@ -29,7 +39,90 @@ JSON = "application/json"
 _GATED_BODY = "gated_json_body"
 # The routes of the OpenAI-compatible door, whose error bodies add "type".
 OPENAI_ROUTE_KEYS = frozenset({"POST /v1/chat/completions", "GET /v1/models"})
-Model = TypeVar("Model", bound="BaseModel")
+Handler = TypeVar("Handler", bound=Callable[..., Any])
+
+
+# -- a route's types, loaded when its signature is first read ---------------------------
+
+
+class _Namespace:
+    """A module's attributes, the module imported on the first one read."""
+
+    def __init__(self, module: str) -> None:
+        self._module = module
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(importlib.import_module(self._module), name)
+
+
+if not TYPE_CHECKING:
+    # The request bodies and answers a route's signature names: ``api.SessionCreate``.
+    api = _Namespace("convo_memory.api_models")
+_params = _Namespace("aws_lambda_powertools.event_handler.openapi.params")
+
+
+# Named as Powertools' own, which they make when a signature is read.
+
+
+def Body(**options: Any) -> Any:
+    """Powertools' ``Body()``: the parameter is the request body, validated."""
+    return _params.Body(**options)
+
+
+def Query(**options: Any) -> Any:
+    """Powertools' ``Query()``: the parameter is a query string value, validated."""
+    return _params.Query(**options)
+
+
+def Header(**options: Any) -> Any:
+    """Powertools' ``Header()``: the parameter is a request header, validated."""
+    return _params.Header(**options)
+
+
+def Path(**options: Any) -> Any:
+    """Powertools' ``Path()``: the parameter is a path segment, validated."""
+    return _params.Path(**options)
+
+
+# -- the resolver of an HttpApi function --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """A route as its module declared it: ``route()``'s arguments by name and its
+    handler, so that the OpenAPI document can declare it again on a resolver of every
+    route."""
+
+    arguments: dict[str, Any]
+    handler: Callable[..., Any]
+
+
+class ApiResolver(APIGatewayHttpResolver):
+    """An HttpApi function's resolver: every route behind the input gate, then its typed
+    parameters validated (``Body``, ``Query``, ``Header``: a 422 in the gate's words),
+    every failure in the contract's error shape; and its routes' declarations, kept for
+    the one OpenAPI document of every function (``convo_memory.openapi``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.declarations: list[Declaration] = []
+        install_error_handlers(self)
+        self.use(middlewares=[_typed_parameters])
+
+    def route(self, *args: Any, **kwargs: Any) -> Callable[[Handler], Handler]:
+        register = super().route(*args, **kwargs)
+        # get(), post() ... pass route()'s arguments by position: keep them by name.
+        bound = _ROUTE_SIGNATURE.bind(self, *args, **kwargs).arguments
+        arguments = {name: value for name, value in bound.items() if name != "self"}
+
+        def declare(handler: Handler) -> Handler:
+            self.declarations.append(Declaration(arguments, handler))
+            return register(handler)
+
+        return declare
+
+
+_ROUTE_SIGNATURE = inspect.signature(APIGatewayHttpResolver.route)
 
 
 def container() -> Container:
@@ -38,7 +131,8 @@ def container() -> Container:
     return get_container()
 
 
-def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
+def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response[Any]:
+    """``body`` as the JSON answer (a route's return type says its shape)."""
     return Response(
         status_code=status,
         content_type=JSON,
@@ -46,6 +140,17 @@ def json_response(status: int, body: Any, headers: dict[str, str] | None = None)
         body=json.dumps(body, separators=(",", ":"), ensure_ascii=False, sort_keys=True),
         headers=headers,
     )
+
+
+def text_response(
+    status: int,
+    body: str,
+    content_type: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> Response[Any]:
+    """An answer already written as text (an event stream, a chat answer, an empty 204):
+    the route's return type or declared content says its shape."""
+    return Response(status, content_type=content_type, body=body, headers=headers)
 
 
 def error_response(error: ServiceError, *, openai: bool = False) -> Response:
@@ -77,33 +182,10 @@ def json_body(app: APIGatewayHttpResolver) -> dict[str, Any]:
     return dict(body)
 
 
-def body_as(app: APIGatewayHttpResolver, model: type[Model]) -> Model:
-    """The request body validated as a ``model`` (422 ``validation_error`` otherwise)."""
-    return input_gate.parse_model(model, json_body(app))
-
-
-def query_int(app: APIGatewayHttpResolver, name: str, default: int, low: int, high: int) -> int:
-    raw = app.current_event.get_query_string_value(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValidationFailed(f"{name} must be an integer") from None
-    if not low <= value <= high:
-        raise ValidationFailed(f"{name} must be between {low} and {high}")
-    return value
-
-
-def query_external_ref(app: APIGatewayHttpResolver) -> str:
-    """The required ``externalRef`` query parameter (1-256 characters)."""
-    return input_gate.external_ref(app.current_event.get_query_string_value("externalRef"))
-
-
-def read_cursor(app: APIGatewayHttpResolver, *scope: str) -> dict[str, Any] | None:
-    """The position a ``nextToken`` query parameter carries, verified against the listing
-    it must belong to (``scope``: listing, workspace, then what the listing is of)."""
-    token = app.current_event.get_query_string_value("nextToken")
+def read_cursor(token: str, *scope: str) -> dict[str, Any] | None:
+    """The position a ``nextToken`` carries (none when it is empty: the first page),
+    verified against the listing it must belong to (``scope``: listing, workspace, then
+    what the listing is of)."""
     position: dict[str, Any] | None = container().adapters.cursors.open(token, scope)
     return position
 
@@ -171,6 +253,42 @@ def _input_gate(app: APIGatewayHttpResolver, next_middleware: NextMiddleware) ->
     if request.body is not None:
         app.append_context(**{_GATED_BODY: request.body})
     return next_middleware(app)
+
+
+def _typed_parameters(app: APIGatewayHttpResolver, next_middleware: NextMiddleware) -> Response:
+    """The route's typed parameters (its ``Body``, ``Query``, ``Header``, path values)
+    validated by Powertools and passed to it, after the gate: the gate's refusals come
+    first, as they always have; a value the types refuse is a 422 in the words the gate
+    uses for a body (``input_gate.schema_refusal``)."""
+    validation, refused = _validation()
+    try:
+        return validation.handler(app, next_middleware)
+    except refused as exc:
+        errors = [_in_body_terms(error) for error in exc.errors()]
+        raise input_gate.schema_refusal(errors, app.context.get(_GATED_BODY)) from None
+
+
+def _in_body_terms(error: dict[str, Any]) -> dict[str, Any]:
+    # A body's fields are named as the body model names them (no leading "body").
+    loc = tuple(error.get("loc") or ())
+    return {**error, "loc": loc[1:] if loc[:1] == ("body",) else loc}
+
+
+@cache
+def _validation() -> tuple[Any, type[Any]]:
+    """Powertools' request validation (on first use: it imports pydantic) and the error
+    it raises. It validates the body the gate read, whatever the Content-Type (the gate
+    takes a JSON object under any, as every door does)."""
+    from aws_lambda_powertools.event_handler.middlewares.openapi_validation import (
+        OpenAPIRequestValidationMiddleware,
+    )
+    from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+
+    class GatedBodyValidation(OpenAPIRequestValidationMiddleware):
+        def _get_body(self, app: Any) -> dict[str, Any]:
+            return json_body(app)
+
+    return GatedBodyValidation(), RequestValidationError
 
 
 def misconfigured(exc: BaseException) -> bool:

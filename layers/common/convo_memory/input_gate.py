@@ -30,7 +30,7 @@ import json
 import math
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from convo_memory.domain.errors import (
@@ -244,14 +244,24 @@ def parse_model(model: type[Model], data: Any) -> Model:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        details = [
-            {"loc": [str(p) for p in err["loc"]], "msg": err["msg"], "type": err["type"]}
-            for err in exc.errors(include_url=False, include_context=False, include_input=False)
-        ]
-        first = details[0] if details else {"loc": [], "msg": "invalid"}
-        where = ".".join(first["loc"]) or "body"
-        field = field_path(data, first["loc"]) or None
-        raise ValidationFailed(f"{where}: {first['msg']}", details=details, param=field) from None
+        errors = exc.errors(include_url=False, include_context=False, include_input=False)
+        raise schema_refusal(errors, data) from None
+
+
+def schema_refusal(errors: Iterable[Mapping[str, Any]], data: Any) -> ValidationFailed:
+    """The 422 ``validation_error`` for pydantic's ``errors`` of a request's ``data``:
+    the first one in the message (``where: what``) and as the field it names
+    (``param``), each in the details (``loc``, ``msg``, ``type``). A route's typed
+    parameters are refused in the same words (``convo_memory.http``), their body's places
+    named as the body model names them."""
+    details = [
+        {"loc": [str(p) for p in err["loc"]], "msg": err["msg"], "type": err["type"]}
+        for err in errors
+    ]
+    first = details[0] if details else {"loc": [], "msg": "invalid"}
+    where = ".".join(first["loc"]) or "body"
+    field = field_path(data, first["loc"]) or None
+    return ValidationFailed(f"{where}: {first['msg']}", details=details, param=field)
 
 
 def field_path(data: Any, loc: Sequence[str]) -> str:

@@ -8,7 +8,9 @@
 - ``POST /v1/sessions/{id}/messages`` ``{input}``: a turn on the session's own
   capability, answered with a Prediction.
 
-Each door reads its request into a ``TurnCommand``, the turn edge serves it
+Each door reads its request (its body already validated as ``TurnInput`` or
+``MessageInput``: by the HttpApi route's typed body, by the streaming door's
+``input_gate.parse_model``) into a ``TurnCommand``, the turn edge serves it
 (``convo_memory.turn_edge``), and the door writes the ``TurnResult``: ``predict``,
 ``predict_stream`` and ``session_message`` do the three for the HttpApi
 (``functions/predict``). The streaming Function URL (``stream_door``) reads and writes
@@ -18,10 +20,9 @@ delivers a stream's events all at once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from convo_memory import input_gate
 from convo_memory.domain.errors import ServiceError
 from convo_memory.domain.turns import (
     AnswerDelta,
@@ -36,44 +37,45 @@ from convo_memory.sse import sse_event
 from convo_memory.turn_edge import BufferedEvents
 
 if TYPE_CHECKING:
+    from convo_memory.api_models import MessageInput, TurnInput
     from convo_memory.turn_edge import GatedRequest, TurnEdge
 
 
-def predict(edge: TurnEdge, request: GatedRequest, capability_id: str) -> dict[str, Any]:
+def predict(
+    edge: TurnEdge, request: GatedRequest, capability_id: str, turn: TurnInput
+) -> dict[str, Any]:
     """``POST /v1/capabilities/{id}/predict``: the Prediction of the turn it asks for."""
-    command = read_predict(capability_id, request.body or {}, stream=False)
+    command = read_predict(capability_id, turn, stream=False)
     return prediction(edge.serve("predict", request, command))
 
 
-def predict_stream(edge: TurnEdge, request: GatedRequest, capability_id: str) -> str:
+def predict_stream(
+    edge: TurnEdge, request: GatedRequest, capability_id: str, turn: TurnInput
+) -> str:
     """``POST /v1/capabilities/{id}/predict/stream`` behind the HttpApi, which cannot
     stream: the same events the Function URL streams, written at once."""
-    command = read_predict(capability_id, request.body or {}, stream=True)
+    command = read_predict(capability_id, turn, stream=True)
     events = BufferedEvents()
     result = edge.serve("stream-buffered", request, command, events)
     return "".join(sse_frames([*events, result]))
 
 
-def session_message(edge: TurnEdge, request: GatedRequest, session_id: str) -> dict[str, Any]:
+def session_message(
+    edge: TurnEdge, request: GatedRequest, session_id: str, message: MessageInput
+) -> dict[str, Any]:
     """``POST /v1/sessions/{id}/messages``: the Prediction of a turn of that session."""
-    command = read_message(session_id, request.body or {})
+    command = read_message(session_id, message)
     return prediction(edge.serve("messages", request, command))
 
 
-def read_predict(capability_id: str, body: Mapping[str, Any], *, stream: bool) -> TurnCommand:
-    """A predict body's turn: stateless, or of the session it names (422 otherwise)."""
-    from convo_memory.api_models import TurnInput  # pydantic: on first use, not at import
-
-    turn = input_gate.parse_model(TurnInput, dict(body))
+def read_predict(capability_id: str, turn: TurnInput, *, stream: bool) -> TurnCommand:
+    """A predict body's turn: stateless, or of the session it names."""
     conversation = None if turn.session_id is None else SessionById(turn.session_id)
     return TurnCommand(capability_id, conversation, UserText(turn.input), stream=stream)
 
 
-def read_message(session_id: str, body: Mapping[str, Any]) -> TurnCommand:
-    """A session message's turn, on the session's own capability (422 otherwise)."""
-    from convo_memory.api_models import MessageInput
-
-    message = input_gate.parse_model(MessageInput, dict(body))
+def read_message(session_id: str, message: MessageInput) -> TurnCommand:
+    """A session message's turn, on the session's own capability."""
     return TurnCommand(None, SessionById(session_id), UserText(message.input))
 
 

@@ -173,8 +173,10 @@ class StreamDoor:
         self, request: GatedRequest, capability_id: str, request_id: str
     ) -> StreamResponse:
         from convo_memory import predict_door
+        from convo_memory.api_models import TurnInput
 
-        command = predict_door.read_predict(capability_id, request.body or {}, stream=True)
+        turn_input = input_gate.parse_model(TurnInput, request.body or {})
+        command = predict_door.read_predict(capability_id, turn_input, stream=True)
         edge = TurnEdge.on_stream_url(self._container())
         turn = TurnOnThread(edge, "stream", request, command, request_id)
         first = turn.first()

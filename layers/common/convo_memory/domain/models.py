@@ -47,6 +47,11 @@ class ApiModel(BaseModel):
 
 
 class ReplayPolicy(ApiModel):
+    # A rule JSON Schema cannot state (it compares two fields), said in the document.
+    model_config = ConfigDict(
+        json_schema_extra={"description": "minMessages must not exceed maxMessages."}
+    )
+
     max_messages: int = Field(default=20, ge=1, le=200)
     max_chars: int = Field(default=12_000, ge=1, le=1_000_000)
     min_messages: int = Field(default=2, ge=1)
@@ -86,6 +91,17 @@ class Recall(ApiModel):
     from_sessions: list[str]
 
 
+def _shorthand_schema(schema: dict[str, Any]) -> None:
+    """``{type: "embedded"}``, the shorthand for ``{connection: "embedded"}``, in the
+    JSON Schema (``ProviderConfig``'s validator reads it)."""
+    schema["properties"]["type"] = {
+        "const": "embedded",
+        "description": "Shorthand for connection: embedded.",
+    }
+    embedded = {"properties": {"connection": {"const": "embedded"}}}
+    schema["allOf"] = [{"if": {"required": ["type"]}, "then": embedded}]
+
+
 class ProviderConfig(ApiModel):
     """Which model answers: a connection the operator declared, and a model it allows.
 
@@ -94,10 +110,21 @@ class ProviderConfig(ApiModel):
     workspace's: any other field is refused. Whether the connection exists and allows
     ``modelId`` depends on the deployment and is checked by the capability catalog."""
 
+    model_config = ConfigDict(json_schema_extra=_shorthand_schema)
+
     connection: str = Field(
-        default="embedded", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+        default="embedded",
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+        description="One of the deployment's connections (GET /v1/providers).",
     )
-    model_id: str | None = Field(default=None, min_length=1, max_length=256)
+    model_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="A model the connection's models globs match; none for embedded.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -190,7 +217,22 @@ def compile_blocked_pattern(pattern: str) -> Any:
         raise ValueError(f"blockedPatterns entry {pattern!r} is not valid RE2: {exc}") from None
 
 
+# A bedrock-guardrail filter names its guardrail (``ContentFilterConfig._check``).
+GUARDRAIL_NAMED: dict[str, Any] = {
+    "if": {"properties": {"type": {"const": "bedrock-guardrail"}}, "required": ["type"]},
+    "then": {
+        "required": ["guardrailId", "guardrailVersion"],
+        "properties": {
+            "guardrailId": {"type": "string", "minLength": 1},
+            "guardrailVersion": {"type": "string", "minLength": 1},
+        },
+    },
+}
+
+
 class ContentFilterConfig(ApiModel):
+    model_config = ConfigDict(json_schema_extra={"allOf": [GUARDRAIL_NAMED]})
+
     type: Literal["embedded", "bedrock-guardrail"]
     blocked_terms: list[Annotated[str, Field(max_length=MAX_TERM_CHARS)]] = Field(
         default_factory=list, max_length=MAX_BLOCKED_TERMS
