@@ -7,6 +7,7 @@ handler's routes; it runs ``openapi/app.py``."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -49,12 +50,27 @@ def get_open_api() -> Response[dict[str, Any]]:
 def swagger_ui() -> Response[str]:
     """Swagger UI over the document, its script and styles inlined (nothing is fetched
     from another origin); ``not_found`` unless the deployment turned it on."""
-    from convo_memory.openapi import openapi_document, swagger_page
+    from convo_memory.openapi import openapi_document
 
     if os.environ.get(SWAGGER_UI_ENV, "").lower() != "true":
         return json_response(404, {"error": {"code": "not_found", "message": "no such route"}})
     page = swagger_page(openapi_document(FUNCTIONS, served_at()))
     return Response(200, content_type="text/html; charset=utf-8", body=page)
+
+
+def swagger_page(document: dict[str, Any]) -> str:
+    """Swagger UI over ``document``: Powertools' page, with the script and the styles
+    it bundles inlined."""
+    from importlib.resources import files
+
+    from aws_lambda_powertools.event_handler.openapi.swagger_ui import generate_swagger_html
+
+    assets = files("aws_lambda_powertools.event_handler.openapi.swagger_ui")
+    script = (assets / "swagger-ui-bundle.min.js").read_text(encoding="utf-8")
+    styles = (assets / "swagger-ui.min.css").read_text(encoding="utf-8")
+    # Inside <script>: "</" would end it.
+    spec = json.dumps(document, ensure_ascii=False).replace("</", "<\\/")
+    return generate_swagger_html(spec, script, styles, "", None)
 
 
 @http_handler

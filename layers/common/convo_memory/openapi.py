@@ -1,13 +1,10 @@
 """The one OpenAPI 3.1 document of the HTTP API (``GET /v1/openapi.json``), made from the
-routes themselves.
-
-Each HttpApi function declares its routes on its ``ApiResolver`` (``functions/*/app.py``):
-typed parameters, return type, ``responses`` (``convo_memory.api_contract``). Here every
-function's routes are declared again on one resolver, which Powertools turns into one
-document in one pass (so a model has one name everywhere); then what Powertools leaves
-to its caller is done: path parameters named as the API names them (camelCase, and
-bounded as the gate bounds ids), the headers a route documents, the components its
-declared answers name, this deployment's address.
+routes themselves: each HttpApi function declares its routes on its ``ApiResolver``
+(``functions/*/app.py``); here they are declared again on one resolver, which Powertools
+turns into one document in one pass (so a model has one name everywhere). Then what
+Powertools leaves to its caller: path parameters named and bounded as the API and the
+gate have them, the headers a route documents, the components its declared answers name
+(``convo_memory.api_contract``), this deployment's address.
 """
 
 from __future__ import annotations
@@ -16,11 +13,13 @@ import copy
 import hashlib
 import importlib.util
 import json
+import re
 import sys
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import BaseModel
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import models_json_schema
 
@@ -64,7 +63,7 @@ def _document(functions: Path) -> dict[str, Any]:
     from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
 
     every_route = APIGatewayHttpResolver()
-    documented: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    documented: dict[str, list[dict[str, Any]]] = {}
     for module in route_modules(functions):
         for declaration in module.app.declarations:
             arguments = dict(declaration.arguments)
@@ -73,8 +72,7 @@ def _document(functions: Path) -> dict[str, Any]:
             )
             every_route.route(**arguments)(declaration.handler)
             extensions = arguments.get("openapi_extensions") or {}
-            key = (str(arguments["method"]).lower(), str(arguments["operation_id"]))
-            documented[key] = list(extensions.get("parameters", ()))
+            documented[arguments["operation_id"]] = list(extensions.get("parameters", ()))
     schema = every_route.get_openapi_schema(
         title=TITLE,
         version=API_VERSION,
@@ -85,7 +83,7 @@ def _document(functions: Path) -> dict[str, Any]:
     document: dict[str, Any] = schema.model_dump(by_alias=True, exclude_none=True, mode="json")
     document["paths"] = {
         _camel_path(path): {
-            method: _finished(operation, documented.get((method, operation["operationId"]), []))
+            method: _finished(operation, documented.get(operation["operationId"], []))
             for method, operation in operations.items()
         }
         for path, operations in document["paths"].items()
@@ -131,26 +129,17 @@ def _add_named_components(schemas: dict[str, Any], document: dict[str, Any]) -> 
     stream's events) but no signature does, in serialization mode, as answers are."""
     missing = _refs(document) - schemas.keys()
     while missing:
-        models = [(getattr(api_models, name), "serialization") for name in sorted(missing)]
-        _, generated = models_json_schema(models, by_alias=True, ref_template=REF)  # type: ignore[arg-type]
+        models: list[tuple[type[BaseModel], Literal["serialization"]]] = [
+            (getattr(api_models, name), "serialization") for name in sorted(missing)
+        ]
+        _, generated = models_json_schema(models, by_alias=True, ref_template=REF)
         for name, schema in generated.get("$defs", {}).items():
             schemas.setdefault(name, schema)
         missing = _refs(schemas) - schemas.keys()
 
 
 def _refs(value: Any) -> set[str]:
-    found: set[str] = set()
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            target = item.get("$ref")
-            if isinstance(target, str) and target.startswith("#/components/schemas/"):
-                found.add(target.rsplit("/", 1)[1])
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return found
+    return set(re.findall(r'"#/components/schemas/([^"]+)"', json.dumps(value)))
 
 
 def openapi_document(functions: Path, server_url: str | None = None) -> dict[str, Any]:
@@ -159,18 +148,3 @@ def openapi_document(functions: Path, server_url: str | None = None) -> dict[str
     document = copy.deepcopy(_document(functions.resolve()))
     document["servers"] = [{"url": server_url or "/"}]
     return document
-
-
-def swagger_page(document: dict[str, Any]) -> str:
-    """Swagger UI over ``document``: Powertools' page, with the script and the styles
-    it bundles inlined."""
-    from importlib.resources import files
-
-    from aws_lambda_powertools.event_handler.openapi.swagger_ui import generate_swagger_html
-
-    assets = files("aws_lambda_powertools.event_handler.openapi.swagger_ui")
-    script = (assets / "swagger-ui-bundle.min.js").read_text(encoding="utf-8")
-    styles = (assets / "swagger-ui.min.css").read_text(encoding="utf-8")
-    # Inside <script>: "</" would end it.
-    spec = json.dumps(document, ensure_ascii=False).replace("</", "<\\/")
-    return generate_swagger_html(spec, script, styles, "", None)
