@@ -55,7 +55,10 @@ def swagger_ui() -> Response[str]:
     if os.environ.get(SWAGGER_UI_ENV, "").lower() != "true":
         return json_response(404, {"error": {"code": "not_found", "message": "no such route"}})
     page = swagger_page(openapi_document(FUNCTIONS, served_at()))
-    return Response(200, content_type="text/html; charset=utf-8", body=page)
+    # The page holds the token its user types: not framed, no referrer sent.
+    headers = {"X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer"}
+    headers["X-Content-Type-Options"] = "nosniff"
+    return Response(200, content_type="text/html; charset=utf-8", body=page, headers=headers)
 
 
 def swagger_page(document: dict[str, Any]) -> str:

@@ -181,3 +181,4 @@ def test_swagger_ui_is_off_unless_the_deployment_turns_it_on(
     assert on.status == 200 and on.headers["Content-Type"].startswith("text/html")
     assert '"/v1/capabilities/{capabilityId}/predict"' in on.body
     assert "SwaggerUIBundle" in on.body and "<script src=" not in on.body
+    assert on.headers["X-Frame-Options"] == "DENY"

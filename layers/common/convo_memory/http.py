@@ -61,9 +61,7 @@ if not TYPE_CHECKING:
 _params = _Namespace("aws_lambda_powertools.event_handler.openapi.params")
 
 
-# Named as Powertools' own, which they make when a signature is read.
-
-
+# Powertools' own, by their names, made when a signature is read.
 def Body(**options: Any) -> Any:
     """Powertools' ``Body()``: the parameter is the request body, validated."""
     return _params.Body(**options)
