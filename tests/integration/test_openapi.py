@@ -92,6 +92,7 @@ def test_the_openai_door_answers_in_its_own_error_shape() -> None:
     assert {p["name"] for p in chat["parameters"]} == {
         "X-Convo-Session-Id",
         "X-Convo-Session-Key",
+        "X-Convo-User",
         "X-Convo-Principal",
         "Idempotency-Key",
     }
