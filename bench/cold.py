@@ -28,7 +28,7 @@ BUILD_DIR = ROOT / ".aws-sam" / "build"
 # compiles); every other function (the authorizer, the queue workers, the schedule) to
 # boto3's own time.
 PREDICT_LIMIT = 1.3
-BUILT_PREDICT_LIMIT = 1.1
+BUILT_PREDICT_LIMIT = 1.0
 IMPORT_LIMIT = 1.0
 
 

@@ -68,7 +68,7 @@ def test_built_imports_run_from_the_build_with_nothing_written(tmp_path: Path) -
     assert all(len(row["samples"]) == 2 for row in rows.values())
     assert rows["PredictFunction"]["limit"] == BUILT_PREDICT_LIMIT
     # Every function has its line: behind the HTTP API, predict's bound; else boto3's.
-    assert rows["StudioFunction"]["limit"] == import_limit(True, built=True) == 1.1
+    assert rows["StudioFunction"]["limit"] == import_limit(True, built=True) == 1.0
     assert import_limit(False, built=True) == import_limit(False) == 1.0
     assert all(rows[name]["verdict"] in ("PASS", "FAIL") for name in rows if "," not in name)
     assert sorted(str(path) for path in build.rglob("*")) == before  # no __pycache__ added
