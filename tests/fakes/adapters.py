@@ -13,8 +13,10 @@ from typing import Any
 from convo_memory.domain.generation import Completion, FilterVerdict, ModelStep
 from convo_memory.domain.prompt import Prompt
 from convo_memory.domain.tools import (
+    AUTO,
     ToolCall,
     ToolCallContext,
+    ToolChoice,
     ToolDefinition,
     ToolOutcome,
     ToolRequest,
@@ -91,8 +93,9 @@ class FakeProvider:
         timeout: float,
         final: bool = False,
         on_text: TextSink | None = None,
+        choice: ToolChoice = AUTO,
     ) -> ModelStep:
-        self.steps.append(StepCall(prompt, tuple(rounds), tuple(tools), timeout, final))
+        self.steps.append(StepCall(prompt, tuple(rounds), tuple(tools), timeout, final, choice))
         if not rounds:
             self.prompts.append(prompt)
         if not rounds and not final and self.tool_calls:
@@ -122,6 +125,7 @@ class StepCall:
     tools: tuple[ToolDefinition, ...]
     timeout: float
     final: bool
+    choice: ToolChoice = AUTO
 
 
 def _words(text: str) -> list[str]:

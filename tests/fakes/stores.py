@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 from convo_memory.domain.erasures import Erasure, ErasureStatus, SessionOfEndUser
 from convo_memory.domain.errors import (
+    PauseEnded,
     RecallSourceGone,
     SessionArchived,
     SessionKeyTaken,
@@ -45,6 +46,7 @@ from convo_memory.domain.models import (
     Summary,
     ToolDigest,
 )
+from convo_memory.domain.paused_turns import PendingTurn
 from convo_memory.domain.prompt_record import PromptRecord, StoredPrompt
 from convo_memory.domain.recall import RecallSource, canonical_principal
 from convo_memory.domain.summary_plan import FoldWindow, SummaryVersion
@@ -52,6 +54,7 @@ from convo_memory.domain.turn_records import (
     AppendResult,
     TurnRecord,
     TurnState,
+    abandoned_turn,
     turn_messages,
     user_seq_of,
 )
@@ -103,6 +106,8 @@ class FakeDatabase:
     capabilities: dict[tuple[str, str], str] = field(default_factory=dict)  # JSON bodies
     heads: dict[str, dict[str, Any]] = field(default_factory=dict)
     turns: dict[str, dict[int, StoredTurn]] = field(default_factory=dict)  # by user seq
+    # Turns paused for the app's tools (v4), by the user seq they hold.
+    paused: dict[str, dict[int, PendingTurn]] = field(default_factory=dict)
     digests: dict[str, dict[int, StoredDigest]] = field(default_factory=dict)  # by user seq
     summaries: dict[str, Summary] = field(default_factory=dict)
     # (workspace, capability, app key) -> the session the key opened
@@ -281,6 +286,7 @@ class FakeDatabase:
         for fork_id in list(self.fork_markers.get(session_id) or {}):
             self.copy_inherited(session_id, fork_id)  # a fork never loses what it inherited
         deleted = len(self.turns.pop(session_id, {})) + len(self.digests.pop(session_id, {}))
+        deleted += len(self.paused.pop(session_id, {}))
         deleted += 1 if self.summaries.pop(session_id, None) is not None else 0
         deleted += len(self.kept_versions.pop(session_id, {}))
         deleted += len(self.fork_markers.pop(session_id, {}))
@@ -775,13 +781,14 @@ class FakeErasureStore(_Port):
 
 class FakeTurnStore(_Port):
     def load_turn_state(
-        self, session_id: str, max_messages: int, with_digests: bool
+        self, session_id: str, max_messages: int, with_digests: bool, pending: bool = False
     ) -> TurnState | None:
         self.db.enter("load_turn_state")
         session = self.db.session(session_id)
         if session is None:
             return None
         turns = self.db.turns.get(session_id) or {}
+        waiting = self.db.paused.get(session_id) or {}
         wanted = max(1, -(-max_messages // 2))
         read = sorted(turns)[-wanted:]
         messages = [
@@ -794,13 +801,15 @@ class FakeTurnStore(_Port):
                 turns[seq].turn.created_at,
                 turns[seq].turn.withheld,
                 turns[seq].turn.truncated,
+                turns[seq].turn.abandoned,
             )
         ]
         digests: dict[int, ToolDigest] = {}
         expiry: dict[int, float] = {}
         stored = self.db.digests.get(session_id) or {}
         for seq in read:
-            if with_digests and seq in stored:
+            # Whatever digests the read finds are kept, as DynamoDB's Query does.
+            if seq in stored:
                 digests[seq + 1] = _copy(stored[seq].digest)
                 expiry[seq + 1] = stored[seq].expires_at
         return TurnState(
@@ -811,6 +820,7 @@ class FakeTurnStore(_Port):
             digest_expiry=expiry,
             activity_mark=str(self.db.heads[session_id]["lastActiveAt"]),
             summary_versions=self.db.summary_versions(session_id),
+            pending=_copy(max(waiting.items())[1]) if waiting else None,
         )
 
     def append_turn(self, session_id: str, after_seq: int, turn: TurnRecord) -> AppendResult:
@@ -820,14 +830,55 @@ class FakeTurnStore(_Port):
             hook(self.db)
         _json_safe([turn.user_content, turn.answer])
         turns = self.db.turns.setdefault(session_id, {})
-        position = user_seq_of(after_seq + 1)
-        while position in turns:
-            if turns[position].turn.turn_id == turn.turn_id:
-                return AppendResult(position, position + 1, already_recorded=True)
-            self.db.position_conflicts += 1
-            position += 2
+        paused = self.db.paused.setdefault(session_id, {})
+        if turn.resolves is not None:
+            at = after_seq + 1
+            waiting = paused.get(at)
+            if waiting is not None and waiting.pause_id == turn.resolves:
+                del paused[at]
+                turns[at] = StoredTurn(_copy(turn))
+                return AppendResult(at, at + 1)
+            if at in turns and turns[at].turn.turn_id == turn.turn_id:
+                return AppendResult(at, at + 1, already_recorded=True)
+            raise PauseEnded(f"the pause at {at} has ended")
+        position = self._free(session_id, after_seq, turn.turn_id)
+        if position < 0:
+            position = -position
+            return AppendResult(position, position + 1, already_recorded=True)
         turns[position] = StoredTurn(_copy(turn))
         return AppendResult(position, position + 1)
+
+    def _free(self, session_id: str, after_seq: int, item_id: str) -> int:
+        """The first position after ``after_seq`` neither a turn nor a pause holds (the
+        negated position of one that holds ``item_id``: an earlier attempt landed)."""
+        turns = self.db.turns.setdefault(session_id, {})
+        paused = self.db.paused.setdefault(session_id, {})
+        position = user_seq_of(after_seq + 1)
+        while position in turns or position in paused:
+            held = turns[position].turn.turn_id if position in turns else None
+            if held == item_id or (position in paused and paused[position].pause_id == item_id):
+                return -position
+            self.db.position_conflicts += 1
+            position += 2
+        return position
+
+    def keep_pending(
+        self, session_id: str, after_seq: int, pending: PendingTurn, replaces: str | None = None
+    ) -> PendingTurn | None:
+        self.db.enter("keep_pending")
+        paused = self.db.paused.setdefault(session_id, {})
+        if replaces is None:
+            position = abs(self._free(session_id, after_seq, pending.pause_id))
+            kept = pending.keep_at(position)
+            paused[position] = PendingTurn.from_json(kept.to_json(), position, kept.user_input)
+            return kept
+        held = paused.get(pending.user_seq)
+        if held is None or held.pause_id not in (replaces, pending.pause_id):
+            return None
+        paused[pending.user_seq] = PendingTurn.from_json(
+            pending.to_json(), pending.user_seq, pending.user_input
+        )
+        return pending
 
     def put_digest(self, session_id: str, user_seq: int, turn: TurnRecord) -> None:
         self.db.enter("put_digest")
@@ -1021,6 +1072,28 @@ class FakeRetentionStore(_Port):
     def delete_contents(self, session_id: str) -> int:
         self.db.enter("delete_contents")
         return self.db.delete_contents(session_id)
+
+    def paused_turns(self, shard: int, before: str) -> Iterator[tuple[str, int]]:
+        self.db.enter("paused_turns")
+        found = sorted(
+            (pending.since, sid, seq)
+            for sid, held in self.db.paused.items()
+            for seq, pending in held.items()
+            if zlib.crc32(sid.encode()) % ACTIVITY_SHARDS == shard and pending.since < before
+        )
+        for _, sid, seq in found:
+            yield sid, seq
+
+    def abandon_paused(self, session_id: str, user_seq: int, before: str) -> bool:
+        self.db.enter("abandon_paused")
+        pending = (self.db.paused.get(session_id) or {}).get(user_seq)
+        if pending is None or pending.since >= before:
+            return False
+        try:
+            self.db.stores.turns.append_turn(session_id, user_seq - 1, abandoned_turn(pending))
+        except PauseEnded:
+            return False
+        return True
 
     def remove_head(self, session_id: str) -> bool:
         self.db.enter("remove_head")

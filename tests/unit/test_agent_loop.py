@@ -62,6 +62,7 @@ class ScriptedModel:
         timeout: float,
         final: bool = False,
         on_text: TextSink | None = None,
+        choice: Any = None,
     ) -> ModelStep:
         self.calls.append(
             {"rounds": tuple(rounds), "tools": tuple(tools), "timeout": timeout, "final": final}

@@ -162,6 +162,7 @@ class Insistent:
         timeout: float,
         final: bool = False,
         on_text: TextSink | None = None,
+        choice: Any = None,
     ) -> ModelStep:
         self.timeouts.append(timeout)
         self.finals.append(final)

@@ -17,12 +17,15 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from convo_memory.domain.erasures import Erasure, ErasureStatus, SessionOfEndUser
 from convo_memory.domain.generation import Completion, FilterVerdict, ModelStep
 from convo_memory.domain.models import Capability, Message, Principal, Session, Summary
+from convo_memory.domain.paused_turns import PendingTurn
 from convo_memory.domain.prompt import Prompt
 from convo_memory.domain.prompt_record import StoredPrompt
 from convo_memory.domain.recall import RecallSource
 from convo_memory.domain.summary_plan import FoldWindow, SummaryVersion
 from convo_memory.domain.tools import (
+    AUTO,
     ToolCallContext,
+    ToolChoice,
     ToolDefinition,
     ToolOutcome,
     ToolRound,
@@ -64,11 +67,14 @@ class ToolCallingModel(Protocol):
         timeout: float,
         final: bool = False,
         on_text: TextSink | None = None,
+        choice: ToolChoice = AUTO,
     ) -> ModelStep:
         """One model call, given this turn's earlier ``rounds``. ``final`` asks for the
         answer without further tool calls (any requests in the reply are then ignored);
         ``timeout`` (seconds) bounds the call; with ``on_text`` the reply is streamed and
-        its text handed over as it is generated (``text`` is then their concatenation)."""
+        its text handed over as it is generated (``text`` is then their concatenation);
+        ``choice`` (v4, the app's ``tool_choice`` and ``parallel_tool_calls``) how the
+        tools may be called, as far as the provider can say it."""
         ...
 
 
@@ -299,15 +305,28 @@ class RecallStore(Protocol):
 
 class TurnStore(Protocol):
     def load_turn_state(
-        self, session_id: str, max_messages: int, with_digests: bool
+        self, session_id: str, max_messages: int, with_digests: bool, pending: bool = False
     ) -> TurnState | None:
         """The head, the summary and the newest ``max_messages`` messages (with their
-        digests when asked): one bounded read whatever the history's length."""
+        digests: read for room when ``with_digests``, kept whenever read), and the
+        session's paused turn if it has one (v4; ``pending``: the turn continues one, so
+        room is made for it): one bounded read whatever the history's length."""
         ...
 
     def append_turn(self, session_id: str, after_seq: int, turn: TurnRecord) -> AppendResult:
         """Store the turn at the first free position after ``after_seq`` (a lost race
-        moves on to the next one). Its digest is stored apart, with ``put_digest``."""
+        moves on to the next one). Its digest is stored apart, with ``put_digest``. A
+        turn that ends a pause (``turn.resolves``, v4) is written over it, at position
+        ``after_seq + 1``, only while the pause is there (else ``PauseEnded``)."""
+        ...
+
+    def keep_pending(
+        self, session_id: str, after_seq: int, pending: PendingTurn, replaces: str | None = None
+    ) -> PendingTurn | None:
+        """(v4) Keep a paused turn at the first free position after ``after_seq`` (it
+        holds that position until it ends), or over the pause ``replaces`` at the
+        position ``pending`` has: the state as kept (at its position), or None when that
+        pause has ended meanwhile."""
         ...
 
     def put_digest(self, session_id: str, user_seq: int, turn: TurnRecord) -> None:
@@ -406,6 +425,17 @@ class RetentionStore(Protocol):
 
     def last_turn_at(self, session_id: str) -> tuple[int, str] | None:
         """(message count, createdAt) of the session's newest turn, if it has one."""
+        ...
+
+    def paused_turns(self, shard: int, before: str) -> Iterator[tuple[str, int]]:
+        """(v4) ``(sessionId, userSeq)`` of one shard's turns paused for the app's tools
+        since before ``before``, oldest first."""
+        ...
+
+    def abandon_paused(self, session_id: str, user_seq: int, before: str) -> bool:
+        """(v4) Record the turn paused at ``user_seq`` as abandoned if it has been
+        waiting since before ``before`` (a pause ended or renewed meanwhile is left
+        alone): whether this call recorded it."""
         ...
 
     def refresh_activity(self, session_id: str, seen: str, last_active_at: str) -> bool: ...

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.generation import Completion, ModelStep, TokenUsage
 from convo_memory.domain.prompt import Prompt
-from convo_memory.domain.tools import ToolDefinition, ToolRound
+from convo_memory.domain.tools import AUTO, ToolChoice, ToolDefinition, ToolRound
 from convo_memory.observability import note_cached_tokens
 from convo_memory.ports import MetricsPort, ModelProvider, TextSink, ToolCallingModel
 
@@ -34,6 +34,11 @@ class MeteredModel:
         self._metrics = metrics
         self._connection = connection
         self._clock = clock
+
+    @property
+    def takes_response_format(self) -> bool:
+        """Whether the measured model takes ``response_format`` (structured output)."""
+        return bool(getattr(self.inner, "takes_response_format", False))
 
     def _measured(self, began: float, usage: TokenUsage | None, outcome: str) -> None:
         dimensions = {"connection": self._connection}
@@ -96,11 +101,12 @@ class MeteredToolModel(MeteredModel):
         timeout: float,
         final: bool = False,
         on_text: TextSink | None = None,
+        choice: ToolChoice = AUTO,
     ) -> ModelStep:
         began = self._clock()
         try:
             step = self.inner.step(
-                prompt, rounds, tools, timeout=timeout, final=final, on_text=on_text
+                prompt, rounds, tools, timeout=timeout, final=final, on_text=on_text, choice=choice
             )
         except Exception as exc:
             self._failed(began, exc)

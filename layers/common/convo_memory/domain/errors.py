@@ -110,6 +110,13 @@ class IdempotencyInProgress(Conflict):
     code = "idempotency_in_progress"
 
 
+class ToolCallsMismatch(Conflict):
+    """(v4) A continuation whose tool results do not answer exactly the calls its
+    session's paused turn waits for (or whose session has no paused turn)."""
+
+    code = "tool_calls_mismatch"
+
+
 class IdempotencyKeyReused(ServiceError):
     status, code = 422, "idempotency_key_reused"
 
@@ -181,6 +188,11 @@ class StoreRejected(Exception):
 
     Not a ServiceError: input is checked before it reaches the store, so this is a
     defect; reads answer 500, the transcript write is absorbed and repaired."""
+
+
+class PauseEnded(Exception):
+    """(v4) A write meant to end or replace a paused turn found it ended already (by
+    another continuation, or recorded as abandoned)."""
 
 
 class RecallSourceGone(Exception):

@@ -11,13 +11,15 @@ gives none."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from convo_memory.domain.tools import ToolCall, ToolRequest
 
-# Why a model stopped writing: it finished, or it reached its output token limit.
-FinishReason = Literal["stop", "length"]
+# Why a model stopped writing: it finished, it reached its output token limit, or (v4)
+# the turn paused for the app's own tools.
+FinishReason = Literal["stop", "length", "tool_calls"]
 # What a model that counts no tokens is said to use: about four characters a token (the
 # usual figure for English text in OpenAI's and Anthropic's tokenizers).
 CHARS_PER_TOKEN = 4
@@ -35,6 +37,9 @@ class GenerationOptions:
     temperature: float | None = None
     top_p: float | None = None
     stop: tuple[str, ...] = field(default_factory=tuple)
+    # (v4) Structured output (``{"type": "json_object"}`` or ``json_schema``), for the
+    # providers that take it (OpenAI-compatible); None: plain text.
+    response_format: Mapping[str, Any] | None = field(default=None, hash=False)
 
     def capped_max_tokens(self, connection_max: int | None) -> int | None:
         """The output token limit of a call: the client's, at most the connection's."""

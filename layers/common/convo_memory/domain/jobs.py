@@ -63,6 +63,9 @@ class TurnBody(JobModel):
     run_id: str | None = None
     idempotency_record: str | None = None
     prompt_record: PromptRecord | None = None
+    # (v4) A turn paused for the app's tools: abandoned, and the pause it ends.
+    abandoned: bool = False
+    resolves: str | None = None
 
     @classmethod
     def of(cls, turn: TurnRecord) -> TurnBody:

@@ -427,6 +427,9 @@ class Message(ApiModel):
     created_at: str
     withheld: bool = False
     truncated: bool = False
+    # (v4) The answer of a turn that paused for the app's tools and was never continued:
+    # the text that came with the calls.
+    abandoned: bool = False
 
 
 class Summary(ApiModel):

@@ -27,6 +27,7 @@ from convo_memory.domain.generation import (
     estimated_tokens,
 )
 from convo_memory.domain.models import Message, Session, Summary, ToolDigest
+from convo_memory.domain.tools import ToolRequest
 
 DEFAULT_INSTRUCTIONS = "You are a helpful assistant. Answer the user's latest message."
 
@@ -46,8 +47,14 @@ def new_fence_nonce() -> str:
 
 @dataclass(frozen=True)
 class ChatMessage:
-    role: str  # "user" | "assistant"
+    """A message as a model is sent it. A stateless client's history may also hold its
+    own tool exchanges (v4): an assistant message's ``tool_calls``, and ``tool``
+    messages answering one (``tool_call_id``)."""
+
+    role: str  # "user" | "assistant" (| "system" | "tool" in a client's history)
     content: str
+    tool_calls: tuple[ToolRequest, ...] = ()
+    tool_call_id: str = ""
 
 
 @dataclass(frozen=True)

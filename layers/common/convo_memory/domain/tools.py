@@ -1,5 +1,7 @@
 """What an agent's tool calls are made of: the tools a model is offered, the calls it
-asks for, what each call was sent and returned, and who it was made for."""
+asks for, what each call was sent and returned, and who it was made for; and (v4) the
+app's own tools, which the app runs itself: what it offers (``AppTools``) and the calls
+a paused turn hands it (``AppToolCall``)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ if TYPE_CHECKING:
     from convo_memory.domain.models import Principal
 
 ToolStatus = Literal["ok", "error", "timeout"]
+# Who ran a call: the service (an agent capability's own tools) or the app (v4).
+ToolKind = Literal["service", "app"]
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,7 @@ class ToolCall:
     duration_ms: float = 0.0
     status: ToolStatus = "ok"
     principal: Principal | None = None
+    kind: ToolKind = "service"
 
 
 @dataclass(frozen=True)
@@ -82,3 +87,58 @@ class ToolCallContext:
 class ToolOutcome:
     status: ToolStatus
     output: str
+
+
+# -- the app's own tools (v4) ---------------------------------------------------------------
+
+ChoiceMode = Literal["auto", "none", "required", "function"]
+
+
+@dataclass(frozen=True)
+class ToolChoice:
+    """How a model call may use the tools it is offered: ``auto`` (as it sees fit),
+    ``none`` (not at all), ``required`` (at least one), ``function`` (the one named
+    ``function``); ``parallel`` False asks for one call per step (None: the model's
+    default)."""
+
+    mode: ChoiceMode = "auto"
+    function: str | None = None
+    parallel: bool | None = None
+
+    def after_first_step(self) -> ToolChoice:
+        """What later steps of the same request get: a forced call is asked for once
+        (as OpenAI's Agents SDK resets it), ``none`` stays none."""
+        if self.mode in ("required", "function"):
+            return ToolChoice("auto", None, self.parallel)
+        return self
+
+
+AUTO = ToolChoice()
+
+
+@dataclass(frozen=True)
+class AppTools:
+    """The function tools an app offers with its request (it runs them itself), and how
+    the model may call them."""
+
+    definitions: tuple[ToolDefinition, ...]
+    choice: ToolChoice = AUTO
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(tool.name for tool in self.definitions)
+
+    @property
+    def offered(self) -> tuple[ToolDefinition, ...]:
+        """What the model is offered: nothing when the app chose ``none``."""
+        return () if self.choice.mode == "none" else self.definitions
+
+
+@dataclass(frozen=True)
+class AppToolCall:
+    """A call of one of the app's tools that a paused turn waits for: its id, the tool,
+    and the arguments as the model wrote them (JSON text)."""
+
+    call_id: str
+    name: str
+    arguments: str

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the job workers import this module at cold start, not the API models
     from convo_memory.domain.models import Message, Session, Summary, ToolDigest
+    from convo_memory.domain.paused_turns import PendingTurn
     from convo_memory.domain.prompt_record import PromptRecord
     from convo_memory.domain.summary_plan import SummaryVersion
 
@@ -44,6 +45,9 @@ class TurnState:
     # Every stored version a turn may show (``summary_plan.summary_for_window``): the
     # stored one and, with replay.alignment > 1, the one kept beside it.
     summary_versions: tuple[SummaryVersion, ...] = ()
+    # (v4) The turn that waits for the app's tool results, when one does (read with the
+    # newest turns; its messages are not in ``recent`` until it ends).
+    pending: PendingTurn | None = None
 
 
 @dataclass(frozen=True)
@@ -68,10 +72,32 @@ class TurnRecord:
     idempotency_record: str | None = None
     # Which stored parts the turn's first model call was sent (kept with its item).
     prompt_record: PromptRecord | None = None
+    # (v4) A turn that paused for the app's tools and was never continued.
+    abandoned: bool = False
+    # (v4) The pause (its id) whose position this turn takes: the turn ends a paused turn
+    # and is written where the pause was kept, never appended; None: appended.
+    resolves: str | None = None
 
     @property
     def has_digest(self) -> bool:
         return bool(self.digest_text and self.digest_tools and self.digest_expires_at)
+
+
+def abandoned_turn(pending: PendingTurn) -> TurnRecord:
+    """(v4) The record of a turn left waiting for the app's tools: its user message and,
+    as its answer, what the model wrote with the calls, written over the pause. Its id
+    is the pause's, so that two requests that abandon it at once agree on one record."""
+    return TurnRecord(
+        turn_id=pending.pause_id + ".abandoned",
+        user_content=pending.user_input,
+        answer=pending.text,
+        withheld=pending.withheld,
+        created_at=pending.created_at,
+        run_id=pending.run_id if pending.traced else None,
+        prompt_record=pending.prompt_record,
+        abandoned=True,
+        resolves=pending.pause_id,
+    )
 
 
 @dataclass(frozen=True)
@@ -93,6 +119,7 @@ def turn_messages(
     created_at: str,
     withheld: bool,
     truncated: bool,
+    abandoned: bool = False,
 ) -> tuple[Message, Message]:
     """The two messages of a stored turn."""
     from convo_memory.domain.models import Message
@@ -106,6 +133,7 @@ def turn_messages(
             created_at=created_at,
             withheld=withheld,
             truncated=truncated,
+            abandoned=abandoned,
         ),
     )
 

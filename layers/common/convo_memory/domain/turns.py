@@ -3,7 +3,8 @@
 A door reads its request into a ``TurnCommand`` (what the request asks), the turn edge
 serves it, and the door frames the ``TurnResult`` (JSON, our Server-Sent Events, chat
 chunks). A door that streams also gives a ``TurnSink``: the turn's events arrive there
-as they happen (``TurnBegun``, ``AnswerDelta``, ``ToolFinished``), in order.
+as they happen (``TurnBegun``, ``AnswerDelta``, ``ToolFinished``, ``AppToolCalls``), in
+order.
 
 Import-light on purpose (dataclasses, no pydantic): the doors and the turn edge build and
 read these at request time, and the edge keeps a result with its Idempotency-Key as JSON
@@ -18,10 +19,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from convo_memory.domain.errors import ExternalRefImmutable, PrincipalImmutable
 from convo_memory.domain.generation import NO_OPTIONS, FinishReason, GenerationOptions, TokenUsage
+from convo_memory.domain.tools import AppToolCall
 
 if TYPE_CHECKING:
     from convo_memory.domain.models import Principal, Session
     from convo_memory.domain.prompt import ChatMessage
+    from convo_memory.domain.tools import AppTools, ToolRound
 
 # -- what a door asks -----------------------------------------------------------------------
 
@@ -80,10 +83,29 @@ Conversation = SessionById | SessionByKey | None
 
 @dataclass(frozen=True)
 class UserText:
-    """A turn's input: the user's message. (A turn that paused for the app's own tools
-    will be continued by another kind of input, the tools' results.)"""
+    """A turn's input: the user's message."""
 
     text: str
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """What one of the app's tools returned for the call ``call_id``."""
+
+    call_id: str
+    output: str
+
+
+@dataclass(frozen=True)
+class ToolResults:
+    """(v4) A turn's input that continues its session's paused turn: the results of
+    the app's tools, one per call the turn waits for (the chat door's trailing ``tool``
+    messages; the Responses door's ``function_call_output`` items)."""
+
+    results: tuple[ToolOutput, ...]
+
+
+TurnInput = UserText | ToolResults
 
 
 @dataclass(frozen=True)
@@ -91,23 +113,27 @@ class TurnCommand:
     """What a door asks of one turn.
 
     ``capability_id`` None: the session's own capability (the session's message route).
-    ``history`` is what a stateless chat client sent before its input (``system``
-    messages follow the capability's instructions); a turn in a session replays the
-    session instead. ``stream``: the door wants the answer's text as it is written (to
-    its ``TurnSink``). ``conversational_only``: the door serves generative and agent
+    ``input``: the user's message, or (in a session) the app's tool results that
+    continue a paused turn. ``history`` is what a stateless chat client sent before its
+    input (``system`` messages follow the capability's instructions), and ``rounds``
+    the tool exchanges it sent after that input (its own calls and their results); a
+    turn in a session replays the session instead, and a paused turn keeps its own
+    rounds. ``app_tools``: the app's own function tools, offered to the model beside an
+    agent's (None: none). ``stream``: the door wants the answer's text as it is written
+    (to its ``TurnSink``). ``conversational_only``: the door serves generative and agent
     capabilities alone (the OpenAI-compatible door), so a classic one is refused even
-    stateless (409). What other doors will ask (a conversation named by a response
-    id, the app's own tools, a continuation with their results) joins as another
-    ``Conversation``, another input or a field of its own, read by the serving path
-    alone."""
+    stateless (409). A conversation named by a response id joins as another
+    ``Conversation``, read by the serving path alone."""
 
     capability_id: str | None
     conversation: Conversation
-    input: UserText
+    input: TurnInput
     options: GenerationOptions = NO_OPTIONS
     history: tuple[ChatMessage, ...] = ()
     stream: bool = False
     conversational_only: bool = False
+    app_tools: AppTools | None = None
+    rounds: tuple[ToolRound, ...] = ()
 
 
 # -- what a streaming door hears -------------------------------------------------------------
@@ -139,7 +165,15 @@ class ToolFinished:
     status: str
 
 
-TurnEvent = TurnBegun | AnswerDelta | ToolFinished
+@dataclass(frozen=True)
+class AppToolCalls:
+    """(v4) The turn pauses: the calls of the app's own tools it waits for, in order
+    (after any text of the answer; the result follows)."""
+
+    calls: tuple[AppToolCall, ...]
+
+
+TurnEvent = TurnBegun | AnswerDelta | ToolFinished | AppToolCalls
 
 
 class TurnSink(Protocol):
@@ -175,8 +209,10 @@ class TurnResult:
     """A served turn. ``reply_id`` and ``created`` (Unix seconds) identify it to a door
     that shows them (``chatcmpl-<reply_id>``); ``turn`` is None until recorded (and for
     a stateless turn), ``context`` None for a stateless turn. ``finish``: how the model
-    ended (a withheld answer's is the filter's, ``stop``); ``usage``: what the model
-    calls reported, when they did."""
+    ended (a withheld answer's is the filter's, ``stop``; a paused turn's
+    ``tool_calls``); ``usage``: what the model calls reported, when they did.
+    ``tool_calls``: (v4) the calls of the app's own tools a paused turn waits for (its
+    ``turn`` is None and ``recorded`` false until it ends)."""
 
     reply_id: str
     created: int
@@ -189,6 +225,7 @@ class TurnResult:
     context: ReplayStats | None
     finish: FinishReason = "stop"
     usage: TokenUsage | None = field(default=None)
+    tool_calls: tuple[AppToolCall, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The result as JSON (camelCase): what an Idempotency-Key's record keeps."""
@@ -221,6 +258,10 @@ class TurnResult:
                 "cachedInputTokens": usage.cached_input_tokens,
                 "cacheWriteInputTokens": usage.cache_write_input_tokens,
             },
+            "toolCalls": [
+                {"id": call.call_id, "name": call.name, "arguments": call.arguments}
+                for call in self.tool_calls
+            ],
         }
 
     @classmethod
@@ -248,11 +289,15 @@ class TurnResult:
             ),
             finish=_finish_of(data.get("finish") or completion.get("finishReason")),
             usage=_usage_of(data.get("usage") or completion.get("usage")),
+            tool_calls=tuple(
+                AppToolCall(str(call["id"]), str(call["name"]), str(call["arguments"]))
+                for call in data.get("toolCalls") or ()
+            ),
         )
 
 
 def _finish_of(value: Any) -> FinishReason:
-    return "length" if value == "length" else "stop"
+    return value if value in ("length", "tool_calls") else "stop"
 
 
 def _usage_of(value: Any) -> TokenUsage | None:

@@ -15,14 +15,21 @@ A tool that fails or times out becomes an error result the model sees; the turn 
 on. Text the model writes in any step (some models say what they are about to do before
 calling a tool) is part of the answer, streamed as it is written; the steps' texts are
 joined by a blank line.
+
+(v4) The app's own tools are offered beside the toolbox's (``AppTools``). A step that
+calls one of them ends the run ``paused``: the service's tools called in the same step
+run first, and the run hands back the step (``Pause``) and the rounds so far, to be kept
+until the app's results come. A run may start from such a paused turn's rounds
+(``LoopStart``); the rounds it already had count against ``maxToolSteps``.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from convo_memory.domain.errors import ProviderError
@@ -30,8 +37,11 @@ from convo_memory.domain.generation import ModelStep, TokenUsage
 from convo_memory.domain.models import iso, utc_now
 from convo_memory.domain.prompt import Prompt
 from convo_memory.domain.tools import (
+    AUTO,
+    AppTools,
     ToolCall,
     ToolCallContext,
+    ToolChoice,
     ToolDefinition,
     ToolOutcome,
     ToolReply,
@@ -70,12 +80,37 @@ def deadline_guard(sink: TextSink, deadline: float, monotonic: Callable[[], floa
 STOP_ANSWERED = "answered"
 STOP_STEP_BOUND = "step_bound"
 STOP_DEADLINE = "deadline"
+STOP_PAUSED = "paused"
+
+
+@dataclass(frozen=True)
+class Pause:
+    """The step that called the app's tools: its text, every request (their ids made
+    unique within the turn), the replies to the service's requests, and which requests
+    the app answers (``app_call_ids``)."""
+
+    step: ToolRound
+    app_call_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LoopStart:
+    """Where a run starts: a new turn (nothing), or a paused turn's rounds (its last
+    one answered by the app), model calls and tokens so far."""
+
+    rounds: tuple[ToolRound, ...] = ()
+    model_calls: int = 0
+    usage: TokenUsage | None = None
+
+
+NEW_TURN = LoopStart()
 
 
 @dataclass(frozen=True)
 class AgentRun:
     """What a turn's loop produced: the answer, every tool call that ran, how many model
-    calls it took and why it stopped (``answered``, ``step_bound`` or ``deadline``)."""
+    calls it took and why it stopped (``answered``, ``step_bound``, ``deadline`` or
+    ``paused``). A paused run also hands back its rounds and the paused step."""
 
     text: str
     calls: tuple[ToolCall, ...]
@@ -83,6 +118,8 @@ class AgentRun:
     stop_reason: str
     # Every model call's tokens added up; None when the provider reported none.
     usage: TokenUsage | None = None
+    rounds: tuple[ToolRound, ...] = ()
+    pause: Pause | None = None
 
 
 class _Answer:
@@ -137,9 +174,49 @@ class _Run:
     rounds: list[ToolRound] = field(default_factory=list)
     model_calls: int = 0
     usage: TokenUsage | None = None
+    # How the next model call may use the tools (the app's choice, for the first one).
+    choice: ToolChoice = AUTO
+
+    @classmethod
+    def starting(
+        cls,
+        model: ToolCallingModel,
+        prompt: Prompt,
+        toolbox: Toolbox,
+        deadline: float,
+        answer: _Answer,
+        calls: list[ToolCall] | None,
+        app: AppTools | None,
+        start: LoopStart,
+    ) -> _Run:
+        """A run offered the toolbox's tools and the app's, from ``start``."""
+        definitions = toolbox.definitions + (app.offered if app is not None else ())
+        run = cls(model, prompt, definitions, deadline, answer, calls if calls is not None else [])
+        run.rounds, run.model_calls, run.usage = list(start.rounds), start.model_calls, start.usage
+        if app is not None and app.choice.mode != "none":
+            run.choice = app.choice
+        return run
 
     def ended(self, stop: str) -> AgentRun:
         return AgentRun(self.answer.text, tuple(self.calls), self.model_calls, stop, self.usage)
+
+    def paused(self, pause: Pause) -> AgentRun:
+        return replace(self.ended(STOP_PAUSED), rounds=tuple(self.rounds), pause=pause)
+
+
+class _NoTools:
+    """The toolbox of a capability with no tools of its own (a generative one offered
+    only the app's tools): whatever else the model calls is answered as unknown."""
+
+    definitions: tuple[ToolDefinition, ...] = ()
+
+    def call(
+        self, name: str, tool_input: Mapping[str, Any], context: ToolCallContext, timeout: float
+    ) -> ToolOutcome:
+        return ToolOutcome("error", f"there is no tool named {name!r}")
+
+
+NO_TOOLS: Toolbox = _NoTools()
 
 
 class AgentLoop:
@@ -164,30 +241,39 @@ class AgentLoop:
         on_text: TextSink | None = None,
         on_tool: ToolEventSink | None = None,
         calls: list[ToolCall] | None = None,
+        app: AppTools | None = None,
+        start: LoopStart = NEW_TURN,
     ) -> AgentRun:
-        """Run the loop until the model answers, the step bound or the deadline.
+        """Run the loop until the model answers, the step bound, the deadline, or (v4) a
+        step that calls one of ``app``'s tools (the run is then ``paused``).
 
         ``deadline`` is a ``monotonic`` time; ``on_text`` receives the answer as it is
         written (only when it may reach the client unchecked); ``on_tool`` (name, status)
         once per finished tool call; ``calls``, if given, collects the calls as they run
-        (so that a caller still knows them when a later model call fails)."""
-        answer = _Answer(on_text)
-        run = _Run(
-            model, prompt, toolbox.definitions, deadline, answer, calls if calls is not None else []
-        )
+        (so that a caller still knows them when a later model call fails); ``start`` the
+        rounds of the paused turn this run continues."""
+        run = _Run.starting(model, prompt, toolbox, deadline, _Answer(on_text), calls, app, start)
+        app_names = app.names if app is not None else frozenset()
         stop = STOP_STEP_BOUND
-        for _ in range(max(1, max_steps)):
+        for _ in range(max(0, max(1, max_steps) - len(run.rounds))):
             step = self._ask(run, final=False)
             if step is None:
                 stop = STOP_DEADLINE
                 break
             if not step.requests:
                 return run.ended(STOP_ANSWERED)
+            requests = _unique_ids(step.requests, run.rounds)
+            waiting = tuple(
+                r.call_id for r in requests if r.name in app_names and r.input_error is None
+            )
             replies = [
                 self._call(toolbox, request, context, deadline, run.calls, on_tool)
-                for request in step.requests
+                for request in requests
+                if request.call_id not in waiting
             ]
-            run.rounds.append(ToolRound(step.text, step.requests, tuple(replies)))
+            if waiting:
+                return run.paused(Pause(ToolRound(step.text, requests, tuple(replies)), waiting))
+            run.rounds.append(ToolRound(step.text, requests, tuple(replies)))
         else:
             if self._ask(run, final=True) is None:
                 stop = STOP_DEADLINE
@@ -215,7 +301,9 @@ class AgentLoop:
                     if streaming
                     else None
                 ),
+                choice=run.choice,
             )
+            run.choice = run.choice.after_first_step()
         except OutOfTime:
             # Cut off mid-answer: keep what was written (and already streamed).
             run.answer.end_step(ModelStep(""), streamed=True)
@@ -293,6 +381,22 @@ def _scrubbed(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_scrubbed(v) for v in value]
     return value
+
+
+def _unique_ids(
+    requests: Sequence[ToolRequest], rounds: Sequence[ToolRound]
+) -> tuple[ToolRequest, ...]:
+    """``requests`` with ids unique within the turn: an app keys its results by them,
+    so a missing or repeated id (a model that numbers each step's calls from 1) gets a
+    fresh one, which the model then sees too."""
+    seen = {request.call_id for round_ in rounds for request in round_.requests}
+    unique: list[ToolRequest] = []
+    for request in requests:
+        if not request.call_id or request.call_id in seen:
+            request = replace(request, call_id="call_" + secrets.token_hex(8))
+        seen.add(request.call_id)
+        unique.append(request)
+    return tuple(unique)
 
 
 def _closing_sentence(stop: str, calls: list[ToolCall]) -> str:

@@ -1,5 +1,14 @@
 """The part of a turn that is the same with or without a session: ask the model (for
-an agent, through the tool loop), run the content filter, keep the agent's run trace."""
+an agent, or a turn offered the app's own tools, through the tool loop), run the content
+filter, keep the run trace.
+
+(v4) A turn offered the app's tools (``AppTurn``) runs the tool loop whatever its kind
+(a generative capability with no tools of its own); when a step calls one of them the
+answer is *paused* (``Answer.run.pause``): the calls go to the door's events
+(``AppToolCalls``) and the serving path keeps the turn until the app's results come. A
+run trace is stored for every agent turn, and for a turn that paused: at a pause only
+when the service's tools have run (the audit record of those calls), else when the turn
+ends, so a pause costs no trace write of its own."""
 
 from __future__ import annotations
 
@@ -9,14 +18,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from convo_memory.domain.errors import ProviderError, StoreRejected, StoreUnavailable
-from convo_memory.domain.generation import Completion
+from convo_memory.domain.errors import (
+    ProviderError,
+    StoreRejected,
+    StoreUnavailable,
+    ValidationFailed,
+)
+from convo_memory.domain.generation import Completion, FinishReason
 from convo_memory.domain.ids import new_id
 from convo_memory.domain.models import Capability, Session, iso, utc_now
+from convo_memory.domain.paused_turns import app_tool_calls
 from convo_memory.domain.prompt import Prompt, estimated_usage, lineage_of
-from convo_memory.domain.tools import ToolCall, ToolCallContext
+from convo_memory.domain.tools import AppTools, ToolCall, ToolCallContext
 from convo_memory.domain.turn_records import scrub_text
-from convo_memory.domain.turns import AnswerDelta, ToolFinished, TurnSink
+from convo_memory.domain.turns import AnswerDelta, AppToolCalls, ToolFinished, TurnSink
 from convo_memory.ports import (
     ContentFilter,
     MetricsPort,
@@ -29,8 +44,12 @@ from convo_memory.ports import (
 )
 from convo_memory.services.agent_loop import (
     MIN_MODEL_CALL_SECONDS,
+    NEW_TURN,
+    NO_TOOLS,
+    STOP_PAUSED,
     AgentLoop,
     AgentRun,
+    LoopStart,
     OutOfTime,
     deadline_guard,
     truncate,
@@ -47,13 +66,35 @@ NO_ANSWER_IN_TIME = "[no answer: the model did not answer within this turn's tim
 
 
 @dataclass(frozen=True)
+class AppTurn:
+    """(v4) What a turn brings of the app's own tools: the tools offered (None: none,
+    in a continuation whose request did not resend them), and, when it continues a
+    paused turn, where the tool loop starts, the turn's run and its calls so far (the
+    service's and the app's answered ones)."""
+
+    tools: AppTools | None
+    start: LoopStart = NEW_TURN
+    run_id: str | None = None
+    calls: tuple[ToolCall, ...] = ()
+
+
+@dataclass(frozen=True)
 class Answer:
-    """What the consumer receives (``output``), and what produced it."""
+    """What the consumer receives (``output``), and what produced it: ``run_id`` names
+    the run trace stored for it (None: none), ``run`` the tool loop's outcome (a paused
+    turn's ``run.pause`` says what the app is asked for)."""
 
     completion: Completion
     output: str
     withheld: bool
     run_id: str | None
+    run: AgentRun | None = None
+    # The run the turn's trace has (or will have, once a paused turn ends).
+    turn_run_id: str | None = None
+
+    @property
+    def paused(self) -> bool:
+        return self.run is not None and self.run.pause is not None
 
 
 class Answerer:
@@ -85,42 +126,85 @@ class Answerer:
         events: TurnSink | None = None,
         *,
         deadline: float | None = None,
+        app: AppTurn | None = None,
     ) -> Answer:
         """Answer ``prompt``. ``events`` hears the answer's text (as it is written when
-        no content filter stands in between) and each agent tool call's end;
-        ``deadline`` (a ``monotonic`` time) bounds the model and an agent's tool loop."""
+        no content filter stands in between), each agent tool call's end and, when the
+        turn pauses, the app's calls; ``deadline`` (a ``monotonic`` time) bounds the
+        model and the tool loop; ``app`` what the turn brings of the app's tools."""
         started = iso(utc_now())
         deadline = deadline if deadline is not None else self._monotonic() + DEFAULT_TURN_SECONDS
         if session is not None:
             # Every turn of the conversation: one prompt-cache routing key for them all.
             prompt = replace(prompt, lineage=lineage_of(session))
         sink = None if events is None else _Deltas(events)
-        if capability.kind != "agent":
+        if capability.kind != "agent" and app is None:
             completion = with_usage(self._generate(capability, prompt, sink, deadline), prompt)
             output, withheld = self._filtered(capability, completion.text, sink)
             return Answer(completion, output, withheld, None)
-        on_tool = None if events is None else _ToolEnds(events)
-        run_id = new_id("run")
+        app = app or AppTurn(None)
         context = ToolCallContext(
             workspace_id=workspace_id,
             capability_id=capability.id,
             session_id=session.id if session else None,
-            run_id=run_id,
+            run_id=app.run_id or new_id("run"),
             # The session's principal, as stamped at its creation: never a request's.
             principal=session.principal if session else None,
         )
         calls: list[ToolCall] = []
+        on_tool = None if events is None else _ToolEnds(events)
         try:
-            run = self._agent(capability, prompt, sink, context, deadline, on_tool, calls)
-            completion = with_usage(Completion(run.text, run.calls, run.usage), prompt)
+            run = self._agent(capability, prompt, sink, context, deadline, on_tool, calls, app)
+            finish: FinishReason = "tool_calls" if run.pause is not None else "stop"
+            completion = with_usage(Completion(run.text, run.calls, run.usage, finish), prompt)
             output, withheld = self._filtered(capability, completion.text, sink)
         except Exception:
             # The tools that did run stay on record, even when the turn fails.
-            failed = AgentRun("", tuple(calls), 0, "failed")
+            failed = AgentRun("", (*app.calls, *calls), 0, "failed")
             self._record_run(context, capability, prompt.user_input, failed, started, None)
             raise
-        self._record_run(context, capability, prompt.user_input, run, started, output)
-        return Answer(completion, output, withheld, run_id)
+        if run.pause is not None and events is not None:
+            events.put(AppToolCalls(app_tool_calls(run.pause.step, run.pause.app_call_ids)))
+        traced = self._traced(capability, run, app)
+        if traced:
+            whole = replace(run, calls=(*app.calls, *run.calls))
+            ended = None if run.pause is not None else output
+            self._record_run(context, capability, prompt.user_input, whole, started, ended)
+        run_id = context.run_id if traced else None
+        return Answer(completion, output, withheld, run_id, run, context.run_id)
+
+    @staticmethod
+    def _traced(capability: Capability, run: AgentRun, app: AppTurn) -> bool:
+        """Whether this request stores the turn's run trace: every agent turn and every
+        turn that paused, once it ends; at a pause, only once the service's tools ran."""
+        if run.pause is not None:
+            return any(call.kind == "service" for call in (*app.calls, *run.calls))
+        return capability.kind == "agent" or app.run_id is not None
+
+    def check(
+        self, capability: Capability, prompt_options: Any, app_tools: AppTools | None
+    ) -> None:
+        """Refuse what this capability's model cannot be asked (422, before anything is
+        stored or paid): structured output on a provider that does not take it, and
+        app tools named like the capability's own."""
+        if prompt_options.response_format is not None and not getattr(
+            self._provider_for(capability), "takes_response_format", False
+        ):
+            raise ValidationFailed(
+                "response_format is not supported by this capability's model connection "
+                "(structured output reaches OpenAI-compatible connections only)",
+                details=[
+                    {"loc": ["response_format"], "msg": "not supported", "type": "value_error"}
+                ],
+            )
+        if app_tools is not None:
+            clash = sorted(app_tools.names & {tool.name for tool in capability.tools})
+            if clash:
+                raise ValidationFailed(
+                    f"tools: {', '.join(clash)} is also a tool of this agent capability; "
+                    "give the app's tools other names",
+                    details=[{"loc": ["tools"], "msg": "name clash", "type": "value_error"}],
+                )
 
     def _agent(
         self,
@@ -131,15 +215,17 @@ class Answerer:
         deadline: float,
         on_tool: ToolEventSink | None,
         calls: list[ToolCall],
+        app: AppTurn,
     ) -> AgentRun:
         provider = self._provider_for(capability)
         if not isinstance(provider, ToolCallingModel) or self._toolbox_for is None:
             # A provider that cannot call tools answers as plain chat.
             completion = self._generate(capability, prompt, sink, deadline)
             return AgentRun(completion.text, completion.tool_calls, 1, "answered", completion.usage)
+        toolbox = self._toolbox_for(capability) if capability.kind == "agent" else NO_TOOLS
         return self._loop.run(
             provider,
-            self._toolbox_for(capability),
+            toolbox,
             prompt,
             context=context,
             max_steps=capability.tool_step_limit,
@@ -147,6 +233,8 @@ class Answerer:
             on_text=sink if self._streams_directly(capability, sink) else None,
             on_tool=on_tool,
             calls=calls,
+            app=app.tools,
+            start=app.start,
         )
 
     @staticmethod
@@ -271,7 +359,7 @@ class Answerer:
             "principal": context.principal,
             "input": user_input,
             "output": output,
-            "status": "completed" if completed else "failed",
+            "status": _run_status(run),
             "stopReason": run.stop_reason if completed else None,
             "modelCalls": run.model_calls if completed else None,
             "maxToolSteps": capability.tool_step_limit,
@@ -287,9 +375,20 @@ class Answerer:
             self._metrics.count("RunTraceWriteFailed")
 
 
+def _run_status(run: AgentRun) -> str:
+    """``completed``, ``failed``, or (v4) ``paused`` while the app runs its tools."""
+    if run.stop_reason == "failed":
+        return "failed"
+    return "paused" if run.stop_reason == STOP_PAUSED else "completed"
+
+
 def _trace_step(call: ToolCall) -> dict[str, Any]:
     return {
         "type": "tool_call",
+        # (v4) "service": a tool the service called; "app": one of the app's own tools,
+        # which the app ran (its principal is never sent to the app: null).
+        "kind": call.kind,
+        "name": call.name,
         "tool": call.name,
         "input": dict(call.input),
         "principal": call.principal,

@@ -13,6 +13,13 @@ durable path that takes it:
 
 A repair lands the turn once: the turn's id is stored with it, so a write that did land
 before its timeout, or a second delivery by either path, is found and not written again.
+
+(v4) A turn that ends a pause for the app's tools (``TurnRecord.resolves``) is written
+over the paused turn's item, at its position, only while that pause is there: one that
+another request ended first (a racing continuation, an abandonment) is *superseded*,
+never appended. Its repair follows the same rule. Keeping a pause (``keep_pause``) is
+retried the same way, and fails the request when it cannot be kept: a pause the
+continuation would not find must not be answered.
 """
 
 from __future__ import annotations
@@ -24,24 +31,29 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from convo_memory.domain.errors import StoreRejected, StoreUnavailable
+from convo_memory.domain.errors import PauseEnded, StoreRejected, StoreUnavailable
 from convo_memory.domain.jobs import RepairJob
 from convo_memory.domain.models import Session
+from convo_memory.domain.paused_turns import PendingTurn
 from convo_memory.domain.turn_records import AppendResult, TurnRecord
 from convo_memory.domain.turns import TurnPosition
 from convo_memory.ports import AsyncInvokePort, MetricsPort, QueuePort, SessionStore, TurnStore
 
 logger = logging.getLogger(__name__)
 
-RepairOutcome = Literal["recorded", "already_recorded", "session_gone", "unlandable", "queued"]
+RepairOutcome = Literal[
+    "recorded", "already_recorded", "session_gone", "unlandable", "queued", "superseded"
+]
 
 
 @dataclass(frozen=True)
 class Recorded:
-    """Where the turn was recorded (None: not yet, its repair is on its way)."""
+    """Where the turn was recorded (None: not yet, its repair is on its way; or
+    ``superseded``: it ends a pause another request ended first, and is not recorded)."""
 
     position: TurnPosition | None
     recorded: bool
+    superseded: bool = False
 
 
 @dataclass(frozen=True)
@@ -102,12 +114,18 @@ class TurnRecorder:
         """Append the turn after the session's last message (one conditional put, plus
         the digest on turns that called tools), retrying a capacity or availability
         failure until ``until`` (a ``monotonic`` time: the turn's end) at the latest.
-        Never raises."""
+        A turn that ends a pause is written at ``session.message_count + 1``, the pause's
+        position. Never raises."""
         try:
             result = self._turns.append_turn(session.id, session.message_count, turn)
+        except PauseEnded:
+            return Recorded(None, False, superseded=True)
         except Exception as exc:
             self._log_write_failure(session.id, exc)
-            retried = self._retry_write(session, turn, exc, until)
+            try:
+                retried = self._retry_write(session, turn, exc, until)
+            except PauseEnded:
+                return Recorded(None, False, superseded=True)
             if retried is None:
                 # Answered ``recorded: false`` (TurnsNotRecordedAlarm counts these).
                 self._metrics.count("TranscriptWriteFailed")
@@ -145,14 +163,46 @@ class TurnRecorder:
         self, session_id: str, after_seq: int, position: int, turn: TurnRecord
     ) -> AppendResult:
         """The turn's place in the transcript: where an earlier attempt put it (a write
-        that landed though its answer was lost), else a new append."""
+        that landed though its answer was lost), else a new append (or, for a turn that
+        ends a pause, the pause's position, ``PauseEnded`` when it is gone)."""
+        if turn.resolves is not None:
+            after_seq = position - 1
         try:
             found = self._turns.find_turn(session_id, turn.turn_id, position)
             if found is not None:
                 return AppendResult(found.user_seq, found.assistant_seq, already_recorded=True)
             return self._turns.append_turn(session_id, after_seq, turn)
+        except PauseEnded:
+            raise
         except Exception as exc:
             raise _WriteFailed(exc) from exc
+
+    def keep_pause(
+        self,
+        session: Session,
+        pending: PendingTurn,
+        replaces: str | None = None,
+        until: float | None = None,
+    ) -> PendingTurn | None:
+        """Keep a paused turn (``TurnStore.keep_pending``), retrying a capacity or
+        availability failure like a transcript write: the state as kept, or None when the
+        pause ``replaces`` was ended meanwhile. Raises the store's error when it cannot
+        be kept."""
+        stop = self._monotonic() + self._policy.write_seconds
+        if until is not None:
+            stop = min(stop, until)
+        for attempt in range(1, self._policy.write_attempts + 1):
+            try:
+                return self._turns.keep_pending(
+                    session.id, session.message_count, pending, replaces
+                )
+            except StoreUnavailable:
+                delay = self._delay(attempt)
+                if attempt == self._policy.write_attempts or self._monotonic() + delay > stop:
+                    self._metrics.count("PausedTurnWriteFailed")
+                    raise
+                self._sleep(delay)
+        raise AssertionError("unreachable")
 
     def _hand_over(self, job: RepairJob) -> None:
         """Give the turn to the first durable path that takes it; count it lost if none."""
@@ -203,6 +253,14 @@ class TurnRecorder:
         turn = job.turn.record()
         try:
             result = self._land(job.session_id, session.message_count, job.position, turn)
+        except PauseEnded:
+            logger.warning(
+                "turn %s of session %s ends a pause another request ended first: dropped",
+                turn.turn_id,
+                job.session_id,
+            )
+            self._metrics.count("TranscriptRepairSuperseded")
+            return "superseded"
         except _WriteFailed as exc:
             if isinstance(exc.cause, StoreRejected):
                 logger.error(

@@ -19,6 +19,10 @@ Three windows, narrowest first (``Settings`` validates the order at start-up):
    then the whole session partition (head last) is deleted. Agent run traces live in the
    runs table and are never touched.
 
+(v4) It also ends the turns **paused for the app's tools** longer than
+``PENDING_TURN_SECONDS`` (``PENDING#NN``): each is recorded as abandoned, its user
+message with the text that came with the calls, unless a request ended it first.
+
 It also **finishes deletions** (``DELETING#NN``): a deleted session's contents are swept
 again and its head removed once ``DELETION_GRACE_SECONDS`` have passed, longer than any
 turn or summary job that was already in flight could take to land a write.
@@ -52,6 +56,8 @@ class RetentionPolicy:
     idle_archive_days: float = 7
     purge_after_days: float = 30
     deletion_grace_seconds: float = 900
+    # A turn paused for the app's tools this long is recorded as abandoned (v4).
+    pending_turn_seconds: float = 900
     max_archives_per_run: int = MAX_ARCHIVES_PER_RUN
     max_purges_per_run: int = MAX_PURGES_PER_RUN
     min_seconds_left: float = MIN_SECONDS_LEFT
@@ -76,6 +82,7 @@ class RetentionReport:
     purge_skipped: int = 0
     activity_refreshed: int = 0
     deletions_finished: int = 0
+    pauses_abandoned: int = 0
     more: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -90,6 +97,7 @@ class RetentionReport:
             "purgeSkipped": self.purge_skipped,
             "activityRefreshed": self.activity_refreshed,
             "deletionsFinished": self.deletions_finished,
+            "pausesAbandoned": self.pauses_abandoned,
             "more": self.more,
         }
 
@@ -151,6 +159,7 @@ class RetentionService:
             self._finish_deletion(session_id)
             report.deletions_finished += 1
 
+        self._abandon_paused(now, report, at_bound)
         if report.archived:
             self._metrics.count("SessionsArchived", report.archived)
         if report.purged:
@@ -178,6 +187,20 @@ class RetentionService:
         run cut short leaves it in the index and the next run finishes the job."""
         deleted = self._store.delete_contents(session_id)
         return deleted + (1 if self._store.remove_head(session_id) else 0)
+
+    def _abandon_paused(
+        self, now: datetime, report: RetentionReport, at_bound: Callable[[int, int], bool]
+    ) -> None:
+        """Record every turn paused for the app's tools longer than the policy allows
+        as abandoned (every shard, read lazily, oldest first)."""
+        before = iso(now - timedelta(seconds=self._policy.pending_turn_seconds))
+        for shard in range(self._store.activity_shards):
+            for session_id, user_seq in self._store.paused_turns(shard, before):
+                if at_bound(report.pauses_abandoned, self._policy.max_archives_per_run):
+                    return
+                if self._store.abandon_paused(session_id, user_seq, before):
+                    report.pauses_abandoned += 1
+                    self._metrics.count("PausedTurnsAbandoned")
 
     def _candidates(self, status: str, before: str) -> Iterator[tuple[str, str]]:
         """Every shard's candidates, oldest first within a shard; read lazily, so a run

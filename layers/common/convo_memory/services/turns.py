@@ -6,6 +6,11 @@ answer exactly once, as one item (``TurnRecorder``). Nothing else is written per
 the head's activity mark moves at most once per granularity (before the model is
 called, so that an archived or deleted session is refused before anything is paid), and
 summary triggers carry no write at all (``SummaryTrigger``).
+
+(v4) A turn offered the app's own tools may pause for them: it is then kept at its
+position instead of recorded (one write), and the session's next request continues it
+with the tools' results or, with a new user message, ends it as abandoned
+(``services.paused_turns``). It is recorded once, when it ends.
 """
 
 from __future__ import annotations
@@ -19,19 +24,23 @@ from dataclasses import dataclass, replace
 from convo_memory.domain.errors import (
     CapabilityNotConversational,
     PayloadTooLarge,
-    SessionArchived,
-    SessionCapabilityMismatch,
     SessionNotFound,
-    StoreRejected,
-    StoreUnavailable,
+    ToolCallsMismatch,
     ValidationFailed,
 )
-from convo_memory.domain.models import Capability, Session, iso_at, parse_iso
-from convo_memory.domain.prompt import ChatMessage, Prompt, build_prompt, new_fence_nonce
-from convo_memory.domain.prompt_record import PromptRecord
-from convo_memory.domain.replay_window import keeps_start
-from convo_memory.domain.sessions import ContextPreview, context_of
+from convo_memory.domain.models import (
+    Capability,
+    Message,
+    Summary,
+    ToolDigest,
+    iso_at,
+)
+from convo_memory.domain.paused_turns import SEPARATOR, PendingTurn, app_tool_calls
+from convo_memory.domain.prompt import ChatMessage, Prompt, build_prompt
+from convo_memory.domain.replay_window import ReplayWindow, keeps_start
+from convo_memory.domain.sessions import context_of
 from convo_memory.domain.tool_digest import build_tool_digest
+from convo_memory.domain.tools import ToolCall
 from convo_memory.domain.turn_records import (
     MAX_INPUT_BYTES,
     TurnRecord,
@@ -41,24 +50,26 @@ from convo_memory.domain.turn_records import (
 from convo_memory.domain.turns import (
     ReplayStats,
     SessionByKey,
-    SessionOwner,
+    ToolResults,
     TurnBegun,
     TurnCommand,
     TurnPosition,
     TurnResult,
     TurnSink,
+    UserText,
 )
-from convo_memory.ports import SessionStore, TurnStore
-from convo_memory.services.answering import Answer, Answerer
+from convo_memory.ports import MetricsPort, NullMetrics, SessionStore, TurnStore
+from convo_memory.services.agent_loop import LoopStart
+from convo_memory.services.answering import Answer, Answerer, AppTurn
 from convo_memory.services.catalog import CapabilityCatalog
+from convo_memory.services.paused_turns import FirstCall, PausedTurns
 from convo_memory.services.recording import TurnRecorder
 from convo_memory.services.session_keys import SessionKeys
+from convo_memory.services.session_states import SessionStates
 from convo_memory.services.summary_trigger import SummaryTrigger
 from convo_memory.time_budget import RECORDING_MARGIN_SECONDS
 
 logger = logging.getLogger(__name__)
-
-MAX_REMEMBERED_SESSIONS = 10_000
 
 
 @dataclass(frozen=True)
@@ -72,6 +83,10 @@ class TurnPolicy:
     # An agent's tool loop ends this long after the turn started, leaving time to record
     # the turn before API Gateway stops waiting (30 s).
     turn_deadline_seconds: float = 25.0
+    # (v4) A turn paused for the app's tools this long is ended as abandoned.
+    pending_turn_seconds: float = 900
+    # (v4) At most this many tool results continue a paused turn.
+    max_tool_results: int = 128
 
 
 @dataclass(frozen=True)
@@ -89,7 +104,14 @@ class _Turn:
 
     @property
     def user_input(self) -> str:
-        return self.command.input.text
+        """The user's message ("" for a turn that continues a paused one)."""
+        given = self.command.input
+        return given.text if isinstance(given, UserText) else ""
+
+    @property
+    def until(self) -> float:
+        """When the turn's writes must end: its deadline, plus the time to record it."""
+        return self.deadline + RECORDING_MARGIN_SECONDS
 
     def begin(self, session_id: str | None) -> None:
         """Tell a streaming door who the turn is, before the model is asked."""
@@ -104,7 +126,7 @@ class _Turn:
         recorded: bool = False,
         context: ReplayStats | None = None,
     ) -> TurnResult:
-        completion = answer.completion
+        completion, pause = answer.completion, answer.run.pause if answer.run else None
         return TurnResult(
             reply_id=self.reply_id,
             created=self.created,
@@ -115,9 +137,11 @@ class _Turn:
             recorded=recorded,
             run_id=answer.run_id,
             context=context,
-            # A withheld answer is the filter's, not the model's: it ended as the filter chose.
-            finish="stop" if answer.withheld else completion.finish,
+            # A withheld answer is the filter's, not the model's: it ended as the filter
+            # chose (a paused one still waits for its calls).
+            finish="stop" if answer.withheld and pause is None else completion.finish,
             usage=completion.usage,
+            tool_calls=app_tool_calls(pause.step, pause.app_call_ids) if pause else (),
         )
 
 
@@ -135,6 +159,7 @@ class TurnService:
         policy: TurnPolicy,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        metrics: MetricsPort | None = None,
     ) -> None:
         self._catalog = catalog
         self._sessions = sessions
@@ -146,9 +171,13 @@ class TurnService:
         self._policy = policy
         self._clock = clock
         self._monotonic = monotonic
-        # A session's capability never changes, so this container may remember it:
-        # the messages door then reads the session state in one request too.
-        self._session_capability: dict[tuple[str, str], str] = {}
+        self._pauses = PausedTurns(
+            recorder,
+            metrics or NullMetrics(),
+            pending_turn_seconds=policy.pending_turn_seconds,
+            clock=clock,
+        )
+        self._states = SessionStates(catalog, sessions, turns, policy.activity_granularity_seconds)
 
     def serve(
         self,
@@ -175,28 +204,20 @@ class TurnService:
             created=int(self._clock()),
         )
         # Before anything is looked up or opened: a refused first call on a key opens nothing.
-        self.check_input(turn.user_input)
+        check_turn_input(self._policy, command)
         conversation = command.conversation
         if isinstance(conversation, SessionByKey):
             return self._keyed(turn, conversation)
         if conversation is None:
             return self._stateless(turn)
-        capability, state = self._session_turn(turn, conversation.session_id, conversation.owner)
+        capability, state = self._states.session_turn(
+            turn.workspace_id,
+            command.capability_id,
+            conversation.session_id,
+            conversation.owner,
+            _continues(command),
+        )
         return self._converse(turn, capability, state)
-
-    def check_input(self, user_input: str) -> None:
-        """Refuse an empty input (422) or one over the deployment's limit (413)."""
-        if not user_input.strip():
-            raise ValidationFailed(
-                "input must not be empty", details=[{"loc": ["input"], "msg": "empty input"}]
-            )
-        if len(user_input) > self._policy.max_input_chars:
-            raise PayloadTooLarge(
-                f"input is {len(user_input)} characters; the limit is "
-                f"{self._policy.max_input_chars}"
-            )
-        if len(user_input.encode("utf-8")) > MAX_INPUT_BYTES:
-            raise PayloadTooLarge(f"input is larger than {MAX_INPUT_BYTES} bytes of UTF-8")
 
     def _deadline(self, budget_seconds: float | None) -> float:
         """When this turn's model and tool calls must end (a ``monotonic`` time): the
@@ -215,7 +236,9 @@ class TurnService:
         session_id = self._keys.resolve(workspace_id, capability_id, by_key.key, by_key.owner)
         for attempt in range(2):
             try:
-                capability, state = self._session_turn(turn, session_id, by_key.owner)
+                capability, state = self._states.session_turn(
+                    workspace_id, capability_id, session_id, by_key.owner, _continues(turn.command)
+                )
                 return self._converse(turn, capability, state)
             except SessionNotFound:
                 if attempt:
@@ -225,76 +248,37 @@ class TurnService:
                 )
         raise AssertionError("unreachable")
 
-    def _session_turn(
-        self, turn: _Turn, session_id: str, owner: SessionOwner | None = None
-    ) -> tuple[Capability, TurnState]:
-        """The capability and the session state a turn of ``session_id`` is served with,
-        once the session may take it from this door (404, 409 otherwise)."""
-        workspace_id, capability_id = turn.workspace_id, turn.command.capability_id
-        if capability_id is None:  # the session's own capability
-            capability = self._catalog.get(workspace_id, self._capability_of(turn, session_id))
-        else:
-            capability = self._catalog.get(workspace_id, capability_id)
-            if not capability.conversational:
-                raise CapabilityNotConversational.of(capability.id)
-        state = self._load(workspace_id, session_id, capability)
-        if state.session.capability_id != capability.id:
-            raise SessionCapabilityMismatch(
-                f"session {session_id!r} belongs to capability {state.session.capability_id!r}"
-            )
-        if owner is not None:
-            owner.check(state.session)
-        return capability, state
-
-    def _capability_of(self, turn: _Turn, session_id: str) -> str:
-        capability_id = self._session_capability.get((turn.workspace_id, session_id))
-        if capability_id is None:
-            session = self._sessions.get_session(session_id)
-            if session is None or session.workspace_id != turn.workspace_id:
-                raise SessionNotFound(f"session {session_id!r} not found")
-            capability_id = session.capability_id
-        return capability_id
-
-    def _load(self, workspace_id: str, session_id: str, capability: Capability) -> TurnState:
-        state = self._turns.load_turn_state(
-            session_id,
-            capability.replay_policy.max_messages,
-            with_digests=capability.kind == "agent",
-        )
-        if state is None or state.session.workspace_id != workspace_id:
-            raise SessionNotFound(f"session {session_id!r} not found")
-        if len(self._session_capability) > MAX_REMEMBERED_SESSIONS:
-            self._session_capability.clear()
-        self._session_capability[(workspace_id, session_id)] = state.session.capability_id
-        return state
-
     # -- the one serving path ---------------------------------------------------------
 
     def _converse(self, turn: _Turn, capability: Capability, state: TurnState) -> TurnResult:
-        session = state.session
+        command = turn.command
+        self._answerer.check(capability, command.options, command.app_tools)
         now = self._clock()
-        self._mark_active(state, now)
-        policy = capability.replay_policy
-        seen = context_of(state, policy, now)
-        prompt = self._session_prompt(turn, capability, state, seen)
+        self._states.mark_active(state, now)
+        if isinstance(command.input, ToolResults):
+            return self._continue(turn, capability, state, command.input)
+        # A new user message first ends a turn still waiting for the app's tools.
+        state = self._pauses.settle(turn.workspace_id, state, turn.until)
+        session = state.session
+        seen = context_of(state, capability.replay_policy, now)
+        prompt = self._session_prompt(
+            turn, capability, state, seen.messages, seen.summary, seen.tool_digests, seen.window
+        )
         turn.begin(session.id)
+        app = AppTurn(command.app_tools) if command.app_tools is not None else None
         answer = self._answerer.answer(
-            turn.workspace_id, capability, session, prompt, turn.sink, deadline=turn.deadline
+            turn.workspace_id,
+            capability,
+            session,
+            prompt,
+            turn.sink,
+            deadline=turn.deadline,
+            app=app,
         )
         # What it was sent, named, not copied: ``GET .../messages/{seq}/prompt``.
         recalled = bool(session.recall and session.recall.text)
-        sent = PromptRecord.of(
-            seen.window.messages, seen.summary, seen.tool_digests, recall=recalled
-        )
-        record = replace(self._turn_record(turn, answer, self._clock()), prompt_record=sent)
-        # The turn's time includes recording it (or handing it over) after its deadline.
-        recorded = self._recorder.record(
-            turn.workspace_id, session, record, until=turn.deadline + RECORDING_MARGIN_SECONDS
-        )
-        if recorded.recorded:
-            self._trigger.after_turn(
-                turn.workspace_id, state, policy, turn.user_input, record.answer
-            )
+        offered = tuple(t.name for t in app.tools.definitions) if app and app.tools else ()
+        first = FirstCall.of(turn.user_input, seen, recalled, offered)
         window = seen.window
         stats = ReplayStats(
             replayed_messages=len(window.messages),
@@ -302,83 +286,143 @@ class TurnService:
             omitted_messages=window.omitted_messages,
             summary_included=seen.summary is not None,
         )
+        if answer.paused:
+            return self._keep_pause(turn, state, answer, None, first, app or AppTurn(None), stats)
+        record = turn_record(
+            self._policy,
+            turn.user_input,
+            answer,
+            answer.completion.tool_calls,
+            self._clock(),
+            turn.idempotency_record,
+        )
+        record = replace(record, prompt_record=first.record)
+        return self._record(turn, capability, state, record, answer, stats)
+
+    def _continue(
+        self, turn: _Turn, capability: Capability, state: TurnState, results: ToolResults
+    ) -> TurnResult:
+        """A paused turn continued with the app's tool results (409 when they do not
+        answer exactly the calls it waits for): what the model saw at the pause, its
+        calls and the results, and on from there; recorded over the pause when it ends,
+        or kept again when it pauses again."""
+        pending = self._pauses.waiting(turn.workspace_id, state, turn.until)
+        answered = pending.answered(results.results)
+        now = self._clock()
+        sent = self._pauses.sent_at_pause(state, capability, pending, now)
+        prompt = self._session_prompt(
+            turn, capability, state, sent.messages, sent.summary, sent.digests, None, pending
+        )
+        turn.begin(state.session.id)
+        app = self._pauses.continued(pending, answered, AppTurn(turn.command.app_tools))
+        answer = self._answerer.answer(
+            turn.workspace_id,
+            capability,
+            state.session,
+            prompt,
+            turn.sink,
+            deadline=turn.deadline,
+            app=app,
+        )
+        stats = ReplayStats(
+            replayed_messages=len(sent.messages),
+            replayed_chars=sum(len(m.content) for m in sent.messages),
+            omitted_messages=sent.messages[0].seq - 1 if sent.messages else pending.user_seq - 1,
+            summary_included=sent.summary is not None,
+        )
+        if answer.paused:
+            return self._keep_pause(turn, state, answer, pending, None, app, stats)
+        record = final_record(
+            self._policy, pending, answer, app, self._clock(), turn.idempotency_record
+        )
+        at_pause = state.session.model_copy(update={"message_count": pending.user_seq - 1})
+        return self._record(
+            turn, capability, replace(state, session=at_pause), record, answer, stats
+        )
+
+    def _keep_pause(
+        self,
+        turn: _Turn,
+        state: TurnState,
+        answer: Answer,
+        previous: PendingTurn | None,
+        first: FirstCall | None,
+        app: AppTurn,
+        stats: ReplayStats,
+    ) -> TurnResult:
+        """Keep a turn that paused (at the next position, or over the pause it
+        continued) and answer with its calls; 409 when that pause was ended meanwhile."""
+        pending = self._pauses.pause(answer, previous, first, app)
+        replaces = previous.pause_id if previous is not None else None
+        kept = self._recorder.keep_pause(state.session, pending, replaces, until=turn.until)
+        if kept is None:
+            raise ToolCallsMismatch("another request continued or ended this paused turn first")
+        return turn.result(answer, state.session.id, None, False, stats)
+
+    def _record(
+        self,
+        turn: _Turn,
+        capability: Capability,
+        state: TurnState,
+        record: TurnRecord,
+        answer: Answer,
+        stats: ReplayStats,
+    ) -> TurnResult:
+        """Record the turn (or hand it over), ask for a summary when one is due, answer."""
+        session = state.session
+        # The turn's time includes recording it (or handing it over) after its deadline.
+        recorded = self._recorder.record(turn.workspace_id, session, record, until=turn.until)
+        if recorded.superseded:
+            raise ToolCallsMismatch("another request continued or ended this paused turn first")
+        if recorded.recorded:
+            self._trigger.after_turn(
+                turn.workspace_id,
+                state,
+                capability.replay_policy,
+                record.user_content,
+                record.answer,
+            )
         return turn.result(answer, session.id, recorded.position, recorded.recorded, stats)
 
-    def _mark_active(self, state: TurnState, now: float) -> None:
-        """Refuse a turn on an archived session; move the head's coarse activity mark
-        when it is older than the granularity. The mark's write is conditional on the
-        session being active, so it serializes with archiving and deletion."""
-        session = state.session
-        if session.status != "active":
-            raise SessionArchived("the session is archived and accepts no new turns")
-        mark = parse_iso(state.activity_mark) if state.activity_mark else 0.0
-        if now - mark >= self._policy.activity_granularity_seconds:
-            self._sessions.touch(session.id, iso_at(now))
-
     def _session_prompt(
-        self, turn: _Turn, capability: Capability, state: TurnState, seen: ContextPreview
+        self,
+        turn: _Turn,
+        capability: Capability,
+        state: TurnState,
+        messages: tuple[Message, ...],
+        summary: Summary | None,
+        digests: Sequence[ToolDigest],
+        window: ReplayWindow | None,
+        paused: PendingTurn | None = None,
     ) -> Prompt:
         """The prompt of a turn in a session: the capability's instructions, the recall,
-        the summary behind the window, the window with its digests, the input."""
-        session, policy, window = state.session, capability.replay_policy, seen.window
+        the summary behind the window, the window with its digests, the input (the
+        turn's, or the ``paused`` turn's it continues). ``window``: the replay rule's
+        (whether the next turn keeps its start; None for a paused turn's)."""
+        session, policy = state.session, capability.replay_policy
+        text = turn.user_input if paused is None else paused.user_input
+        reused = window is not None and keeps_start(
+            state.recent, policy, session.message_count, window, text
+        )
         prompt = build_prompt(
             instructions=capability.instructions,
-            summary=seen.summary,
-            digests=seen.tool_digests,
-            replayed=window.messages,
-            user_input=turn.user_input,
-            recall=seen.recall.text if seen.recall else None,
-            nonce=self._fence_nonce(session),
-            replay_reused=keeps_start(
-                state.recent, policy, session.message_count, window, turn.user_input
-            ),
+            summary=summary,
+            digests=digests,
+            replayed=messages,
+            user_input=text,
+            recall=session.recall.text if session.recall else None,
+            nonce=self._states.fence_nonce(session),
+            replay_reused=reused,
         )
         return replace(prompt, options=turn.command.options)
 
-    def _fence_nonce(self, session: Session) -> str:
-        """The session's fence nonce. A session created before nonces were kept gets one
-        stored on its first turn (the winner of racing turns is kept); if the head
-        cannot take it (archived or deleted meanwhile, or the write failed), this turn
-        uses a fresh one: only the prompt's reuse by a cache is lost, never the fence."""
-        if session.fence_nonce:
-            return session.fence_nonce
-        try:
-            kept = self._sessions.keep_fence_nonce(session.id, new_fence_nonce())
-        except (StoreUnavailable, StoreRejected):
-            logger.warning("could not keep a fence nonce for session %s", session.id)
-            kept = None
-        return kept or new_fence_nonce()
-
-    def _turn_record(self, turn: _Turn, answer: Answer, now: float) -> TurnRecord:
-        stored, truncated = fit_answer(
-            answer.output, turn.user_input, self._policy.max_stored_answer_chars
-        )
-        calls = answer.completion.tool_calls
-        # A withheld answer keeps no digest: it could hold what the filter caught.
-        digest_text = None
-        if calls and not answer.withheld:
-            digest_text = build_tool_digest(calls, self._policy.digest_max_chars)
-        return TurnRecord(
-            turn_id=secrets.token_urlsafe(12),
-            user_content=turn.user_input,
-            answer=stored,
-            withheld=answer.withheld,
-            truncated=truncated,
-            created_at=iso_at(now),
-            digest_tools=tuple(c.name for c in calls) if digest_text else (),
-            digest_text=digest_text,
-            digest_expires_at=now + self._policy.digest_retention_seconds if digest_text else None,
-            run_id=answer.run_id,
-            # Kept with the turn so that erasing the session removes the record too.
-            idempotency_record=turn.idempotency_record,
-        )
-
     def _stateless(self, turn: _Turn) -> TurnResult:
-        capability_id = turn.command.capability_id
-        assert capability_id is not None  # a stateless turn names its capability
-        capability = self._catalog.get(turn.workspace_id, capability_id)
-        if turn.command.conversational_only and not capability.conversational:
+        command = turn.command
+        assert command.capability_id is not None  # a stateless turn names its capability
+        capability = self._catalog.get(turn.workspace_id, command.capability_id)
+        if command.conversational_only and not capability.conversational:
             raise CapabilityNotConversational.of(capability.id)
+        self._answerer.check(capability, command.options, command.app_tools)
         prompt = build_prompt(
             instructions=capability.instructions,
             summary=None,
@@ -386,11 +430,15 @@ class TurnService:
             replayed=(),
             user_input=turn.user_input,
         )
-        prompt = with_client_history(prompt, turn.command.history)
-        prompt = replace(prompt, options=turn.command.options)
+        prompt = with_client_history(prompt, command.history)
+        prompt = replace(prompt, options=command.options)
         turn.begin(None)
+        app = None
+        if command.app_tools is not None or command.rounds:
+            # The client's own tool exchange after its input: the loop goes on from it.
+            app = AppTurn(command.app_tools, LoopStart(command.rounds))
         answer = self._answerer.answer(
-            turn.workspace_id, capability, None, prompt, turn.sink, deadline=turn.deadline
+            turn.workspace_id, capability, None, prompt, turn.sink, deadline=turn.deadline, app=app
         )
         return turn.result(answer)
 
@@ -407,3 +455,98 @@ def with_client_history(prompt: Prompt, history: Sequence[ChatMessage]) -> Promp
         system="\n\n".join([prompt.system, *system]),
         messages=chat + prompt.messages,
     )
+
+
+def _continues(command: TurnCommand) -> bool:
+    return isinstance(command.input, ToolResults)
+
+
+def check_turn_input(policy: TurnPolicy, command: TurnCommand) -> None:
+    """Refuse an input a turn cannot take: a user message (``check_input``), or tool
+    results (1 to ``max_tool_results``, each within the input limit, 413; a stateless
+    turn has no paused turn to continue, 422)."""
+    given = command.input
+    if isinstance(given, UserText):
+        check_input(policy, given.text)
+        return
+    if command.conversation is None:
+        raise ValidationFailed("tool results continue a paused turn of a session")
+    if not given.results or len(given.results) > policy.max_tool_results:
+        raise ValidationFailed(f"a continuation carries 1-{policy.max_tool_results} tool results")
+    for result in given.results:
+        if len(result.output) > policy.max_input_chars:
+            raise PayloadTooLarge(
+                f"the tool result for {result.call_id!r} is {len(result.output)} "
+                f"characters; the limit is {policy.max_input_chars}"
+            )
+
+
+def check_input(policy: TurnPolicy, user_input: str) -> None:
+    """Refuse an empty input (422) or one over the deployment's limit (413)."""
+    if not user_input.strip():
+        raise ValidationFailed(
+            "input must not be empty", details=[{"loc": ["input"], "msg": "empty input"}]
+        )
+    if len(user_input) > policy.max_input_chars:
+        raise PayloadTooLarge(
+            f"input is {len(user_input)} characters; the limit is {policy.max_input_chars}"
+        )
+    if len(user_input.encode("utf-8")) > MAX_INPUT_BYTES:
+        raise PayloadTooLarge(f"input is larger than {MAX_INPUT_BYTES} bytes of UTF-8")
+
+
+def turn_record(
+    policy: TurnPolicy,
+    user_input: str,
+    answer: Answer,
+    calls: Sequence[ToolCall],
+    now: float,
+    idempotency_record: str | None,
+    text: str | None = None,
+    withheld: bool | None = None,
+) -> TurnRecord:
+    """The record of a turn that ends now: ``text`` its whole answer (``answer``'s
+    output unless given), its digest built from ``calls``, ``idempotency_record`` the
+    record of its request's Idempotency-Key (kept with the turn so that erasing the
+    session removes it too)."""
+    withheld = answer.withheld if withheld is None else withheld
+    stored, truncated = fit_answer(
+        answer.output if text is None else text, user_input, policy.max_stored_answer_chars
+    )
+    # A withheld answer keeps no digest: it could hold what the filter caught.
+    digest_text = None
+    if calls and not withheld:
+        digest_text = build_tool_digest(calls, policy.digest_max_chars)
+    return TurnRecord(
+        turn_id=secrets.token_urlsafe(12),
+        user_content=user_input,
+        answer=stored,
+        withheld=withheld,
+        truncated=truncated,
+        created_at=iso_at(now),
+        digest_tools=tuple(c.name for c in calls) if digest_text else (),
+        digest_text=digest_text,
+        digest_expires_at=now + policy.digest_retention_seconds if digest_text else None,
+        run_id=answer.run_id,
+        idempotency_record=idempotency_record,
+    )
+
+
+def final_record(
+    policy: TurnPolicy,
+    pending: PendingTurn,
+    answer: Answer,
+    app: AppTurn,
+    now: float,
+    idempotency_record: str | None,
+) -> TurnRecord:
+    """The record of a paused turn that ends now: its user message, everything the
+    model wrote in it, every tool call (the service's and the app's) in its digest;
+    written over the pause."""
+    calls = (*app.calls, *answer.completion.tool_calls)
+    text = SEPARATOR.join(t for t in (*pending.texts, answer.output) if t)
+    withheld = answer.withheld or pending.withheld
+    record = turn_record(
+        policy, pending.user_input, answer, calls, now, idempotency_record, text, withheld
+    )
+    return replace(record, prompt_record=pending.prompt_record, resolves=pending.pause_id)

@@ -360,7 +360,7 @@ def turn_items(
 def stored_prompt(table: DynamoTable, session_id: str, user_seq: int) -> StoredPrompt | None:
     """What is stored of the prompt of the turn at ``user_seq`` (``TurnStore.stored_prompt``)."""
     turn = next(
-        (i for i in turn_items(table, session_id, user_seq, user_seq) if not items.is_digest(i)),
+        (i for i in turn_items(table, session_id, user_seq, user_seq) if items.is_turn(i)),
         None,
     )
     if turn is None:
@@ -378,7 +378,7 @@ def stored_prompt(table: DynamoTable, session_id: str, user_seq: int) -> StoredP
     messages = tuple(
         m
         for item in window
-        if not items.is_digest(item)
+        if items.is_turn(item)
         for m in items.messages_from(item)
         if record.first_seq <= m.seq <= record.last_seq
     )

@@ -24,9 +24,19 @@ capability ids never hold ``#``, so no key can pose as another's.
 A turn item's attribute names are one or two letters (``id`` turn id, ``at`` createdAt,
 ``u`` user message, ``a`` answer, ``w`` withheld, ``x`` truncated, ``r`` run id, ``k`` the
 idempotency record of the request that served it, if it had an Idempotency-Key, ``p``
-which stored parts its prompt was sent, ``domain.prompt_record``): DynamoDB
+which stored parts its prompt was sent, ``domain.prompt_record``, ``b`` abandoned, v4):
+DynamoDB
 bills attribute names as data, and the serving path reads ten turns per request, so the
 window of a default capability fits in one 4 KB read unit more often.
+
+(v4) A turn that paused for the app's own tools is kept at its position until it ends:
+a *pending* item (``id`` the pause's id, ``at`` when it paused, ``u`` the user message,
+``pt`` the rest of its state as JSON, ``domain.paused_turns``; ``r`` its run, when a
+trace was stored), which the turn's final item (or its abandoned record) replaces with a
+put conditional on the pause's id. It holds the position (a racing turn moves on) and
+is read by a turn's one Query; it is no message: transcript reads skip it. While it
+waits it is in the byActivity index under ``PENDING#NN`` (sort key: when it paused), so
+the retention run finds a pause left too long.
 
 The head carries no message count: it is the newest turn's position (read with it), so a
 turn writes nothing but its own item. Its ``lastActiveAt`` is a coarse activity mark for
@@ -42,6 +52,7 @@ from typing import Any
 from convo_memory.adapters.dynamo.table import Item, number_value, string_value
 from convo_memory.domain.erasures import Erasure
 from convo_memory.domain.models import ForkPoint, Message, Recall, Session, Summary, ToolDigest
+from convo_memory.domain.paused_turns import PendingTurn
 from convo_memory.domain.summary_plan import SummaryVersion
 from convo_memory.domain.turn_records import AppendResult, TurnRecord, turn_messages
 
@@ -70,6 +81,11 @@ FORK_OF = "forkOf"
 COPY_FROM = "copyFrom"
 COPY_BELOW = "copyBelow"
 PROMPT_RECORD = "p"
+ABANDONED = "b"
+PENDING_STATE = "pt"
+# On a paused turn's item only: a flag a projection can read without the state.
+PENDING_MARK = "pd"
+PENDING_INDEX_PREFIX = "PENDING"
 
 
 def session_pk(session_id: str) -> dict[str, str]:
@@ -144,6 +160,16 @@ def is_digest(item: Item) -> bool:
     return str(item["sk"]["S"]).endswith(DIGEST_SUFFIX)
 
 
+def is_pending(item: Item) -> bool:
+    """A paused turn's item (v4): it holds its position, but is no message yet."""
+    return PENDING_MARK in item
+
+
+def is_turn(item: Item) -> bool:
+    """A recorded turn's item (neither a digest nor a paused turn)."""
+    return not is_digest(item) and not is_pending(item)
+
+
 def user_seq_of_item(item: Item) -> int:
     """The user seq of a turn item or of a digest item."""
     return int(item["sk"]["S"][len(MSG_PREFIX) : len(MSG_PREFIX) + 10])
@@ -199,7 +225,9 @@ def session_from(head: Item, newest_turn: Item | None = None) -> Session:
     # Listings read the byExternalRef index, which does not project the mark.
     last_active_at = str((head.get("lastActiveAt") or head["createdAt"])["S"])
     if newest_turn is not None:
-        count = user_seq_of_item(newest_turn) + 1
+        # A paused turn holds the position after the recorded ones (positions are
+        # contiguous): its messages are not counted until it ends.
+        count = user_seq_of_item(newest_turn) + (-1 if is_pending(newest_turn) else 1)
         last_active_at = max(last_active_at, turn_created_at(newest_turn))
     return Session(
         id=head["pk"]["S"].removeprefix("SESSION#"),
@@ -299,7 +327,31 @@ def turn_item(session_id: str, user_seq: int, turn: TurnRecord) -> Item:
         item["k"] = string_value(turn.idempotency_record)
     if turn.prompt_record is not None:
         item[PROMPT_RECORD] = string_value(turn.prompt_record.encode(user_seq))
+    if turn.abandoned:
+        item[ABANDONED] = {"BOOL": True}
     return item
+
+
+def pending_item(session_id: str, user_seq: int, pending: PendingTurn) -> Item:
+    """A paused turn kept at ``user_seq`` (in the byActivity index while it waits)."""
+    kept = pending.keep_at(user_seq)
+    item: Item = {
+        **turn_key(session_id, user_seq),
+        "id": string_value(kept.pause_id),
+        "at": string_value(kept.since),
+        "u": string_value(kept.user_input),
+        PENDING_STATE: string_value(kept.to_json()),
+        PENDING_MARK: {"BOOL": True},
+        "gsi2pk": string_value(f"{PENDING_INDEX_PREFIX}#{activity_shard(session_id):02d}"),
+        "gsi2sk": string_value(kept.since),
+    }
+    if kept.traced and kept.run_id:
+        item["r"] = string_value(kept.run_id)
+    return item
+
+
+def pending_from(item: Item) -> PendingTurn:
+    return PendingTurn.from_json(item[PENDING_STATE]["S"], user_seq_of_item(item), item["u"]["S"])
 
 
 def turn_id_of(item: Item) -> str:
@@ -318,6 +370,7 @@ def messages_from(item: Item) -> tuple[Message, Message]:
         turn_created_at(item),
         item.get("w", {}).get("BOOL", False),
         item.get("x", {}).get("BOOL", False),
+        item.get(ABANDONED, {}).get("BOOL", False),
     )
 
 

@@ -94,7 +94,7 @@ class DynamoRecallStore:
                 head = item
             elif sk == items.SUMMARY_SK:
                 summary = items.summary_from(item).text
-            elif not items.is_digest(item) and len(turns) < max_turns:
+            elif items.is_turn(item) and len(turns) < max_turns:
                 turns.append(item)
         if head is None or items.head_status(head) not in RECALLABLE:
             return None

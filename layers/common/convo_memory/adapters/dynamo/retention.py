@@ -1,7 +1,8 @@
 """What the scheduled retention run reads and changes on DynamoDB, through the sparse,
 keys-only byActivity index: ``ACTIVE#NN`` (sort key: the coarse lastActiveAt mark),
-``ARCHIVED#NN`` (archivedAt) and ``DELETING#NN`` (deletedAt). The index is eventually
-consistent, so every change re-checks the head with a conditional write."""
+``ARCHIVED#NN`` (archivedAt) and ``DELETING#NN`` (deletedAt) hold session heads;
+``PENDING#NN`` (when it paused) the turns paused for the app's tools (v4). The index is
+eventually consistent, so every change re-checks its item with a conditional write."""
 
 from __future__ import annotations
 
@@ -10,11 +11,15 @@ from collections.abc import Iterator
 from convo_memory.adapters.dynamo import items
 from convo_memory.adapters.dynamo.sessions import delete_contents, newest_turn
 from convo_memory.adapters.dynamo.table import DynamoTable, string_value
+from convo_memory.adapters.dynamo.turns import DynamoTurnStore
+from convo_memory.domain.errors import PauseEnded
+from convo_memory.domain.turn_records import abandoned_turn
 
 
 class DynamoRetentionStore:
     def __init__(self, table: DynamoTable) -> None:
         self._table = table
+        self._turns = DynamoTurnStore(table)
 
     @property
     def activity_shards(self) -> int:
@@ -39,6 +44,33 @@ class DynamoRetentionStore:
         if newest is None:
             return None
         return items.user_seq_of_item(newest) + 1, items.turn_created_at(newest)
+
+    def paused_turns(self, shard: int, before: str) -> Iterator[tuple[str, int]]:
+        for item in self._table.query_all(
+            IndexName="byActivity",
+            KeyConditionExpression="gsi2pk = :p AND gsi2sk < :before",
+            ExpressionAttributeValues={
+                ":p": string_value(f"{items.PENDING_INDEX_PREFIX}#{shard:02d}"),
+                ":before": string_value(before),
+            },
+            Limit=100,
+        ):
+            yield item["pk"]["S"].removeprefix("SESSION#"), items.user_seq_of_item(item)
+
+    def abandon_paused(self, session_id: str, user_seq: int, before: str) -> bool:
+        """One consistent read of the paused turn, then its abandoned record written over
+        it, conditional on the pause it read."""
+        item = self._table.get(items.turn_key(session_id, user_seq))
+        if item is None or not items.is_pending(item):
+            return False
+        pending = items.pending_from(item)
+        if pending.since >= before:
+            return False  # it paused again since the index was written
+        try:
+            self._turns.append_turn(session_id, user_seq - 1, abandoned_turn(pending))
+        except PauseEnded:
+            return False
+        return True
 
     def refresh_activity(self, session_id: str, seen: str, last_active_at: str) -> bool:
         """Move an active head's mark forward to its real last turn (the mark is coarse)."""

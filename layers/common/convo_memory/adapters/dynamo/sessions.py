@@ -315,7 +315,7 @@ def release_session_key(table: DynamoTable, key: Item, session_id: str) -> None:
 
 def newest_turn(table: DynamoTable, session_id: str, *, consistent: bool) -> Item | None:
     """The key and createdAt of a session's newest turn (or of its digest, which carries
-    the same position): one read of at most one item."""
+    the same position, or of a paused turn, v4, flagged): one read of at most one item."""
     out = table.query(
         KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
         ExpressionAttributeValues={
@@ -323,8 +323,8 @@ def newest_turn(table: DynamoTable, session_id: str, *, consistent: bool) -> Ite
             ":lo": string_value(items.MSG_PREFIX),
             ":hi": string_value(items.MSG_UPPER),
         },
-        ProjectionExpression="sk, #at",
-        ExpressionAttributeNames={"#at": "at"},
+        ProjectionExpression="sk, #at, #pd",
+        ExpressionAttributeNames={"#at": "at", "#pd": items.PENDING_MARK},
         ScanIndexForward=False,
         ConsistentRead=consistent,
         Limit=1,

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 from convo_memory.adapters.dynamo import items
 from convo_memory.adapters.dynamo.forks import stored_prompt, turn_items
 from convo_memory.adapters.dynamo.sessions import newest_turn
 from convo_memory.adapters.dynamo.table import DynamoTable, Item, string_value
-from convo_memory.domain.errors import StoreUnavailable
+from convo_memory.domain.errors import PauseEnded, StoreUnavailable
 from convo_memory.domain.models import Message, Summary, ToolDigest
+from convo_memory.domain.paused_turns import PendingTurn
 from convo_memory.domain.prompt_record import StoredPrompt
 from convo_memory.domain.summary_plan import SummaryVersion
 from convo_memory.domain.turn_records import (
@@ -40,20 +42,22 @@ class DynamoTurnStore:
 
     # -- the serving path's read ----------------------------------------------------
     def load_turn_state(
-        self, session_id: str, max_messages: int, with_digests: bool
+        self, session_id: str, max_messages: int, with_digests: bool, pending: bool = False
     ) -> TurnState | None:
         """One descending Query (a second page only past DynamoDB's 1 MB cap): the
-        summary, the head, then the newest turns. Never reads older history."""
+        summary, the head, then the newest turns, with the digests among them and a
+        paused turn (v4). Never reads older history. ``pending``: the turn continues a
+        paused one, so the Query makes room for its item."""
         # At least one turn is read: the newest one gives the exact message count.
         turns_wanted = max(1, math.ceil(max_messages / 2))
         head: Item | None = None
-        summary: Summary | None = None
-        versions: tuple[SummaryVersion, ...] = ()
+        summaries: tuple[Summary | None, tuple[SummaryVersion, ...]] = (None, ())
         turns: list[Item] = []
-        digest_items: list[Item] = []
+        others: list[Item] = []  # digests and a paused turn
         start: dict[str, Any] | None = None
+        extra = 3 if pending else 2  # the summary, the head (and the paused turn)
         while len(turns) < turns_wanted:
-            limit = 2 + (turns_wanted - len(turns)) * (2 if with_digests else 1)
+            limit = extra + (turns_wanted - len(turns)) * (2 if with_digests else 1)
             args: dict[str, Any] = {
                 "KeyConditionExpression": "pk = :pk AND sk > :lo",
                 "ExpressionAttributeValues": {
@@ -72,11 +76,9 @@ class DynamoTurnStore:
                 if sk == items.SESSION_SK:
                     head = item
                 elif sk == items.SUMMARY_SK:
-                    summary = items.summary_from(item)
-                    versions = items.summary_versions_from(item)
-                elif items.is_digest(item):
-                    if with_digests:
-                        digest_items.append(item)
+                    summaries = (items.summary_from(item), items.summary_versions_from(item))
+                elif not items.is_turn(item):
+                    others.append(item)
                 elif len(turns) < turns_wanted:
                     turns.append(item)
             start = out.get("LastEvaluatedKey")
@@ -85,24 +87,83 @@ class DynamoTurnStore:
         if head is None or items.head_status(head) == "deleting":
             return None
         turns.reverse()
-        return _state_of(head, (summary, versions), turns, digest_items, max_messages)
+        return _state_of(head, summaries, turns, others, max_messages)
 
     # -- the serving path's write ---------------------------------------------------
     def append_turn(self, session_id: str, after_seq: int, turn: TurnRecord) -> AppendResult:
+        if turn.resolves is not None:
+            return self._resolve(session_id, after_seq + 1, turn)
+        position = self._claim(
+            session_id, after_seq, turn.turn_id, lambda at: items.turn_item(session_id, at, turn)
+        )
+        return AppendResult(position, position + 1)
+
+    def keep_pending(
+        self, session_id: str, after_seq: int, pending: PendingTurn, replaces: str | None = None
+    ) -> PendingTurn | None:
+        """Keep a paused turn: at the next free position (one conditional put, moving on
+        past racing turns), or over the pause ``replaces`` at its own position (a turn
+        that paused again). None when that pause has been ended meanwhile."""
+        if replaces is None:
+            position = self._claim(
+                session_id,
+                after_seq,
+                pending.pause_id,
+                lambda at: items.pending_item(session_id, at, pending),
+            )
+            return pending.keep_at(position)
+        # Its own id there too: an earlier attempt of this write that landed.
+        stored, _ = self._table.conditional(
+            "put_item",
+            Item=items.pending_item(session_id, pending.user_seq, pending),
+            ConditionExpression="#id IN (:pause, :self)",
+            ExpressionAttributeNames={"#id": "id"},
+            ExpressionAttributeValues={
+                ":pause": string_value(replaces),
+                ":self": string_value(pending.pause_id),
+            },
+        )
+        return pending if stored else None
+
+    def _resolve(self, session_id: str, position: int, turn: TurnRecord) -> AppendResult:
+        """Write the turn that ends the pause ``turn.resolves`` over it, at its position:
+        one put conditional on the pause still being there. Finding the turn itself
+        there (an earlier attempt that landed) is success too; anything else raises
+        ``PauseEnded``."""
+        stored, occupant = self._table.conditional(
+            "put_item",
+            Item=items.turn_item(session_id, position, turn),
+            ConditionExpression="#id = :pause",
+            ExpressionAttributeNames={"#id": "id"},
+            ExpressionAttributeValues={":pause": string_value(str(turn.resolves))},
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        if stored:
+            return AppendResult(position, position + 1)
+        if occupant is not None and items.turn_id_of(occupant) == turn.turn_id:
+            return items.recorded_at(occupant)
+        raise PauseEnded(f"the pause at {position} of session {session_id} has ended")
+
+    def _claim(
+        self, session_id: str, after_seq: int, item_id: str, item_at: Callable[[int], Item]
+    ) -> int:
+        """Put ``item_at(position)`` at the first free position after ``after_seq`` (a
+        racing turn that took one moves this one on; the item found there with the same
+        id is an earlier attempt of this one): the position."""
         position = user_seq_of(after_seq + 1)
         for conflicts in range(1, MAX_POSITION_ATTEMPTS + 1):
             stored, occupant = self._table.conditional(
                 "put_item",
-                Item=items.turn_item(session_id, position, turn),
+                Item=item_at(position),
                 ConditionExpression="attribute_not_exists(sk)",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
             if stored:
-                return AppendResult(position, position + 1)
+                return position
             if occupant is None:
                 occupant = self._table.get(items.turn_key(session_id, position))
-            if occupant is not None and items.turn_id_of(occupant) == turn.turn_id:
-                return items.recorded_at(occupant)  # our own earlier write landed
+            if occupant is not None and items.turn_id_of(occupant) == item_id:
+                return items.user_seq_of_item(occupant)  # our own earlier write landed
             position += 2
             if conflicts % JUMP_AFTER_CONFLICTS == 0:
                 newest = self._newest_user_seq(session_id)
@@ -154,7 +215,7 @@ class DynamoTurnStore:
                 args["ExclusiveStartKey"] = start
             out = self._table.query(**args)
             for item in out.get("Items", []):
-                if not items.is_digest(item):
+                if items.is_turn(item):
                     messages.extend(m for m in items.messages_from(item) if m.seq > after_seq)
             start = out.get("LastEvaluatedKey")
             if not start:
@@ -171,7 +232,7 @@ class DynamoTurnStore:
             older = [
                 m
                 for item in inherited
-                if not items.is_digest(item)
+                if items.is_turn(item)
                 for m in items.messages_from(item)
                 if after_seq < m.seq < messages[0].seq
             ]
@@ -183,9 +244,7 @@ class DynamoTurnStore:
         found = turn_items(
             self._table, session_id, user_seq_of(max(1, first_seq)), user_seq_of(max(1, last_seq))
         )
-        messages = [
-            m for item in found if not items.is_digest(item) for m in items.messages_from(item)
-        ]
+        messages = [m for item in found if items.is_turn(item) for m in items.messages_from(item)]
         return [m for m in messages if first_seq <= m.seq <= last_seq]
 
     def stored_prompt(self, session_id: str, user_seq: int) -> StoredPrompt | None:
@@ -196,18 +255,21 @@ def _state_of(
     head: Item,
     summaries: tuple[Summary | None, tuple[SummaryVersion, ...]],
     turns: list[Item],
-    digest_items: list[Item],
+    others: list[Item],
     max_messages: int,
 ) -> TurnState:
     """The session's state from its head, its summary (and the versions a turn may
-    show), its newest turns (oldest first) and the digests read with them (only those
-    of these turns count)."""
+    show), its newest turns (oldest first), and the digests (only those of these turns
+    count) and paused turn read with them."""
     messages = [m for item in turns for m in items.messages_from(item)]
     digests: dict[int, ToolDigest] = {}
     expiry: dict[int, float] = {}
     read_seqs = {items.user_seq_of_item(t) for t in turns}
-    for item in digest_items:
-        if items.user_seq_of_item(item) in read_seqs:
+    pending = None
+    for item in others:
+        if items.is_pending(item):
+            pending = items.pending_from(item)
+        elif items.user_seq_of_item(item) in read_seqs:
             digest, expires = items.digest_from(item)
             digests[digest.seq], expiry[digest.seq] = digest, expires
     summary, versions = summaries
@@ -219,4 +281,5 @@ def _state_of(
         digest_expiry=expiry,
         activity_mark=head["lastActiveAt"]["S"],
         summary_versions=versions,
+        pending=pending,
     )
