@@ -20,7 +20,11 @@ from convo_memory.api_contract import (
     ref,
     stream_event,
 )
-from convo_memory.domain.errors import ExternalRefImmutable, PrincipalImmutable
+from convo_memory.domain.errors import (
+    ExternalRefImmutable,
+    PrincipalImmutable,
+    ToolCallsMismatch,
+)
 from convo_memory.http import (
     ApiResolver,
     Body,
@@ -171,6 +175,7 @@ def send_message(
         *TURN_REFUSALS,
         PrincipalImmutable,
         ExternalRefImmutable,
+        ToolCallsMismatch,
         openai=True,
         content={
             "application/json": {"schema": ref("ChatCompletion")},

@@ -1076,10 +1076,10 @@ class FakeRetentionStore(_Port):
     def paused_turns(self, shard: int, before: str) -> Iterator[tuple[str, int]]:
         self.db.enter("paused_turns")
         found = sorted(
-            (pending.since, sid, seq)
+            (pending.expires, sid, seq)
             for sid, held in self.db.paused.items()
             for seq, pending in held.items()
-            if zlib.crc32(sid.encode()) % ACTIVITY_SHARDS == shard and pending.since < before
+            if zlib.crc32(sid.encode()) % ACTIVITY_SHARDS == shard and pending.expires < before
         )
         for _, sid, seq in found:
             yield sid, seq
@@ -1087,7 +1087,7 @@ class FakeRetentionStore(_Port):
     def abandon_paused(self, session_id: str, user_seq: int, before: str) -> bool:
         self.db.enter("abandon_paused")
         pending = (self.db.paused.get(session_id) or {}).get(user_seq)
-        if pending is None or pending.since >= before:
+        if pending is None or pending.expires >= before:
             return False
         try:
             self.db.stores.turns.append_turn(session_id, user_seq - 1, abandoned_turn(pending))

@@ -75,6 +75,7 @@ def test_given_every_variable_when_loading_then_each_lands_in_its_field():
         "TOOL_TIMEOUT_SECONDS": "4",
         "TURN_DEADLINE_SECONDS": "20",
         "STREAM_TURN_DEADLINE_SECONDS": "120",
+        "PENDING_TURN_SECONDS": "600",
         "TOOL_SECRET_KEY_ID": "arn:aws:kms:us-east-1:123456789012:key/abc",
     }
 
@@ -121,6 +122,7 @@ def test_given_every_variable_when_loading_then_each_lands_in_its_field():
         "tool_timeout_seconds": 4,
         "turn_deadline_seconds": 20,
         "stream_turn_deadline_seconds": 120,
+        "pending_turn_seconds": 600,
         "tool_secret_key_id": "arn:aws:kms:us-east-1:123456789012:key/abc",
     }
 

@@ -165,26 +165,31 @@ def check_tool_url_syntax(url: str) -> None:
         raise ValueError("url must not contain whitespace or control characters")
 
 
-def check_input_schema(schema: dict[str, Any]) -> None:
-    """A JSON Schema of the tool's input: an object schema, bounded in size and depth
-    (every provider type offers tools an object of named arguments)."""
+def check_schema_size(schema: dict[str, Any], what: str) -> None:
+    """A tenant's JSON Schema, bounded in depth and in size (compact JSON)."""
     import json
 
     if _depth(schema) > MAX_INPUT_SCHEMA_DEPTH:
-        raise ValueError(f"inputSchema is at most {MAX_INPUT_SCHEMA_DEPTH} levels deep")
+        raise ValueError(f"{what} is at most {MAX_INPUT_SCHEMA_DEPTH} levels deep")
     compact = json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
     if len(compact.encode("utf-8", "surrogatepass")) > MAX_INPUT_SCHEMA_BYTES:
-        raise ValueError(f"inputSchema is at most {MAX_INPUT_SCHEMA_BYTES} bytes of compact JSON")
+        raise ValueError(f"{what} is at most {MAX_INPUT_SCHEMA_BYTES} bytes of compact JSON")
+
+
+def check_input_schema(schema: dict[str, Any], what: str = "inputSchema") -> None:
+    """A JSON Schema of the tool's input: an object schema, bounded in size and depth
+    (every provider type offers tools an object of named arguments)."""
+    check_schema_size(schema, what)
     if schema.get("type") != "object":
-        raise ValueError('inputSchema must describe an object: {"type": "object", ...}')
+        raise ValueError(f'{what} must describe an object: {{"type": "object", ...}}')
     properties = schema.get("properties", {})
     if not isinstance(properties, dict) or not all(
         isinstance(value, dict) for value in properties.values()
     ):
-        raise ValueError("inputSchema.properties must map names to schemas")
+        raise ValueError(f"{what}.properties must map names to schemas")
     required = schema.get("required", [])
     if not isinstance(required, list) or not all(isinstance(name, str) for name in required):
-        raise ValueError("inputSchema.required must be a list of names")
+        raise ValueError(f"{what}.required must be a list of names")
 
 
 def _kinds_schema(schema: dict[str, Any]) -> None:
@@ -472,6 +477,23 @@ class Prediction(ApiModel):
     context: TurnContext | None
 
 
+class PendingCallView(ApiModel):
+    """A call of one of the app's own tools a paused turn waits for."""
+
+    id: str
+    name: str
+    arguments: str = Field(description="The arguments, as JSON text.")
+
+
+class PendingTurnView(ApiModel):
+    """(v4) A turn waiting for the app's tool results: the seq its user message will
+    have, the calls it waits for, and since when (it is recorded, once, when it ends)."""
+
+    user_seq: int
+    tool_calls: list[PendingCallView]
+    since: str
+
+
 class ContextView(ApiModel):
     summary: Summary | None
     messages: list[Message]
@@ -479,10 +501,12 @@ class ContextView(ApiModel):
     omitted_messages: int
     replayed_chars: int
     recall: Recall | None
+    pending_turn: PendingTurnView | None = None
 
     @classmethod
     def of(cls, preview: ContextPreview) -> ContextView:
         """``GET /v1/sessions/{id}/context``: what the next turn would see."""
+        pending = preview.pending
         return cls(
             summary=preview.summary,
             messages=list(preview.messages),
@@ -490,6 +514,16 @@ class ContextView(ApiModel):
             omitted_messages=preview.omitted_messages,
             replayed_chars=preview.replayed_chars,
             recall=preview.recall,
+            pending_turn=None
+            if pending is None
+            else PendingTurnView(
+                user_seq=pending.user_seq,
+                tool_calls=[
+                    PendingCallView(id=c.call_id, name=c.name, arguments=c.arguments)
+                    for c in pending.tool_calls
+                ],
+                since=pending.since,
+            ),
         )
 
 
@@ -629,14 +663,129 @@ class StreamTool(Answer):
 # -- the OpenAI-compatible door --------------------------------------------------------
 
 
+# (v4) The app's own function tools: as many as OpenAI takes, named as the service's own
+# tools are, their descriptions and parameter schemas bounded like other tenant input.
+MAX_APP_TOOLS = 128
+APP_TOOL_NAME = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
+MAX_APP_TOOL_DESCRIPTION_CHARS = 4_096
+MAX_CALL_ID_CHARS = 256
+
+
+class FunctionCallIn(BaseModel):
+    """``{name, arguments}`` of a tool call in an assistant message (arguments: JSON)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    name: str = Field(min_length=1, max_length=64)
+    arguments: str = ""
+
+
+class ToolCallIn(BaseModel):
+    """One entry of an assistant message's ``tool_calls``, as the model made it."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    id: str = Field(min_length=1, max_length=MAX_CALL_ID_CHARS)
+    type: Literal["function"] = "function"
+    function: FunctionCallIn
+
+
 class ChatMessageIn(BaseModel):
     """One message of a chat-completions request (OpenAI's field names). What a message
-    may hold depends on where it is: ``convo_memory.chat_completions`` reads it."""
+    may hold depends on where it is: ``convo_memory.chat_completions`` reads it. (v4) An
+    assistant message may carry the model's ``tool_calls``; a ``tool`` message answers
+    one (``tool_call_id``)."""
 
     model_config = ConfigDict(extra="ignore", strict=True)
 
     role: str = Field(min_length=1, max_length=32)
     content: str | list[Any] | None = None
+    tool_calls: list[ToolCallIn] | None = Field(default=None, max_length=MAX_APP_TOOLS)
+    tool_call_id: str | None = Field(default=None, min_length=1, max_length=MAX_CALL_ID_CHARS)
+
+
+class FunctionSpec(BaseModel):
+    """A function the app offers: its name, what it does, its parameters' JSON Schema
+    (an object; none: no parameters)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    name: str = Field(pattern=APP_TOOL_NAME)
+    description: str = Field(default="", max_length=MAX_APP_TOOL_DESCRIPTION_CHARS)
+    parameters: dict[str, Any] | None = None
+
+    @field_validator("parameters")
+    @classmethod
+    def _bounded(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            check_input_schema(value, "parameters")
+        return value
+
+
+class FunctionTool(BaseModel):
+    """``{"type": "function", "function": {...}}``: the only kind of tool an app offers
+    (its own, which it runs)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    type: Literal["function"]
+    function: FunctionSpec
+
+
+class NamedFunction(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    name: str = Field(pattern=APP_TOOL_NAME)
+
+
+class NamedToolChoice(BaseModel):
+    """``tool_choice`` naming one function the model must call."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    type: Literal["function"]
+    function: NamedFunction
+
+
+class JsonSchemaFormat(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, strict=True)
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str | None = Field(default=None, max_length=MAX_APP_TOOL_DESCRIPTION_CHARS)
+    json_schema: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+    @field_validator("json_schema")
+    @classmethod
+    def _bounded(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            check_schema_size(value, "schema")
+        return value
+
+
+class ResponseFormat(BaseModel):
+    """Structured output: ``text`` (the default), ``json_object`` or ``json_schema``
+    (with its ``json_schema``), for connections whose provider takes it."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+    @model_validator(mode="after")
+    def _schema_given(self) -> ResponseFormat:
+        if self.type == "json_schema" and self.json_schema is None:
+            raise ValueError("json_schema is required with type json_schema")
+        return self
+
+    def sent(self) -> dict[str, Any] | None:
+        """What reaches the provider (None: plain text, nothing to send)."""
+        if self.type == "text":
+            return None
+        if self.json_schema is None:
+            return {"type": self.type}
+        schema = self.json_schema.model_dump(by_alias=True, exclude_none=True)
+        return {"type": "json_schema", "json_schema": schema}
 
 
 class StreamOptions(BaseModel):
@@ -650,22 +799,16 @@ def _chat_request_schema(schema: dict[str, Any]) -> None:
     (``chat_completions.REFUSED_UNLESS``), and where the turn's input is."""
     schema["description"] = (
         "In a session (X-Convo-Session-Id or X-Convo-Session-Key) only the last message "
-        "counts: it must be the user's, with text content; stateless, every message must be "
-        "text (system, developer, user or assistant). Other unknown fields are ignored."
+        "counts: the user's, with text content, or the trailing tool messages that answer "
+        "the calls of the session's paused turn (every call, each once). Stateless, the "
+        "messages reach the model as given (system, developer, user, assistant with "
+        "tool_calls, tool). Other unknown fields are ignored."
     )
     never = {"type": "null"}
     schema["properties"].update(
-        tools={"anyOf": [{"type": "array", "maxItems": 0}, never]},
         functions={"anyOf": [{"type": "array", "maxItems": 0}, never]},
         function_call=never,
-        tool_choice={"enum": ["none", None]},
         n={"enum": [1, None]},
-        response_format={
-            "anyOf": [
-                never,
-                {"type": "object", "required": ["type"], "properties": {"type": {"const": "text"}}},
-            ]
-        },
         audio=never,
         modalities={"anyOf": [{"type": "array", "items": {"const": "text"}}, never]},
         logprobs={"enum": [False, None]},
@@ -680,13 +823,24 @@ def _chat_request_schema(schema: dict[str, Any]) -> None:
     schema["properties"]["user"]["description"] = end_user
     schema["properties"]["safety_identifier"]["description"] = end_user
     schema["properties"]["model"]["description"] = "A generative or agent capability's id."
+    schema["properties"]["tools"]["description"] = (
+        "The app's own function tools (it runs them): offered to the model beside an "
+        "agent's own (a name used by both is 422). A turn that calls one pauses "
+        "(finish_reason tool_calls); the app's next request continues it with tool messages."
+    )
+    schema["properties"]["response_format"]["description"] = (
+        "Structured output: json_object or json_schema on connections whose provider takes "
+        "it (openai), 422 elsewhere; text is the default."
+    )
 
 
 class ChatCompletionRequest(BaseModel):
     """``POST /v1/chat/completions`` as OpenAI's SDKs send it. Strict: a known field of
     the wrong JSON type (``"stream": "yes"``, ``"temperature": "0.5"``) is refused, never
-    coerced. Fields the door refuses (``tools``, ``n`` above 1, ...) are kept as extras to
-    be named in the 422; any other unknown field is ignored."""
+    coerced. Fields the door refuses (``functions``, ``n`` above 1, ...) are kept as
+    extras to be named in the 422; any other unknown field is ignored. (v4) ``tools``,
+    ``tool_choice`` and ``parallel_tool_calls`` offer the app's own tools;
+    ``response_format`` asks for structured output."""
 
     model_config = ConfigDict(extra="allow", strict=True, json_schema_extra=_chat_request_schema)
 
@@ -705,6 +859,10 @@ class ChatCompletionRequest(BaseModel):
         | Annotated[list[Annotated[str, Field(min_length=1, max_length=256)]], Field(max_length=4)]
         | None
     ) = None
+    tools: list[FunctionTool] | None = Field(default=None, max_length=MAX_APP_TOOLS)
+    tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    response_format: ResponseFormat | None = None
 
     @field_validator("max_tokens", "max_completion_tokens", mode="before")
     @classmethod
@@ -723,15 +881,36 @@ class ConvoExtension(Answer):
     run_id: str | None
 
 
+class CalledFunction(BaseModel):
+    name: str
+    arguments: str = Field(description="The arguments, as JSON text.")
+
+
+class ToolCallOut(BaseModel):
+    """A call of one of the app's own tools that the paused turn waits for."""
+
+    id: str
+    type: Literal["function"]
+    function: CalledFunction
+
+
 class ChatMessageOut(BaseModel):
     role: Literal["assistant"]
-    content: str
+    content: str | None = Field(description="Null when a paused turn's calls came with no text.")
+    tool_calls: list[ToolCallOut] | None = Field(
+        default=None,
+        description="The app's own tools the turn paused for (finish_reason tool_calls): "
+        "answer every call with a tool message in the next request.",
+    )
+
+
+ChatFinish = Literal["stop", "length", "content_filter", "tool_calls"]
 
 
 class ChatChoice(BaseModel):
     index: int
     message: ChatMessageOut
-    finish_reason: Literal["stop", "length", "content_filter"]
+    finish_reason: ChatFinish
     logprobs: None = None
 
 
@@ -764,15 +943,31 @@ class ChatCompletion(BaseModel):
     convo: ConvoExtension
 
 
+class CalledFunctionDelta(BaseModel):
+    name: str | None = None
+    arguments: str
+
+
+class ToolCallDelta(BaseModel):
+    """A piece of a paused turn's call: its first chunk has ``id``, ``type`` and the
+    name; the next its arguments."""
+
+    index: int
+    id: str | None = None
+    type: Literal["function"] | None = None
+    function: CalledFunctionDelta
+
+
 class ChatDelta(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    tool_calls: list[ToolCallDelta] | None = None
 
 
 class ChunkChoice(BaseModel):
     index: int
     delta: ChatDelta
-    finish_reason: Literal["stop", "length", "content_filter"] | None
+    finish_reason: ChatFinish | None
     logprobs: None = None
 
 

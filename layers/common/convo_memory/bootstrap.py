@@ -248,6 +248,7 @@ def _turns(
         policy=settings.turn_policy(),
         clock=clock,
         monotonic=monotonic,
+        metrics=adapters.metrics,
     )
 
 

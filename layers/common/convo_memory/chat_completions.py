@@ -14,6 +14,13 @@ or header ``X-Convo-User``, for clients that cannot set body fields) and optiona
 stateless. Who a call says it is must be who the session is for, by id as by key (409).
 In a session only the last message (a user message) is the turn's input: the session's
 replay window, summary and digests stand in for the history an app resends.
+
+(v4) The app's own function tools (``tools``, ``tool_choice``, ``parallel_tool_calls``)
+are offered to the model; a turn that calls one answers ``finish_reason: "tool_calls"``
+with ``message.tool_calls`` (streamed: ``delta.tool_calls`` chunks). In a session the
+trailing ``tool`` messages continue that paused turn (``ToolResults``); stateless, the
+client's own tool exchange after its last user message is the turn's rounds and its
+earlier history passes through as it is. ``response_format`` asks for structured output.
 """
 
 from __future__ import annotations
@@ -28,15 +35,29 @@ from convo_memory import input_gate
 from convo_memory.domain.errors import ServiceError, ValidationFailed
 from convo_memory.domain.generation import GenerationOptions
 from convo_memory.domain.prompt import ChatMessage
+from convo_memory.domain.tools import (
+    AppToolCall,
+    AppTools,
+    ToolChoice,
+    ToolDefinition,
+    ToolReply,
+    ToolRequest,
+    ToolRound,
+    tool_request,
+)
 from convo_memory.domain.turns import (
     AnswerDelta,
+    AppToolCalls,
     Conversation,
     SessionById,
     SessionByKey,
     SessionOwner,
+    ToolOutput,
+    ToolResults,
     TurnBegun,
     TurnCommand,
     TurnEvent,
+    TurnInput,
     TurnResult,
     UserText,
 )
@@ -115,26 +136,34 @@ def chat_turn(request: ChatCompletionRequest, headers: Mapping[str, str]) -> Cha
     _refuse_unsupported(request)
     input_gate.check_path_id("capabilityId", request.model)
     conversation = _conversation(request, {name.lower(): v for name, v in headers.items()})
-    *earlier, last = request.messages
-    if last.role != "user":
-        raise _invalid(f"messages.{len(earlier)}.role", "the last message must be the user's")
-    user_input = _text(last.content, f"messages.{len(earlier)}.content")
-    # Stateless, the model sees the messages as given; in a session, the session's own.
-    history = tuple(_history(earlier)) if conversation is None else ()
+    turn_input: TurnInput
+    history: tuple[ChatMessage, ...] = ()
+    rounds: tuple[ToolRound, ...] = ()
+    if conversation is None:
+        # Stateless, the model sees the messages as given.
+        text, history, rounds = _stateless_messages(request.messages)
+        turn_input = UserText(text)
+    else:
+        # In a session, the session's own history stands in for the app's copy.
+        turn_input = _session_input(request.messages)
+    response_format = request.response_format.sent() if request.response_format else None
     options = GenerationOptions(
         max_tokens=request.max_completion_tokens or request.max_tokens,
         temperature=request.temperature,
         top_p=request.top_p,
         stop=(request.stop,) if isinstance(request.stop, str) else tuple(request.stop or ()),
+        response_format=response_format,
     )
     command = TurnCommand(
         capability_id=request.model,
         conversation=conversation,
-        input=UserText(user_input),
+        input=turn_input,
         options=options,
         history=history,
         stream=request.stream,
         conversational_only=True,
+        app_tools=_app_tools(request),
+        rounds=rounds,
     )
     include_usage = bool(request.stream_options and request.stream_options.include_usage)
     return ChatTurn(command, include_usage)
@@ -215,14 +244,11 @@ def _one(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value == 1
 
 
-TOOL_FIELDS = ("tools", "functions", "function_call", "tool_choice")
+LEGACY_TOOL_FIELDS = ("functions", "function_call")
 REFUSED_UNLESS: tuple[tuple[str, Any], ...] = (
-    ("tools", lambda value: value == []),
     ("functions", lambda value: value == []),
     ("function_call", _is(None)),
-    ("tool_choice", lambda value: value == "none"),
     ("n", _one),
-    ("response_format", lambda value: isinstance(value, dict) and value.get("type") == "text"),
     ("audio", _is(None)),
     ("modalities", _text_only_modalities),
     ("logprobs", _is(False)),
@@ -237,8 +263,8 @@ def _refuse_unsupported(request: Any) -> None:
         if value is None or allowed(value):
             continue
         why = (
-            "tools run server-side: an agent's tools are configured on its capability"
-            if name in TOOL_FIELDS
+            "the legacy form of function calling: offer them as tools"
+            if name in LEGACY_TOOL_FIELDS
             else "this service answers with one text choice"
         )
         raise _invalid(name, f"is not supported ({why})")
@@ -284,16 +310,135 @@ def _text(content: Any, where: str) -> str:
 
 
 def _history(earlier: Iterable[Any]) -> Iterable[ChatMessage]:
+    """A stateless client's messages before its input, as the model is sent them: text,
+    and its own tool exchanges (an assistant's ``tool_calls``, ``tool`` messages)."""
     for index, message in enumerate(earlier):
+        where = f"messages.{index}"
         if message.role in SYSTEM_ROLES:
-            yield ChatMessage("system", _text(message.content, f"messages.{index}.content"))
+            yield ChatMessage("system", _text(message.content, f"{where}.content"))
+        elif message.role == "assistant" and message.tool_calls:
+            requests = tuple(_request(call) for call in message.tool_calls)
+            yield ChatMessage("assistant", _optional_text(message.content, where), requests)
         elif message.role in CHAT_ROLES:
-            yield ChatMessage(message.role, _text(message.content, f"messages.{index}.content"))
+            yield ChatMessage(message.role, _text(message.content, f"{where}.content"))
+        elif message.role == "tool":
+            text = _text(message.content, f"{where}.content")
+            yield ChatMessage("tool", text, tool_call_id=_call_id(message, where))
         else:
+            raise _invalid(f"{where}.role", "must be system, developer, user, assistant or tool")
+
+
+def _stateless_messages(
+    messages: list[Any],
+) -> tuple[str, tuple[ChatMessage, ...], tuple[ToolRound, ...]]:
+    """A stateless request's input (its last user message), the history before it and
+    the tool exchange after it (the rounds of this turn: calls and their results)."""
+    users = [index for index, message in enumerate(messages) if message.role == "user"]
+    last = len(messages) - 1
+    if not users or (messages[last].role != "tool" and users[-1] != last):
+        raise _invalid(
+            f"messages.{last}.role",
+            "the last message must be the user's, or tool messages answering the calls before",
+        )
+    at = users[-1]
+    text = _text(messages[at].content, f"messages.{at}.content")
+    return text, tuple(_history(messages[:at])), _rounds(messages, at + 1)
+
+
+def _rounds(messages: list[Any], start: int) -> tuple[ToolRound, ...]:
+    """``messages[start:]`` as rounds: each an assistant message with ``tool_calls``
+    followed by the ``tool`` messages that answer every one of its calls."""
+    rounds: list[ToolRound] = []
+    index = start
+    while index < len(messages):
+        where = f"messages.{index}"
+        calling = messages[index]
+        if calling.role != "assistant" or not calling.tool_calls:
+            raise _invalid(f"{where}.role", "after the last user message come tool calls only")
+        requests = tuple(_request(call) for call in calling.tool_calls)
+        outputs: dict[str, str] = {}
+        index += 1
+        while index < len(messages) and messages[index].role == "tool":
+            answer = messages[index]
+            call_id = _call_id(answer, f"messages.{index}")
+            outputs[call_id] = _text(answer.content, f"messages.{index}.content")
+            index += 1
+        if set(outputs) != {request.call_id for request in requests}:
+            raise _invalid(f"{where}.tool_calls", "every call needs one tool message, and only it")
+        replies = tuple(ToolReply(r.call_id, r.name, outputs[r.call_id]) for r in requests)
+        rounds.append(ToolRound(_optional_text(calling.content, where), requests, replies))
+    return tuple(rounds)
+
+
+def _session_input(messages: list[Any]) -> TurnInput:
+    """A session's turn input: the last message (the user's), or the trailing ``tool``
+    messages that continue its paused turn (everything before them is the app's copy of
+    the history, ignored)."""
+    last = len(messages) - 1
+    if messages[last].role != "tool":
+        if messages[last].role != "user":
             raise _invalid(
-                f"messages.{index}.role",
-                "must be system, developer, user or assistant (tools run server-side)",
+                f"messages.{last}.role",
+                "the last message must be the user's, or tool messages answering a paused turn",
             )
+        return UserText(_text(messages[last].content, f"messages.{last}.content"))
+    first = last
+    while first > 0 and messages[first - 1].role == "tool":
+        first -= 1
+    return ToolResults(
+        tuple(
+            ToolOutput(
+                _call_id(messages[i], f"messages.{i}"),
+                _text(messages[i].content, f"messages.{i}.content"),
+            )
+            for i in range(first, last + 1)
+        )
+    )
+
+
+def _call_id(message: Any, where: str) -> str:
+    if not message.tool_call_id:
+        raise _invalid(f"{where}.tool_call_id", "is required on a tool message")
+    return str(message.tool_call_id)
+
+
+def _optional_text(content: Any, where: str) -> str:
+    """An assistant message's text beside its tool calls (none is common)."""
+    return "" if content is None or content == "" else _text(content, f"{where}.content")
+
+
+def _request(call: Any) -> ToolRequest:
+    """A tool call a client sends back as the model made it."""
+    return tool_request(call.id, call.function.name, call.function.arguments, "arguments")
+
+
+def _app_tools(request: Any) -> AppTools | None:
+    """The app's own tools and how the model may call them (None: none offered);
+    ``422`` for a name used twice, or a ``tool_choice`` that names no offered tool."""
+    choice = request.tool_choice
+    if not request.tools:
+        if choice not in (None, "auto", "none"):
+            raise _invalid("tool_choice", "asks for a tool call, but no tools are offered")
+        return None
+    names = [tool.function.name for tool in request.tools]
+    if len(set(names)) != len(names):
+        raise _invalid("tools", "each tool needs a name of its own")
+    definitions = tuple(
+        ToolDefinition(
+            tool.function.name,
+            tool.function.description,
+            tool.function.parameters or {"type": "object", "properties": {}},
+        )
+        for tool in request.tools
+    )
+    parallel = request.parallel_tool_calls
+    if choice in (None, "auto"):
+        return AppTools(definitions, ToolChoice("auto", None, parallel))
+    if choice in ("none", "required"):
+        return AppTools(definitions, ToolChoice(choice, None, parallel))
+    if choice.function.name not in names:
+        raise _invalid("tool_choice.function.name", "names no tool of tools")
+    return AppTools(definitions, ToolChoice("function", choice.function.name, parallel))
 
 
 # -- answers -------------------------------------------------------------------------------
@@ -318,8 +463,23 @@ def _stamp(result: TurnResult, model: str) -> CompletionStamp:
 
 
 def finish_reason(result: TurnResult) -> str:
-    """``content_filter`` for a withheld answer, else how the model ended."""
+    """``tool_calls`` for a turn paused for the app's tools, ``content_filter`` for a
+    withheld answer, else how the model ended."""
+    if result.tool_calls:
+        return "tool_calls"
     return "content_filter" if result.withheld else result.finish
+
+
+def tool_calls_json(calls: Iterable[AppToolCall]) -> list[dict[str, Any]]:
+    """The calls of a paused turn, as ``message.tool_calls``."""
+    return [
+        {
+            "id": call.call_id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": call.arguments},
+        }
+        for call in calls
+    ]
 
 
 def usage_of(result: TurnResult) -> dict[str, Any] | None:
@@ -349,6 +509,11 @@ def convo_extension(result: TurnResult) -> dict[str, Any]:
 def chat_completion(result: TurnResult, model: str) -> dict[str, Any]:
     """The ``chat.completion`` of a turn."""
     stamp = _stamp(result, model)
+    message: dict[str, Any] = {"role": "assistant", "content": result.output}
+    if result.tool_calls:
+        # As OpenAI answers a call that came with no text: content null.
+        message["content"] = result.output or None
+        message["tool_calls"] = tool_calls_json(result.tool_calls)
     body: dict[str, Any] = {
         "id": stamp.id,
         "object": "chat.completion",
@@ -357,7 +522,7 @@ def chat_completion(result: TurnResult, model: str) -> dict[str, Any]:
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": result.output},
+                "message": message,
                 "finish_reason": finish_reason(result),
                 "logprobs": None,
             }
@@ -394,6 +559,23 @@ def delta_line(stamp: CompletionStamp, text: str) -> str:
     return data_line(_chunk(stamp, {"content": text}, None))
 
 
+def tool_call_lines(stamp: CompletionStamp, calls: Iterable[AppToolCall]) -> str:
+    """The chunks of a paused turn's calls, as OpenAI streams them: per call one chunk
+    with its ``index``, ``id``, ``type`` and name, then one with its arguments."""
+    lines = []
+    for index, call in enumerate(calls):
+        head = {
+            "index": index,
+            "id": call.call_id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": ""},
+        }
+        arguments = {"index": index, "function": {"arguments": call.arguments}}
+        lines.append(data_line(_chunk(stamp, {"tool_calls": [head]}, None)))
+        lines.append(data_line(_chunk(stamp, {"tool_calls": [arguments]}, None)))
+    return "".join(lines)
+
+
 def last_lines(result: TurnResult, model: str, include_usage: bool) -> str:
     """The stream's last chunk (``finish_reason``, ``convo``, and ``usage`` when asked
     for and known), then ``data: [DONE]``."""
@@ -414,11 +596,13 @@ def error_lines(error: ServiceError) -> str:
 
 def whole_stream(result: TurnResult, model: str, include_usage: bool) -> str:
     """A stream written at once from its result (a replayed turn, or one that made no
-    delta): role, the answer as one delta, the last chunk."""
+    delta): role, the answer as one delta (and a paused turn's calls), the last chunk."""
     stamp = _stamp(result, model)
+    text = delta_line(stamp, result.output) if result.output or not result.tool_calls else ""
     return (
         first_line(stamp)
-        + delta_line(stamp, result.output)
+        + text
+        + tool_call_lines(stamp, result.tool_calls)
         + last_lines(result, model, include_usage)
     )
 
@@ -427,20 +611,23 @@ def chunk_frames(
     items: Iterable[TurnEvent | TurnResult | ServiceError], model: str, include_usage: bool
 ) -> Iterator[str]:
     """A chat stream's lines from a turn's events: the role chunk before the first
-    delta, each delta, then the last chunk and ``[DONE]`` (or, after a failure, one
-    error line and ``[DONE]``). Tools the service calls are not the client's: their
-    events are not written."""
+    delta, each delta, a paused turn's calls (v4), then the last chunk and ``[DONE]``
+    (or, after a failure, one error line and ``[DONE]``). Tools the service calls are
+    not the client's: their events are not written."""
     begun: TurnBegun | None = None
     stamp: CompletionStamp | None = None
     for item in items:
         if isinstance(item, TurnBegun):
             begun = item
-        elif isinstance(item, AnswerDelta):
+        elif isinstance(item, AnswerDelta | AppToolCalls):
             if stamp is None:
-                assert begun is not None  # a turn begins before its first delta
+                assert begun is not None  # a turn begins before its first event
                 stamp = CompletionStamp.of(begun.reply_id, begun.created, model)
                 yield first_line(stamp)
-            yield delta_line(stamp, item.text)
+            if isinstance(item, AnswerDelta):
+                yield delta_line(stamp, item.text)
+            else:
+                yield tool_call_lines(stamp, item.calls)
         elif isinstance(item, TurnResult):
             if stamp is None:
                 yield whole_stream(item, model, include_usage)

@@ -103,6 +103,9 @@ class Settings(BaseModel):
     # the KMS key that encrypts webhook signing secrets.
     tool_allowed_hosts: tuple[str, ...] = ()
     tool_timeout_seconds: float = Field(default=10, gt=0, le=300)
+    # (v4) A turn paused for the app's own tools is recorded as abandoned after this long
+    # (by the next request, or the retention run).
+    pending_turn_seconds: float = Field(default=900, ge=60, le=86_400)
     # API Gateway stops waiting at 30 s: a turn ends (and is recorded) before that.
     turn_deadline_seconds: float = Field(default=25, ge=1, le=28)
     # The streaming Function URL waits as long as its function runs (300 s): a streamed
@@ -184,6 +187,7 @@ class Settings(BaseModel):
             digest_retention_seconds=self.digest_retention_hours * 3600,
             activity_granularity_seconds=self.activity_granularity_seconds,
             turn_deadline_seconds=self.turn_deadline_seconds,
+            pending_turn_seconds=self.pending_turn_seconds,
         )
 
     def summary_policy(self) -> SummaryPolicy:
@@ -273,6 +277,7 @@ class Settings(BaseModel):
             "tool_timeout_seconds": "TOOL_TIMEOUT_SECONDS",
             "turn_deadline_seconds": "TURN_DEADLINE_SECONDS",
             "stream_turn_deadline_seconds": "STREAM_TURN_DEADLINE_SECONDS",
+            "pending_turn_seconds": "PENDING_TURN_SECONDS",
             "tool_secret_key_id": "TOOL_SECRET_KEY_ID",
             "workspace_turns_per_second": "WORKSPACE_TURNS_PER_SECOND",
             "workspace_turn_burst": "WORKSPACE_TURN_BURST",

@@ -429,13 +429,13 @@ class RetentionStore(Protocol):
 
     def paused_turns(self, shard: int, before: str) -> Iterator[tuple[str, int]]:
         """(v4) ``(sessionId, userSeq)`` of one shard's turns paused for the app's tools
-        since before ``before``, oldest first."""
+        that stopped waiting before ``before``, oldest first."""
         ...
 
     def abandon_paused(self, session_id: str, user_seq: int, before: str) -> bool:
-        """(v4) Record the turn paused at ``user_seq`` as abandoned if it has been
-        waiting since before ``before`` (a pause ended or renewed meanwhile is left
-        alone): whether this call recorded it."""
+        """(v4) Record the turn paused at ``user_seq`` as abandoned if it stopped waiting
+        before ``before`` (a pause ended or renewed meanwhile is left alone): whether
+        this call recorded it."""
         ...
 
     def refresh_activity(self, session_id: str, seen: str, last_active_at: str) -> bool: ...

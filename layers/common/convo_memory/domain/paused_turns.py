@@ -51,7 +51,8 @@ SEPARATOR = "\n\n"
 @dataclass(frozen=True)
 class PendingTurn:
     """A turn waiting for the app's tool results. ``user_seq`` is its position (0 until
-    kept); ``created_at`` when the turn began, ``since`` when it last paused;
+    kept); ``created_at`` when the turn began, ``since`` when it last paused,
+    ``expires`` when it stops waiting (``PENDING_TURN_SECONDS`` later);
     ``rounds`` the finished rounds of tool calls, ``step`` the paused one (its replies
     answer the service's requests only), ``app_call_ids`` the requests of ``step`` the
     app answers; ``calls`` every tool call so far, the service's and the app's
@@ -63,6 +64,7 @@ class PendingTurn:
     user_seq: int
     created_at: str
     since: str
+    expires: str
     user_input: str
     prompt_record: PromptRecord
     summary: Summary | None
@@ -117,6 +119,7 @@ class PendingTurn:
             "id": self.pause_id,
             "at": self.created_at,
             "since": self.since,
+            "until": self.expires,
             # Seqs as distances back from the position (1 while it has none, for sizing).
             "record": self.prompt_record.encode(self.user_seq or 1),
             "rounds": [_round_json(r) for r in self.rounds],
@@ -151,6 +154,7 @@ class PendingTurn:
             user_seq=user_seq,
             created_at=str(data["at"]),
             since=str(data["since"]),
+            expires=str(data["until"]),
             user_input=user_input,
             prompt_record=PromptRecord.decode(str(data["record"]), user_seq),
             summary=None if summary is None else Summary(**_summary_fields(summary)),

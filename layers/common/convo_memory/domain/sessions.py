@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         Summary,
         ToolDigest,
     )
+    from convo_memory.domain.paused_turns import PendingTurn
 
 
 @dataclass(frozen=True)
@@ -49,12 +50,14 @@ class SessionChanges:
 class ContextPreview:
     """Exactly what the next turn of a session sees: the replay window (the replayed
     messages and what it leaves out), the summary shown, the live digests of the
-    replayed turns, and the session's recall."""
+    replayed turns, and the session's recall; and (v4) the turn waiting for the app's
+    tool results, if one is (``/context``'s ``pendingTurn``)."""
 
     window: ReplayWindow
     summary: Summary | None
     tool_digests: tuple[ToolDigest, ...]
     recall: Recall | None
+    pending: PendingTurn | None = None
 
     @property
     def messages(self) -> tuple[Message, ...]:

@@ -108,7 +108,7 @@ class PausedTurns:
         return pending
 
     def expired(self, pending: PendingTurn) -> bool:
-        return self._clock() - parse_iso(pending.since) >= self._pending_seconds
+        return self._clock() >= parse_iso(pending.expires)
 
     def _abandon(
         self, workspace_id: str, state: TurnState, pending: PendingTurn, until: float
@@ -190,12 +190,14 @@ class PausedTurns:
         else:
             first = FirstCall(previous.user_input, previous.prompt_record, previous.summary)
             previous_texts = previous.texts
-        now = iso_at(self._clock())
+        clock = self._clock()
+        now = iso_at(clock)
         return PendingTurn(
             pause_id=PendingTurn.new_pause_id(),
             user_seq=previous.user_seq if previous else 0,
             created_at=previous.created_at if previous else now,
             since=now,
+            expires=iso_at(clock + self._pending_seconds),
             user_input=first.user_input,
             prompt_record=first.record,
             summary=first.summary,

@@ -19,9 +19,10 @@ Three windows, narrowest first (``Settings`` validates the order at start-up):
    then the whole session partition (head last) is deleted. Agent run traces live in the
    runs table and are never touched.
 
-(v4) It also ends the turns **paused for the app's tools** longer than
-``PENDING_TURN_SECONDS`` (``PENDING#NN``): each is recorded as abandoned, its user
-message with the text that came with the calls, unless a request ended it first.
+(v4) It also ends the turns **paused for the app's tools** that waited their
+``PENDING_TURN_SECONDS`` out (``PENDING#NN``, by when they stop waiting): each is recorded
+as abandoned, its user message with the text that came with the calls, unless a request
+ended it first.
 
 It also **finishes deletions** (``DELETING#NN``): a deleted session's contents are swept
 again and its head removed once ``DELETION_GRACE_SECONDS`` have passed, longer than any
@@ -56,8 +57,6 @@ class RetentionPolicy:
     idle_archive_days: float = 7
     purge_after_days: float = 30
     deletion_grace_seconds: float = 900
-    # A turn paused for the app's tools this long is recorded as abandoned (v4).
-    pending_turn_seconds: float = 900
     max_archives_per_run: int = MAX_ARCHIVES_PER_RUN
     max_purges_per_run: int = MAX_PURGES_PER_RUN
     min_seconds_left: float = MIN_SECONDS_LEFT
@@ -191,9 +190,9 @@ class RetentionService:
     def _abandon_paused(
         self, now: datetime, report: RetentionReport, at_bound: Callable[[int, int], bool]
     ) -> None:
-        """Record every turn paused for the app's tools longer than the policy allows
-        as abandoned (every shard, read lazily, oldest first)."""
-        before = iso(now - timedelta(seconds=self._policy.pending_turn_seconds))
+        """Record every turn paused for the app's tools that waits no more as abandoned
+        (every shard, read lazily, oldest first)."""
+        before = iso(now)
         for shard in range(self._store.activity_shards):
             for session_id, user_seq in self._store.paused_turns(shard, before):
                 if at_bound(report.pauses_abandoned, self._policy.max_archives_per_run):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from convo_memory.domain.errors import (
@@ -16,7 +17,7 @@ from convo_memory.domain.errors import (
     ValidationFailed,
 )
 from convo_memory.domain.ids import new_id
-from convo_memory.domain.models import Capability, Message, Session, iso_at
+from convo_memory.domain.models import Capability, Message, Session, iso_at, parse_iso
 from convo_memory.domain.prompt import DEFAULT_INSTRUCTIONS, new_fence_nonce
 from convo_memory.domain.prompt_record import SentPrompt, sent_prompt
 from convo_memory.domain.sessions import ContextPreview, NewSession, SessionChanges, context_of
@@ -170,7 +171,9 @@ class SessionService:
         return page, ({"after": page[-1].seq} if more and page else None)
 
     def context(self, workspace_id: str, session_id: str) -> ContextPreview:
-        """Exactly what the next turn would see."""
+        """Exactly what the next turn would see, and the turn still waiting for the app's
+        tool results (one past its ``PENDING_TURN_SECONDS`` waits no more: the next
+        request, or the retention run, records it as abandoned)."""
         session = self.get(workspace_id, session_id)
         capability = self._catalog.get(workspace_id, session.capability_id)
         policy = capability.replay_policy
@@ -179,7 +182,11 @@ class SessionService:
         )
         if state is None:
             raise SessionNotFound(f"session {session_id!r} not found")
-        return context_of(state, policy, self._clock())
+        now = self._clock()
+        pending = state.pending
+        if pending is not None and now >= parse_iso(pending.expires):
+            pending = None
+        return replace(context_of(state, policy, now), pending=pending)
 
     def sent_prompt(self, workspace_id: str, session_id: str, seq: int) -> SentPrompt:
         """What the model was sent for the first model call of the turn that holds

@@ -35,8 +35,8 @@ a *pending* item (``id`` the pause's id, ``at`` when it paused, ``u`` the user m
 trace was stored), which the turn's final item (or its abandoned record) replaces with a
 put conditional on the pause's id. It holds the position (a racing turn moves on) and
 is read by a turn's one Query; it is no message: transcript reads skip it. While it
-waits it is in the byActivity index under ``PENDING#NN`` (sort key: when it paused), so
-the retention run finds a pause left too long.
+waits it is in the byActivity index under ``PENDING#NN`` (sort key: when it stops
+waiting), so the retention run finds a pause left too long.
 
 The head carries no message count: it is the newest turn's position (read with it), so a
 turn writes nothing but its own item. Its ``lastActiveAt`` is a coarse activity mark for
@@ -343,7 +343,7 @@ def pending_item(session_id: str, user_seq: int, pending: PendingTurn) -> Item:
         PENDING_STATE: string_value(kept.to_json()),
         PENDING_MARK: {"BOOL": True},
         "gsi2pk": string_value(f"{PENDING_INDEX_PREFIX}#{activity_shard(session_id):02d}"),
-        "gsi2sk": string_value(kept.since),
+        "gsi2sk": string_value(kept.expires),
     }
     if kept.traced and kept.run_id:
         item["r"] = string_value(kept.run_id)

@@ -1,7 +1,7 @@
 """What the scheduled retention run reads and changes on DynamoDB, through the sparse,
 keys-only byActivity index: ``ACTIVE#NN`` (sort key: the coarse lastActiveAt mark),
 ``ARCHIVED#NN`` (archivedAt) and ``DELETING#NN`` (deletedAt) hold session heads;
-``PENDING#NN`` (when it paused) the turns paused for the app's tools (v4). The index is
+``PENDING#NN`` (when it stops waiting) the turns paused for the app's tools (v4). The index is
 eventually consistent, so every change re-checks its item with a conditional write."""
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class DynamoRetentionStore:
         if item is None or not items.is_pending(item):
             return False
         pending = items.pending_from(item)
-        if pending.since >= before:
+        if pending.expires >= before:
             return False  # it paused again since the index was written
         try:
             self._turns.append_turn(session_id, user_seq - 1, abandoned_turn(pending))

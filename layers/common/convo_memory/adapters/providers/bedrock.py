@@ -19,22 +19,25 @@ Tools (``step``): ``toolConfig`` offers each tool with its ``inputSchema``; a re
 ``stopReason`` is ``tool_use`` carries ``toolUse`` blocks, answered in the next call by
 ``toolResult`` blocks. Bedrock requires ``toolConfig`` whenever the messages hold such
 blocks, so the final call of a loop that ran out of steps keeps it and asks in words for
-an answer without tools (the loop ignores any tool request in that reply).
+an answer without tools (the loop ignores any tool request in that reply). (v4) The
+app's ``tool_choice`` becomes ``toolChoice`` (``auto``, ``any``, ``tool``; Converse has
+no parallel-calls switch), and a stateless client's own tool exchanges in its history
+become ``toolUse`` / ``toolResult`` blocks when tools are offered (else text).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from convo_memory.adapters.providers.openai_http import shorten
-from convo_memory.adapters.providers.tool_input import tool_request
 from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.generation import Completion, FinishReason, ModelStep, TokenUsage
 from convo_memory.domain.prompt import ChatMessage, Prompt
-from convo_memory.domain.tools import ToolDefinition, ToolRound
+from convo_memory.domain.tools import AUTO, ToolChoice, ToolDefinition, ToolRound, tool_request
 from convo_memory.ports import TextSink
 
 logger = logging.getLogger(__name__)
@@ -120,22 +123,54 @@ def _botocore_errors() -> tuple[type[Exception], ...]:
     return (ClientError, BotoCoreError)
 
 
-def normalize_messages(messages: Iterable[ChatMessage]) -> list[dict[str, Any]]:
+def normalize_messages(
+    messages: Iterable[ChatMessage], tool_blocks: bool = False
+) -> list[dict[str, Any]]:
     """Converse messages: first role ``user``, roles alternating, no blank text.
 
-    Consecutive messages of one role are merged with a blank line; a leading assistant
-    message is kept behind ``LEADING_USER_PLACEHOLDER``.
+    Consecutive messages of one role are merged (texts with a blank line); a leading
+    assistant message is kept behind ``LEADING_USER_PLACEHOLDER``. A client's own tool
+    exchange (v4) becomes ``toolUse`` / ``toolResult`` blocks with ``tool_blocks``, else
+    text that says what was called and returned.
     """
-    merged: list[tuple[str, str]] = []
+    merged: list[tuple[str, list[dict[str, Any]]]] = []
     for message in messages:
-        content = message.content if message.content.strip() else EMPTY_CONTENT_PLACEHOLDER
-        if merged and merged[-1][0] == message.role:
-            merged[-1] = (message.role, f"{merged[-1][1]}\n\n{content}")
+        role, blocks = _blocks_of(message, tool_blocks)
+        if merged and merged[-1][0] == role:
+            last = merged[-1][1]
+            if "text" in last[-1] and "text" in blocks[0]:
+                last[-1] = {"text": f"{last[-1]['text']}\n\n{blocks[0]['text']}"}
+                blocks = blocks[1:]
+            last.extend(blocks)
         else:
-            merged.append((message.role, content))
+            merged.append((role, blocks))
     if merged and merged[0][0] != "user":
-        merged.insert(0, ("user", LEADING_USER_PLACEHOLDER))
-    return [{"role": role, "content": [{"text": text}]} for role, text in merged]
+        merged.insert(0, ("user", [{"text": LEADING_USER_PLACEHOLDER}]))
+    return [{"role": role, "content": blocks} for role, blocks in merged]
+
+
+def _blocks_of(message: ChatMessage, tool_blocks: bool) -> tuple[str, list[dict[str, Any]]]:
+    """A message's role and content blocks in Converse."""
+    text = message.content if message.content.strip() else EMPTY_CONTENT_PLACEHOLDER
+    if message.role == "tool":
+        if not tool_blocks:
+            return "user", [{"text": f"[result of tool call {message.tool_call_id}] {text}"}]
+        result = {"toolUseId": message.tool_call_id, "content": [{"text": text}]}
+        return "user", [{"toolResult": result}]
+    if not message.tool_calls:
+        return message.role, [{"text": text}]
+    if not tool_blocks:
+        called = "; ".join(
+            f"{r.name}({json.dumps(dict(r.input), ensure_ascii=False)}) as {r.call_id}"
+            for r in message.tool_calls
+        )
+        return message.role, [{"text": f"{message.content}\n[called tools: {called}]".strip()}]
+    blocks: list[dict[str, Any]] = [{"text": message.content}] if message.content.strip() else []
+    blocks.extend(
+        {"toolUse": {"toolUseId": r.call_id, "name": r.name, "input": dict(r.input)}}
+        for r in message.tool_calls
+    )
+    return message.role, blocks
 
 
 def cache_point(ttl: str | None = None) -> dict[str, Any]:
@@ -211,15 +246,18 @@ class BedrockConverseProvider:
             self._client = self._client_factory()
         return self._client
 
-    def request(self, prompt: Prompt, *, streaming: bool = False) -> dict[str, Any]:
-        """The keyword arguments of a converse / converse_stream call."""
+    def request(
+        self, prompt: Prompt, *, streaming: bool = False, tool_blocks: bool = False
+    ) -> dict[str, Any]:
+        """The keyword arguments of a converse / converse_stream call (``tool_blocks``:
+        the call offers tools, so a client's tool exchange travels as tool blocks)."""
         caching = self.prompt_caching
         kwargs: dict[str, Any] = {
             "modelId": self.model_id,
             "messages": (
                 cached_messages(prompt.messages, self.cache_point)
                 if caching and prompt.replay_reused
-                else normalize_messages(prompt.messages)
+                else normalize_messages(prompt.messages, tool_blocks)
             ),
         }
         if prompt.system.strip():
@@ -253,9 +291,11 @@ class BedrockConverseProvider:
         *,
         final: bool = False,
         streaming: bool = False,
+        choice: ToolChoice = AUTO,
     ) -> dict[str, Any]:
         """The keyword arguments of a tool loop's converse / converse_stream call."""
-        kwargs = self.request(prompt, streaming=streaming)
+        offered = bool(tools) and bool(rounds or not final)
+        kwargs = self.request(prompt, streaming=streaming, tool_blocks=offered)
         messages: list[dict[str, Any]] = kwargs["messages"]
         for round_ in rounds:
             content: list[dict[str, Any]] = []
@@ -283,8 +323,15 @@ class BedrockConverseProvider:
             )
         if final and rounds:
             messages[-1]["content"].append({"text": FINAL_ANSWER_REQUEST})
-        if tools and (rounds or not final):
-            kwargs["toolConfig"] = {"tools": [tool_spec(tool) for tool in tools]}
+        if offered:
+            config: dict[str, Any] = {"tools": [tool_spec(tool) for tool in tools]}
+            if not final and choice.mode in ("required", "function"):
+                config["toolChoice"] = (
+                    {"any": {}}
+                    if choice.mode == "required"
+                    else {"tool": {"name": choice.function}}
+                )
+            kwargs["toolConfig"] = config
         return kwargs
 
     def step(
@@ -296,10 +343,13 @@ class BedrockConverseProvider:
         timeout: float,
         final: bool = False,
         on_text: TextSink | None = None,
+        choice: ToolChoice = AUTO,
     ) -> ModelStep:
         """One Converse call of the tool loop (ConverseStream with ``on_text``)."""
         errors = _botocore_errors()
-        kwargs = self.tool_request(prompt, rounds, tools, final=final, streaming=bool(on_text))
+        kwargs = self.tool_request(
+            prompt, rounds, tools, final=final, streaming=bool(on_text), choice=choice
+        )
         try:
             client = self._client_within(timeout)
             if on_text is None:

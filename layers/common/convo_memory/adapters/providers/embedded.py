@@ -3,6 +3,13 @@
 The answer always contains the user's latest input verbatim (contract), followed by a
 short note that shows what the model was given (how many earlier messages, whether a
 summary or tool results were in the prompt), so tests and demos can see memory at work.
+
+(v4) Both call tools the same way (``step``): each offered tool whose name occurs in
+the user's input, once each, with ``{"query": "<input>"}`` (the agent's built-in tools
+by their own rule), then they answer quoting what the tools returned. So the app's own
+tools work on ``make run`` with no network. ``tool_choice`` is followed (``required``:
+the first tool when no name occurs; a named function: that one), and
+``parallel_tool_calls: false`` makes one call per step.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from convo_memory.adapters.tools.builtin import (
@@ -25,7 +33,15 @@ from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.generation import Completion, ModelStep
 from convo_memory.domain.models import iso, utc_now
 from convo_memory.domain.prompt import Prompt, estimated_usage
-from convo_memory.domain.tools import ToolCall, ToolDefinition, ToolReply, ToolRequest, ToolRound
+from convo_memory.domain.tools import (
+    AUTO,
+    ToolCall,
+    ToolChoice,
+    ToolDefinition,
+    ToolReply,
+    ToolRequest,
+    ToolRound,
+)
 from convo_memory.ports import TextSink
 
 _FENCE_OPEN = re.compile(r'<data-([0-9A-Za-z]+) kind="([a-z-]+)"')
@@ -120,7 +136,9 @@ class _EmbeddedBase:
     def stream(self, prompt: Prompt) -> Iterator[str]:
         """Yield ``complete(prompt).text`` in small pieces, in order."""
         self._check_fail()
-        text = self.complete(prompt).text
+        yield from self._pieces(self.complete(prompt).text)
+
+    def _pieces(self, text: str) -> Iterator[str]:
         for index, piece in enumerate(split_chunks(text)):
             if self.fail_after_chunks is not None and index >= self.fail_after_chunks:
                 raise ProviderError("The embedded model provider failed mid-stream.")
@@ -129,14 +147,57 @@ class _EmbeddedBase:
                 time.sleep(delay)
             yield piece
 
+    def _plan(
+        self, prompt: Prompt, rounds: Sequence[ToolRound], tools: Sequence[ToolDefinition]
+    ) -> tuple[ToolRequest, ...]:
+        """The tools this model would call for the prompt's input (none by default)."""
+        return ()
+
+    def _answer(self, prompt: Prompt, rounds: Sequence[ToolRound]) -> str:
+        raise NotImplementedError
+
+    def step(
+        self,
+        prompt: Prompt,
+        rounds: Sequence[ToolRound],
+        tools: Sequence[ToolDefinition],
+        *,
+        timeout: float,
+        final: bool = False,
+        on_text: TextSink | None = None,
+        choice: ToolChoice = AUTO,
+    ) -> ModelStep:
+        """Call the tools the input names that were not called yet this turn (as
+        ``choice`` allows); answer once there are none."""
+        self._check_fail()
+        if not final:
+            requests = planned_calls(self._plan(prompt, rounds, tools), rounds, tools, choice)
+            if requests:
+                return ModelStep("", requests, estimated_usage(prompt, ""))
+        text = self._answer(prompt, rounds)
+        if on_text is not None:
+            for piece in self._pieces(text):
+                on_text(piece)
+        return ModelStep(text, usage=estimated_usage(prompt, text))
+
 
 class EmbeddedChatProvider(_EmbeddedBase):
-    """Generative provider: echoes the input verbatim and describes its memory."""
+    """Generative provider: echoes the input verbatim and describes its memory. Offered
+    tools (the app's own, v4), it calls those whose name occurs in the input."""
 
     def complete(self, prompt: Prompt) -> Completion:
         self._check_fail()
-        text = f'You said: "{latest_input(prompt)}". {memory_note(prompt)}'
+        text = self._answer(prompt, ())
         return Completion(text=text, usage=estimated_usage(prompt, text))
+
+    def _plan(
+        self, prompt: Prompt, rounds: Sequence[ToolRound], tools: Sequence[ToolDefinition]
+    ) -> tuple[ToolRequest, ...]:
+        return named_calls(latest_input(prompt), tools)
+
+    def _answer(self, prompt: Prompt, rounds: Sequence[ToolRound]) -> str:
+        parts = [f'You said: "{latest_input(prompt)}".', *_described(rounds), memory_note(prompt)]
+        return " ".join(parts)
 
 
 # --- the agent ----------------------------------------------------------------------
@@ -155,20 +216,11 @@ def quote(text: str, limit: int = QUOTE_CHARS) -> str:
 
 def plan_tool_requests(text: str, tools: Sequence[ToolDefinition]) -> tuple[ToolRequest, ...]:
     """The embedded agent's deterministic plan for an input: each offered webhook tool
-    whose name occurs in it (case-insensitively), once each in order of occurrence, with
-    ``{"query": <input>}``; then ``lookup_order`` when the input holds an order number
-    (3-12 digits), else ``search_kb``, if offered."""
-    folded = text.casefold()
-    found: list[tuple[int, int, str]] = []
-    for position, tool in enumerate(tools):
-        if tool.name in BUILTIN_TOOLS:
-            continue
-        index = folded.find(tool.name.casefold())
-        if index >= 0:
-            found.append((index, position, tool.name))
-    planned: list[tuple[str, dict[str, Any]]] = [
-        (name, {"query": text}) for _, _, name in sorted(found)
-    ]
+    (or app tool, v4) whose name occurs in it (case-insensitively), once each in order of
+    occurrence, with ``{"query": <input>}``; then ``lookup_order`` when the input holds
+    an order number (3-12 digits), else ``search_kb``, if offered."""
+    named = named_calls(text, [tool for tool in tools if tool.name not in BUILTIN_TOOLS])
+    planned: list[tuple[str, dict[str, Any]]] = [(r.name, dict(r.input)) for r in named]
     offered = {tool.name for tool in tools}
     match = _ORDER_NUMBER.search(text)
     if match and "lookup_order" in offered:
@@ -179,6 +231,55 @@ def plan_tool_requests(text: str, tools: Sequence[ToolDefinition]) -> tuple[Tool
         ToolRequest(f"call_{index + 1}", name, tool_input)
         for index, (name, tool_input) in enumerate(planned)
     )
+
+
+def named_calls(text: str, tools: Sequence[ToolDefinition]) -> tuple[ToolRequest, ...]:
+    """A call of each tool whose name occurs in ``text`` (case-insensitively), in order
+    of occurrence, with ``{"query": <text>}``."""
+    folded = text.casefold()
+    found = sorted(
+        (folded.find(tool.name.casefold()), position, tool.name)
+        for position, tool in enumerate(tools)
+        if tool.name.casefold() in folded
+    )
+    return tuple(
+        ToolRequest(f"call_{index + 1}", name, {"query": text})
+        for index, (_, _, name) in enumerate(found)
+    )
+
+
+def planned_calls(
+    planned: Sequence[ToolRequest],
+    rounds: Sequence[ToolRound],
+    tools: Sequence[ToolDefinition],
+    choice: ToolChoice,
+) -> tuple[ToolRequest, ...]:
+    """What a step calls of ``planned``: the calls of tools not called yet this turn, as
+    ``choice`` asks (a named function: only it; ``required``: the first tool when none
+    was planned; ``parallel`` false: one call); ids unique within the turn."""
+    called = {request.name for round_ in rounds for request in round_.requests}
+    query = {"query": planned[0].input.get("query", "")} if planned else {}
+    if choice.mode == "function":
+        named = [r for r in planned if r.name == choice.function]
+        offered = any(tool.name == choice.function for tool in tools)
+        fallback = [ToolRequest("call_1", str(choice.function), query)] if offered else []
+        planned = named or fallback
+    elif choice.mode == "required" and not planned and tools:
+        planned = [ToolRequest("call_1", tools[0].name, query)]
+    todo = [r for r in planned if r.name not in called]
+    if choice.parallel is False:
+        todo = todo[:1]
+    step = f"{len(rounds) + 1}_" if rounds else ""
+    return tuple(replace(r, call_id=f"call_{step}{i + 1}") for i, r in enumerate(todo))
+
+
+def _described(rounds: Sequence[ToolRound]) -> list[str]:
+    """A sentence per tool call of the turn, quoting what it returned."""
+    return [
+        _describe(request, reply)
+        for round_ in rounds
+        for request, reply in zip(round_.requests, round_.replies, strict=False)
+    ]
 
 
 def _describe(request: ToolRequest, reply: ToolReply) -> str:
@@ -228,42 +329,13 @@ class EmbeddedAgentProvider(_EmbeddedBase):
         super().__init__(chunk_delay=chunk_delay, fail=fail, fail_after_chunks=fail_after_chunks)
         self.tools: tuple[str, ...] = tuple(tools) if tools else BUILTIN_TOOLS
 
-    def step(
-        self,
-        prompt: Prompt,
-        rounds: Sequence[ToolRound],
-        tools: Sequence[ToolDefinition],
-        *,
-        timeout: float,
-        final: bool = False,
-        on_text: TextSink | None = None,
-    ) -> ModelStep:
-        """Ask for the planned tools on a turn's first step; answer afterwards."""
-        self._check_fail()
-        if not rounds and not final:
-            requests = plan_tool_requests(latest_input(prompt), tools)
-            if requests:
-                return ModelStep("", requests, estimated_usage(prompt, ""))
-        text = self._answer(prompt, rounds)
-        if on_text is not None:
-            for piece in self._pieces(text):
-                on_text(piece)
-        return ModelStep(text, usage=estimated_usage(prompt, text))
-
-    def _pieces(self, text: str) -> Iterator[str]:
-        for index, piece in enumerate(split_chunks(text)):
-            if self.fail_after_chunks is not None and index >= self.fail_after_chunks:
-                raise ProviderError("The embedded model provider failed mid-stream.")
-            delay = chunk_delay_from_env() if self.chunk_delay is None else self.chunk_delay
-            if delay > 0:
-                time.sleep(delay)
-            yield piece
+    def _plan(
+        self, prompt: Prompt, rounds: Sequence[ToolRound], tools: Sequence[ToolDefinition]
+    ) -> tuple[ToolRequest, ...]:
+        return plan_tool_requests(latest_input(prompt), tools)
 
     def _answer(self, prompt: Prompt, rounds: Sequence[ToolRound]) -> str:
-        parts = [f'You said: "{latest_input(prompt)}".']
-        for round_ in rounds:
-            pairs = zip(round_.requests, round_.replies, strict=False)
-            parts.extend(_describe(request, reply) for request, reply in pairs)
+        parts = [f'You said: "{latest_input(prompt)}".', *_described(rounds)]
         note = memory_note(prompt)
         earlier = _replayed_tool_results(prompt)
         if earlier:

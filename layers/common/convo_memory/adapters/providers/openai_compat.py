@@ -7,7 +7,10 @@ server produces them.
 Tools (``step``): the request offers ``tools`` (functions with their JSON Schema); a reply
 carries ``tool_calls`` (streamed as pieces, accumulated by index), answered in the next
 call by ``role: "tool"`` messages. The final call of a loop that ran out of steps sends
-``tool_choice: "none"`` and asks in words for the answer.
+``tool_choice: "none"`` and asks in words for the answer. (v4) The app's ``tool_choice``
+and ``parallel_tool_calls`` are sent as given, its structured output
+(``response_format``) too, and a stateless client's own tool exchanges in its history
+(an assistant's ``tool_calls``, ``tool`` messages) reach the model as they are.
 
 The endpoint and the key come from an operator's connection, never from a workspace;
 ``openai_http`` sends the requests and reads the answers within bounds.
@@ -26,11 +29,17 @@ from convo_memory.adapters.providers.openai_http import (
     MAX_STREAM_BYTES,
     ChatCompletionsEndpoint,
 )
-from convo_memory.adapters.providers.tool_input import tool_request
 from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.generation import Completion, FinishReason, ModelStep, TokenUsage
-from convo_memory.domain.prompt import Prompt
-from convo_memory.domain.tools import ToolDefinition, ToolRequest, ToolRound
+from convo_memory.domain.prompt import ChatMessage, Prompt
+from convo_memory.domain.tools import (
+    AUTO,
+    ToolChoice,
+    ToolDefinition,
+    ToolRequest,
+    ToolRound,
+    tool_request,
+)
 from convo_memory.ports import TextSink
 
 FINAL_ANSWER_REQUEST = (
@@ -86,16 +95,21 @@ class OpenAICompatibleProvider:
             max_stream_bytes,
         )
 
+    # Structured output (``response_format``) reaches this provider (v4).
+    takes_response_format = True
+
     def __repr__(self) -> str:  # never show the key
         return f"OpenAICompatibleProvider(url={self.url!r}, model={self.model!r})"
 
     def payload(self, prompt: Prompt, *, stream: bool) -> dict[str, Any]:
         """The JSON body: the system text first, then the prompt's messages."""
-        messages: list[dict[str, str]] = []
+        messages: list[dict[str, Any]] = []
         if prompt.system:
             messages.append({"role": "system", "content": prompt.system})
-        messages.extend({"role": m.role, "content": m.content} for m in prompt.messages)
+        messages.extend(_message_json(m) for m in prompt.messages)
         body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": stream}
+        if prompt.options.response_format is not None:
+            body["response_format"] = dict(prompt.options.response_format)
         if stream and self.stream_usage:
             # The token counts arrive in one more chunk, after the last choice.
             body["stream_options"] = {"include_usage": True}
@@ -115,9 +129,11 @@ class OpenAICompatibleProvider:
         *,
         final: bool = False,
         stream: bool = False,
+        choice: ToolChoice = AUTO,
     ) -> dict[str, Any]:
         """The JSON body of a tool loop's call: the prompt, this turn's rounds (the
-        assistant's ``tool_calls`` and a ``tool`` message per result), the tools."""
+        assistant's ``tool_calls`` and a ``tool`` message per result), the tools and how
+        they may be called."""
         body = self.payload(prompt, stream=stream)
         messages: list[dict[str, Any]] = body["messages"]
         for round_ in rounds:
@@ -125,17 +141,7 @@ class OpenAICompatibleProvider:
                 {
                     "role": "assistant",
                     "content": round_.text or None,
-                    "tool_calls": [
-                        {
-                            "id": request.call_id,
-                            "type": "function",
-                            "function": {
-                                "name": request.name,
-                                "arguments": json.dumps(dict(request.input), ensure_ascii=False),
-                            },
-                        }
-                        for request in round_.requests
-                    ],
+                    "tool_calls": [_call_json(request) for request in round_.requests],
                 }
             )
             messages.extend(
@@ -156,6 +162,8 @@ class OpenAICompatibleProvider:
             ]
             if final:
                 body["tool_choice"] = "none"
+            else:
+                body.update(_choice_json(choice))
         if final and rounds:
             messages.append({"role": "user", "content": FINAL_ANSWER_REQUEST})
         return body
@@ -169,11 +177,13 @@ class OpenAICompatibleProvider:
         timeout: float,
         final: bool = False,
         on_text: TextSink | None = None,
+        choice: ToolChoice = AUTO,
     ) -> ModelStep:
         """One chat-completions call of the tool loop (streamed with ``on_text``), over
         by ``timeout`` (the time left of the turn)."""
         left = max(0.001, timeout)
-        body = self.tool_payload(prompt, rounds, tools, final=final, stream=on_text is not None)
+        streamed = on_text is not None
+        body = self.tool_payload(prompt, rounds, tools, final=final, stream=streamed, choice=choice)
         if on_text is None:
             message, usage, finish = self._message(body, min(self.timeout, left))
             content = message.get("content")
@@ -280,6 +290,43 @@ class OpenAICompatibleProvider:
         return response
 
     # --- internals -------------------------------------------------------------------
+
+
+def _call_json(request: ToolRequest) -> dict[str, Any]:
+    return {
+        "id": request.call_id,
+        "type": "function",
+        "function": {
+            "name": request.name,
+            "arguments": json.dumps(dict(request.input), ensure_ascii=False),
+        },
+    }
+
+
+def _message_json(message: ChatMessage) -> dict[str, Any]:
+    """A prompt message as chat completions take it (a client's tool exchange too)."""
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    if message.tool_calls:
+        return {
+            "role": message.role,
+            "content": message.content or None,
+            "tool_calls": [_call_json(request) for request in message.tool_calls],
+        }
+    return {"role": message.role, "content": message.content}
+
+
+def _choice_json(choice: ToolChoice) -> dict[str, Any]:
+    """``tool_choice`` and ``parallel_tool_calls`` as the app asked (nothing for the
+    defaults: servers that know neither are not sent them)."""
+    fields: dict[str, Any] = {}
+    if choice.mode == "function":
+        fields["tool_choice"] = {"type": "function", "function": {"name": choice.function}}
+    elif choice.mode != "auto":
+        fields["tool_choice"] = choice.mode
+    if choice.parallel is not None:
+        fields["parallel_tool_calls"] = choice.parallel
+    return fields
 
 
 def _delta_text(chunk: dict[str, Any]) -> tuple[str, bool]:
