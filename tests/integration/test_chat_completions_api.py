@@ -188,9 +188,7 @@ def test_a_key_belongs_to_its_workspace_and_capability(
 @pytest.mark.parametrize(
     ("extra", "field"),
     [
-        ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
         ({"functions": [{"name": "f"}]}, "functions"),
-        ({"tool_choice": "auto"}, "tool_choice"),
         ({"n": 2}, "n"),
         ({"response_format": {"type": "json_object"}}, "response_format"),
         ({"audio": {"voice": "alloy", "format": "wav"}}, "audio"),

@@ -83,6 +83,7 @@ def test_every_door_records_each_turn_exactly_once_in_the_same_shape(
                 "createdAt",
                 "withheld",
                 "truncated",
+                "abandoned",
             }
         )
 

@@ -311,19 +311,29 @@ def _text(content: Any, where: str) -> str:
 
 def _history(earlier: Iterable[Any]) -> Iterable[ChatMessage]:
     """A stateless client's messages before its input, as the model is sent them: text,
-    and its own tool exchanges (an assistant's ``tool_calls``, ``tool`` messages)."""
+    and its own tool exchanges (an assistant's ``tool_calls``, then the ``tool``
+    messages that answer them)."""
+    unanswered: set[str] = set()
     for index, message in enumerate(earlier):
         where = f"messages.{index}"
+        if message.role == "tool":
+            call_id = _call_id(message, where)
+            if call_id not in unanswered:
+                raise _invalid(
+                    f"{where}.tool_call_id", "answers no call of the assistant message before it"
+                )
+            unanswered.discard(call_id)
+            yield ChatMessage("tool", _text(message.content, f"{where}.content"), (), call_id)
+            continue
+        unanswered = set()
         if message.role in SYSTEM_ROLES:
             yield ChatMessage("system", _text(message.content, f"{where}.content"))
         elif message.role == "assistant" and message.tool_calls:
             requests = tuple(_request(call) for call in message.tool_calls)
+            unanswered = {request.call_id for request in requests}
             yield ChatMessage("assistant", _optional_text(message.content, where), requests)
         elif message.role in CHAT_ROLES:
             yield ChatMessage(message.role, _text(message.content, f"{where}.content"))
-        elif message.role == "tool":
-            text = _text(message.content, f"{where}.content")
-            yield ChatMessage("tool", text, tool_call_id=_call_id(message, where))
         else:
             raise _invalid(f"{where}.role", "must be system, developer, user, assistant or tool")
 
