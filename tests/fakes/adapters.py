@@ -291,3 +291,57 @@ class ManualTimers:
         for _, callback in due:
             callback()
         return len(due)
+
+
+class ScriptedModel:
+    """A tool-calling model that answers each step from ``script`` (in order; the last
+    step repeats once the script is used up) and records every call: its prompt, the
+    rounds it was given, the tools it was offered, whether it was the final one and the
+    tool choice. A step of the script is the answer's text, or a list of calls
+    ``(call_id, tool, input)`` (with text said beside them: ``(text, calls)``)."""
+
+    # As FakeProvider's: no calls a FakeToolbox would answer for it.
+    tool_calls: tuple[ToolCall, ...] = ()
+
+    def __init__(self, *script: str | list[tuple[str, str, dict[str, Any]]] | tuple[str, Any]):
+        self.script = list(script)
+        self.steps: list[StepCall] = []
+
+    def complete(self, prompt: Prompt) -> Completion:
+        raise AssertionError("a scripted model is asked through the tool loop")
+
+    def stream(self, prompt: Prompt) -> Iterator[str]:
+        raise AssertionError("a scripted model is asked through the tool loop")
+
+    def step(
+        self,
+        prompt: Prompt,
+        rounds: Sequence[ToolRound],
+        tools: Sequence[ToolDefinition],
+        *,
+        timeout: float,
+        final: bool = False,
+        on_text: TextSink | None = None,
+        choice: ToolChoice = AUTO,
+    ) -> ModelStep:
+        self.steps.append(StepCall(prompt, tuple(rounds), tuple(tools), timeout, final, choice))
+        entry = self.script.pop(0) if len(self.script) > 1 else self.script[0]
+        text: str
+        calls: list[tuple[str, str, dict[str, Any]]]
+        if isinstance(entry, list):
+            text, calls = "", entry
+        elif isinstance(entry, tuple):
+            text, calls = entry
+        else:
+            text, calls = entry, []
+        if final or not calls:
+            if on_text is not None:
+                for piece in _words(text or "done"):
+                    on_text(piece)
+            return ModelStep(text or "done")
+        if on_text is not None and text:
+            on_text(text)
+        requests = tuple(
+            ToolRequest(call_id, name, dict(arguments)) for call_id, name, arguments in calls
+        )
+        return ModelStep(text, requests)

@@ -23,7 +23,12 @@ attributes, which tests set before calling:
   streamed reply sends each call's arguments in pieces of ``piece_chars`` characters
   (the id and name with the first piece only), as OpenAI does;
 - ``refuse_fields``: request fields the server does not know, answered with a 400 as
-  strict servers do (``prompt_cache_key`` on an older vLLM, say).
+  strict servers do (``prompt_cache_key`` on an older vLLM, say);
+- ``tool_rule``: answer like a model that uses the tools it is offered (the embedded
+  models' rule): after a user message, a call of each offered tool whose name occurs
+  in it, with ``{"query": <the message>}`` (``tool_choice`` and ``parallel_tool_calls``
+  followed); after tool results, ``Tool results: <each result, | between>``; otherwise
+  as set above. Call ids are unique across the server's life.
 
 ``cache_keys`` lists the ``prompt_cache_key`` of each request received (None: none sent).
 """
@@ -82,6 +87,8 @@ class FakeOpenAIServer:
     first_chunk_sent: threading.Event = field(default_factory=threading.Event)
     gate_timed_out: bool = False
     refuse_fields: tuple[str, ...] = ()
+    tool_rule: bool = False
+    calls_made: int = 0
     tls: ssl.SSLContext | None = None
     _server: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
@@ -132,6 +139,13 @@ class FakeOpenAIServer:
                     self._send_json(400, {"error": {"message": message}})
                 elif self.path != "/v1/chat/completions":
                     self._send_json(404, {"error": {"message": "no such route"}})
+                elif fake.tool_rule and (ruled := fake.tool_turn(body)) is not None:
+                    self._send_turn(
+                        ruled,
+                        bool(isinstance(body, dict) and body.get("stream")),
+                        fake._usage(body),
+                        streamed_usage(body),
+                    )
                 elif fake.script:
                     self._send_turn(
                         fake.script.pop(0),
@@ -260,6 +274,39 @@ class FakeOpenAIServer:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         return self
+
+    def tool_turn(self, body: Any) -> Turn | None:
+        """The ``tool_rule`` answer to a request (None: answer as without the rule)."""
+        messages = body.get("messages") if isinstance(body, dict) else None
+        if not messages:
+            return None
+        last = messages[-1]
+        if last.get("role") == "tool":
+            results: list[str] = []
+            for message in reversed(messages):
+                if message.get("role") != "tool":
+                    break
+                results.insert(0, str(message.get("content")))
+            return Turn("Tool results: " + " | ".join(results))
+        tools = [t["function"]["name"] for t in body.get("tools") or []]
+        choice = body.get("tool_choice", "auto")
+        if last.get("role") != "user" or not tools or choice == "none":
+            return None
+        text = str(last.get("content"))
+        called = [name for name in tools if name.casefold() in text.casefold()]
+        if isinstance(choice, dict):
+            called = [choice["function"]["name"]]
+        elif choice == "required" and not called:
+            called = tools[:1]
+        if body.get("parallel_tool_calls") is False:
+            called = called[:1]
+        if not called:
+            return None
+        calls = []
+        for name in called:
+            self.calls_made += 1
+            calls.append((f"call_{self.calls_made}", name, json.dumps({"query": text})))
+        return Turn(None, calls)
 
     def _usage(self, body: Any) -> dict[str, Any] | None:
         if self.usage_for is not None:

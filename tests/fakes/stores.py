@@ -253,7 +253,15 @@ class FakeDatabase:
         for seq, stored in sorted(self.lineage_turns(session_id).items()):
             t = stored.turn
             out.extend(
-                turn_messages(seq, t.user_content, t.answer, t.created_at, t.withheld, t.truncated)
+                turn_messages(
+                    seq,
+                    t.user_content,
+                    t.answer,
+                    t.created_at,
+                    t.withheld,
+                    t.truncated,
+                    t.abandoned,
+                )
             )
         return out
 

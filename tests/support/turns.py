@@ -3,12 +3,16 @@ with the command ``predict_door`` reads), for tests that drive the service itsel
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from convo_memory.domain.tools import AUTO, AppTools, ToolChoice, ToolDefinition, ToolRound
 from convo_memory.domain.turns import (
     AnswerDelta,
     SessionById,
+    ToolOutput,
+    ToolResults,
     TurnCommand,
     TurnEvent,
     TurnResult,
@@ -70,3 +74,41 @@ def served(session_id: str | None = "ses_1", **fields: Any) -> TurnResult:
         context=None,
     )
     return replace(result, **fields)
+
+
+def app_tools(*names: str, choice: ToolChoice = AUTO) -> AppTools:
+    """The app's own tools ``names`` (each takes a ``query``), offered with ``choice``."""
+    schema = {"type": "object", "properties": {"query": {"type": "string"}}}
+    return AppTools(tuple(ToolDefinition(n, f"the app's {n}", schema) for n in names), choice)
+
+
+def app_turn(
+    container: Any,
+    workspace_id: str,
+    capability_id: str,
+    given: str | Sequence[tuple[str, str]],
+    session_id: str | None = None,
+    *,
+    tools: AppTools | None = None,
+    events: BufferedEvents | None = None,
+    rounds: tuple[ToolRound, ...] = (),
+) -> TurnResult:
+    """A turn that offers the app's ``tools``: the user's text, or (in a session) the
+    ``(call id, result)`` pairs that continue its paused turn; ``rounds`` a stateless
+    client's own tool exchange after its input."""
+    turn_input = (
+        UserText(given)
+        if isinstance(given, str)
+        else ToolResults(tuple(ToolOutput(call_id, output) for call_id, output in given))
+    )
+    conversation = None if session_id is None else SessionById(session_id)
+    command = TurnCommand(
+        capability_id,
+        conversation,
+        turn_input,
+        stream=events is not None,
+        app_tools=tools,
+        rounds=rounds,
+    )
+    result: TurnResult = container.turns.serve(workspace_id, command, events)
+    return result
