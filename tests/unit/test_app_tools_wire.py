@@ -36,6 +36,7 @@ from convo_memory.domain.turns import (
     ToolOutput,
     ToolResults,
     TurnBegun,
+    TurnEvent,
     TurnResult,
     UserText,
 )
@@ -262,7 +263,7 @@ def lines_of(text: str) -> list[Any]:
 def test_a_streamed_pause_sends_each_call_as_indexed_chunks_then_finish_tool_calls() -> None:
     calls = (*PAUSE.tool_calls, AppToolCall("call_2", "get_time", "{}"))
     result = served(**{**PAUSE.__dict__, "tool_calls": calls})
-    items = [TurnBegun("r1", 5, "ses_1"), AppToolCalls(calls), result]
+    items: list[TurnEvent | TurnResult] = [TurnBegun("r1", 5, "ses_1"), AppToolCalls(calls), result]
 
     chunks = lines_of("".join(chat.chunk_frames(items, "cap", False)))
 
