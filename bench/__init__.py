@@ -46,6 +46,10 @@ Figures, all measured in one run, nothing leaves the machine (moto in process):
 18. Forks: creating one of a 10-message and of a 1,000-message session (time, DynamoDB
     requests and units) next to opening a session; the job that copies the rest of a
     1,000-message fork; a warm turn on the fork next to one on a plain session.
+19. The app's own tools (v4): DynamoDB requests and capacity units of a plain turn, a
+    turn offered the app's tools that calls none (the same), a turn that pauses for one
+    and its continuation (one write more in all, beside the digest and trace of any
+    turn that used a tool).
 
 It is a report: it exits 0 whatever the figures are (1 only when one could not be
 measured). While it measures, the service's own logs go to a file (``--log``, default

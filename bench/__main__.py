@@ -104,6 +104,7 @@ def _attempt(
 
 def run(plan: Plan, quick: bool, progress: Callable[[str], None]) -> dict[str, Any]:
     from bench.agents import agent_turn_figure
+    from bench.app_tools import app_tools_figure
     from bench.authorizer_cost import authorizer_figures
     from bench.chat_door import chat_door_figure
     from bench.cold import built_import_times, first_invocation, import_times
@@ -176,6 +177,7 @@ def run(plan: Plan, quick: bool, progress: Callable[[str], None]) -> dict[str, A
     _attempt(results, "erasure", lambda: erasure_figure(progress), errors)
     _attempt(results, "slowTenants", lambda: slow_tenant_figure(progress), errors)
     _attempt(results, "forks", lambda: forks_figure(progress), errors)
+    _attempt(results, "appTools", lambda: app_tools_figure(progress), errors)
     results["meta"] = {
         "quick": quick,
         "python": platform.python_version(),

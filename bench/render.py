@@ -556,6 +556,11 @@ def render(results: dict[str, Any]) -> str:
 
         title = _title(18, "Forks: creating one, its copy job, and a turn on it")
         parts.append(render_forks(results["forks"], table, title))
+    if "appTools" in results:
+        from bench.app_tools import render_app_tools
+
+        title = _title(19, "The app's own tools: a turn offered them, a pause, a continuation")
+        parts.append(render_app_tools(results["appTools"], table, title))
     where = f" (its traceback is in {meta['log']})" if meta.get("log") else ""
     for name, error in (results.get("errors") or {}).items():
         parts.append(f"[{name}] not measured: {error}{where}")

@@ -216,11 +216,14 @@ def note_cached_tokens(cached_tokens: int) -> None:
 
 
 def turn_outcome(result: TurnResult) -> str:
-    """How a served turn ended, for the ``Turns`` metric."""
+    """How a served turn ended, for the ``Turns`` metric (``paused``: it waits for the
+    app's own tools, v4; nothing is due to be recorded yet)."""
     if result.withheld:
         return "withheld"
     if result.session_id is None:
         return "stateless"
+    if result.tool_calls:
+        return "paused"
     return "recorded" if result.recorded else "not_recorded"
 
 
