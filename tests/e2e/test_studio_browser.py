@@ -308,6 +308,41 @@ def test_an_agent_turn_shows_its_run_trace(page: Page, studio_runtime: RuntimePr
     shoot(page, "studio-agent-run-trace")
 
 
+def test_an_app_opened_session_shows_its_abandoned_turn_and_the_calls_it_waits_for(
+    page: Page, studio_runtime: RuntimeProcess
+) -> None:
+    tools = [{"type": "function", "function": {"name": "get_weather"}}]
+    headers = {"X-Convo-Session-Key": "studio-browser-app"}
+    session_id = ""
+    for text in ("Ask get_weather about Paris.", "Now get_weather for Oslo."):
+        body = {"model": "cap-generative", "messages": [{"role": "user", "content": text}]}
+        status, answer_headers, answer = studio_runtime.call(
+            "POST",
+            "/v1/chat/completions",
+            token=studio_runtime.tokens["dev"],
+            json={**body, "user": "browser-app-user", "tools": tools},
+            headers=headers,
+        )
+        assert status == 200 and answer["choices"][0]["finish_reason"] == "tool_calls", answer
+        session_id = answer_headers["x-convo-session-id"]
+
+    open_studio(page, studio_runtime, studio_runtime.tokens["dev"])
+    pick(page, "cap-generative")
+    page.get_by_label("Session id").fill(session_id)
+    page.get_by_role("button", name="Open session").click()
+
+    log = page.get_by_role("log")
+    expect(log.locator(".msg")).to_have_count(3)
+    expect(log.locator(".msg").nth(1)).to_contain_text("Abandoned")
+    waiting = log.locator(".msg").nth(2)
+    expect(waiting).to_contain_text("Turn 3 waits for the app's tools")
+    expect(waiting.locator(".tool-line")).to_contain_text(["get_weather("])
+    expect(waiting.locator(".tool-line")).to_contain_text(["waiting for the app"])
+    context = page.get_by_role("region", name="Context preview")
+    expect(context).to_contain_text("Waiting for the app's tools")
+    shoot(page, "studio-app-session-pending-turn")
+
+
 def test_regenerating_an_answer_and_editing_a_message_open_forks_the_conversation_lists(
     page: Page, studio_runtime: RuntimeProcess
 ) -> None:

@@ -43,6 +43,8 @@
     editing: $("editing"),
     editingText: $("editing-text"),
     cancelEdit: $("cancel-edit"),
+    openSession: $("open-session"),
+    sessionId: $("session-id"),
   };
 
   // The API is the page's own origin (and path prefix, if the page is mounted under one).
@@ -443,6 +445,15 @@
     } else {
       parts.push(el("p", { class: "muted", text: "Nothing is replayed yet." }));
     }
+    const pending = context.pendingTurn;
+    if (pending) {
+      parts.push(el("h3", { text: "Waiting for the app's tools" }));
+      const list = el("ul", { class: "pending" });
+      for (const call of pending.toolCalls || []) {
+        list.append(el("li", { text: `${call.id}: ${call.name}(${clip(call.arguments)})` }));
+      }
+      parts.push(el("p", { text: `Turn ${pending.userSeq}, since ${when(pending.since)}` }), list);
+    }
     if (digests.length) {
       parts.push(el("h3", { text: "Tool digests" }));
       const list = el("ol", { class: "digests" });
@@ -459,9 +470,11 @@
   async function refreshContext(sessionId) {
     if (!sessionId) {
       placeholder(ui.context, "What the next turn will see appears here.");
-      return;
+      return null;
     }
-    renderContext(await api("GET", `/v1/sessions/${encodeURIComponent(sessionId)}/context`));
+    const context = await api("GET", `/v1/sessions/${encodeURIComponent(sessionId)}/context`);
+    renderContext(context);
+    return context;
   }
 
   function renderTrace(run) {
@@ -740,18 +753,40 @@
       const body = await api("GET", `/v1/sessions/${encodeURIComponent(session.id)}/messages?${query}`);
       if (generation !== state.generation) return;
       for (const message of body.messages || []) {
-        appendMessage(message.role, message.content, {
+        const bubble = appendMessage(message.role, message.content, {
           state: "done",
           withheld: message.withheld,
           seq: message.seq,
         });
+        if (message.abandoned) addNote(bubble, "Abandoned: the app never sent its tools' results.");
       }
       nextToken = body.nextToken;
       if (!nextToken) break;
     }
     placeholder(ui.trace, "The next agent turn shows its tool calls here.");
-    await refreshContext(session.id);
+    const context = await refreshContext(session.id);
+    if (context && context.pendingTurn) appendPendingTurn(context.pendingTurn);
     await loadForks(session.id, generation);
+  }
+
+  // A turn that waits for the app's own tools (OpenAI-compatible doors): it is recorded
+  // once the app sends their results; until then the transcript shows the calls.
+  function appendPendingTurn(pending) {
+    const node = appendMessage("assistant", `Turn ${pending.userSeq} waits for the app's tools (since ${when(pending.since)}).`, {
+      state: "waiting",
+    });
+    for (const call of pending.toolCalls || []) {
+      addToolLine(node, { name: `${call.name}(${clip(call.arguments)})`, status: "waiting for the app" });
+    }
+  }
+
+  async function openSessionById(id) {
+    if (!id) return setStatus("Enter a session id.");
+    const session = await api("GET", `/v1/sessions/${encodeURIComponent(id)}`);
+    if (state.capabilities.some((cap) => cap.id === session.capabilityId)) {
+      ui.capability.value = session.capabilityId;
+    }
+    await openSession(session);
   }
 
   // ------------------------------------------------------------------ forks
@@ -981,6 +1016,11 @@
   ui.composer.addEventListener("submit", (event) => {
     event.preventDefault();
     sendMessage();
+  });
+  ui.openSession.addEventListener("submit", (event) => {
+    event.preventDefault();
+    clearError();
+    openSessionById(ui.sessionId.value.trim()).catch(showError);
   });
   ui.message.addEventListener("keydown", (event) => {
     const plainEnter = event.key === "Enter" && !event.shiftKey && !event.altKey && !event.ctrlKey && !event.metaKey;
