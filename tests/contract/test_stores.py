@@ -5,16 +5,19 @@ what the real stores do."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import boto3
 import pytest
 
 from convo_memory.adapters.dynamo.stores import dynamo_stores
 from convo_memory.domain.erasures import Erasure, TracePolicy
-from convo_memory.domain.errors import SessionArchived, SessionNotFound
+from convo_memory.domain.errors import PauseEnded, SessionArchived, SessionNotFound
 from convo_memory.domain.models import Capability, ForkPoint, Session, Summary
+from convo_memory.domain.paused_turns import PendingTurn
 from convo_memory.domain.prompt_record import PromptRecord
 from convo_memory.domain.summary_plan import FoldWindow, SummaryVersion
+from convo_memory.domain.tools import ToolRequest, ToolRound
 from convo_memory.domain.turn_records import AppendResult, TurnRecord
 from convo_memory.ports import Stores
 from local_runtime.aws_resources import ensure_resources
@@ -236,8 +239,10 @@ def test_stored_flags_and_digests_come_back_with_their_turn(stores: Stores) -> N
     assert with_digests.digests[2].tools == ["lookup_order"]
     assert with_digests.digests[2].text == "lookup_order -> ETA Friday"
     assert with_digests.digest_expiry[2] == 2_000_000_000
+    # Without, the read makes no room for digests; those it finds are kept all the same
+    # (a turn that called the app's tools may have one on any capability).
     without = stores.turns.load_turn_state("s1", 4, with_digests=False)
-    assert without is not None and without.digests == {}
+    assert without is not None and without.digests == with_digests.digests
     got = stores.sessions.get_session("s1")
     assert got is not None and got.last_active_at == "2026-01-01T00:00:02.000Z"
 
@@ -698,3 +703,84 @@ def test_a_fork_starts_from_the_versions_behind_its_point_with_the_windows_they_
         SummaryVersion(Summary(text="to 10", through_seq=10), 14),
         SummaryVersion(Summary(text="to 4", through_seq=4), 10),
     )
+
+
+# -- turns paused for the app's own tools (v4) ----------------------------------------------
+
+
+def paused_turn(
+    pause_id: str = "pause_1", since: str = T0, expires: str = "2026-01-01T00:15"
+) -> PendingTurn:
+    step = ToolRound("", (ToolRequest("c1", "get_weather", {"query": "x"}),), ())
+    return PendingTurn(
+        pause_id, 0, T0, since, expires, "weather?", PromptRecord(), None, (), step, ("c1",)
+    )
+
+
+def test_a_paused_turn_holds_its_position_but_is_no_message(stores: Stores) -> None:
+    with_turns(stores, "s1", 1)
+    kept = stores.turns.keep_pending("s1", 2, paused_turn())
+    assert kept is not None and kept.user_seq == 3
+    # A turn that raced it moves on past its position.
+    assert stores.turns.append_turn("s1", 2, turn("t9")) == AppendResult(5, 6)
+
+    state = stores.turns.load_turn_state("s1", 20, with_digests=False, pending=True)
+    assert state is not None and state.pending is not None
+    assert (state.pending.user_seq, state.pending.tool_calls[0].call_id) == (3, "c1")
+    assert [m.seq for m in state.recent] == [1, 2, 5, 6]
+    page, _ = stores.turns.list_messages("s1", 0, 50)
+    assert [m.seq for m in page] == [1, 2, 5, 6]
+    assert [m.seq for m in stores.turns.read_messages("s1", 1, 6)] == [1, 2, 5, 6]
+    assert stores.turns.stored_prompt("s1", 3) is None
+
+
+def test_a_newest_paused_turn_is_not_counted(stores: Stores) -> None:
+    with_turns(stores, "s1", 1)
+    stores.turns.keep_pending("s1", 2, paused_turn())
+    got = stores.sessions.get_session("s1")
+    assert got is not None and got.message_count == 2
+    state = stores.turns.load_turn_state("s1", 20, with_digests=False)
+    assert state is not None and state.session.message_count == 2 and state.pending is not None
+
+
+def test_the_turn_that_ends_a_pause_is_written_over_it_once(stores: Stores) -> None:
+    with_turns(stores, "s1", 1)
+    stores.turns.keep_pending("s1", 2, paused_turn())
+    final = turn("t-final", "weather?", "sunny", resolves="pause_1")
+
+    assert stores.turns.append_turn("s1", 2, final) == AppendResult(3, 4)
+    assert stores.turns.append_turn("s1", 2, final) == AppendResult(3, 4, True)  # a retry
+    with pytest.raises(PauseEnded):  # a racing continuation's own answer
+        stores.turns.append_turn("s1", 2, turn("t-other", resolves="pause_1"))
+    assert [(m.seq, m.content) for m in stores.turns.read_messages("s1", 3, 4)] == [
+        (3, "weather?"),
+        (4, "sunny"),
+    ]
+    state = stores.turns.load_turn_state("s1", 20, with_digests=False, pending=True)
+    assert state is not None and state.pending is None
+
+
+def test_a_pause_is_replaced_only_while_it_is_the_one_kept(stores: Stores) -> None:
+    with_turns(stores, "s1", 1)
+    kept = stores.turns.keep_pending("s1", 2, paused_turn())
+    assert kept is not None
+    again = replace(paused_turn("pause_2"), user_seq=kept.user_seq)
+    assert stores.turns.keep_pending("s1", 2, again, replaces="pause_1") == again
+    assert stores.turns.keep_pending("s1", 2, again, replaces="pause_1") == again  # a retry
+    late = replace(paused_turn("pause_3"), user_seq=kept.user_seq)
+    assert stores.turns.keep_pending("s1", 2, late, replaces="pause_1") is None
+
+
+def test_retention_finds_and_abandons_the_pauses_that_wait_no_more(stores: Stores) -> None:
+    with_turns(stores, "s1", 1)
+    stores.turns.keep_pending("s1", 2, paused_turn(expires="2026-01-01T00:15"))
+    shard = _shard(stores, "s1")
+    assert list(stores.retention.paused_turns(shard, "2026-01-01T00:10")) == []
+    assert list(stores.retention.paused_turns(shard, "2026-01-01T00:20")) == [("s1", 3)]
+
+    assert stores.retention.abandon_paused("s1", 3, "2026-01-01T00:10") is False  # not yet
+    assert stores.retention.abandon_paused("s1", 3, "2026-01-01T00:20") is True
+    assert stores.retention.abandon_paused("s1", 3, "2026-01-01T00:20") is False
+    answer = stores.turns.read_messages("s1", 3, 4)[1]
+    assert (answer.abandoned, answer.content) == (True, "")
+    assert list(stores.retention.paused_turns(shard, "2026-01-01T00:20")) == []

@@ -187,10 +187,10 @@ def test_every_refusal_raises_the_sdks_own_exception(stack: Stack) -> None:
         )
     with pytest.raises(openai.AuthenticationError):
         OpenAI(base_url=stack.runtime.base_url + "/v1", api_key="not-a-token").models.list()
-    with pytest.raises(openai.UnprocessableEntityError) as tools:
+    with pytest.raises(openai.UnprocessableEntityError) as legacy:
         client.chat.completions.create(
             model="cap-generative",
-            tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}],
+            functions=[{"name": "f", "parameters": {}}],
             **turn,
         )
 
@@ -204,8 +204,8 @@ def test_every_refusal_raises_the_sdks_own_exception(stack: Stack) -> None:
     assert missing.value.code == "capability_not_found"
     assert other_user.value.code == "external_ref_immutable"
     assert other_user.value.type == "conflict_error"
-    assert tools.value.body["message"].startswith("tools is not supported")  # type: ignore[index]
-    assert (tools.value.param, mistyped.value.param) == ("tools", "temperature")
+    assert legacy.value.body["message"].startswith("functions is not supported")  # type: ignore[index]
+    assert (legacy.value.param, mistyped.value.param) == ("functions", "temperature")
     assert classic.value.code == "capability_not_conversational"
 
 

@@ -107,10 +107,18 @@ def test_tools_tool_choice_parallel_and_response_format_are_read_into_the_turn()
 
 def test_a_tool_without_parameters_takes_none_and_a_text_format_asks_for_nothing() -> None:
     bare = {"type": "function", "function": {"name": "ping"}}
-    command = read(user("hi"), tools=[bare], response_format={"type": "text"})
+    empty = {"type": "function", "function": {"name": "pong", "parameters": {}}}
+    command = read(user("hi"), tools=[bare, empty], response_format={"type": "text"})
     assert command.app_tools is not None
-    assert command.app_tools.definitions[0].input_schema == {"type": "object", "properties": {}}
+    assert [d.input_schema for d in command.app_tools.definitions] == [
+        {"type": "object", "properties": {}}
+    ] * 2
     assert command.options.response_format is None
+    refused(
+        "tools",
+        user("hi"),
+        tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "string"}}}],
+    )
 
 
 @pytest.mark.parametrize(

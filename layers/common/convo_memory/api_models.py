@@ -717,8 +717,11 @@ class FunctionSpec(BaseModel):
     @field_validator("parameters")
     @classmethod
     def _bounded(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None:
-            check_input_schema(value, "parameters")
+        if value is None:
+            return None
+        if "type" not in value:  # ``{}`` and friends: an object (of no parameters)
+            value = {"type": "object", "properties": {}, **value}
+        check_input_schema(value, "parameters")
         return value
 
 

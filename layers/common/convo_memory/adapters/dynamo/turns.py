@@ -93,10 +93,10 @@ class DynamoTurnStore:
     def append_turn(self, session_id: str, after_seq: int, turn: TurnRecord) -> AppendResult:
         if turn.resolves is not None:
             return self._resolve(session_id, after_seq + 1, turn)
-        position = self._claim(
+        position, again = self._claim(
             session_id, after_seq, turn.turn_id, lambda at: items.turn_item(session_id, at, turn)
         )
-        return AppendResult(position, position + 1)
+        return AppendResult(position, position + 1, already_recorded=again)
 
     def keep_pending(
         self, session_id: str, after_seq: int, pending: PendingTurn, replaces: str | None = None
@@ -105,7 +105,7 @@ class DynamoTurnStore:
         past racing turns), or over the pause ``replaces`` at its own position (a turn
         that paused again). None when that pause has been ended meanwhile."""
         if replaces is None:
-            position = self._claim(
+            position, _ = self._claim(
                 session_id,
                 after_seq,
                 pending.pause_id,
@@ -146,10 +146,11 @@ class DynamoTurnStore:
 
     def _claim(
         self, session_id: str, after_seq: int, item_id: str, item_at: Callable[[int], Item]
-    ) -> int:
+    ) -> tuple[int, bool]:
         """Put ``item_at(position)`` at the first free position after ``after_seq`` (a
         racing turn that took one moves this one on; the item found there with the same
-        id is an earlier attempt of this one): the position."""
+        id is an earlier attempt of this one): the position, and whether it was that
+        earlier attempt's."""
         position = user_seq_of(after_seq + 1)
         for conflicts in range(1, MAX_POSITION_ATTEMPTS + 1):
             stored, occupant = self._table.conditional(
@@ -159,11 +160,11 @@ class DynamoTurnStore:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
             if stored:
-                return position
+                return position, False
             if occupant is None:
                 occupant = self._table.get(items.turn_key(session_id, position))
             if occupant is not None and items.turn_id_of(occupant) == item_id:
-                return items.user_seq_of_item(occupant)  # our own earlier write landed
+                return items.user_seq_of_item(occupant), True  # our own earlier write landed
             position += 2
             if conflicts % JUMP_AFTER_CONFLICTS == 0:
                 newest = self._newest_user_seq(session_id)
