@@ -186,7 +186,8 @@ def test_in_a_session_the_trailing_tool_messages_are_the_continuation_and_the_re
     }
     command = read(user("ignored"), CALLED, RESULT, second, headers=SESSION)
 
-    assert command.conversation == SessionById("ses_1")
+    assert isinstance(command.conversation, SessionById)
+    assert command.conversation.session_id == "ses_1"
     assert command.input == ToolResults(
         (ToolOutput("call_1", "sunny"), ToolOutput("call_2", "cold"))
     )
