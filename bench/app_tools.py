@@ -18,16 +18,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 CAP = "cap-generative"
 WARM_TURNS = 12  # past the default window (20 messages): every turn then reads the same
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "The weather in a city.",
-            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
-        },
-    }
-]
 ROWS = (
     ("plain", "a turn (no tools)"),
     ("offered", "a turn offered the app's tools, none called"),
@@ -40,6 +30,7 @@ def app_tools_figure(progress: Callable[[str], None]) -> dict[str, Any]:
     import boto3
 
     from bench.capacity import CapacityMeter, table_specs
+    from tests.support.chat_door import WEATHER_TOOL
     from tests.support.inprocess_api import inprocess_stack, new_workspace
 
     progress("the app's own tools: a plain turn, one offered tools, a pause, its continuation")
@@ -49,7 +40,7 @@ def app_tools_figure(progress: Callable[[str], None]) -> dict[str, Any]:
         def chat(key: str, messages: list[dict[str, Any]], tools: bool) -> Any:
             body: dict[str, Any] = {"model": CAP, "messages": messages, "user": "bench-app"}
             if tools:
-                body["tools"] = TOOLS
+                body["tools"] = [WEATHER_TOOL]
             response = api.call(
                 "POST",
                 "/v1/chat/completions",

@@ -7,9 +7,6 @@ it is offered (it calls each one whose name occurs in the user's message)."""
 from __future__ import annotations
 
 import json
-import os
-import re
-import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,10 +22,10 @@ from openai import OpenAI
 from openai.types.chat import ChatCompletionChunk, ChatCompletionFunctionToolParam
 
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.support.docs_recipes import docs_block, recipe_output
 from tests.support.runtime_process import DEV_TOKEN, RuntimeProcess, launch_runtime
 
 pytestmark = pytest.mark.e2e
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "openai.md"
 ASK = "What does get_weather say about Paris?"
 WEATHER: ChatCompletionFunctionToolParam = {
     "type": "function",
@@ -271,24 +268,12 @@ def test_the_openai_agents_sdk_runs_its_tools_through_the_door(stack: Stack) -> 
 def test_the_docs_tool_loop_runs_as_written_on_the_embedded_model(
     stack: Stack, tmp_path: Path
 ) -> None:
-    pattern = (
-        r"<!-- app-tools-example:start -->\n```python\n(.*?)```\n<!-- app-tools-example:end -->"
-    )
-    [code] = re.findall(pattern, DOCS.read_text(), re.S)
+    (code,) = docs_block("app-tools-example", ("python",))
     (tmp_path / "example.py").write_text(code)
-    env = {**os.environ, "CONVO_BASE_URL": stack.runtime.base_url, "CONVO_TOKEN": DEV_TOKEN}
+    env = {"CONVO_BASE_URL": stack.runtime.base_url, "CONVO_TOKEN": DEV_TOKEN}
 
-    result = subprocess.run(
-        [sys.executable, "example.py"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=60,
-    )
+    answer, turn = recipe_output([sys.executable, "example.py"], env, tmp_path)
 
-    assert result.returncode == 0, result.stderr
-    answer, turn = result.stdout.splitlines()
     assert answer.startswith('You said: "What does get_weather say about Paris?".')
     assert 'I used get_weather: "Sunny, 24C".' in answer
     assert turn == "turn {'assistantSeq': 2, 'userSeq': 1}"

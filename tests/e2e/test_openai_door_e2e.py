@@ -23,6 +23,7 @@ from openai import OpenAI
 
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.webhook_server import Reply, WebhookServer
+from tests.support.docs_recipes import docs_block, recipe_output
 from tests.support.runtime_process import DEV_TOKEN, RuntimeProcess, StartRuntime, launch_runtime
 
 pytestmark = pytest.mark.e2e
@@ -360,14 +361,6 @@ def test_the_docs_example_runs_as_written(stack: Stack, tmp_path: Path) -> None:
         assert 'You said: "Say it again, slowly."' in lines[4], path
 
 
-def docs_block(name: str, languages: tuple[str, ...]) -> tuple[str, ...]:
-    """The code blocks between docs/openai.md's ``<name>:start`` and ``:end`` markers."""
-    fences = "\n\n".join(f"```{language}\n(.*?)```" for language in languages)
-    pattern = f"<!-- {name}:start -->\n{fences}\n<!-- {name}:end -->"
-    (found,) = re.findall(pattern, DOCS.read_text(), re.S)
-    return (found,) if isinstance(found, str) else tuple(found)
-
-
 def keyed_session(stack: Stack, end_user: str, key: str) -> dict[str, Any]:
     sessions = stack.call("GET", f"/v1/sessions?externalRef={end_user}")["sessions"]
     (session,) = [s for s in sessions if s["sessionKey"] == key]
@@ -379,15 +372,6 @@ TWO_TURNS = [
     'You said: "Hi, my name is Ada.". I remember 0 earlier messages.',
     'You said: "What is my name?". I remember 2 earlier messages.',
 ]
-
-
-def recipe_output(command: list[str], env: dict[str, str], cwd: Path) -> list[str]:
-    """The lines a recipe printed, once it ran to the end."""
-    result = subprocess.run(
-        command, capture_output=True, text=True, env={**os.environ, **env}, cwd=cwd, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout.splitlines()
 
 
 def test_litellm_holds_a_conversation_by_the_docs_recipe(stack: Stack, tmp_path: Path) -> None:

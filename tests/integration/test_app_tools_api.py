@@ -15,7 +15,15 @@ import pytest
 
 from tests.support import fake_aws
 from tests.support.agent_api import run_retention
-from tests.support.chat_door import DoorAnswer, chat_body, chat_http, chat_stream_door, keyed, user
+from tests.support.chat_door import (
+    WEATHER_TOOL,
+    DoorAnswer,
+    chat_body,
+    chat_http,
+    chat_stream_door,
+    keyed,
+    user,
+)
 from tests.support.dynamo_meter import DynamoMeter
 from tests.support.faults import dynamodb_error, inject, is_turn_put
 from tests.support.inprocess_api import InProcessApi
@@ -24,16 +32,7 @@ from tests.support.tenants import Tenant, transcript
 
 DOORS = [pytest.param(chat_http, id="HttpApi"), pytest.param(chat_stream_door, id="Function URL")]
 MODEL = "cap-generative"
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "The weather in a city.",
-            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
-        },
-    }
-]
+TOOLS = [WEATHER_TOOL]
 ASK = "What does get_weather say about Paris?"
 
 

@@ -13,6 +13,16 @@ from tests.support.inprocess_api import InProcessApi
 from tests.support.tenants import Tenant
 
 CHAT = "/v1/chat/completions"
+# One of an app's own tools, as OpenAI's SDKs offer it (the embedded models call it when
+# its name occurs in the user's message).
+WEATHER_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city.",
+        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
+    },
+}
 
 
 @dataclass
