@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import openai
 import pytest
@@ -22,19 +22,13 @@ from openai import OpenAI
 from openai.types.chat import ChatCompletionChunk, ChatCompletionFunctionToolParam
 
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.support.chat_door import WEATHER_TOOL
 from tests.support.docs_recipes import docs_block, recipe_output
 from tests.support.runtime_process import DEV_TOKEN, RuntimeProcess, launch_runtime
 
 pytestmark = pytest.mark.e2e
 ASK = "What does get_weather say about Paris?"
-WEATHER: ChatCompletionFunctionToolParam = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The weather in a city.",
-        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
-    },
-}
+WEATHER = cast("ChatCompletionFunctionToolParam", WEATHER_TOOL)
 
 
 @dataclass
