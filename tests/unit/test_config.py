@@ -202,6 +202,18 @@ def test_given_a_digest_window_equal_to_the_idle_window_when_loading_then_it_is_
     assert (settings.digest_retention_hours, settings.idle_archive_days) == (48, 2)
 
 
+def test_given_a_pause_that_may_outlast_the_digest_window_when_loading_then_it_is_refused():
+    # A turn paused for the app's tools keeps their results until it ends.
+    env = {**REQUIRED, "DIGEST_RETENTION_HOURS": "1", "PENDING_TURN_SECONDS": "3601"}
+
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env(env)
+
+    assert "PENDING_TURN_SECONDS" in str(raised.value)
+    same = Settings.from_env({**env, "PENDING_TURN_SECONDS": "3600"})
+    assert same.pending_turn_seconds == 3600
+
+
 def test_given_an_idle_window_longer_than_the_purge_window_when_loading_then_it_is_refused():
     env = {**REQUIRED, "IDLE_ARCHIVE_DAYS": "40", "PURGE_AFTER_DAYS": "30"}
 

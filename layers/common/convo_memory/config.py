@@ -233,6 +233,9 @@ class Settings(BaseModel):
         # Digests are cleared first, then idle sessions archived, then purged.
         if self.digest_retention_hours > self.idle_archive_days * 24:
             raise ValueError("DIGEST_RETENTION_HOURS must not exceed IDLE_ARCHIVE_DAYS")
+        # A paused turn holds its tools' results: no longer than a digest would.
+        if self.pending_turn_seconds > self.digest_retention_hours * 3600:
+            raise ValueError("PENDING_TURN_SECONDS must not exceed DIGEST_RETENTION_HOURS")
         if self.idle_archive_days > self.purge_after_days:
             raise ValueError("IDLE_ARCHIVE_DAYS must not exceed PURGE_AFTER_DAYS")
         if self.activity_granularity_seconds * 2 > self.idle_archive_days * 86_400:
