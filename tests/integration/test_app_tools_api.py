@@ -329,3 +329,25 @@ def test_a_turn_offered_app_tools_costs_what_any_turn_costs_and_a_pause_one_writ
     paused = measured("cost-pause", user(ASK))
     assert paused[0] == before_pause[0]  # the pause's write takes the turn's place
     assert paused[0]["PutItem"] == 1
+
+
+def test_a_later_turn_reads_a_window_full_of_tool_digests_in_two_requests_at_most(
+    api: InProcessApi, tenant: Tenant
+) -> None:
+    for _ in range(12):  # more turns than the window holds, each with its digest
+        pause = turn(api, tenant, "conv-digests", user(ASK))
+        [call] = calls_of(pause)
+        turn(api, tenant, "conv-digests", *resent(pause, (call["id"], "sunny")))
+    meter = DynamoMeter().attach(api.container.adapters.clients["dynamodb"])
+
+    later = turn(api, tenant, "conv-digests", user("And now?"))
+
+    assert later.body["convo"]["turn"] == {"userSeq": 25, "assistantSeq": 26}
+    assert meter.requests["Query"] <= 2
+    prompt = api.call(
+        "GET",
+        f"/v1/sessions/{later.session_id}/messages/25/prompt",
+        token=tenant.token,
+    )
+    # The whole window, and every replayed turn's digest, were read.
+    assert (len(prompt.body["messages"]), len(prompt.body["toolDigests"])) == (20, 10)

@@ -56,8 +56,11 @@ class DynamoTurnStore:
         others: list[Item] = []  # digests and a paused turn
         start: dict[str, Any] | None = None
         extra = 3 if pending else 2  # the summary, the head (and the paused turn)
+        # Items per turn wanted: a digest may come with each (agents; and, once a page
+        # shows one, any session whose turns used the app's tools): at most two pages.
+        per_turn = 2 if with_digests else 1
         while len(turns) < turns_wanted:
-            limit = extra + (turns_wanted - len(turns)) * (2 if with_digests else 1)
+            limit = extra + (turns_wanted - len(turns)) * per_turn
             args: dict[str, Any] = {
                 "KeyConditionExpression": "pk = :pk AND sk > :lo",
                 "ExpressionAttributeValues": {
@@ -79,6 +82,7 @@ class DynamoTurnStore:
                     summaries = (items.summary_from(item), items.summary_versions_from(item))
                 elif not items.is_turn(item):
                     others.append(item)
+                    per_turn = 2 if items.is_digest(item) else per_turn
                 elif len(turns) < turns_wanted:
                     turns.append(item)
             start = out.get("LastEvaluatedKey")
