@@ -190,6 +190,18 @@ def test_results_that_do_not_answer_exactly_the_pending_calls_are_409_and_change
     assert app.db.dump() == before
 
 
+def test_a_refused_continuation_does_not_even_move_the_activity_mark() -> None:
+    app = app_of(ScriptedModel(CALL, "Sunny."), pending_turn_seconds=7200)
+    sid, _ = paused(app)
+    app.clock.advance(3601)  # past the mark's granularity: a served turn would move it
+    before = app.db.dump()
+
+    with pytest.raises(ToolCallsMismatch):
+        app_turn(app.container, WS, "cap", [("call_x", "r")], sid, tools=WEATHER)
+
+    assert app.db.dump() == before and "touch" not in app.db.calls
+
+
 def test_a_continuation_of_a_session_that_waits_for_nothing_is_409() -> None:
     app = app_of(ScriptedModel("hello"))
     sid = app.session("cap")

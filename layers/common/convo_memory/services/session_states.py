@@ -95,13 +95,18 @@ class SessionStates:
         self._session_capability[(workspace_id, session_id)] = state.session.capability_id
         return state
 
+    @staticmethod
+    def refuse_archived(state: TurnState) -> None:
+        """An archived session takes no turn (409), a paused one's continuation neither."""
+        if state.session.status != "active":
+            raise SessionArchived("the session is archived and accepts no new turns")
+
     def mark_active(self, state: TurnState, now: float) -> None:
         """Refuse a turn on an archived session; move the head's coarse activity mark
         when it is older than the granularity. The mark's write is conditional on the
         session being active, so it serializes with archiving and deletion."""
         session = state.session
-        if session.status != "active":
-            raise SessionArchived("the session is archived and accepts no new turns")
+        self.refuse_archived(state)
         mark = parse_iso(state.activity_mark) if state.activity_mark else 0.0
         if now - mark >= self._granularity:
             self._sessions.touch(session.id, iso_at(now))

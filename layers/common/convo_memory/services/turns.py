@@ -253,10 +253,10 @@ class TurnService:
     def _converse(self, turn: _Turn, capability: Capability, state: TurnState) -> TurnResult:
         command = turn.command
         self._answerer.check(capability, command.options, command.app_tools)
-        now = self._clock()
-        self._states.mark_active(state, now)
         if isinstance(command.input, ToolResults):
             return self._continue(turn, capability, state, command.input)
+        now = self._clock()
+        self._states.mark_active(state, now)
         # A new user message first ends a turn still waiting for the app's tools.
         state = self._pauses.settle(turn.workspace_id, state, turn.until)
         session = state.session
@@ -306,9 +306,11 @@ class TurnService:
         answer exactly the calls it waits for): what the model saw at the pause, its
         calls and the results, and on from there; recorded over the pause when it ends,
         or kept again when it pauses again."""
+        self._states.refuse_archived(state)
         pending = self._pauses.waiting(turn.workspace_id, state, turn.until)
         answered = pending.answered(results.results)
         now = self._clock()
+        self._states.mark_active(state, now)  # once the results are known to fit
         sent = self._pauses.sent_at_pause(state, capability, pending, now)
         prompt = self._session_prompt(
             turn, capability, state, sent.messages, sent.summary, sent.digests, None, pending
