@@ -194,6 +194,7 @@ def test_a_refused_continuation_does_not_even_move_the_activity_mark() -> None:
     app = app_of(ScriptedModel(CALL, "Sunny."), pending_turn_seconds=7200)
     sid, _ = paused(app)
     app.clock.advance(3601)  # past the mark's granularity: a served turn would move it
+    app.settle()
     before = app.db.dump()
 
     with pytest.raises(ToolCallsMismatch):
