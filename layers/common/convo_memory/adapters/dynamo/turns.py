@@ -273,7 +273,8 @@ def _state_of(
     pending = None
     for item in others:
         if items.is_pending(item):
-            pending = items.pending_from(item)
+            # Read newest first: of two pauses of racing turns, the newest is the one shown.
+            pending = pending or items.pending_from(item)
         elif items.user_seq_of_item(item) in read_seqs:
             digest, expires = items.digest_from(item)
             digests[digest.seq], expiry[digest.seq] = digest, expires
