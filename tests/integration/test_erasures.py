@@ -23,7 +23,8 @@ pytestmark = pytest.mark.fresh_stack
 
 REF = "customer-4471"
 PRINCIPAL = {"tenant_id": "store-a", "user_id": "u_913"}
-SESSIONS = 100
+# More than one chunk of the job (ErasurePolicy.chunk_sessions, 50), on two capabilities.
+SESSIONS = 60
 
 
 def erase(api: InProcessApi, tenant: Tenant, traces: str | None = None) -> dict[str, Any]:
@@ -51,15 +52,16 @@ def keyed_turn(api: InProcessApi, tenant: Tenant, session_id: str, key: str) -> 
 
 
 def end_user(api: InProcessApi, tenant: Tenant) -> tuple[list[str], int]:
-    """100 sessions of REF on two capabilities: keyed generative turns, agent turns with
+    """SESSIONS sessions of REF on two capabilities: keyed generative turns, agent turns with
     tool digests and run traces, a failed agent run, summaries and recall text on heads.
     The session ids and how many run traces name them."""
     generative = [
-        open_session(api, tenant, externalRef=REF, principal=PRINCIPAL) for _ in range(50)
+        open_session(api, tenant, externalRef=REF, principal=PRINCIPAL)
+        for _ in range(SESSIONS // 2)
     ]
     agent = [
         open_session(api, tenant, "cap-agent", externalRef=REF, principal=PRINCIPAL)
-        for _ in range(50)
+        for _ in range(SESSIONS // 2)
     ]
     for index, session_id in enumerate(generative[:10]):
         keyed_turn(api, tenant, session_id, f"key-{index}")
@@ -119,7 +121,7 @@ def others(
 
 
 @pytest.mark.parametrize("traces", ["keep", "erase"])
-def test_an_end_user_with_100_sessions_is_erased_and_nobody_else(
+def test_an_end_user_with_sessions_in_two_chunks_is_erased_and_nobody_else(
     api: InProcessApi, tenant: Tenant, other_tenant: Tenant, traces: str
 ) -> None:
     sessions, runs = end_user(api, tenant)
