@@ -185,6 +185,67 @@ def test_a_deletion_hides_the_session_at_once_and_can_be_resumed(stores: Stores)
     assert stores.sessions.begin_deletion("s1", WS, T0) is False
 
 
+def unbound(sid: str, ws: str = WS) -> Session:
+    """A conversation opened by ``POST /v1/conversations``: no capability nor end user yet."""
+    return session(sid, ws).model_copy(
+        update={"capability_id": None, "external_ref": None, "principal": None}
+    )
+
+
+def test_a_conversation_opens_with_its_imported_turns_and_no_capability(stores: Stores) -> None:
+    history = [turn("h1", "I am Ada", "Hello Ada"), turn("h2", "", "a reply with no question")]
+    stores.sessions.create_session(unbound("c1"), history)
+
+    got = stores.sessions.get_session("c1")
+    assert got is not None
+    assert (got.capability_id, got.external_ref, got.message_count) == (None, None, 4)
+    assert [(m.seq, m.role, m.content) for m in stores.turns.read_messages("c1", 1, 4)] == [
+        (1, "user", "I am Ada"),
+        (2, "assistant", "Hello Ada"),
+        (3, "user", ""),
+        (4, "assistant", "a reply with no question"),
+    ]
+    # The next turn's one read sees them; a turn lands after them.
+    state = stores.turns.load_turn_state("c1", 10, with_digests=False)
+    assert state is not None and [m.seq for m in state.recent] == [1, 2, 3, 4]
+    assert stores.turns.append_turn("c1", 4, turn("t1")) == AppendResult(5, 6)
+
+
+def test_a_conversation_is_bound_once_and_joins_its_end_users_listing(stores: Stores) -> None:
+    stores.sessions.create_session(unbound("c1"))
+    assert stores.sessions.list_sessions(WS, "user-1", 10, None)[0] == []
+
+    assert stores.sessions.bind_session(session("c1")) is True
+    # Bound for good: a racing response's binding (another capability) changes nothing.
+    other = session("c1", ref="user-2").model_copy(update={"capability_id": "cap-2"})
+    assert stores.sessions.bind_session(other) is False
+    got = stores.sessions.get_session("c1")
+    assert got is not None
+    assert (got.capability_id, got.external_ref, got.principal) == (
+        "cap-1",
+        "user-1",
+        {"tenant_id": "t"},
+    )
+    assert [s.id for s in stores.sessions.list_sessions(WS, "user-1", 10, None)[0]] == ["c1"]
+
+
+def test_a_conversation_bound_without_an_end_user_is_in_no_listing(stores: Stores) -> None:
+    stores.sessions.create_session(unbound("c1"))
+    anonymous = session("c1").model_copy(update={"external_ref": None, "principal": None})
+    assert stores.sessions.bind_session(anonymous) is True
+    got = stores.sessions.get_session("c1")
+    assert got is not None and (got.capability_id, got.external_ref) == ("cap-1", None)
+    assert stores.sessions.list_sessions(WS, "user-1", 10, None)[0] == []
+
+
+def test_only_a_live_conversation_of_its_workspace_is_bound(stores: Stores) -> None:
+    stores.sessions.create_session(unbound("c1"))
+    assert stores.sessions.bind_session(session("c1", ws=OTHER_WS)) is False
+    stores.sessions.begin_deletion("c1", WS, T0)
+    assert stores.sessions.bind_session(session("c1")) is False
+    assert stores.sessions.bind_session(session("missing")) is False
+
+
 # -- turns ----------------------------------------------------------------------------------
 
 

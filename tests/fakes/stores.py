@@ -169,8 +169,8 @@ class FakeDatabase:
         return Session(
             id=session_id,
             workspace_id=head["workspaceId"],
-            capability_id=head["capabilityId"],
-            external_ref=head["externalRef"],
+            capability_id=head.get("capabilityId"),
+            external_ref=head.get("externalRef"),
             principal=json.loads(head["principal"]),
             metadata=json.loads(head["metadata"]),
             status="archived" if head["status"] == "archived" else "active",
@@ -199,14 +199,18 @@ class FakeDatabase:
         """A new session's head, as ``create_session`` stores it."""
         head: dict[str, Any] = {
             "workspaceId": session.workspace_id,
-            "capabilityId": session.capability_id,
-            "externalRef": session.external_ref,
             "principal": _json_safe(session.principal),
             "metadata": _json_safe(session.metadata),
             "status": session.status,
             "createdAt": session.created_at,
             "lastActiveAt": session.last_active_at,
         }
+        # (v4) A conversation not bound yet has neither; one bound without an end user
+        # has no externalRef.
+        if session.capability_id is not None:
+            head["capabilityId"] = session.capability_id
+        if session.external_ref is not None:
+            head["externalRef"] = session.external_ref
         if session.recall is not None:
             head["recall"] = _json_safe(session.recall.to_json_dict())
         if session.session_key is not None:
@@ -499,21 +503,46 @@ class FakeRunStore(_Port):
 
 
 class FakeSessionStore(_Port):
-    def create_session(self, session: Session) -> None:
+    def create_session(self, session: Session, history: Sequence[TurnRecord] = ()) -> None:
         self.db.enter("create_session")
         if session.id in self.db.heads:
             raise StoreRejected(f"session id {session.id} already exists")
-        claim = (session.workspace_id, session.capability_id, session.session_key or "")
+        claim = (session.workspace_id, session.capability_id or "", session.session_key or "")
         if session.session_key is not None and claim in self.db.session_keys:
             raise SessionKeyTaken(self.db.session_keys[claim])
+        self._check_recall(session)
+        if session.session_key is not None:
+            self.db.session_keys[claim] = session.id
+        self.db.heads[session.id] = self.db.head_of(session)
+        if history:
+            _json_safe([[t.user_content, t.answer] for t in history])
+            self.db.turns[session.id] = {
+                2 * index + 1: StoredTurn(_copy(turn)) for index, turn in enumerate(history)
+            }
+
+    def _check_recall(self, session: Session) -> None:
         if session.recall is not None and not all(
             self.db.heads.get(source, {}).get("status") in RECALLABLE
             for source in session.recall.from_sessions
         ):
             raise RecallSourceGone(f"a session recalled by {session.id} was deleted")
-        if session.session_key is not None:
-            self.db.session_keys[claim] = session.id
-        self.db.heads[session.id] = self.db.head_of(session)
+
+    def bind_session(self, session: Session) -> bool:
+        self.db.enter("bind_session")
+        head = self.db.heads.get(session.id)
+        if (
+            head is None
+            or head["workspaceId"] != session.workspace_id
+            or head["status"] != "active"
+            or head.get("capabilityId") is not None
+        ):
+            return False
+        self._check_recall(session)
+        bound = self.db.head_of(session)
+        for name in ("capabilityId", "externalRef", "principal", "recall"):
+            if name in bound:
+                head[name] = bound[name]
+        return True
 
     def session_for_key(
         self, workspace_id: str, capability_id: str, session_key: str
@@ -628,7 +657,7 @@ class FakeRecallStore(_Port):
             sid
             for _, sid in listed
             if self.db.heads[sid]["status"] in RECALLABLE
-            and self.db.heads[sid]["capabilityId"] == capability_id
+            and self.db.heads[sid].get("capabilityId") == capability_id
             and canonical_principal(json.loads(self.db.heads[sid]["principal"])) == wanted
         ][:limit]
 

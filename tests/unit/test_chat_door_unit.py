@@ -374,7 +374,7 @@ def test_a_key_taken_by_a_claim_not_landed_yet_is_read_again(app: FakeApp) -> No
     create = sessions.create_session
     attempts: list[int] = []
 
-    def racing(session: Any) -> None:
+    def racing(session: Any, history: Any = ()) -> None:
         attempts.append(1)
         app.db.session_keys[(WS, "cap-1", "k")] = winner  # the other claim lands now
         raise SessionKeyTaken(None)

@@ -225,7 +225,7 @@ def test_given_deletions_that_keep_racing_then_the_session_is_created_without_re
     sessions = app.db.stores.sessions
     create = sessions.create_session
 
-    def refused_with_recall(session: Any) -> None:
+    def refused_with_recall(session: Any, history: Any = ()) -> None:
         if session.recall is not None:
             app.db.enter("create_session")
             raise RecallSourceGone("deleted meanwhile")

@@ -224,13 +224,21 @@ class SessionStore(Protocol):
     """Session heads. ``get_session`` reports the exact message count and last turn time
     and treats a session being deleted as missing."""
 
-    def create_session(self, session: Session) -> None:
+    def create_session(self, session: Session, history: Sequence[TurnRecord] = ()) -> None:
         """Store a new session's head. One with a ``session_key`` claims that key of its
         workspace and capability in the same conditional write; when the key is already
         claimed nothing is stored and ``SessionKeyTaken`` names the claiming session
         (``None`` when a racing claim has not landed yet). With a recall, only while every
         session it was taken from still exists undeleted (checked in the same write):
-        else nothing is stored and ``RecallSourceGone`` is raised."""
+        else nothing is stored and ``RecallSourceGone`` is raised. ``history``: (v4) its
+        first turns (user seqs 1, 3, ...), written in the same write."""
+        ...
+
+    def bind_session(self, session: Session) -> bool:
+        """(v4) Bind a conversation to ``session``'s capability, end user, principal and
+        recall, if it is active, of ``session``'s workspace and bound to no capability
+        yet (in one conditional write; its end user's listing includes it from then on).
+        False otherwise. ``RecallSourceGone`` as ``create_session``."""
         ...
 
     def session_for_key(

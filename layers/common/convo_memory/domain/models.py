@@ -394,8 +394,11 @@ class Session(ApiModel):
 
     id: str
     workspace_id: str = Field(exclude=True)
-    capability_id: str
-    external_ref: str
+    # (v4) None only for a conversation (``/v1/conversations``) that no response has
+    # bound to a capability yet; ``external_ref`` also after one bound it without an
+    # end user: such a session is reached by id alone (no listing, no erasure).
+    capability_id: str | None
+    external_ref: str | None
     principal: Principal | None
     metadata: dict[str, Any]
     status: SessionStatus

@@ -26,10 +26,11 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class NewSession:
     """A session to open: on ``capability_id``, for the end user ``external_ref``, with
-    its principal (stamped now, never changed) and metadata."""
+    its principal (stamped now, never changed) and metadata. (v4) A conversation opened
+    by ``POST /v1/conversations`` names neither: its first response binds them."""
 
-    capability_id: str
-    external_ref: str
+    capability_id: str | None
+    external_ref: str | None
     principal: Principal | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
 

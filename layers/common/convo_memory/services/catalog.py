@@ -15,6 +15,7 @@ from convo_memory.domain.models import (
     Capability,
     CapabilityDefinition,
     ProviderConfig,
+    ReplayPolicy,
     iso,
     tool_secret_context,
     utc_now,
@@ -139,6 +140,16 @@ class CapabilityCatalog:
             raise CapabilityNotFound(f"capability {capability_id!r} not found")
         self._cache[key] = (self._clock(), capability)
         return capability
+
+    def bound(self, workspace_id: str, capability_id: str | None) -> Capability | None:
+        """A session's capability (None for a conversation no response has bound yet)."""
+        return None if capability_id is None else self.get(workspace_id, capability_id)
+
+    def replay_policy_of(self, workspace_id: str, capability_id: str | None) -> ReplayPolicy:
+        """How a session's turns replay it: its capability's policy; the default for a
+        conversation no response has bound to a capability yet."""
+        capability = self.bound(workspace_id, capability_id)
+        return capability.replay_policy if capability is not None else ReplayPolicy()
 
     def list_all(self, workspace_id: str) -> list[Capability]:
         return self._store.list_capabilities(workspace_id)

@@ -75,7 +75,7 @@ class ForkService:
         if parent is None or parent.workspace_id != workspace_id:
             raise SessionNotFound(f"session {session_id!r} not found")
         check_fork_point(at_seq, parent.message_count)
-        capability = self._catalog.get(workspace_id, parent.capability_id)
+        policy = self._catalog.replay_policy_of(workspace_id, parent.capability_id)
         if parent.copying_from is not None:
             # A fork of a fork: the parent first holds all it inherited, so the new
             # fork's copy reads one partition that has every message it needs.
@@ -96,7 +96,6 @@ class ForkService:
                 "copying_from": None,
             }
         )
-        policy = capability.replay_policy
         copy_turns = turns_copied_at_creation(policy.max_messages)
         try:
             pending = self._forks.create_fork(fork, copy_turns, policy.alignment > 1)

@@ -77,6 +77,8 @@ class SessionStates:
             if session is None or session.workspace_id != workspace_id:
                 raise SessionNotFound(f"session {session_id!r} not found")
             capability_id = session.capability_id
+        if capability_id is None:
+            raise SessionCapabilityMismatch(unbound_conversation(session_id))
         return capability_id
 
     def _load(
@@ -92,7 +94,8 @@ class SessionStates:
             raise SessionNotFound(f"session {session_id!r} not found")
         if len(self._session_capability) > MAX_REMEMBERED_SESSIONS:
             self._session_capability.clear()
-        self._session_capability[(workspace_id, session_id)] = state.session.capability_id
+        if state.session.capability_id is not None:
+            self._session_capability[(workspace_id, session_id)] = state.session.capability_id
         return state
 
     @staticmethod
@@ -124,3 +127,11 @@ class SessionStates:
             logger.warning("could not keep a fence nonce for session %s", session.id)
             kept = None
         return kept or new_fence_nonce()
+
+
+def unbound_conversation(session_id: str) -> str:
+    """Why a turn on the conversation's own capability is refused before it has one."""
+    return (
+        f"conversation {session_id!r} has no model yet: a turn that names one (a response's "
+        "model, predict's capability) binds it"
+    )

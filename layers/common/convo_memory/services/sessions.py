@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from convo_memory.domain.errors import (
     CapabilityNotConversational,
@@ -13,15 +13,25 @@ from convo_memory.domain.errors import (
     NotFound,
     PrincipalImmutable,
     RecallSourceGone,
+    SessionArchived,
     SessionNotFound,
+    StoreUnavailable,
     ValidationFailed,
 )
 from convo_memory.domain.ids import new_id
-from convo_memory.domain.models import Capability, Message, Session, iso_at, parse_iso
+from convo_memory.domain.models import (
+    Capability,
+    Message,
+    ReplayPolicy,
+    Session,
+    iso_at,
+    parse_iso,
+)
 from convo_memory.domain.prompt import DEFAULT_INSTRUCTIONS, new_fence_nonce
 from convo_memory.domain.prompt_record import SentPrompt, sent_prompt
 from convo_memory.domain.sessions import ContextPreview, NewSession, SessionChanges, context_of
-from convo_memory.domain.turn_records import user_seq_of
+from convo_memory.domain.turn_records import TurnRecord, user_seq_of
+from convo_memory.domain.turns import SessionOwner
 from convo_memory.ports import SessionStore, TurnStore
 from convo_memory.services.catalog import CapabilityCatalog
 from convo_memory.services.recall import RecallTaker
@@ -29,6 +39,7 @@ from convo_memory.services.recall import RecallTaker
 # Takes of a recall before the session is created without one: each retry follows a
 # deletion of a session the previous take read, landing between the read and the write.
 RECALL_ATTEMPTS = 3
+_T = TypeVar("_T")
 
 
 class SessionService:
@@ -51,21 +62,28 @@ class SessionService:
         self._after_delete = after_delete
 
     def create(
-        self, workspace_id: str, new: NewSession, *, session_key: str | None = None
+        self,
+        workspace_id: str,
+        new: NewSession,
+        *,
+        session_key: str | None = None,
+        history: Sequence[TurnRecord] = (),
     ) -> Session:
         """Open a session (every door that opens sessions comes here). With
         ``session_key`` (an app's own key, OpenAI-compatible door) the key is claimed in
         the same write, or ``SessionKeyTaken`` names the session that claimed it first. On
         a capability with ``recall``, the session starts with what the end user said in
-        earlier sessions, taken now and stored with its head."""
-        capability = self._catalog.get(workspace_id, new.capability_id)
-        if not capability.conversational:
+        earlier sessions, taken now and stored with its head. ``history``: (v4) its first
+        turns (history an app brought), written with the head, so only the call that
+        opens the session imports them. A conversation names no capability (yet)."""
+        capability = self._catalog.bound(workspace_id, new.capability_id)
+        if capability is not None and not capability.conversational:
             raise CapabilityNotConversational.of(capability.id)
         now = iso_at(self._clock())
         session = Session(
             id=new_id("ses"),
             workspace_id=workspace_id,
-            capability_id=capability.id,
+            capability_id=capability.id if capability is not None else None,
             external_ref=new.external_ref,
             principal=new.principal,
             metadata=new.metadata,
@@ -76,25 +94,54 @@ class SessionService:
             session_key=session_key,
             fence_nonce=new_fence_nonce(),
         )
-        return self._store_new(session, capability)
+        stored, _ = self._store_recalling(
+            session, capability, lambda s: self._sessions.create_session(s, history)
+        )
+        return stored.model_copy(update={"message_count": 2 * len(history)})
 
-    def _store_new(self, session: Session, capability: Capability) -> Session:
-        if capability.recall is None:
-            self._sessions.create_session(session)
-            return session
+    def bind(self, session: Session, capability: Capability, owner: SessionOwner | None) -> Session:
+        """(v4) Bind a conversation no response has bound yet to ``capability`` and to
+        ``owner``'s end user and principal (none: neither), for good: what its first
+        response is served with (and, on a capability with ``recall``, its recall, taken
+        now). A racing first response that bound it first wins: the session as that one
+        bound it is returned, for the turn to check as any other."""
+        owned = owner or SessionOwner(None)
+        candidate = session.model_copy(
+            update={
+                "capability_id": capability.id,
+                "external_ref": owned.external_ref,
+                "principal": owned.principal,
+            }
+        )
+        bound, won = self._store_recalling(candidate, capability, self._sessions.bind_session)
+        if won:
+            return bound
+        current = self.get(session.workspace_id, session.id)  # 404 when deleted meanwhile
+        if current.capability_id is None:
+            if current.status == "archived":
+                raise SessionArchived("the session is archived and accepts no new turns")
+            raise StoreUnavailable(f"could not bind conversation {session.id}; retry")
+        return current
+
+    def _store_recalling(
+        self, session: Session, capability: Capability | None, store: Callable[[Session], _T]
+    ) -> tuple[Session, _T]:
+        """``store`` the session, with a recall when its capability recalls and it has an
+        end user: taken now, and taken again when a session it came from is deleted
+        before the write (which checks that they all still exist)."""
+        if capability is None or capability.recall is None or session.external_ref is None:
+            return session, store(session)
         for _ in range(RECALL_ATTEMPTS):
             recall = self._recall.take(
                 session.workspace_id, capability, session.external_ref, session.principal
             )
             recalling = session.model_copy(update={"recall": recall})
             try:
-                self._sessions.create_session(recalling)
+                return recalling, store(recalling)
             except RecallSourceGone:
                 continue  # taken again: the deleted session is skipped now
-            return recalling
         # Never a recall that holds a deleted session's text: none, this once.
-        self._sessions.create_session(session)
-        return session
+        return session, store(session)
 
     def get(self, workspace_id: str, session_id: str) -> Session:
         session = self._sessions.get_session(session_id)
@@ -175,11 +222,11 @@ class SessionService:
         tool results (one past its ``PENDING_TURN_SECONDS`` waits no more: the next
         request, or the retention run, records it as abandoned)."""
         session = self.get(workspace_id, session_id)
-        capability = self._catalog.get(workspace_id, session.capability_id)
-        policy = capability.replay_policy
-        state = self._turns.load_turn_state(
-            session_id, policy.max_messages, with_digests=capability.kind == "agent"
-        )
+        # A conversation no response has bound yet replays by the default policy.
+        capability = self._catalog.bound(workspace_id, session.capability_id)
+        policy = capability.replay_policy if capability is not None else ReplayPolicy()
+        with_digests = capability is not None and capability.kind == "agent"
+        state = self._turns.load_turn_state(session_id, policy.max_messages, with_digests)
         if state is None:
             raise SessionNotFound(f"session {session_id!r} not found")
         now = self._clock()
@@ -202,6 +249,8 @@ class SessionService:
                 f"no record of what message {seq}'s turn was sent is kept (it was recorded "
                 "before such records were)"
             )
-        capability = self._catalog.get(workspace_id, session.capability_id)
-        instructions = capability.instructions or DEFAULT_INSTRUCTIONS
+        # A turn was sent its capability's instructions: a session with a recorded prompt
+        # is bound to one.
+        capability = self._catalog.bound(workspace_id, session.capability_id)
+        instructions = (capability.instructions if capability else None) or DEFAULT_INSTRUCTIONS
         return sent_prompt(stored, stored.record, instructions, session.recall, self._clock())

@@ -298,6 +298,10 @@ class SummaryService:
             if session is None:
                 logger.info("summary job for a missing session %s: nothing to do", session_id)
                 return None
+            if session.capability_id is None:
+                # A conversation no response has bound: nothing to summarize with (yet).
+                logger.info("summary job for unbound conversation %s: nothing to do", session_id)
+                return None
             known = (session.workspace_id, session.capability_id)
             if len(self._session_capability) >= MAX_REMEMBERED_SESSIONS:
                 self._session_capability.clear()

@@ -87,7 +87,11 @@ class DynamoForkStore:
         placeholder: Item = {
             **items.head_key(fork.id),
             "workspaceId": string_value(fork.workspace_id),
-            "capabilityId": string_value(fork.capability_id),
+            **(
+                {"capabilityId": string_value(fork.capability_id)}
+                if fork.capability_id is not None
+                else {}
+            ),
             "status": string_value("deleting"),
             "createdAt": string_value(fork.created_at),
             "lastActiveAt": string_value(fork.created_at),

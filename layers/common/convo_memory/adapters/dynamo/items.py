@@ -148,7 +148,7 @@ def session_key_key(workspace_id: str, capability_id: str, session_key: str) -> 
 
 def session_key_item(session: Session) -> Item:
     """The key item of a session opened by its app's key (``session.session_key``)."""
-    assert session.session_key is not None
+    assert session.session_key is not None and session.capability_id is not None
     return {
         **session_key_key(session.workspace_id, session.capability_id, session.session_key),
         "sessionId": string_value(session.id),
@@ -182,15 +182,11 @@ def head_item(session: Session) -> Item:
     item: Item = {
         **head_key(session.id),
         "workspaceId": string_value(session.workspace_id),
-        "capabilityId": string_value(session.capability_id),
-        "externalRef": string_value(session.external_ref),
-        "principal": string_value(json.dumps(session.principal)),
+        **bound_attributes(session),
         "metadata": string_value(json.dumps(session.metadata)),
         "status": string_value(session.status),
         "createdAt": string_value(session.created_at),
         "lastActiveAt": string_value(session.last_active_at),
-        "gsi1pk": string_value(external_ref_pk(session.workspace_id, session.external_ref)),
-        "gsi1sk": string_value(f"{session.created_at}#{session.id}"),
         "gsi2pk": string_value(activity_pk("active", session.id)),
         "gsi2sk": string_value(session.last_active_at),
         **recall_attribute(session.recall),
@@ -205,6 +201,21 @@ def head_item(session: Session) -> Item:
         item[FENCE_NONCE] = string_value(session.fence_nonce)
     if session.fork_of is not None:
         item[FORK_OF] = string_value(compact(session.fork_of.to_json_dict()))
+    return item
+
+
+def bound_attributes(session: Session) -> Item:
+    """What binds a session to its capability and end user: ``capabilityId`` and
+    ``externalRef`` (each absent while None: a conversation no response has bound yet,
+    or bound without an end user), the principal, and the byExternalRef keys (only with
+    an end user: a session without one is in no listing and no erasure)."""
+    item: Item = {"principal": string_value(json.dumps(session.principal))}
+    if session.capability_id is not None:
+        item["capabilityId"] = string_value(session.capability_id)
+    if session.external_ref is not None:
+        item["externalRef"] = string_value(session.external_ref)
+        item["gsi1pk"] = string_value(external_ref_pk(session.workspace_id, session.external_ref))
+        item["gsi1sk"] = string_value(f"{session.created_at}#{session.id}")
     return item
 
 
@@ -232,8 +243,8 @@ def session_from(head: Item, newest_turn: Item | None = None) -> Session:
     return Session(
         id=head["pk"]["S"].removeprefix("SESSION#"),
         workspace_id=head["workspaceId"]["S"],
-        capability_id=head["capabilityId"]["S"],
-        external_ref=head["externalRef"]["S"],
+        capability_id=_string(head, "capabilityId"),
+        external_ref=_string(head, "externalRef"),
         principal=json.loads(head["principal"]["S"]),
         metadata=json.loads(head["metadata"]["S"]),
         status="archived" if head["status"]["S"] == "archived" else "active",
@@ -246,6 +257,10 @@ def session_from(head: Item, newest_turn: Item | None = None) -> Session:
         fork_of=ForkPoint.model_validate_json(head[FORK_OF]["S"]) if FORK_OF in head else None,
         copying_from=head[COPY_FROM]["S"] if COPY_FROM in head else None,
     )
+
+
+def _string(item: Item, name: str) -> str | None:
+    return str(item[name]["S"]) if name in item else None
 
 
 def recall_from(head: Item) -> Recall | None:

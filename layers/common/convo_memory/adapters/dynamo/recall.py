@@ -57,7 +57,7 @@ class DynamoRecallStore:
             for head in heads:
                 if (
                     items.head_status(head) in RECALLABLE
-                    and head["capabilityId"]["S"] == capability_id
+                    and head.get("capabilityId", {}).get("S") == capability_id
                     and canonical_principal(json.loads(head["principal"]["S"])) == wanted_principal
                 ):
                     found.append(head["pk"]["S"].removeprefix("SESSION#"))

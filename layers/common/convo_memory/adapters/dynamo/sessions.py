@@ -4,6 +4,7 @@ deletion. See ``items`` for the layout."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -19,6 +20,7 @@ from convo_memory.domain.errors import (
     StoreUnavailable,
 )
 from convo_memory.domain.models import Session
+from convo_memory.domain.turn_records import TurnRecord
 
 # Newest-turn reads for a listing page run this many at a time.
 LIST_READ_CONCURRENCY = 8
@@ -28,9 +30,9 @@ class DynamoSessionStore:
     def __init__(self, table: DynamoTable) -> None:
         self._table = table
 
-    def create_session(self, session: Session) -> None:
-        if session.session_key is not None or session.recall is not None:
-            self._create_transacted(session)
+    def create_session(self, session: Session, history: Sequence[TurnRecord] = ()) -> None:
+        if session.session_key is not None or session.recall is not None or history:
+            self._create_transacted(session, history)
             return
         created, _ = self._table.conditional(
             "put_item",
@@ -40,12 +42,13 @@ class DynamoSessionStore:
         if not created:  # ids are random: a collision is a defect, not a conflict to report
             raise StoreRejected(f"session id {session.id} already exists")
 
-    def _create_transacted(self, session: Session) -> None:
+    def _create_transacted(self, session: Session, history: Sequence[TurnRecord]) -> None:
         """The head in one transaction with what must hold with it: the app's key item
-        (new, so of concurrent first calls on one key exactly one opens its session), and
-        a check that each session a recall was taken from is still active or archived (a
+        (new, so of concurrent first calls on one key exactly one opens its session), a
+        check that each session a recall was taken from is still active or archived (a
         deletion that lands first wins: no text of a deleted session is stored after its
-        deletion)."""
+        deletion), and the imported history's turns (so only the call that opens the
+        session imports them)."""
         head = {"Item": items.head_item(session), "ConditionExpression": "attribute_not_exists(pk)"}
         entries: list[Item] = [{"Put": head}]
         key_item = items.session_key_item(session) if session.session_key is not None else None
@@ -53,18 +56,10 @@ class DynamoSessionStore:
             entries.append(
                 {"Put": {"Item": key_item, "ConditionExpression": "attribute_not_exists(pk)"}}
             )
-        sources = session.recall.from_sessions if session.recall is not None else []
-        recallable = {":active": string_value("active"), ":archived": string_value("archived")}
+        entries += _recall_checks(session)
         entries += [
-            {
-                "ConditionCheck": {
-                    "Key": items.head_key(source),
-                    "ConditionExpression": "#st IN (:active, :archived)",
-                    "ExpressionAttributeNames": {"#st": "status"},
-                    "ExpressionAttributeValues": recallable,
-                }
-            }
-            for source in sources
+            {"Put": {"Item": items.turn_item(session.id, 2 * index + 1, turn)}}
+            for index, turn in enumerate(history)
         ]
         reasons = self._table.transact(entries)
         if reasons is None:
@@ -83,6 +78,40 @@ class DynamoSessionStore:
         if any(failed[2 if key_item is not None else 1 :]):
             raise RecallSourceGone(f"a session recalled by {session.id} was deleted")
         raise StoreUnavailable(f"DynamoDB canceled the session's creation ({', '.join(reasons)})")
+
+    def bind_session(self, session: Session) -> bool:
+        """Bind a conversation's head to ``session``'s capability, end user (with its
+        byExternalRef keys), principal and recall: only an active head of its workspace
+        that has no capability yet (False otherwise: bound first by a racing response, or
+        gone). With a recall, in one transaction with its sources' checks."""
+        bound = items.bound_attributes(session) | items.recall_attribute(session.recall)
+        names = {f"#b{i}": name for i, name in enumerate(bound)}
+        update = {
+            "Key": items.head_key(session.id),
+            "UpdateExpression": "SET " + ", ".join(f"{n} = :{n[1:]}" for n in names),
+            "ConditionExpression": (
+                "attribute_exists(pk) AND workspaceId = :ws AND #st = :active "
+                "AND attribute_not_exists(capabilityId)"
+            ),
+            "ExpressionAttributeNames": {"#st": "status", **names},
+            "ExpressionAttributeValues": {
+                ":ws": string_value(session.workspace_id),
+                ":active": string_value("active"),
+                **{f":{n[1:]}": bound[name] for n, name in names.items()},
+            },
+        }
+        checks = _recall_checks(session)
+        if not checks:
+            done, _ = self._table.conditional("update_item", **update)
+            return done
+        reasons = self._table.transact([{"Update": update}, *checks])
+        if reasons is None:
+            return True
+        if reasons[0] == "ConditionalCheckFailed":
+            return False
+        if "ConditionalCheckFailed" in reasons:
+            raise RecallSourceGone(f"a session recalled by {session.id} was deleted")
+        raise StoreUnavailable(f"DynamoDB canceled the conversation's binding ({reasons})")
 
     def session_for_key(
         self, workspace_id: str, capability_id: str, session_key: str
@@ -247,6 +276,24 @@ class DynamoSessionStore:
 
     def delete_contents(self, session_id: str) -> int:
         return delete_contents(self._table, session_id)
+
+
+def _recall_checks(session: Session) -> list[Item]:
+    """A transaction's checks that each session a recall was taken from is still active
+    or archived (a deletion that lands first wins)."""
+    sources = session.recall.from_sessions if session.recall is not None else []
+    recallable = {":active": string_value("active"), ":archived": string_value("archived")}
+    return [
+        {
+            "ConditionCheck": {
+                "Key": items.head_key(source),
+                "ConditionExpression": "#st IN (:active, :archived)",
+                "ExpressionAttributeNames": {"#st": "status"},
+                "ExpressionAttributeValues": recallable,
+            }
+        }
+        for source in sources
+    ]
 
 
 def session_items(table: DynamoTable, session_id: str) -> list[Item]:
