@@ -49,6 +49,7 @@ from convo_memory.domain.models import (
 from convo_memory.domain.paused_turns import PendingTurn
 from convo_memory.domain.prompt_record import PromptRecord, StoredPrompt
 from convo_memory.domain.recall import RecallSource, canonical_principal
+from convo_memory.domain.responses import ResponseRef, ResponseSettings, StoredResponse
 from convo_memory.domain.summary_plan import FoldWindow, SummaryVersion
 from convo_memory.domain.turn_records import (
     AppendResult,
@@ -88,6 +89,7 @@ PERSONAL_HEAD_FIELDS = (
 @dataclass
 class StoredTurn:
     turn: TurnRecord
+    response_deleted: bool = False
 
 
 @dataclass
@@ -143,6 +145,7 @@ class FakeDatabase:
             recall=FakeRecallStore(self),
             erasures=FakeErasureStore(self),
             forks=FakeForkStore(self),
+            responses=FakeResponseStore(self),
         )
 
     def enter(self, operation: str) -> None:
@@ -858,6 +861,8 @@ class FakeTurnStore(_Port):
             activity_mark=str(self.db.heads[session_id]["lastActiveAt"]),
             summary_versions=self.db.summary_versions(session_id),
             pending=_copy(max(waiting.items())[1]) if waiting else None,
+            newest_turn_id=turns[read[-1]].turn.turn_id if read else "",
+            newest_response_deleted=bool(read) and turns[read[-1]].response_deleted,
         )
 
     def append_turn(self, session_id: str, after_seq: int, turn: TurnRecord) -> AppendResult:
@@ -953,8 +958,9 @@ class FakeTurnStore(_Port):
         # As DynamoDB keeps it: encoded at the turn's position.
         kept = stored.turn.prompt_record
         record = PromptRecord.decode(kept.encode(user_seq), user_seq) if kept else None
+        added = ResponseSettings.decode(stored.turn.response).instructions
         if record is None:
-            return StoredPrompt(user_seq, stored.turn.user_content, None, (), None)
+            return StoredPrompt(user_seq, stored.turn.user_content, None, (), None, {}, added)
         messages = tuple(
             m
             for m in self.db.messages(session_id)
@@ -966,7 +972,60 @@ class FakeTurnStore(_Port):
             if seq + 1 in record.digest_seqs
         }
         summary = self.db.summary_version(session_id, record.summary_through)
-        return StoredPrompt(user_seq, stored.turn.user_content, record, messages, summary, digests)
+        return StoredPrompt(
+            user_seq, stored.turn.user_content, record, messages, summary, digests, added
+        )
+
+
+class FakeResponseStore(_Port):
+    """Responses as ``DynamoResponseStore`` finds them: by their turn."""
+
+    def find_response(self, ref: ResponseRef) -> StoredResponse | None:
+        self.db.enter("find_response")
+        session = self.db.session(ref.session_id)
+        if session is None:
+            return None
+        turns = self.db.lineage_turns(ref.session_id)
+        seq = next(
+            (
+                at
+                for at, stored in sorted(turns.items())
+                if at >= ref.user_seq and stored.turn.turn_id == ref.reply_id
+            ),
+            None,
+        )
+        if seq is None:
+            return None
+        stored, before = turns[seq], turns.get(seq - 2)
+        turn = stored.turn
+        user, answer = turn_messages(
+            seq, turn.user_content, turn.answer, turn.created_at, turn.withheld, turn.truncated
+        )
+        previous = None
+        if before is not None:
+            fork = session.fork_of
+            owner = fork.session_id if fork is not None and seq == fork.at_seq + 1 else session.id
+            previous = ResponseRef(owner, seq - 2, before.turn.turn_id)
+        return StoredResponse(
+            session=session,
+            ref=ref,
+            user_seq=seq,
+            user=user,
+            answer=answer,
+            settings=ResponseSettings.decode(turn.response),
+            app_tools=turn.prompt_record.app_tools if turn.prompt_record else (),
+            run_id=turn.run_id,
+            deleted=stored.response_deleted,
+            previous=previous,
+        )
+
+    def mark_deleted(self, ref: ResponseRef, user_seq: int) -> bool:
+        self.db.enter("mark_response_deleted")
+        stored = (self.db.turns.get(ref.session_id) or {}).get(user_seq)
+        if stored is None or stored.turn.turn_id != ref.reply_id:
+            return False
+        stored.response_deleted = True
+        return True
 
 
 class FakeForkStore(_Port):

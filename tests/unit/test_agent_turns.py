@@ -83,7 +83,7 @@ def test_a_streaming_agent_turn_sends_tool_events_then_the_answer_as_it_is_writt
     )
 
     begun, tool, *answer = events
-    assert begun == TurnBegun(prediction.reply_id, prediction.created, sid)
+    assert begun == TurnBegun(prediction.reply_id, prediction.created, sid, user_seq=1)
     assert tool == ToolFinished("lookup_order", "ok")
     assert all(isinstance(event, AnswerDelta) for event in answer)
     assert len(answer) > 1  # streamed word by word, after the tool

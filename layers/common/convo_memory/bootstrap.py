@@ -21,10 +21,12 @@ from convo_memory.services.agent_loop import AgentLoop
 from convo_memory.services.answering import Answerer
 from convo_memory.services.auth import TokenResolver
 from convo_memory.services.catalog import CapabilityCatalog
+from convo_memory.services.conversations import ConversationService
 from convo_memory.services.erasures import ErasureService
 from convo_memory.services.forks import ForkService
 from convo_memory.services.recall import RecallTaker
 from convo_memory.services.recording import TurnRecorder
+from convo_memory.services.responses import ResponseService
 from convo_memory.services.retention import RetentionService
 from convo_memory.services.runs import RunTraces
 from convo_memory.services.session_keys import SessionKeys
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from convo_memory.domain.models import Capability
 
 Clock = Callable[[], float]
+Sleep = Callable[[float], None]
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,9 @@ class Container:
     erasures: ErasureService
     # Forks (v4): creating them, and the job that copies their older inherited messages.
     forks: ForkService
+    # (v4) Conversations (the Responses door's and /v1/conversations) and stored responses.
+    conversations: ConversationService
+    responses: ResponseService
 
 
 def build_adapters(
@@ -103,7 +109,6 @@ def build_adapters(
     EMF record (``observability.metrics``), which every door flushes."""
     from convo_memory import observability
     from convo_memory.adapters import production
-    from convo_memory.adapters.dynamo.stores import dynamo_stores
     from convo_memory.adapters.metering import metered
     from convo_memory.adapters.registry import summary_provider
     from convo_memory.cursors import CursorCodec, key_source
@@ -118,27 +123,13 @@ def build_adapters(
     )
     default_summary = settings.summary_default_provider
     return Adapters(
-        stores=dynamo_stores(
-            clients["dynamodb"],
-            settings.table_name,
-            settings.runs_table_name,
-            settings.idempotency_table_name,
-            settings.erasure_receipt_days,
-        ),
+        stores=production.stores(settings, clients),
         metrics=metrics,
         summary_queue=production.sqs_queue(settings.summary_queue_url, clients),
         repair_queue=production.sqs_queue(settings.repair_queue_url, clients),
         erasure_queue=production.sqs_queue(settings.erasure_queue_url, clients),
         repair_fallback=production.repair_fallback(settings.repair_function_name, clients),
-        turn_limiter=production.turn_limiter(
-            settings.turn_limits_table_name,
-            (settings.workspace_turns_per_second, settings.workspace_turn_burst),
-            settings.workspace_max_slow_turns,
-            settings.turn_lifetime,
-            clients,
-            metrics,
-            clock,
-        ),
+        turn_limiter=production.turn_limiter(settings, clients, metrics, clock),
         provider_for=lambda cap: metered(
             registry.provider(cap.provider, cap.kind, cap.tools), metrics, cap.provider.connection
         ),
@@ -159,7 +150,7 @@ def build_services(
     settings: Settings,
     clock: Clock = time.time,
     monotonic: Clock = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Sleep = time.sleep,
 ) -> Container:
     """The services over ``adapters``, with the deployment's policies from ``settings``
     (``sleep``: the backoff of a failed transcript write or erasure step)."""
@@ -172,23 +163,7 @@ def build_services(
         sealer=adapters.tools.sealer,
         bedrock_available=settings.bedrock_available,
     )
-    trigger = SummaryTrigger(
-        adapters.summary_queue,
-        settings.summary_coalesce_seconds,
-        settings.summary_delay_seconds,
-        metrics,
-        clock,
-    )
-    recorder = TurnRecorder(
-        stores.turns,
-        stores.sessions,
-        adapters.repair_queue,
-        metrics,
-        after_repair=trigger.after_repair,
-        repair_fallback=adapters.repair_fallback,
-        monotonic=monotonic,
-        sleep=sleep,
-    )
+    trigger, recorder = _recording(adapters, settings, clock, monotonic, sleep)
     erasures = _erasures(adapters, settings, clock, sleep)
     sessions = SessionService(
         stores.sessions,
@@ -199,34 +174,61 @@ def build_services(
         after_delete=erasures.schedule_sweep if adapters.erasure_queue else None,
     )
     keys = SessionKeys(sessions, stores.sessions, catalog, sleep)
+    forks = _forks(adapters, catalog, trigger, clock)
+    conversations = ConversationService(
+        sessions, stores.turns, stores.responses, forks, settings.import_limits(), clock
+    )
+    parts = (recorder, trigger, keys, conversations)
     return Container(
         settings=settings,
         adapters=adapters,
         catalog=catalog,
         runs=RunTraces(stores.runs),
         sessions=sessions,
-        turns=_turns(adapters, settings, catalog, recorder, trigger, keys, clock, monotonic),
+        turns=_turns(adapters, settings, catalog, parts, clock, monotonic),
         recorder=recorder,
         summaries=_summaries(adapters, settings, catalog, clock),
         retention=RetentionService(stores.retention, settings.retention_policy(), metrics),
         tokens=TokenResolver(stores.tokens, settings.cache_ttl_seconds),
         session_keys=keys,
         erasures=erasures,
-        forks=_forks(adapters, catalog, trigger, clock),
+        forks=forks,
+        conversations=conversations,
+        responses=ResponseService(stores.responses, sessions),
     )
+
+
+def _recording(
+    adapters: Adapters, settings: Settings, clock: Clock, monotonic: Clock, sleep: Sleep
+) -> tuple[SummaryTrigger, TurnRecorder]:
+    """What asks for summaries after turns, and what records turns (or hands them over)."""
+    metrics = adapters.metrics
+    timing = (settings.summary_coalesce_seconds, settings.summary_delay_seconds)
+    trigger = SummaryTrigger(adapters.summary_queue, *timing, metrics, clock)
+    recorder = TurnRecorder(
+        adapters.stores.turns,
+        adapters.stores.sessions,
+        adapters.repair_queue,
+        metrics,
+        after_repair=trigger.after_repair,
+        repair_fallback=adapters.repair_fallback,
+        monotonic=monotonic,
+        sleep=sleep,
+    )
+    return trigger, recorder
 
 
 def _turns(
     adapters: Adapters,
     settings: Settings,
     catalog: CapabilityCatalog,
-    recorder: TurnRecorder,
-    trigger: SummaryTrigger,
-    keys: SessionKeys,
+    parts: tuple[TurnRecorder, SummaryTrigger, SessionKeys, ConversationService],
     clock: Clock,
     monotonic: Clock,
 ) -> TurnService:
-    """The serving path: a capability's model (or agent loop), filter and tools."""
+    """The serving path: a capability's model (or agent loop), filter and tools, over
+    the recorder, summary trigger, app keys and conversations it is given."""
+    recorder, trigger, keys, conversations = parts
     answerer = Answerer(
         adapters.provider_for,
         adapters.filter_for,
@@ -245,6 +247,7 @@ def _turns(
         recorder=recorder,
         trigger=trigger,
         keys=keys,
+        conversations=conversations,
         policy=settings.turn_policy(),
         clock=clock,
         monotonic=monotonic,

@@ -25,6 +25,7 @@ from convo_memory.domain.connections import (
 from convo_memory.domain.models import ProviderConfig
 
 if TYPE_CHECKING:
+    from convo_memory.services.conversations import ImportLimits
     from convo_memory.services.erasures import ErasurePolicy
     from convo_memory.services.retention import RetentionPolicy
     from convo_memory.services.summaries import SummaryPolicy
@@ -189,6 +190,12 @@ class Settings(BaseModel):
             turn_deadline_seconds=self.turn_deadline_seconds,
             pending_turn_seconds=self.pending_turn_seconds,
         )
+
+    def import_limits(self) -> ImportLimits:
+        """(v4) What history an app brings to a new conversation may be."""
+        from convo_memory.services.conversations import ImportLimits
+
+        return ImportLimits(self.max_input_chars, self.max_stored_answer_chars)
 
     def summary_policy(self) -> SummaryPolicy:
         from convo_memory.services.summaries import CHUNK_MESSAGES, SummaryPolicy

@@ -21,6 +21,7 @@ from convo_memory.domain.paused_turns import PendingTurn
 from convo_memory.domain.prompt import Prompt
 from convo_memory.domain.prompt_record import StoredPrompt
 from convo_memory.domain.recall import RecallSource
+from convo_memory.domain.responses import ResponseRef, StoredResponse
 from convo_memory.domain.summary_plan import FoldWindow, SummaryVersion
 from convo_memory.domain.tools import (
     AUTO,
@@ -531,6 +532,21 @@ class ErasureStore(Protocol):
         ...
 
 
+class ResponseStore(Protocol):
+    """(v4) Stored responses: each is its turn (no item of its own)."""
+
+    def find_response(self, ref: ResponseRef) -> StoredResponse | None:
+        """The response ``ref`` names, with its session's head, its turn and the turn
+        before it, in one read (a turn a racing one pushed further on is looked for
+        there); None when there is none (a missing or deleted session or turn)."""
+        ...
+
+    def mark_deleted(self, ref: ResponseRef, user_seq: int) -> bool:
+        """Mark the response of the turn at ``user_seq`` deleted (the turn stays); False
+        when that turn is not the response's."""
+        ...
+
+
 @dataclass
 class Stores:
     """Every storage port, as the composition root wires them into the services."""
@@ -545,3 +561,4 @@ class Stores:
     recall: RecallStore
     erasures: ErasureStore
     forks: ForkStore
+    responses: ResponseStore

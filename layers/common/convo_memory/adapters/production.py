@@ -6,7 +6,7 @@ client is built on its first call, so a function pays only for what it uses."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from convo_memory.adapters.aws_clients import AwsClients
@@ -72,21 +72,54 @@ def repair_fallback(function_name: str, clients: AwsClients) -> AsyncInvokePort 
     return LambdaAsyncInvoke(lambda: clients["lambda"], function_name)
 
 
+class StoreSettings(Protocol):
+    """What the stores are built from: the deployment's settings (``config.Settings``),
+    read here without importing them."""
+
+    @property
+    def table_name(self) -> str: ...
+    @property
+    def runs_table_name(self) -> str: ...
+    @property
+    def idempotency_table_name(self) -> str: ...
+    @property
+    def erasure_receipt_days(self) -> float: ...
+    @property
+    def turn_limits_table_name(self) -> str: ...
+    @property
+    def workspace_turns_per_second(self) -> float: ...
+    @property
+    def workspace_turn_burst(self) -> int: ...
+    @property
+    def workspace_max_slow_turns(self) -> int: ...
+    @property
+    def turn_lifetime(self) -> float: ...
+
+
+def stores(settings: StoreSettings, clients: AwsClients) -> Stores:
+    """Every store over the stack's DynamoDB tables."""
+    from convo_memory.adapters.dynamo.stores import dynamo_stores
+
+    return dynamo_stores(
+        clients["dynamodb"],
+        settings.table_name,
+        settings.runs_table_name,
+        settings.idempotency_table_name,
+        settings.erasure_receipt_days,
+    )
+
+
 def turn_limiter(
-    table_name: str,
-    rate: tuple[float, int],
-    max_slow_turns: int,
-    turn_lifetime: float,
-    clients: AwsClients,
-    metrics: MetricsPort,
-    clock: Callable[[], float],
+    settings: StoreSettings, clients: AwsClients, metrics: MetricsPort, clock: Callable[[], float]
 ) -> TurnLimiter:
-    """The workspace's turn rate (``rate``: turns a second and burst) and its cap of slow
-    turns in flight, on one item per workspace; none when both are off (0) or there is
-    no table. ``turn_lifetime``: the longest a turn runs and writes."""
+    """The workspace's turn rate (turns a second and burst) and its cap of slow turns in
+    flight, on one item per workspace; none when both are off (0) or there is no table.
+    A turn runs and writes for at most the settings' ``turn_lifetime``."""
     from convo_memory.ports import NoTurnLimit
 
-    turns_per_second, burst = rate
+    table_name, turn_lifetime = settings.turn_limits_table_name, settings.turn_lifetime
+    turns_per_second, burst = settings.workspace_turns_per_second, settings.workspace_turn_burst
+    max_slow_turns = settings.workspace_max_slow_turns
     rated = turns_per_second > 0
     if not table_name or not (rated or max_slow_turns > 0):
         return NoTurnLimit()

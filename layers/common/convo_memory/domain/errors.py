@@ -68,6 +68,12 @@ class RunNotFound(NotFound):
     code = "run_not_found"
 
 
+class ResponseNotFound(NotFound):
+    """(v4) An unknown, deleted, ``store: false`` or another workspace's response id."""
+
+    code = "response_not_found"
+
+
 class ErasureNotFound(NotFound):
     """An unknown erasure, or another workspace's (the contract's plain ``not_found``)."""
 

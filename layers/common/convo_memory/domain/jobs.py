@@ -66,6 +66,7 @@ class TurnBody(JobModel):
     # (v4) A turn paused for the app's tools: abandoned, and the pause it ends.
     abandoned: bool = False
     resolves: str | None = None
+    response: str | None = None
 
     @classmethod
     def of(cls, turn: TurnRecord) -> TurnBody:

@@ -165,6 +165,8 @@ class StoredPrompt:
     messages: tuple[Message, ...]
     summary: Summary | None
     digests: dict[int, tuple[ToolDigest, float]] = field(default_factory=dict)
+    # (v4) Instructions its Responses request added after the capability's (kept with it).
+    added_instructions: str | None = None
 
 
 def sent_prompt(
@@ -175,8 +177,8 @@ def sent_prompt(
     now: float,
 ) -> SentPrompt:
     """What a turn was sent, from what is stored of it and what it was sent from (the
-    capability's instructions, the session's recall), as of ``now`` (a digest past its
-    retention window shows as expired)."""
+    capability's instructions, then any its request added; the session's recall), as of
+    ``now`` (a digest past its retention window shows as expired)."""
     digests: list[ToolDigest | ExpiredDigest] = []
     for seq in record.digest_seqs:
         kept = stored.digests.get(seq)
@@ -186,7 +188,7 @@ def sent_prompt(
         summary = stored.summary or LostSummary(record.summary_through)
     return SentPrompt(
         seq=stored.user_seq + 1,
-        instructions=instructions,
+        instructions=with_added(instructions, stored.added_instructions),
         recall=recall if record.recall else None,
         summary=summary,
         tool_digests=tuple(digests),
@@ -194,3 +196,8 @@ def sent_prompt(
         input=stored.input,
         app_tools=record.app_tools,
     )
+
+
+def with_added(instructions: str, added: str | None) -> str:
+    """The capability's instructions, then those a request added for its turn alone."""
+    return f"{instructions}\n\n{added}" if added else instructions

@@ -21,7 +21,10 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from convo_memory.domain.models import Message, Session
 
 RESPONSE_PREFIX = "resp_"
 MESSAGE_ITEM_PREFIX = "msg_"
@@ -144,3 +147,26 @@ class ResponseSettings:
             parallel_tool_calls=False if "n" in values else None,
             cut=bool(values.get("l")),
         )
+
+
+# -- a stored response, as read back -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoredResponse:
+    """A stored response as its turn keeps it: the session's head (workspace,
+    capability, status, fork point), where the turn is, its two messages, what its
+    request set, the app's tools it was offered, whether its response was deleted, and
+    the turn before it (``previous``: the response a chained request named, None for a
+    conversation's first turn)."""
+
+    session: Session
+    ref: ResponseRef
+    user_seq: int
+    user: Message
+    answer: Message
+    settings: ResponseSettings
+    app_tools: tuple[str, ...] = ()
+    run_id: str | None = None
+    deleted: bool = False
+    previous: ResponseRef | None = None

@@ -48,6 +48,10 @@ class TurnState:
     # (v4) The turn that waits for the app's tool results, when one does (read with the
     # newest turns; its messages are not in ``recent`` until it ends).
     pending: PendingTurn | None = None
+    # (v4) The newest turn's id (its reply id: a response id names it) and whether its
+    # response was deleted ("" and False without turns).
+    newest_turn_id: str = ""
+    newest_response_deleted: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,9 @@ class TurnRecord:
     # (v4) The pause (its id) whose position this turn takes: the turn ends a paused turn
     # and is written where the pause was kept, never appended; None: appended.
     resolves: str | None = None
+    # (v4) What its Responses request set, for its Response (``ResponseSettings.encode``;
+    # None: nothing, or another door).
+    response: str | None = None
 
     @property
     def has_digest(self) -> bool:

@@ -22,8 +22,10 @@ from convo_memory.domain.generation import NO_OPTIONS, FinishReason, GenerationO
 from convo_memory.domain.tools import AppToolCall
 
 if TYPE_CHECKING:
+    from convo_memory.domain.imported_history import ImportedTurn
     from convo_memory.domain.models import Principal, Session
     from convo_memory.domain.prompt import ChatMessage
+    from convo_memory.domain.responses import ResponseRef, ResponseSettings
     from convo_memory.domain.tools import AppTools, ToolRound
 
 # -- what a door asks -----------------------------------------------------------------------
@@ -71,14 +73,37 @@ class SessionByKey:
 
     key: str
     owner: SessionOwner
+    # (v4) The app's earlier messages: the first turns of the session, if this call opens it.
+    history: tuple[ImportedTurn, ...] = ()
 
     def __post_init__(self) -> None:
         if self.owner.external_ref is None:
             raise ValueError("a session key's owner names its end user (the externalRef)")
 
 
+@dataclass(frozen=True)
+class SessionByResponse:
+    """(v4) A turn after the stored response ``ref`` names (the Responses door's
+    ``previous_response_id``): in that response's session when it is the session's
+    newest, else in a fork opened at its answer. ``owner``: who the call says it is."""
+
+    ref: ResponseRef
+    owner: SessionOwner | None = None
+
+
+@dataclass(frozen=True)
+class NewConversation:
+    """(v4) A turn that opens a conversation (the Responses door with neither
+    ``conversation`` nor ``previous_response_id``) for ``owner`` (its end user may be
+    None: the conversation is then reached by id alone), whose first turns are
+    ``history``, the app's earlier messages."""
+
+    owner: SessionOwner
+    history: tuple[ImportedTurn, ...] = ()
+
+
 # Which conversation a turn belongs to; None: none (a stateless turn, nothing recorded).
-Conversation = SessionById | SessionByKey | None
+Conversation = SessionById | SessionByKey | SessionByResponse | NewConversation | None
 
 
 @dataclass(frozen=True)
@@ -134,6 +159,9 @@ class TurnCommand:
     conversational_only: bool = False
     app_tools: AppTools | None = None
     rounds: tuple[ToolRound, ...] = ()
+    # (v4) What a Responses request set that its turn keeps for its Response (its
+    # instructions join the prompt after the capability's); None through the other doors.
+    response: ResponseSettings | None = None
 
 
 # -- what a streaming door hears -------------------------------------------------------------
@@ -142,11 +170,13 @@ class TurnCommand:
 @dataclass(frozen=True)
 class TurnBegun:
     """The turn is about to ask the model: its public id and time, and its session
-    (None when stateless), known before the first delta."""
+    (None when stateless), known before the first delta; ``user_seq`` the position it
+    begins at (the newest turn it read, plus one: a response id names it)."""
 
     reply_id: str
     created: int
     session_id: str | None
+    user_seq: int | None = None
 
 
 @dataclass(frozen=True)
@@ -226,6 +256,8 @@ class TurnResult:
     finish: FinishReason = "stop"
     usage: TokenUsage | None = field(default=None)
     tool_calls: tuple[AppToolCall, ...] = ()
+    # (v4) The position the turn began at (``TurnBegun.user_seq``); None when stateless.
+    begun_seq: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The result as JSON (camelCase): what an Idempotency-Key's record keeps."""
@@ -262,6 +294,7 @@ class TurnResult:
                 {"id": call.call_id, "name": call.name, "arguments": call.arguments}
                 for call in self.tool_calls
             ],
+            "begunSeq": self.begun_seq,
         }
 
     @classmethod
@@ -293,6 +326,7 @@ class TurnResult:
                 AppToolCall(str(call["id"]), str(call["name"]), str(call["arguments"]))
                 for call in data.get("toolCalls") or ()
             ),
+            begun_seq=data.get("begunSeq"),
         )
 
 

@@ -175,13 +175,15 @@ class PausedTurns:
 
     def pause(
         self,
+        pause_id: str,
         answer: Answer,
         previous: PendingTurn | None,
         first: FirstCall | None,
         app: AppTurn,
     ) -> PendingTurn:
         """The state to keep for a turn that paused on its ``first`` call, or again
-        when it continued ``previous``, within its size bound."""
+        when it continued ``previous``, within its size bound. ``pause_id``: the reply id
+        of the request that paused it (a response id names the pause by it)."""
         run = answer.run
         assert run is not None and run.pause is not None
         if previous is None:
@@ -193,7 +195,7 @@ class PausedTurns:
         clock = self._clock()
         now = iso_at(clock)
         return PendingTurn(
-            pause_id=PendingTurn.new_pause_id(),
+            pause_id=pause_id,
             user_seq=previous.user_seq if previous else 0,
             created_at=previous.created_at if previous else now,
             since=now,

@@ -13,7 +13,7 @@ winner's session.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from convo_memory.domain.errors import (
     CapabilityNotConversational,
@@ -21,6 +21,7 @@ from convo_memory.domain.errors import (
     StoreUnavailable,
 )
 from convo_memory.domain.sessions import NewSession
+from convo_memory.domain.turn_records import TurnRecord
 from convo_memory.domain.turns import SessionOwner
 from convo_memory.ports import SessionStore
 from convo_memory.services.catalog import CapabilityCatalog
@@ -47,10 +48,17 @@ class SessionKeys:
         self._known: dict[tuple[str, str, str], str] = {}
 
     def resolve(
-        self, workspace_id: str, capability_id: str, session_key: str, owner: SessionOwner
+        self,
+        workspace_id: str,
+        capability_id: str,
+        session_key: str,
+        owner: SessionOwner,
+        history: Sequence[TurnRecord] = (),
     ) -> str:
         """The id of the key's session: remembered, read, or opened now (``owner``'s
-        externalRef and principal). Whether ``owner`` may use it is the turn's check."""
+        externalRef and principal, ``history`` its first turns: the app's messages before
+        its input, imported by the call that opens it). Whether ``owner`` may use it is
+        the turn's check."""
         capability = self._catalog.get(workspace_id, capability_id)  # 404 first
         if not capability.conversational:
             raise CapabilityNotConversational.of(capability.id)
@@ -59,7 +67,7 @@ class SessionKeys:
         if known is not None:
             return known
         found = self._store.session_for_key(*claim)
-        return self._remember(claim, found) if found else self._open(claim, owner)
+        return self._remember(claim, found) if found else self._open(claim, owner, history)
 
     def reopen(
         self,
@@ -68,6 +76,7 @@ class SessionKeys:
         session_key: str,
         owner: SessionOwner,
         gone: str,
+        history: Sequence[TurnRecord] = (),
     ) -> str:
         """The key's session after its session ``gone`` turned out deleted: the key is
         released (if it still names ``gone``) and opens a new session."""
@@ -78,15 +87,19 @@ class SessionKeys:
             return self._remember(claim, found)
         if found == gone:
             self._store.release_session_key(*claim, gone)
-        return self._open(claim, owner)
+        return self._open(claim, owner, history)
 
-    def _open(self, claim: tuple[str, str, str], owner: SessionOwner) -> str:
+    def _open(
+        self, claim: tuple[str, str, str], owner: SessionOwner, history: Sequence[TurnRecord]
+    ) -> str:
         workspace_id, capability_id, session_key = claim
         assert owner.external_ref is not None  # a key's owner names its end user (SessionByKey)
         new = NewSession(capability_id, owner.external_ref, owner.principal)
         for attempt in range(OPEN_ATTEMPTS):
             try:
-                session = self._sessions.create(workspace_id, new, session_key=session_key)
+                session = self._sessions.create(
+                    workspace_id, new, session_key=session_key, history=history
+                )
                 return self._remember(claim, session.id)
             except SessionKeyTaken as taken:
                 winner = taken.session_id or self._store.session_for_key(*claim)

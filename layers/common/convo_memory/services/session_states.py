@@ -5,6 +5,8 @@ what a turn keeps on its head (the coarse activity mark, the fence nonce)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import replace
 
 from convo_memory.domain.errors import (
     CapabilityNotConversational,
@@ -24,6 +26,8 @@ from convo_memory.services.catalog import CapabilityCatalog
 logger = logging.getLogger(__name__)
 
 MAX_REMEMBERED_SESSIONS = 10_000
+# Binds a conversation to its first turn's capability and owner: the session, bound.
+Binder = Callable[[Session, Capability, SessionOwner | None], Session]
 
 
 class SessionStates:
@@ -33,11 +37,15 @@ class SessionStates:
         sessions: SessionStore,
         turns: TurnStore,
         activity_granularity_seconds: float,
+        bind: Binder | None = None,
     ) -> None:
+        """``bind``: (v4) binds a conversation no turn has bound yet to the capability
+        of its first turn and to who that turn says it is (none: it is refused, 409)."""
         self._catalog = catalog
         self._sessions = sessions
         self._turns = turns
         self._granularity = activity_granularity_seconds
+        self._bind = bind
         # A session's capability never changes, so this container may remember it:
         # the messages door then reads the session state in one request too.
         self._session_capability: dict[tuple[str, str], str] = {}
@@ -62,6 +70,9 @@ class SessionStates:
             if not capability.conversational:
                 raise CapabilityNotConversational.of(capability.id)
         state = self._load(workspace_id, session_id, capability, continues)
+        if state.session.capability_id is None and self._bind is not None:
+            # A conversation (v4): its first turn binds it, for good.
+            state = replace(state, session=self._bind(state.session, capability, owner))
         if state.session.capability_id != capability.id:
             raise SessionCapabilityMismatch(
                 f"session {session_id!r} belongs to capability {state.session.capability_id!r}"

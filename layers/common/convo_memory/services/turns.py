@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from convo_memory.domain.errors import (
     CapabilityNotConversational,
     PayloadTooLarge,
+    ResponseNotFound,
     SessionNotFound,
     ToolCallsMismatch,
     ValidationFailed,
@@ -36,8 +37,10 @@ from convo_memory.domain.models import (
     iso_at,
 )
 from convo_memory.domain.paused_turns import SEPARATOR, PendingTurn, app_tool_calls
-from convo_memory.domain.prompt import ChatMessage, Prompt, build_prompt
+from convo_memory.domain.prompt import DEFAULT_INSTRUCTIONS, ChatMessage, Prompt, build_prompt
+from convo_memory.domain.prompt_record import with_added
 from convo_memory.domain.replay_window import ReplayWindow, keeps_start
+from convo_memory.domain.responses import ResponseRef
 from convo_memory.domain.sessions import context_of
 from convo_memory.domain.tool_digest import build_tool_digest
 from convo_memory.domain.tools import ToolCall
@@ -48,8 +51,11 @@ from convo_memory.domain.turn_records import (
     fit_answer,
 )
 from convo_memory.domain.turns import (
+    NewConversation,
     ReplayStats,
+    SessionById,
     SessionByKey,
+    SessionByResponse,
     ToolResults,
     TurnBegun,
     TurnCommand,
@@ -62,6 +68,7 @@ from convo_memory.ports import MetricsPort, NullMetrics, SessionStore, TurnStore
 from convo_memory.services.agent_loop import LoopStart
 from convo_memory.services.answering import Answer, Answerer, AppTurn
 from convo_memory.services.catalog import CapabilityCatalog
+from convo_memory.services.conversations import ConversationService
 from convo_memory.services.paused_turns import FirstCall, PausedTurns
 from convo_memory.services.recording import TurnRecorder
 from convo_memory.services.session_keys import SessionKeys
@@ -101,6 +108,8 @@ class _Turn:
     idempotency_record: str | None
     reply_id: str
     created: int
+    # Where it begins, in a session (a response id names it): set by ``begun``.
+    begun_seq: int | None = None
 
     @property
     def user_input(self) -> str:
@@ -113,10 +122,28 @@ class _Turn:
         """When the turn's writes must end: its deadline, plus the time to record it."""
         return self.deadline + RECORDING_MARGIN_SECONDS
 
-    def begin(self, session_id: str | None) -> None:
-        """Tell a streaming door who the turn is, before the model is asked."""
+    def begun(self, session_id: str | None, user_seq: int | None = None) -> _Turn:
+        """The turn, begun at ``user_seq`` of ``session_id``: a streaming door is told who
+        it is, before the model is asked."""
         if self.sink is not None:
-            self.sink.put(TurnBegun(self.reply_id, self.created, session_id))
+            self.sink.put(TurnBegun(self.reply_id, self.created, session_id, user_seq))
+        return replace(self, begun_seq=user_seq)
+
+    @property
+    def instructions(self) -> str | None:
+        """What its request added to the capability's instructions (the Responses door's
+        ``instructions`` and system messages), for this turn alone."""
+        settings = self.command.response
+        return settings.instructions if settings is not None else None
+
+    def settings_kept(self, answer: Answer) -> str | None:
+        """What its Responses request set, as its turn keeps it (with ``cut`` when its
+        answer stopped at the token limit)."""
+        settings = self.command.response
+        if settings is None:
+            return None
+        cut = answer.completion.finish == "length" and not answer.withheld
+        return (replace(settings, cut=True) if cut else settings).encode()
 
     def result(
         self,
@@ -142,6 +169,7 @@ class _Turn:
             finish="stop" if answer.withheld and pause is None else completion.finish,
             usage=completion.usage,
             tool_calls=app_tool_calls(pause.step, pause.app_call_ids) if pause else (),
+            begun_seq=self.begun_seq,
         )
 
 
@@ -156,6 +184,7 @@ class TurnService:
         recorder: TurnRecorder,
         trigger: SummaryTrigger,
         keys: SessionKeys,
+        conversations: ConversationService,
         policy: TurnPolicy,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
@@ -168,6 +197,7 @@ class TurnService:
         self._recorder = recorder
         self._trigger = trigger
         self._keys = keys
+        self._conversations = conversations
         self._policy = policy
         self._clock = clock
         self._monotonic = monotonic
@@ -177,7 +207,9 @@ class TurnService:
             pending_turn_seconds=policy.pending_turn_seconds,
             clock=clock,
         )
-        self._states = SessionStates(catalog, sessions, turns, policy.activity_granularity_seconds)
+        self._states = SessionStates(
+            catalog, sessions, turns, policy.activity_granularity_seconds, conversations.bind
+        )
 
     def serve(
         self,
@@ -200,7 +232,8 @@ class TurnService:
             sink if command.stream else None,
             self._deadline(budget_seconds),
             idempotency_record,
-            reply_id=secrets.token_hex(12),
+            # The turn's id too: a response id names it (``domain.responses``).
+            reply_id=secrets.token_hex(8),
             created=int(self._clock()),
         )
         # Before anything is looked up or opened: a refused first call on a key opens nothing.
@@ -209,7 +242,13 @@ class TurnService:
         if isinstance(conversation, SessionByKey):
             return self._keyed(turn, conversation)
         if conversation is None:
-            return self._stateless(turn)
+            return serve_stateless(self._catalog, self._answerer, turn)
+        if isinstance(conversation, SessionByResponse):
+            return self._after_response(turn, conversation)
+        if isinstance(conversation, NewConversation):
+            assert command.capability_id is not None  # the Responses door names its model
+            opened = self._conversations.open(workspace_id, command.capability_id, conversation)
+            conversation = SessionById(opened)
         capability, state = self._states.session_turn(
             turn.workspace_id,
             command.capability_id,
@@ -233,7 +272,10 @@ class TurnService:
         or recorded)."""
         workspace_id, capability_id = turn.workspace_id, turn.command.capability_id
         assert capability_id is not None  # a key belongs to a capability
-        session_id = self._keys.resolve(workspace_id, capability_id, by_key.key, by_key.owner)
+        history = self._conversations.records(by_key.history)
+        session_id = self._keys.resolve(
+            workspace_id, capability_id, by_key.key, by_key.owner, history
+        )
         for attempt in range(2):
             try:
                 capability, state = self._states.session_turn(
@@ -244,9 +286,31 @@ class TurnService:
                 if attempt:
                     raise
                 session_id = self._keys.reopen(
-                    workspace_id, capability_id, by_key.key, by_key.owner, session_id
+                    workspace_id, capability_id, by_key.key, by_key.owner, session_id, history
                 )
         raise AssertionError("unreachable")
+
+    def _after_response(self, turn: _Turn, after: SessionByResponse) -> TurnResult:
+        """A turn after a stored response: in its session when it is the newest there (or
+        the pause this turn continues), else in a fork opened at its answer; 404
+        ``response_not_found`` for one not stored (any more) in this workspace."""
+        ref, continues = after.ref, _continues(turn.command)
+        try:
+            capability, state = self._states.session_turn(
+                turn.workspace_id,
+                turn.command.capability_id,
+                ref.session_id,
+                after.owner,
+                continues,
+            )
+        except SessionNotFound:
+            raise no_response(ref) from None
+        fork = self._conversations.after_response(turn.workspace_id, state, ref)
+        if fork is not None:
+            capability, state = self._states.session_turn(
+                turn.workspace_id, capability.id, fork, after.owner, continues
+            )
+        return self._converse(turn, capability, state)
 
     # -- the one serving path ---------------------------------------------------------
 
@@ -261,10 +325,17 @@ class TurnService:
         state = self._pauses.settle(turn.workspace_id, state, turn.until)
         session = state.session
         seen = context_of(state, capability.replay_policy, now)
-        prompt = self._session_prompt(
-            turn, capability, state, seen.messages, seen.summary, seen.tool_digests, seen.window
+        prompt = session_prompt(
+            turn,
+            capability,
+            state,
+            seen.messages,
+            seen.summary,
+            seen.tool_digests,
+            seen.window,
+            self._states.fence_nonce(session),
         )
-        turn.begin(session.id)
+        turn = turn.begun(session.id, session.message_count + 1)
         app = AppTurn(command.app_tools) if command.app_tools is not None else None
         answer = self._answerer.answer(
             turn.workspace_id,
@@ -296,7 +367,12 @@ class TurnService:
             self._clock(),
             turn.idempotency_record,
         )
-        record = replace(record, prompt_record=first.record)
+        record = replace(
+            record,
+            turn_id=turn.reply_id,
+            prompt_record=first.record,
+            response=turn.settings_kept(answer),
+        )
         return self._record(turn, capability, state, record, answer, stats)
 
     def _continue(
@@ -312,10 +388,18 @@ class TurnService:
         now = self._clock()
         self._states.mark_active(state, now)  # once the results are known to fit
         sent = self._pauses.sent_at_pause(state, capability, pending, now)
-        prompt = self._session_prompt(
-            turn, capability, state, sent.messages, sent.summary, sent.digests, None, pending
+        prompt = session_prompt(
+            turn,
+            capability,
+            state,
+            sent.messages,
+            sent.summary,
+            sent.digests,
+            None,
+            self._states.fence_nonce(state.session),
+            pending,
         )
-        turn.begin(state.session.id)
+        turn = turn.begun(state.session.id, pending.user_seq)
         app = self._pauses.continued(pending, answered, AppTurn(turn.command.app_tools))
         answer = self._answerer.answer(
             turn.workspace_id,
@@ -337,6 +421,7 @@ class TurnService:
         record = final_record(
             self._policy, pending, answer, app, self._clock(), turn.idempotency_record
         )
+        record = replace(record, turn_id=turn.reply_id, response=turn.settings_kept(answer))
         at_pause = state.session.model_copy(update={"message_count": pending.user_seq - 1})
         return self._record(
             turn, capability, replace(state, session=at_pause), record, answer, stats
@@ -354,7 +439,7 @@ class TurnService:
     ) -> TurnResult:
         """Keep a turn that paused (at the next position, or over the pause it
         continued) and answer with its calls; 409 when that pause was ended meanwhile."""
-        pending = self._pauses.pause(answer, previous, first, app)
+        pending = self._pauses.pause(turn.reply_id, answer, previous, first, app)
         replaces = previous.pause_id if previous is not None else None
         kept = self._recorder.keep_pause(state.session, pending, replaces, until=turn.until)
         if kept is None:
@@ -386,64 +471,6 @@ class TurnService:
             )
         return turn.result(answer, session.id, recorded.position, recorded.recorded, stats)
 
-    def _session_prompt(
-        self,
-        turn: _Turn,
-        capability: Capability,
-        state: TurnState,
-        messages: tuple[Message, ...],
-        summary: Summary | None,
-        digests: Sequence[ToolDigest],
-        window: ReplayWindow | None,
-        paused: PendingTurn | None = None,
-    ) -> Prompt:
-        """The prompt of a turn in a session: the capability's instructions, the recall,
-        the summary behind the window, the window with its digests, the input (the
-        turn's, or the ``paused`` turn's it continues). ``window``: the replay rule's
-        (whether the next turn keeps its start; None for a paused turn's)."""
-        session, policy = state.session, capability.replay_policy
-        text = turn.user_input if paused is None else paused.user_input
-        reused = window is not None and keeps_start(
-            state.recent, policy, session.message_count, window, text
-        )
-        prompt = build_prompt(
-            instructions=capability.instructions,
-            summary=summary,
-            digests=digests,
-            replayed=messages,
-            user_input=text,
-            recall=session.recall.text if session.recall else None,
-            nonce=self._states.fence_nonce(session),
-            replay_reused=reused,
-        )
-        return replace(prompt, options=turn.command.options)
-
-    def _stateless(self, turn: _Turn) -> TurnResult:
-        command = turn.command
-        assert command.capability_id is not None  # a stateless turn names its capability
-        capability = self._catalog.get(turn.workspace_id, command.capability_id)
-        if command.conversational_only and not capability.conversational:
-            raise CapabilityNotConversational.of(capability.id)
-        self._answerer.check(capability, command.options, command.app_tools)
-        prompt = build_prompt(
-            instructions=capability.instructions,
-            summary=None,
-            digests=(),
-            replayed=(),
-            user_input=turn.user_input,
-        )
-        prompt = with_client_history(prompt, command.history)
-        prompt = replace(prompt, options=command.options)
-        turn.begin(None)
-        app = None
-        if command.app_tools is not None or command.rounds:
-            # The client's own tool exchange after its input: the loop goes on from it.
-            app = AppTurn(command.app_tools, LoopStart(command.rounds))
-        answer = self._answerer.answer(
-            turn.workspace_id, capability, None, prompt, turn.sink, deadline=turn.deadline, app=app
-        )
-        return turn.result(answer)
-
 
 def with_client_history(prompt: Prompt, history: Sequence[ChatMessage]) -> Prompt:
     """A stateless prompt with the conversation a client sent before its input: its
@@ -461,6 +488,11 @@ def with_client_history(prompt: Prompt, history: Sequence[ChatMessage]) -> Promp
 
 def _continues(command: TurnCommand) -> bool:
     return isinstance(command.input, ToolResults)
+
+
+def no_response(ref: ResponseRef) -> ResponseNotFound:
+    """The refusal of a ``previous_response_id`` that names no stored response here."""
+    return ResponseNotFound(f"response {ref.id!r} not found", param="previous_response_id")
 
 
 def check_turn_input(policy: TurnPolicy, command: TurnCommand) -> None:
@@ -552,3 +584,70 @@ def final_record(
         policy, pending.user_input, answer, calls, now, idempotency_record, text, withheld
     )
     return replace(record, prompt_record=pending.prompt_record, resolves=pending.pause_id)
+
+
+def session_prompt(
+    turn: _Turn,
+    capability: Capability,
+    state: TurnState,
+    messages: tuple[Message, ...],
+    summary: Summary | None,
+    digests: Sequence[ToolDigest],
+    window: ReplayWindow | None,
+    nonce: str,
+    paused: PendingTurn | None = None,
+) -> Prompt:
+    """The prompt of a turn in a session: the capability's instructions, the recall,
+    the summary behind the window, the window with its digests, the input (the
+    turn's, or the ``paused`` turn's it continues), fenced with the session's ``nonce``.
+    ``window``: the replay rule's (whether the next turn keeps its start; None for a
+    paused turn's)."""
+    session, policy = state.session, capability.replay_policy
+    text = turn.user_input if paused is None else paused.user_input
+    reused = window is not None and keeps_start(
+        state.recent, policy, session.message_count, window, text
+    )
+    prompt = build_prompt(
+        instructions=with_added(
+            capability.instructions or DEFAULT_INSTRUCTIONS, turn.instructions
+        ),
+        summary=summary,
+        digests=digests,
+        replayed=messages,
+        user_input=text,
+        recall=session.recall.text if session.recall else None,
+        nonce=nonce,
+        replay_reused=reused,
+    )
+    return replace(prompt, options=turn.command.options)
+
+
+def serve_stateless(catalog: CapabilityCatalog, answerer: Answerer, turn: _Turn) -> TurnResult:
+    """A turn outside any session: the capability's instructions, then what the client
+    sent (its history, its own tool exchange), as given; nothing is recorded."""
+    command = turn.command
+    assert command.capability_id is not None  # a stateless turn names its capability
+    capability = catalog.get(turn.workspace_id, command.capability_id)
+    if command.conversational_only and not capability.conversational:
+        raise CapabilityNotConversational.of(capability.id)
+    answerer.check(capability, command.options, command.app_tools)
+    prompt = build_prompt(
+        instructions=with_added(
+            capability.instructions or DEFAULT_INSTRUCTIONS, turn.instructions
+        ),
+        summary=None,
+        digests=(),
+        replayed=(),
+        user_input=turn.user_input,
+    )
+    prompt = with_client_history(prompt, command.history)
+    prompt = replace(prompt, options=command.options)
+    turn = turn.begun(None)
+    app = None
+    if command.app_tools is not None or command.rounds:
+        # The client's own tool exchange after its input: the loop goes on from it.
+        app = AppTurn(command.app_tools, LoopStart(command.rounds))
+    answer = answerer.answer(
+        turn.workspace_id, capability, None, prompt, turn.sink, deadline=turn.deadline, app=app
+    )
+    return turn.result(answer)

@@ -46,6 +46,7 @@ from convo_memory.domain.errors import (
 from convo_memory.domain.forks import summary_behind
 from convo_memory.domain.models import Session, Summary
 from convo_memory.domain.prompt_record import PromptRecord, StoredPrompt
+from convo_memory.domain.responses import ResponseSettings
 from convo_memory.domain.summary_plan import SummaryVersion
 from convo_memory.domain.turn_records import user_seq_of
 from convo_memory.ports import CopyOutcome
@@ -372,8 +373,9 @@ def stored_prompt(table: DynamoTable, session_id: str, user_seq: int) -> StoredP
     text = turn.get(items.PROMPT_RECORD, {}).get("S")
     record = PromptRecord.decode(text, user_seq) if text is not None else None
     user_input = turn["u"]["S"]
+    added = ResponseSettings.decode(turn.get(items.RESPONSE_SETTINGS, {}).get("S")).instructions
     if record is None or not (record.first_seq or record.summary_through):
-        return StoredPrompt(user_seq, user_input, record, (), None)
+        return StoredPrompt(user_seq, user_input, record, (), None, added_instructions=added)
     window: list[Item] = []
     if record.first_seq:
         window = turn_items(
@@ -393,7 +395,7 @@ def stored_prompt(table: DynamoTable, session_id: str, user_seq: int) -> StoredP
             if digest.seq in record.digest_seqs:
                 digests[digest.seq] = (digest, expires)
     summary = summary_version(table, session_id, record.summary_through)
-    return StoredPrompt(user_seq, user_input, record, messages, summary, digests)
+    return StoredPrompt(user_seq, user_input, record, messages, summary, digests, added)
 
 
 def summary_version(table: DynamoTable, session_id: str, through_seq: int) -> Summary | None:

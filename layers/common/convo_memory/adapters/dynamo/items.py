@@ -24,8 +24,9 @@ capability ids never hold ``#``, so no key can pose as another's.
 A turn item's attribute names are one or two letters (``id`` turn id, ``at`` createdAt,
 ``u`` user message, ``a`` answer, ``w`` withheld, ``x`` truncated, ``r`` run id, ``k`` the
 idempotency record of the request that served it, if it had an Idempotency-Key, ``p``
-which stored parts its prompt was sent, ``domain.prompt_record``, ``b`` abandoned, v4):
-DynamoDB
+which stored parts its prompt was sent, ``domain.prompt_record``, ``b`` abandoned, v4;
+(v4) ``q`` what a Responses request set and ``qx`` its response deleted,
+``domain.responses``): DynamoDB
 bills attribute names as data, and the serving path reads ten turns per request, so the
 window of a default capability fits in one 4 KB read unit more often.
 
@@ -86,6 +87,10 @@ PENDING_STATE = "pt"
 # On a paused turn's item only: a flag a projection can read without the state.
 PENDING_MARK = "pd"
 PENDING_INDEX_PREFIX = "PENDING"
+# (v4) On a turn item: what its Responses request set (``domain.responses``), and that
+# its response was deleted (the turn stays).
+RESPONSE_SETTINGS = "q"
+RESPONSE_DELETED = "qx"
 
 
 def session_pk(session_id: str) -> dict[str, str]:
@@ -344,6 +349,8 @@ def turn_item(session_id: str, user_seq: int, turn: TurnRecord) -> Item:
         item[PROMPT_RECORD] = string_value(turn.prompt_record.encode(user_seq))
     if turn.abandoned:
         item[ABANDONED] = {"BOOL": True}
+    if turn.response is not None:
+        item[RESPONSE_SETTINGS] = string_value(turn.response)
     return item
 
 
@@ -371,6 +378,10 @@ def pending_from(item: Item) -> PendingTurn:
 
 def turn_id_of(item: Item) -> str:
     return str(item.get("id", {}).get("S", ""))
+
+
+def response_deleted(item: Item) -> bool:
+    return bool(item.get(RESPONSE_DELETED, {}).get("BOOL", False))
 
 
 def turn_created_at(item: Item) -> str:

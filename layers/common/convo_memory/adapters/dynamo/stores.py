@@ -8,6 +8,7 @@ from convo_memory.adapters.dynamo.capabilities import DynamoCapabilityStore
 from convo_memory.adapters.dynamo.erasures import DynamoErasureStore
 from convo_memory.adapters.dynamo.forks import DynamoForkStore
 from convo_memory.adapters.dynamo.recall import DynamoRecallStore
+from convo_memory.adapters.dynamo.responses import DynamoResponseStore
 from convo_memory.adapters.dynamo.retention import DynamoRetentionStore
 from convo_memory.adapters.dynamo.runs import DynamoRunStore
 from convo_memory.adapters.dynamo.sessions import DynamoSessionStore
@@ -41,4 +42,5 @@ def dynamo_stores(
         recall=DynamoRecallStore(table),
         erasures=DynamoErasureStore(table, runs, idempotency, erasure_receipt_days),
         forks=DynamoForkStore(table),
+        responses=DynamoResponseStore(table),
     )

@@ -138,6 +138,23 @@ class DynamoTable:
             if not start:
                 return
 
+    def batch_get(self, keys: list[Item], *, consistent: bool = True) -> list[Item]:
+        """The items of up to 100 keys (those that exist), in one ``BatchGetItem`` (and
+        another for keys DynamoDB left unprocessed, bounded)."""
+        found: list[Item] = []
+        pending: dict[str, Any] = {self.name: {"Keys": keys, "ConsistentRead": consistent}}
+        for attempt in range(BATCH_ATTEMPTS):
+            try:
+                out = self.client.batch_get_item(RequestItems=pending)
+            except (ClientError, BotoCoreError) as exc:
+                raise translate(exc) from exc
+            found += out.get("Responses", {}).get(self.name, [])
+            pending = out.get("UnprocessedKeys") or {}
+            if not pending:
+                return found
+            time.sleep(min(0.05 * 2**attempt, 1.0))
+        raise StoreUnavailable("DynamoDB left keys unprocessed in a batch read")
+
     def delete_keys(self, keys: list[Item]) -> int:
         """Delete items by key in batches of 25, retrying unprocessed ones (bounded)."""
         return self._write_batches([{"DeleteRequest": {"Key": key}} for key in keys])

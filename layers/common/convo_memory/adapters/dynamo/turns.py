@@ -279,8 +279,9 @@ def _state_of(
             digest, expires = items.digest_from(item)
             digests[digest.seq], expiry[digest.seq] = digest, expires
     summary, versions = summaries
+    newest = turns[-1] if turns else None
     return TurnState(
-        session=items.session_from(head, turns[-1] if turns else None),
+        session=items.session_from(head, newest),
         summary=summary,
         recent=tuple(messages[-max_messages:]) if max_messages > 0 else (),
         digests=digests,
@@ -288,4 +289,6 @@ def _state_of(
         activity_mark=head["lastActiveAt"]["S"],
         summary_versions=versions,
         pending=pending,
+        newest_turn_id=items.turn_id_of(newest) if newest is not None else "",
+        newest_response_deleted=newest is not None and items.response_deleted(newest),
     )

@@ -1,0 +1,104 @@
+"""Stored responses on DynamoDB (v4): a response is its turn, found by the position and
+reply id its id names (``domain.responses.ResponseRef``). No item is written for a
+response: reading one is one ``BatchGetItem`` of the session's head, the turn at that
+position and the turn before it (its previous response); deleting one marks its turn
+(``qx``), which stays in its conversation.
+
+A turn a racing turn pushed past its position is found by its id further on (a Query
+from that position); a fork's first turn's previous response is its parent's, at the
+fork point.
+"""
+
+from __future__ import annotations
+
+from convo_memory.adapters.dynamo import items
+from convo_memory.adapters.dynamo.forks import turn_items
+from convo_memory.adapters.dynamo.table import DynamoTable, Item, string_value
+from convo_memory.domain.prompt_record import PromptRecord
+from convo_memory.domain.responses import ResponseRef, ResponseSettings, StoredResponse
+
+
+class DynamoResponseStore:
+    def __init__(self, table: DynamoTable) -> None:
+        self._table = table
+
+    def find_response(self, ref: ResponseRef) -> StoredResponse | None:
+        """The response ``ref`` names (None: no such session or turn, or the session is
+        being deleted; a deleted response is returned marked ``deleted``)."""
+        sid, seq = ref.session_id, ref.user_seq
+        keys = [items.head_key(sid), items.turn_key(sid, seq)]
+        if seq > 2:
+            keys.append(items.turn_key(sid, seq - 2))
+        found = {item["sk"]["S"]: item for item in self._table.batch_get(keys)}
+        head = found.get(items.SESSION_SK)
+        if head is None or items.head_status(head) == "deleting":
+            return None
+        turn = found.get(items.turn_sk(seq))
+        if turn is None or items.turn_id_of(turn) != ref.reply_id:
+            turn = self._pushed_on(sid, seq, ref.reply_id)  # a racing turn took its place
+            if turn is None:
+                return None
+            seq = items.user_seq_of_item(turn)
+        before = found.get(items.turn_sk(seq - 2)) if seq > 2 else None
+        if seq > 2 and before is None:
+            before = self._turn(sid, seq - 2)  # moved on, or inherited (a fork's first turn)
+        return _stored(head, ref, turn, before)
+
+    def mark_deleted(self, ref: ResponseRef, user_seq: int) -> bool:
+        """Mark the response of the turn at ``user_seq`` deleted (False: that turn is not
+        the response's any more)."""
+        marked, _ = self._table.conditional(
+            "update_item",
+            Key=items.turn_key(ref.session_id, user_seq),
+            UpdateExpression="SET #d = :yes",
+            ConditionExpression="#id = :id",
+            ExpressionAttributeNames={"#d": items.RESPONSE_DELETED, "#id": "id"},
+            ExpressionAttributeValues={":yes": {"BOOL": True}, ":id": string_value(ref.reply_id)},
+        )
+        return marked
+
+    def _pushed_on(self, session_id: str, user_seq: int, reply_id: str) -> Item | None:
+        for item in self._table.query_all(
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
+            FilterExpression="#id = :id",
+            ExpressionAttributeNames={"#id": "id"},
+            ExpressionAttributeValues={
+                ":pk": items.session_pk(session_id),
+                ":lo": string_value(items.turn_sk(user_seq)),
+                ":hi": string_value(items.MSG_UPPER),
+                ":id": string_value(reply_id),
+            },
+        ):
+            if not items.is_digest(item):
+                return item
+        return None
+
+    def _turn(self, session_id: str, user_seq: int) -> Item | None:
+        found = turn_items(self._table, session_id, user_seq, user_seq, consistent=False)
+        return next((item for item in found if not items.is_digest(item)), None)
+
+
+def _stored(head: Item, ref: ResponseRef, turn: Item, before: Item | None) -> StoredResponse:
+    session = items.session_from(head)
+    seq = items.user_seq_of_item(turn)
+    user, answer = items.messages_from(turn)
+    record_text = turn.get(items.PROMPT_RECORD, {}).get("S")
+    record = PromptRecord.decode(record_text, seq) if record_text is not None else None
+    previous = None
+    if before is not None:
+        fork = session.fork_of
+        # A fork's first turn follows its parent's answer at the fork point.
+        owner = fork.session_id if fork is not None and seq == fork.at_seq + 1 else session.id
+        previous = ResponseRef(owner, seq - 2, items.turn_id_of(before))
+    return StoredResponse(
+        session=session,
+        ref=ref,
+        user_seq=seq,
+        user=user,
+        answer=answer,
+        settings=ResponseSettings.decode(turn.get(items.RESPONSE_SETTINGS, {}).get("S")),
+        app_tools=record.app_tools if record is not None else (),
+        run_id=turn.get("r", {}).get("S"),
+        deleted=items.response_deleted(turn),
+        previous=previous,
+    )

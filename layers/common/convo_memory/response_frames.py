@@ -1,0 +1,297 @@
+"""The Responses door's answers (v4): the Response object, its stream's events, and a
+conversation's messages as items.
+
+A Response is built from a served turn (``TurnResult``) and what it repeats of its
+request (``ResponseEcho``), or from a stored turn (``StoredResponse``) and what its turn
+kept. Its id names the turn (``domain.responses.ResponseRef``): the session and the
+position the turn began at, known when it begins, so a stream's first event carries the
+same id as its last, and a replay (an Idempotency-Key's) the same as the first answer.
+
+A stream (``ResponseEvents``) is ``event: <type>`` / ``data: <json>`` pairs, each with
+an increasing ``sequence_number``: ``response.created``, ``response.in_progress``, the
+message's ``response.output_item.added`` and ``response.content_part.added``,
+``response.output_text.delta`` as the text is made, its ``.done`` events, then
+``response.completed`` (``response.incomplete`` for a withheld or length-cut answer, as
+OpenAI ends those), or ``response.failed`` carrying the Response with its error. No
+``[DONE]`` line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from convo_memory.domain.errors import ServiceError
+from convo_memory.domain.generation import TokenUsage
+from convo_memory.domain.models import Message
+from convo_memory.domain.responses import (
+    ResponseRef,
+    ResponseSettings,
+    message_item_id,
+    unstored_response_id,
+)
+from convo_memory.domain.turns import AnswerDelta, TurnBegun, TurnEvent, TurnResult
+from convo_memory.sse import sse_event
+
+CONVO_FIELDS = ("sessionId", "turn", "recorded", "withheld", "runId")
+
+
+@dataclass(frozen=True)
+class ResponseEcho:
+    """What a Response repeats: its model (the capability id), what its request set
+    (``settings``), its tools as sent, the ``previous_response_id`` it named, and whether
+    it is stored."""
+
+    model: str
+    settings: ResponseSettings = field(default_factory=ResponseSettings)
+    tools: tuple[Mapping[str, Any], ...] = ()
+    previous_response_id: str | None = None
+    store: bool = True
+
+
+@dataclass(frozen=True)
+class TurnName:
+    """How a Response names its turn: its session (None: not stored), the position it
+    began at and its reply id."""
+
+    session_id: str | None
+    begun_seq: int | None
+    reply_id: str
+
+    @property
+    def response_id(self) -> str:
+        if self.session_id is None or self.begun_seq is None:
+            return unstored_response_id(self.reply_id)
+        return ResponseRef(self.session_id, self.begun_seq, self.reply_id).id
+
+    @property
+    def answer_item_id(self) -> str:
+        """The answer's item id: the conversation's id of its message when stored."""
+        if self.session_id is None or self.begun_seq is None:
+            return f"msg_{self.reply_id}"
+        return message_item_id(self.session_id, self.begun_seq + 1)
+
+
+def turn_name(item: TurnBegun | TurnResult) -> TurnName:
+    if isinstance(item, TurnBegun):
+        return TurnName(item.session_id, item.user_seq, item.reply_id)
+    return TurnName(item.session_id, item.begun_seq, item.reply_id)
+
+
+def message_item(item_id: str, role: str, text: str, status: str = "completed") -> dict[str, Any]:
+    """A message as an item (``input_text`` for what was sent, ``output_text`` for an
+    answer)."""
+    part: dict[str, Any] = {"type": "input_text", "text": text}
+    if role == "assistant":
+        part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+    return {"id": item_id, "type": "message", "role": role, "status": status, "content": [part]}
+
+
+def transcript_item(session_id: str, message: Message) -> dict[str, Any]:
+    """A conversation's message as an item, with its stable id."""
+    status = "incomplete" if message.withheld else "completed"
+    return message_item(
+        message_item_id(session_id, message.seq), message.role, message.content, status
+    )
+
+
+def usage_json(usage: TokenUsage | None) -> dict[str, Any] | None:
+    """``usage`` in the Responses API's names (``input_tokens`` counts the whole prompt,
+    ``cached_tokens`` the part of it the provider read from its cache)."""
+    if usage is None:
+        return None
+    return {
+        "input_tokens": usage.input_tokens,
+        "input_tokens_details": {"cached_tokens": usage.cached_input_tokens},
+        "output_tokens": usage.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+    }
+
+
+def incomplete_reason(withheld: bool, cut: bool) -> str | None:
+    """Why an answer is incomplete: withheld by the content filter, or cut at
+    ``max_output_tokens``; None for a complete one."""
+    if withheld:
+        return "content_filter"
+    return "max_output_tokens" if cut else None
+
+
+@dataclass(frozen=True)
+class ResponseState:
+    """A Response's own fields, however it was come by (served now, or stored)."""
+
+    name: TurnName
+    created_at: int
+    status: str
+    output: tuple[dict[str, Any], ...] = ()
+    usage: TokenUsage | None = None
+    incomplete: str | None = None
+    error: ServiceError | None = None
+    convo: Mapping[str, Any] | None = None
+
+
+def response_body(state: ResponseState, echo: ResponseEcho) -> dict[str, Any]:
+    """The Response object."""
+    settings, name = echo.settings, state.name
+    error = state.error
+    return {
+        "id": name.response_id,
+        "object": "response",
+        "created_at": state.created_at,
+        "status": state.status,
+        "model": echo.model,
+        "output": list(state.output),
+        "output_text": "".join(
+            part.get("text", "")
+            for item in state.output
+            if item.get("type") == "message"
+            for part in item.get("content", [])
+        ),
+        "usage": usage_json(state.usage),
+        "previous_response_id": echo.previous_response_id,
+        "conversation": {"id": name.session_id} if echo.store and name.session_id else None,
+        "instructions": settings.instructions,
+        "metadata": dict(settings.metadata),
+        "store": echo.store,
+        "tools": [dict(tool) for tool in echo.tools],
+        "tool_choice": settings.tool_choice or "auto",
+        "parallel_tool_calls": settings.parallel_tool_calls is not False,
+        "temperature": settings.temperature,
+        "top_p": settings.top_p,
+        "max_output_tokens": settings.max_output_tokens,
+        "text": {"format": {"type": "text"}},
+        "truncation": "disabled",
+        "background": False,
+        "incomplete_details": {"reason": state.incomplete} if state.incomplete else None,
+        "error": None if error is None else {"code": error.code, "message": error.message},
+        "convo": dict(state.convo) if state.convo is not None else None,
+    }
+
+
+def convo_extension(result: TurnResult) -> dict[str, Any]:
+    """The ``convo`` member: what the service did with the turn."""
+    kept = result.to_json()
+    return {name: kept[name] for name in CONVO_FIELDS}
+
+
+def served_state(result: TurnResult) -> ResponseState:
+    """A served turn's Response fields: one message, its answer."""
+    reason = incomplete_reason(result.withheld, result.finish == "length")
+    name = turn_name(result)
+    status = "incomplete" if reason else "completed"
+    answer = message_item(name.answer_item_id, "assistant", result.output, status)
+    return ResponseState(
+        name=name,
+        created_at=result.created,
+        status=status,
+        output=(answer,),
+        usage=result.usage,
+        incomplete=reason,
+        convo=convo_extension(result),
+    )
+
+
+def served_response(result: TurnResult, echo: ResponseEcho) -> dict[str, Any]:
+    """The Response of a served turn (``POST /v1/responses``, or a replay of it)."""
+    return response_body(served_state(result), echo)
+
+
+# -- the stream -----------------------------------------------------------------------------
+
+
+class ResponseEvents:
+    """A streamed Response's events from its turn's events (``frames``), each with the
+    next ``sequence_number``."""
+
+    def __init__(self, echo: ResponseEcho) -> None:
+        self._echo = echo
+        self._sequence = 0
+        self._begun: TurnBegun | None = None
+        self._text: list[str] | None = None  # the answer's text so far, once its item is open
+
+    def frames(self, items: Iterable[TurnEvent | TurnResult | ServiceError]) -> Iterator[str]:
+        """The stream's events: from the turn's beginning to its result, or to a
+        failure after it began (``response.failed``)."""
+        for item in items:
+            if isinstance(item, TurnBegun):
+                yield from self._begin(item)
+            elif isinstance(item, AnswerDelta):
+                yield from self._delta(item.text)
+            elif isinstance(item, TurnResult):
+                yield from self._end(item)
+                return
+            elif isinstance(item, ServiceError):
+                yield from self._failed(item)
+                return
+
+    def _event(self, kind: str, **data: Any) -> str:
+        frame = sse_event(kind, {"type": kind, "sequence_number": self._sequence, **data})
+        self._sequence += 1
+        return frame
+
+    def _begin(self, begun: TurnBegun) -> Iterator[str]:
+        self._begun = begun
+        response = response_body(
+            ResponseState(turn_name(begun), begun.created, "in_progress"), self._echo
+        )
+        yield self._event("response.created", response=response)
+        yield self._event("response.in_progress", response=response)
+
+    def _item_id(self) -> str:
+        assert self._begun is not None  # a turn begins before its first delta
+        return turn_name(self._begun).answer_item_id
+
+    def _open(self) -> Iterator[str]:
+        item_id = self._item_id()
+        self._text = []
+        item = {**message_item(item_id, "assistant", "", "in_progress"), "content": []}
+        yield self._event("response.output_item.added", output_index=0, item=item)
+        part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+        yield self._event(
+            "response.content_part.added",
+            item_id=item_id,
+            output_index=0,
+            content_index=0,
+            part=part,
+        )
+
+    def _delta(self, text: str) -> Iterator[str]:
+        if self._text is None:
+            yield from self._open()
+        assert self._text is not None
+        self._text.append(text)
+        yield self._event(
+            "response.output_text.delta",
+            item_id=self._item_id(),
+            output_index=0,
+            content_index=0,
+            delta=text,
+            logprobs=[],
+        )
+
+    def _end(self, result: TurnResult) -> Iterator[str]:
+        if self._begun is None:  # a replayed turn: it begins and ends now
+            yield from self._begin(
+                TurnBegun(result.reply_id, result.created, result.session_id, result.begun_seq)
+            )
+        if self._text is None and result.output:
+            yield from self._delta(result.output)  # made at once (a filter stood between)
+        elif self._text is None:
+            yield from self._open()
+        state = served_state(result)
+        answer = state.output[0]
+        item_id, part = answer["id"], answer["content"][0]
+        where = {"item_id": item_id, "output_index": 0, "content_index": 0}
+        yield self._event("response.output_text.done", **where, text=result.output, logprobs=[])
+        yield self._event("response.content_part.done", **where, part=part)
+        yield self._event("response.output_item.done", output_index=0, item=answer)
+        kind = "response.incomplete" if state.incomplete else "response.completed"
+        yield self._event(kind, response=response_body(state, self._echo))
+
+    def _failed(self, error: ServiceError) -> Iterator[str]:
+        begun = self._begun
+        name = TurnName(None, None, "") if begun is None else turn_name(begun)
+        state = ResponseState(name, begun.created if begun else 0, "failed", error=error)
+        yield self._event("response.failed", response=response_body(state, self._echo))

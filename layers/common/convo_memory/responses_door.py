@@ -1,0 +1,299 @@
+"""The Responses door (v4): how it reads a ``POST /v1/responses`` request into a
+``TurnCommand`` and writes the answer (a Response, or its stream's events:
+``response_frames``).
+
+Which conversation: ``conversation`` (a conversation's or any session's id),
+``previous_response_id`` (the conversation of that stored response: a turn after it, in
+a fork when it is not the newest), neither (a new conversation whose first turns are the
+``user`` and ``assistant`` messages before the input), or ``store: false`` (stateless:
+the model sees the items as given, nothing is recorded). Its end user is
+``safety_identifier`` (else ``user``) and its principal the header ``X-Convo-Principal``,
+bound to a conversation by its first response.
+
+In a conversation only the trailing user message is the turn's input; the items before it
+are the app's copy of the history. ``instructions`` and the request's ``system`` and
+``developer`` messages are added after the capability's instructions for this response
+only. Image, file and audio parts, built-in tools and ``background: true`` are refused
+(422 naming the field): this service answers text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from convo_memory import input_gate
+from convo_memory.domain.errors import ResponseNotFound, ValidationFailed
+from convo_memory.domain.generation import GenerationOptions
+from convo_memory.domain.imported_history import imported_turns
+from convo_memory.domain.prompt import ChatMessage
+from convo_memory.domain.responses import ResponseRef, ResponseSettings
+from convo_memory.domain.turns import (
+    Conversation,
+    NewConversation,
+    SessionById,
+    SessionByResponse,
+    SessionOwner,
+    TurnCommand,
+    UserText,
+)
+from convo_memory.response_frames import ResponseEcho, ResponseEvents, served_response
+from convo_memory.turn_edge import BufferedEvents, json_text
+
+if TYPE_CHECKING:
+    from convo_memory.api_models import ResponseCreate
+    from convo_memory.turn_edge import GatedRequest, TurnEdge
+
+ROUTE = "POST /v1/responses"
+JSON = "application/json"
+EVENT_STREAM = "text/event-stream; charset=utf-8"
+PRINCIPAL_HEADER = "x-convo-principal"
+MESSAGE_ROLES = frozenset({"user", "assistant", "system", "developer"})
+SYSTEM_ROLES = frozenset({"system", "developer"})
+TEXT_PARTS = frozenset({"input_text", "output_text", "text"})
+MEDIA_PARTS = frozenset({"input_image", "input_file", "input_audio"})
+# Items an SDK resends that carry no text for the model: skipped.
+SKIPPED_ITEMS = frozenset({"reasoning", "item_reference"})
+
+
+@dataclass(frozen=True)
+class InputItem:
+    """One item of ``input``: a message (its role and text) or another kind of item;
+    ``where`` names it in a refusal (``input.3``)."""
+
+    kind: str
+    where: str
+    role: str = ""
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class ResponseTurn:
+    """A Responses request: the turn it asks for, and what its Response repeats."""
+
+    command: TurnCommand
+    echo: ResponseEcho
+
+
+@dataclass(frozen=True)
+class ResponseAnswer:
+    """What the HttpApi answers with: a Response (JSON) or its whole event stream."""
+
+    content_type: str
+    body: str
+
+
+def create(edge: TurnEdge, request: GatedRequest, turn: ResponseTurn) -> ResponseAnswer:
+    """``POST /v1/responses`` behind the HttpApi: the Response of the turn ``turn`` asks
+    for, or with ``stream: true`` its events all at once."""
+    command = turn.command
+    events = BufferedEvents()
+    door = "responses-stream-buffered" if command.stream else "responses"
+    result = edge.serve(door, request, command, events)
+    if not command.stream:
+        return ResponseAnswer(JSON, json_text(served_response(result, turn.echo)))
+    frames = ResponseEvents(turn.echo).frames([*events, result])
+    return ResponseAnswer(EVENT_STREAM, "".join(frames))
+
+
+def read_response_turn(body: Mapping[str, Any], headers: Mapping[str, str]) -> ResponseTurn:
+    """The turn a gated Responses body and its headers ask for (``response_turn``)."""
+    from convo_memory.api_models import ResponseCreate
+
+    return response_turn(input_gate.parse_model(ResponseCreate, dict(body)), headers)
+
+
+def response_turn(request: ResponseCreate, headers: Mapping[str, str]) -> ResponseTurn:
+    """The turn a Responses request (its body validated) and its headers ask for:
+    ``422`` naming a field the door does not take, ``404`` for a response or
+    conversation id none of ours could be."""
+    _refuse_unsupported(request)
+    input_gate.check_path_id("capabilityId", request.model)
+    items = _items(request.input)
+    *earlier, last = items
+    if last.kind != "message" or last.role != "user":
+        raise _invalid(last.where, "must be the user's message: the turn's input")
+    extra = [item.text for item in items if item.role in SYSTEM_ROLES]
+    instructions = "\n\n".join(t for t in [request.instructions or "", *extra] if t) or None
+    settings = ResponseSettings(
+        chained=request.previous_response_id is not None,
+        instructions=instructions,
+        metadata=dict(request.metadata or {}),
+        temperature=request.temperature,
+        top_p=request.top_p,
+        max_output_tokens=request.max_output_tokens,
+        tool_choice=request.tool_choice,
+        parallel_tool_calls=request.parallel_tool_calls,
+    )
+    lowered = {name.lower(): value for name, value in headers.items()}
+    conversation = _conversation(request, earlier, lowered)
+    history = tuple(_chat_history(earlier)) if conversation is None else ()
+    command = TurnCommand(
+        capability_id=request.model,
+        conversation=conversation,
+        input=UserText(last.text),
+        options=GenerationOptions(
+            max_tokens=request.max_output_tokens,
+            temperature=request.temperature,
+            top_p=request.top_p,
+        ),
+        history=history,
+        stream=bool(request.stream),
+        conversational_only=True,
+        response=settings,
+    )
+    echo = ResponseEcho(
+        model=request.model,
+        settings=settings,
+        tools=tuple(request.tools or ()),
+        previous_response_id=request.previous_response_id,
+        store=request.store is not False,
+    )
+    return ResponseTurn(command, echo)
+
+
+# -- which conversation ---------------------------------------------------------------------
+
+
+def _conversation(
+    request: ResponseCreate, earlier: Sequence[InputItem], headers: Mapping[str, str]
+) -> Conversation:
+    """``conversation``, ``previous_response_id``, a new conversation (with the messages
+    before the input as its history), or none (``store: false``)."""
+    named = request.conversation
+    previous = request.previous_response_id
+    if named is not None and previous is not None:
+        raise _invalid("previous_response_id", "cannot be used with conversation: name one")
+    if request.store is False:
+        if named is not None or previous is not None:
+            field = "conversation" if named is not None else "previous_response_id"
+            raise _invalid(
+                "store", f"false is stateless: it takes no {field} (nothing is recorded)"
+            )
+        return None
+    owner = _owner(request, headers)
+    if previous is not None:
+        ref = ResponseRef.parse(previous)
+        if ref is None:
+            raise ResponseNotFound(f"response {previous!r} not found", param="previous_response_id")
+        return SessionByResponse(ref, owner)
+    if named is not None:
+        session_id = named if isinstance(named, str) else named.id
+        input_gate.check_path_id("sessionId", session_id)
+        return SessionById(session_id, owner)
+    messages = ((item.role, item.text) for item in earlier if item.kind == "message")
+    return NewConversation(owner, imported_turns(messages))
+
+
+def _owner(request: ResponseCreate, headers: Mapping[str, str]) -> SessionOwner:
+    """Who the call says it is: ``safety_identifier`` (else ``user``) and
+    ``X-Convo-Principal`` (checked by the rules a session is opened with; 422)."""
+    from convo_memory.api_models import SessionPatch
+    from convo_memory.chat_completions import _principal
+
+    end_user, field = request.safety_identifier, "safety_identifier"
+    if end_user is None:
+        end_user, field = request.user, "user"
+    if end_user is not None and not 1 <= len(end_user) <= input_gate.MAX_EXTERNAL_REF_CHARS:
+        raise _invalid(
+            field, f"must be 1-{input_gate.MAX_EXTERNAL_REF_CHARS} characters (your end user's id)"
+        )
+    principal, given = _principal(headers.get(PRINCIPAL_HEADER))
+    try:
+        input_gate.parse_model(SessionPatch, {"principal": principal})
+    except ValidationFailed as refused:
+        raise _invalid("X-Convo-Principal", refused.message.removeprefix("principal: ")) from None
+    return SessionOwner(end_user, principal, given)
+
+
+def _chat_history(earlier: Sequence[InputItem]) -> list[ChatMessage]:
+    """What a stateless turn's model sees before the input: the user and assistant
+    messages as given (system and developer ones join the instructions)."""
+    return [
+        ChatMessage(item.role, item.text)
+        for item in earlier
+        if item.kind == "message" and item.role not in SYSTEM_ROLES
+    ]
+
+
+# -- reading the items --------------------------------------------------------------------
+
+
+def _items(raw: str | list[dict[str, Any]]) -> list[InputItem]:
+    if isinstance(raw, str):
+        return [InputItem("message", "input", "user", raw)]
+    if not raw:
+        raise _invalid("input", "must not be empty: a string or a list of items")
+    return [_item(entry, f"input.{index}") for index, entry in enumerate(raw)]
+
+
+def _item(entry: Mapping[str, Any], where: str) -> InputItem:
+    kind = entry.get("type")
+    if kind is None and "role" in entry:
+        kind = "message"
+    if kind == "message":
+        role = entry.get("role")
+        if role not in MESSAGE_ROLES:
+            raise _invalid(f"{where}.role", "must be user, assistant, system or developer")
+        return InputItem("message", where, str(role), _content(entry.get("content"), where))
+    if kind in SKIPPED_ITEMS:
+        return InputItem(str(kind), where)
+    raise _invalid(
+        f"{where}.type",
+        "is not supported: this service takes message, function_call and "
+        "function_call_output items",
+    )
+
+
+def _content(content: Any, where: str) -> str:
+    """A message's text: a string, or text parts (``input_text``, ``output_text``)."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list) or not content:
+        raise _invalid(f"{where}.content", "must be a string or a list of text parts")
+    texts = []
+    for index, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in MEDIA_PARTS:
+            raise _invalid(
+                f"{where}.content.{index}",
+                f"is not supported ({kind}): this service answers text, from text",
+            )
+        text = part.get("refusal") if kind == "refusal" else (part or {}).get("text")
+        if not (kind in TEXT_PARTS or kind == "refusal") or not isinstance(text, str):
+            raise _invalid(f"{where}.content.{index}", "must be a text part (input_text)")
+        texts.append(text)
+    return "\n".join(texts)
+
+
+# -- what the door does not take --------------------------------------------------------------
+
+
+def _refuse_unsupported(request: ResponseCreate) -> None:
+    """``background: true``, built-in tools and output formats other than text (422
+    naming the field)."""
+    extra = request.model_extra or {}
+    if extra.get("background") not in (None, False):
+        raise _invalid("background", "is not supported: responses are answered as they are made")
+    for index, tool in enumerate(request.tools or ()):
+        kind = tool.get("type")
+        if kind != "function":
+            raise _invalid(
+                f"tools.{index}.type",
+                f"is not supported ({kind}): built-in tools do not run here; offer function "
+                "tools, which your app runs",
+            )
+    text_format = (
+        (extra.get("text") or {}).get("format") if isinstance(extra.get("text"), dict) else None
+    )
+    if isinstance(text_format, dict) and text_format.get("type") not in (None, "text"):
+        raise _invalid("text.format", "is not supported: answers are text")
+
+
+def _invalid(field: str, what: str) -> ValidationFailed:
+    return ValidationFailed(
+        f"{field} {what}",
+        details=[{"loc": field.split("."), "msg": what, "type": "value_error"}],
+        param=field,
+    )

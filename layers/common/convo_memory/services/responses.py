@@ -1,0 +1,38 @@
+"""Stored responses (v4): ``GET`` and ``DELETE /v1/responses/{id}`` and what a response
+was sent (``.../input_items``). A response is its turn: found by its id with one read,
+deleted by marking its turn (which stays in its conversation)."""
+
+from __future__ import annotations
+
+from convo_memory.domain.errors import ResponseNotFound
+from convo_memory.domain.prompt_record import SentPrompt
+from convo_memory.domain.responses import ResponseRef, StoredResponse
+from convo_memory.ports import ResponseStore
+from convo_memory.services.sessions import SessionService
+
+
+class ResponseService:
+    def __init__(self, responses: ResponseStore, sessions: SessionService) -> None:
+        self._responses = responses
+        self._sessions = sessions
+
+    def get(self, workspace_id: str, response_id: str) -> StoredResponse:
+        """The stored response ``response_id`` names: 404 ``response_not_found`` for one
+        that is unknown, deleted, ``store: false`` or another workspace's."""
+        ref = ResponseRef.parse(response_id)
+        found = self._responses.find_response(ref) if ref is not None else None
+        if found is None or found.deleted or found.session.workspace_id != workspace_id:
+            raise ResponseNotFound(f"response {response_id!r} not found")
+        return found
+
+    def delete(self, workspace_id: str, response_id: str) -> None:
+        """Delete the response; its turn stays in its conversation."""
+        found = self.get(workspace_id, response_id)
+        if not self._responses.mark_deleted(found.ref, found.user_seq):
+            raise ResponseNotFound(f"response {response_id!r} not found")
+
+    def sent(self, workspace_id: str, response_id: str) -> tuple[StoredResponse, SentPrompt]:
+        """The response and what its model was sent (``GET .../messages/{seq}/prompt``)."""
+        found = self.get(workspace_id, response_id)
+        prompt = self._sessions.sent_prompt(workspace_id, found.session.id, found.user_seq)
+        return found, prompt
