@@ -469,8 +469,8 @@ def parse_authorizer_result(result: Any, simple_responses: bool) -> AuthDecision
 
 
 STREAM_PATH = re.compile(r"^/v1/capabilities/[^/]+/predict/stream/?$")
-# The OpenAI-compatible turn route: the Function URL serves it too, streaming as made.
-CHAT_PATH = re.compile(r"^/v1/chat/completions/?$")
+# The OpenAI-compatible turn routes: the Function URL serves them too, streaming as made.
+CHAT_PATH = re.compile(r"^/v1/(chat/completions|responses)/?$")
 
 
 def load_stream_door(function: Any) -> Any:

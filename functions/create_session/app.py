@@ -1,5 +1,6 @@
 """``POST /v1/sessions``: open a session for an end user on a conversational capability;
-``POST /v1/sessions/{id}/forks``: open one that branches off another after an answer."""
+``POST /v1/sessions/{id}/forks``: open one that branches off another after an answer;
+(v4) ``POST /v1/conversations``: open a conversation its first response binds."""
 
 from __future__ import annotations
 
@@ -40,6 +41,25 @@ def create_session(body: Annotated[api.SessionCreate, Body()]) -> Response[api.S
 def fork_session(session_id: str, body: Annotated[api.ForkCreate, Body()]) -> Response[api.Session]:
     fork = container().forks.fork(workspace_id(app), session_id, body.at_seq, body.metadata)
     return json_response(201, fork.to_json_dict())
+
+
+@app.post(
+    "/v1/conversations",
+    summary="OpenAI-compatible: open a conversation (its items, user and assistant messages, "
+    "its first turns); its first response binds its model, end user and principal",
+    tags=["openai"],
+    responses=answers(200, openai=True),
+)
+def create_conversation(
+    body: Annotated[api.ConversationCreate, Body()],
+) -> Response[api.Conversation]:
+    from convo_memory.response_frames import conversation_json
+    from convo_memory.responses_door import conversation_history
+
+    session = container().conversations.create(
+        workspace_id(app), body.metadata or {}, conversation_history(body)
+    )
+    return json_response(200, conversation_json(session))
 
 
 @http_handler

@@ -1,4 +1,5 @@
-"""The session routes that change one: replace its metadata, delete it."""
+"""The session routes that change one: replace its metadata, delete it; (v4) the same
+for a conversation, and deleting a stored response (its turn stays)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,12 @@ from typing import Annotated, Any
 from aws_lambda_powertools.event_handler import Response
 
 from convo_memory.api_contract import answers
-from convo_memory.domain.errors import ExternalRefImmutable, PrincipalImmutable, SessionNotFound
+from convo_memory.domain.errors import (
+    ExternalRefImmutable,
+    PrincipalImmutable,
+    ResponseNotFound,
+    SessionNotFound,
+)
 from convo_memory.http import (
     ApiResolver,
     Body,
@@ -44,6 +50,47 @@ def update_session(
 def delete_session(session_id: str) -> Response[None]:
     container().sessions.delete(workspace_id(app), session_id)
     return text_response(204, "")
+
+
+# -- (v4) the Responses door's stored responses and conversations --------------------------
+
+
+@app.delete(
+    "/v1/responses/<response_id>",
+    summary="OpenAI-compatible: delete a stored response (its turn stays in its conversation)",
+    tags=["openai"],
+    responses=answers(200, ResponseNotFound, openai=True),
+)
+def delete_response(response_id: str) -> Response[api.ResponseDeleted]:
+    container().responses.delete(workspace_id(app), response_id)
+    return json_response(200, {"id": response_id, "object": "response", "deleted": True})
+
+
+@app.post(
+    "/v1/conversations/<conversation_id>",
+    summary="OpenAI-compatible: replace a conversation's metadata",
+    tags=["openai"],
+    responses=answers(200, SessionNotFound, openai=True),
+)
+def update_conversation(
+    conversation_id: str, body: Annotated[api.ConversationUpdate, Body()]
+) -> Response[api.Conversation]:
+    from convo_memory.response_frames import conversation_json
+
+    session = container().conversations.update(workspace_id(app), conversation_id, body.metadata)
+    return json_response(200, conversation_json(session))
+
+
+@app.delete(
+    "/v1/conversations/<conversation_id>",
+    summary="OpenAI-compatible: delete a conversation (as DELETE /v1/sessions/{id})",
+    tags=["openai"],
+    responses=answers(200, SessionNotFound, openai=True),
+)
+def delete_conversation(conversation_id: str) -> Response[api.ConversationDeleted]:
+    container().conversations.delete(workspace_id(app), conversation_id)
+    body = {"id": conversation_id, "object": "conversation.deleted", "deleted": True}
+    return json_response(200, body)
 
 
 @http_handler

@@ -1,6 +1,6 @@
 """Turn routes: predict (stateless or with a session), its buffered SSE twin, the
-session's message door, and the OpenAI-compatible door (chat completions and its model
-list). Each reads its request into a turn command, the turn edge serves it
+session's message door, and the OpenAI-compatible doors (chat completions, responses
+and the model list). Each reads its request into a turn command, the turn edge serves it
 (``convo_memory.turn_edge``), and the door writes the result: they differ only in how
 they read the request and write the answer."""
 
@@ -23,6 +23,7 @@ from convo_memory.api_contract import (
 from convo_memory.domain.errors import (
     ExternalRefImmutable,
     PrincipalImmutable,
+    ResponseNotFound,
     ToolCallsMismatch,
 )
 from convo_memory.http import (
@@ -111,6 +112,13 @@ CHAT_HEADERS = [
     ),
     IDEMPOTENCY_KEY,
 ]
+# The principal a Responses request binds its conversation to (responses_door reads it).
+RESPONSE_PRINCIPAL = header(
+    "X-Convo-Principal",
+    {"type": "string", "contentMediaType": "application/json"},
+    "Your end user's principal, a JSON object of string claims, bound to a conversation by "
+    "its first response; one that differs from the conversation's is 409.",
+)
 SESSION_OF_THE_TURN = {
     "X-Convo-Session-Id": {
         "schema": {"type": "string"},
@@ -195,6 +203,66 @@ def create_chat_completion(
     chat_turn = chat.chat_turn(body, app.current_event.headers)
     answer = chat.complete(edge(app), gated(app, chat.ROUTE), chat_turn)
     return text_response(200, answer.body, answer.content_type, answer.headers or None)
+
+
+# With ``stream: true``, the Responses door writes ``event:``/``data:`` pairs
+# (response_frames.ResponseEvents), each ``data`` carrying its type and sequence_number.
+RESPONSE_EVENTS = event_stream(
+    "One event of a streamed response, in order: response.created, response.in_progress, "
+    "response.output_item.added, response.content_part.added, response.output_text.delta "
+    "(as made), response.output_text.done, response.content_part.done, "
+    "response.output_item.done, then response.completed (response.incomplete for a withheld "
+    "or length-cut answer), or response.failed after the stream began. No [DONE].",
+    [
+        stream_event(kind, "ResponseStreamEvent", description)
+        for kind, description in (
+            ("response.created", "The response, in progress (its id, model, conversation)."),
+            ("response.in_progress", "The same response."),
+            ("response.output_item.added", "The answer's message item, empty."),
+            ("response.content_part.added", "Its output_text part, empty."),
+            ("response.output_text.delta", "The next piece of the answer (delta)."),
+            ("response.output_text.done", "The whole text."),
+            ("response.content_part.done", "The whole part."),
+            ("response.output_item.done", "The whole message item."),
+            ("response.completed", "The whole Response; the last event."),
+            ("response.incomplete", "The whole Response, incomplete; the last event."),
+            ("response.failed", "The Response with its error; the last event."),
+        )
+    ],
+    example='event: response.created\ndata: {"type":"response.created","sequence_number":0,...}'
+    "\n\n",
+)
+
+
+@app.post(
+    "/v1/responses",
+    summary="OpenAI-compatible: a response (in a conversation, after a previous response, "
+    "opening a conversation, or stateless with store false)",
+    tags=["openai"],
+    responses=answers(
+        200,
+        *TURN_REFUSALS,
+        ResponseNotFound,
+        PrincipalImmutable,
+        ExternalRefImmutable,
+        openai=True,
+        content={
+            "application/json": {"schema": ref("ResponseObject")},
+            "text/event-stream": RESPONSE_EVENTS,
+        },
+    ),
+    openapi_extensions={"parameters": [RESPONSE_PRINCIPAL, IDEMPOTENCY_KEY]},
+)
+def create_response(
+    body: Annotated[api.ResponseCreate, Body()],
+) -> Response[api.ResponseObject]:
+    """The Responses door through API Gateway: a Response, or with ``stream: true`` its
+    events all at once."""
+    from convo_memory import responses_door as door
+
+    turn = door.response_turn(body, app.current_event.headers)
+    answer = door.create(edge(app), gated(app, door.ROUTE), turn)
+    return text_response(200, answer.body, answer.content_type)
 
 
 @app.get(

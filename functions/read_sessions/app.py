@@ -1,16 +1,17 @@
 """The read-only session routes: a session, an end user's sessions, the transcript, the
-next turn's context and what a past turn was sent. Every ``nextToken`` is a signed
-cursor bound to its listing."""
+next turn's context and what a past turn was sent; (v4) the Responses door's stored
+responses (and what they were sent) and conversations (and their items). Every
+``nextToken`` is a signed cursor bound to its listing."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response
 
 from convo_memory import input_gate
 from convo_memory.api_contract import answers
-from convo_memory.domain.errors import SessionNotFound
+from convo_memory.domain.errors import ResponseNotFound, SessionNotFound
 from convo_memory.http import (
     ApiResolver,
     Path,
@@ -125,6 +126,80 @@ def get_prompt(
 
     sent = container().sessions.sent_prompt(workspace_id(app), session_id, input_gate.path_seq(seq))
     return json_response(200, PromptView.of(sent).to_json_dict())
+
+
+# -- the Responses door's stored responses and conversations (v4) -------------------------
+
+ITEM_PAGE = {"ge": 1, "le": 100, "description": "Items per page."}
+AFTER = {
+    "max_length": input_gate.MAX_QUERY_VALUE_CHARS,
+    "description": "An item id: the page starts after it.",
+}
+ORDER = {"description": "asc: oldest first; desc (the default, as OpenAI's): newest first."}
+
+
+@app.get(
+    "/v1/responses/<response_id>",
+    summary="OpenAI-compatible: a stored response (its usage is not kept: null)",
+    tags=["openai"],
+    responses=answers(200, ResponseNotFound, openai=True),
+)
+def get_response(response_id: str) -> Response[api.ResponseObject]:
+    from convo_memory.response_frames import stored_response
+
+    found = container().responses.get(workspace_id(app), response_id)
+    return json_response(200, stored_response(found))
+
+
+@app.get(
+    "/v1/responses/<response_id>/input_items",
+    summary="OpenAI-compatible: what the model was sent for a response, as items (the "
+    "recall and the summary as developer messages, the replayed messages, the input)",
+    tags=["openai"],
+    responses=answers(200, ResponseNotFound, openai=True),
+)
+def list_input_items(
+    response_id: str,
+    limit: Annotated[int, Query(**ITEM_PAGE)] = 20,
+    after: Annotated[str | None, Query(**AFTER)] = None,
+    order: Annotated[Literal["asc", "desc"], Query(**ORDER)] = "desc",
+) -> Response[api.ItemList]:
+    from convo_memory.response_frames import page_of, sent_items
+
+    found, sent = container().responses.sent(workspace_id(app), response_id)
+    return json_response(200, page_of(sent_items(found, sent), limit, after, order))
+
+
+@app.get(
+    "/v1/conversations/<conversation_id>",
+    summary="OpenAI-compatible: a conversation (any session)",
+    tags=["openai"],
+    responses=answers(200, SessionNotFound, openai=True),
+)
+def get_conversation(conversation_id: str) -> Response[api.Conversation]:
+    from convo_memory.response_frames import conversation_json
+
+    session = container().conversations.get(workspace_id(app), conversation_id)
+    return json_response(200, conversation_json(session))
+
+
+@app.get(
+    "/v1/conversations/<conversation_id>/items",
+    summary="OpenAI-compatible: a conversation's messages as items",
+    tags=["openai"],
+    responses=answers(200, SessionNotFound, openai=True),
+)
+def list_conversation_items(
+    conversation_id: str,
+    limit: Annotated[int, Query(**ITEM_PAGE)] = 20,
+    after: Annotated[str | None, Query(**AFTER)] = None,
+    order: Annotated[Literal["asc", "desc"], Query(**ORDER)] = "desc",
+) -> Response[api.ItemList]:
+    from convo_memory.response_frames import item_list, transcript_item
+
+    page = container().conversations.items(workspace_id(app), conversation_id, limit, after, order)
+    items = [transcript_item(page.session_id, message) for message in page.messages]
+    return json_response(200, item_list(items, page.has_more))
 
 
 @http_handler

@@ -25,6 +25,16 @@ EXPECTED_ROUTES = {
     # The OpenAI-compatible door (the streaming Function URL serves them too).
     ("POST", "/v1/chat/completions"): "PredictFunction",
     ("GET", "/v1/models"): "PredictFunction",
+    # The Responses door and conversations (v4): POST /v1/responses streams there too.
+    ("POST", "/v1/responses"): "PredictFunction",
+    ("GET", "/v1/responses/{responseId}"): "ReadSessionsFunction",
+    ("DELETE", "/v1/responses/{responseId}"): "ModifySessionFunction",
+    ("GET", "/v1/responses/{responseId}/input_items"): "ReadSessionsFunction",
+    ("POST", "/v1/conversations"): "CreateSessionFunction",
+    ("GET", "/v1/conversations/{conversationId}"): "ReadSessionsFunction",
+    ("POST", "/v1/conversations/{conversationId}"): "ModifySessionFunction",
+    ("DELETE", "/v1/conversations/{conversationId}"): "ModifySessionFunction",
+    ("GET", "/v1/conversations/{conversationId}/items"): "ReadSessionsFunction",
     ("POST", "/v1/erasures"): "ErasuresFunction",
     ("GET", "/v1/erasures/{erasureId}"): "ErasuresFunction",
     # Unknown routes: the contract's not_found body (served without a token).

@@ -38,7 +38,21 @@ logger = logging.getLogger(__name__)
 JSON = "application/json"
 _GATED_BODY = "gated_json_body"
 # The routes of the OpenAI-compatible door, whose error bodies add "type".
-OPENAI_ROUTE_KEYS = frozenset({"POST /v1/chat/completions", "GET /v1/models"})
+OPENAI_ROUTE_KEYS = frozenset(
+    {
+        "POST /v1/chat/completions",
+        "GET /v1/models",
+        "POST /v1/responses",
+        "GET /v1/responses/{responseId}",
+        "DELETE /v1/responses/{responseId}",
+        "GET /v1/responses/{responseId}/input_items",
+        "POST /v1/conversations",
+        "GET /v1/conversations/{conversationId}",
+        "POST /v1/conversations/{conversationId}",
+        "DELETE /v1/conversations/{conversationId}",
+        "GET /v1/conversations/{conversationId}/items",
+    }
+)
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
 

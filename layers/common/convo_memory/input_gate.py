@@ -38,6 +38,7 @@ from convo_memory.domain.errors import (
     InvalidJson,
     NotFound,
     PayloadTooLarge,
+    ResponseNotFound,
     RunNotFound,
     SessionNotFound,
     ValidationFailed,
@@ -205,8 +206,10 @@ def check_path_id(name: str, value: str) -> None:
         path_seq(value)
     if "capability" in lowered:
         raise CapabilityNotFound("capability not found")
-    if "session" in lowered:
+    if "session" in lowered or "conversation" in lowered:  # a conversation is a session
         raise SessionNotFound("session not found")
+    if "response" in lowered:
+        raise ResponseNotFound("response not found")
     if "run" in lowered:
         raise RunNotFound("run not found")
     raise NotFound("not found")

@@ -18,16 +18,18 @@ OpenAI ends those), or ``response.failed`` carrying the Response with its error.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from convo_memory.domain.errors import ServiceError
+from convo_memory.domain.errors import ServiceError, ValidationFailed
 from convo_memory.domain.generation import TokenUsage
-from convo_memory.domain.models import Message
+from convo_memory.domain.models import Message, Session, Summary, parse_iso
+from convo_memory.domain.prompt_record import SentPrompt
 from convo_memory.domain.responses import (
     ResponseRef,
     ResponseSettings,
+    StoredResponse,
     message_item_id,
     unstored_response_id,
 )
@@ -295,3 +297,101 @@ class ResponseEvents:
         name = TurnName(None, None, "") if begun is None else turn_name(begun)
         state = ResponseState(name, begun.created if begun else 0, "failed", error=error)
         yield self._event("response.failed", response=response_body(state, self._echo))
+
+
+# -- stored responses, what they were sent, conversations ---------------------------------
+
+
+def stored_response(found: StoredResponse) -> dict[str, Any]:
+    """``GET /v1/responses/{id}``: the Response as its turn keeps it (its ``usage`` is
+    not kept: null)."""
+    session, settings = found.session, found.settings
+    reason = incomplete_reason(found.answer.withheld, settings.cut)
+    status = "incomplete" if reason else "completed"
+    answer = message_item(
+        message_item_id(session.id, found.answer.seq), "assistant", found.answer.content, status
+    )
+    ref = found.ref
+    previous = found.previous.id if settings.chained and found.previous else None
+    echo = ResponseEcho(
+        model=session.capability_id or "",
+        settings=settings,
+        tools=tuple({"type": "function", "name": name} for name in found.app_tools),
+        previous_response_id=previous,
+    )
+    turn = {"userSeq": found.user_seq, "assistantSeq": found.answer.seq}
+    convo = {
+        "sessionId": session.id,
+        "turn": turn,
+        "recorded": True,
+        "withheld": found.answer.withheld,
+        "runId": found.run_id,
+    }
+    state = ResponseState(
+        name=TurnName(ref.session_id, ref.user_seq, ref.reply_id),
+        created_at=int(parse_iso(found.answer.created_at)),
+        status=status,
+        output=(answer,),
+        incomplete=reason,
+        convo=convo,
+    )
+    return response_body(state, echo)
+
+
+def sent_items(found: StoredResponse, sent: SentPrompt) -> list[dict[str, Any]]:
+    """What a response's model was sent, as items in order: the recall and the summary
+    (when sent) as ``developer`` messages, the replayed messages, the input."""
+    sid = found.session.id
+    items: list[dict[str, Any]] = []
+    if sent.recall is not None:
+        items.append(message_item(f"msg_{sid}_recall", "developer", sent.recall.text))
+    summary = sent.summary
+    if isinstance(summary, Summary):
+        items.append(message_item(f"msg_{sid}_s{summary.through_seq}", "developer", summary.text))
+    elif summary is not None:  # a version no longer kept: said so, not made up
+        lost = f"(the summary through message {summary.through_seq}, no longer kept)"
+        items.append(message_item(f"msg_{sid}_s{summary.through_seq}", "developer", lost))
+    items += [transcript_item(sid, message) for message in sent.messages]
+    items.append(message_item(message_item_id(sid, found.user_seq), "user", sent.input))
+    return items
+
+
+def item_list(items: Sequence[Mapping[str, Any]], has_more: bool) -> dict[str, Any]:
+    """A page of items: ``{object: "list", data, first_id, last_id, has_more}``."""
+    return {
+        "object": "list",
+        "data": [dict(item) for item in items],
+        "first_id": items[0]["id"] if items else None,
+        "last_id": items[-1]["id"] if items else None,
+        "has_more": has_more,
+    }
+
+
+def page_of(
+    items: Sequence[Mapping[str, Any]], limit: int, after: str | None, order: str
+) -> dict[str, Any]:
+    """A page of a list held whole (a response's input items): ``limit`` items after the
+    item ``after``, in ``order`` (``desc``: newest first)."""
+    ordered = list(items) if order == "asc" else list(reversed(items))
+    start = 0
+    if after is not None:
+        ids = [item["id"] for item in ordered]
+        if after not in ids:
+            raise ValidationFailed(
+                "after is not an item of this list",
+                details=[{"loc": ["query", "after"], "msg": "unknown item id"}],
+                param="after",
+            )
+        start = ids.index(after) + 1
+    page = ordered[start : start + limit]
+    return item_list(page, start + limit < len(ordered))
+
+
+def conversation_json(session: Session) -> dict[str, Any]:
+    """A conversation (any session): ``{id, object, created_at, metadata}``."""
+    return {
+        "id": session.id,
+        "object": "conversation",
+        "created_at": int(parse_iso(session.created_at)),
+        "metadata": session.metadata,
+    }

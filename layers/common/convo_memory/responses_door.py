@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from convo_memory import input_gate
 from convo_memory.domain.errors import ResponseNotFound, ValidationFailed
 from convo_memory.domain.generation import GenerationOptions
-from convo_memory.domain.imported_history import imported_turns
+from convo_memory.domain.imported_history import ImportedTurn, imported_turns
 from convo_memory.domain.prompt import ChatMessage
 from convo_memory.domain.responses import ResponseRef, ResponseSettings
 from convo_memory.domain.turns import (
@@ -42,7 +42,7 @@ from convo_memory.response_frames import ResponseEcho, ResponseEvents, served_re
 from convo_memory.turn_edge import BufferedEvents, json_text
 
 if TYPE_CHECKING:
-    from convo_memory.api_models import ResponseCreate
+    from convo_memory.api_models import ConversationCreate, ResponseCreate
     from convo_memory.turn_edge import GatedRequest, TurnEdge
 
 ROUTE = "POST /v1/responses"
@@ -217,6 +217,16 @@ def _chat_history(earlier: Sequence[InputItem]) -> list[ChatMessage]:
     ]
 
 
+def conversation_history(request: ConversationCreate) -> tuple[ImportedTurn, ...]:
+    """The items of ``POST /v1/conversations`` as the conversation's first turns (422
+    naming a part that is not text)."""
+    messages = [
+        (item.role, message_text(item.content, f"items.{index}"))
+        for index, item in enumerate(request.items or ())
+    ]
+    return imported_turns(messages)
+
+
 # -- reading the items --------------------------------------------------------------------
 
 
@@ -236,7 +246,7 @@ def _item(entry: Mapping[str, Any], where: str) -> InputItem:
         role = entry.get("role")
         if role not in MESSAGE_ROLES:
             raise _invalid(f"{where}.role", "must be user, assistant, system or developer")
-        return InputItem("message", where, str(role), _content(entry.get("content"), where))
+        return InputItem("message", where, str(role), message_text(entry.get("content"), where))
     if kind in SKIPPED_ITEMS:
         return InputItem(str(kind), where)
     raise _invalid(
@@ -246,8 +256,9 @@ def _item(entry: Mapping[str, Any], where: str) -> InputItem:
     )
 
 
-def _content(content: Any, where: str) -> str:
-    """A message's text: a string, or text parts (``input_text``, ``output_text``)."""
+def message_text(content: Any, where: str) -> str:
+    """A message's text: a string, or text parts (``input_text``, ``output_text``); 422
+    naming the part for an image, a file, audio or anything else."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list) or not content:

@@ -1,13 +1,13 @@
 """The streaming door: ``POST /v1/capabilities/{id}/predict/stream`` as Server-Sent
-Events, and the OpenAI-compatible door (``POST /v1/chat/completions``, ``GET /v1/models``)
-with its ``chat.completion.chunk`` lines as they are made.
+Events, and the OpenAI-compatible doors (``POST /v1/chat/completions``, ``GET /v1/models``
+and, v4, ``POST /v1/responses``) with their chunks or events as they are made.
 
 An HttpApi cannot stream, so on AWS this runs as a Lambda Function URL in
 RESPONSE_STREAM mode behind the AWS Lambda Web Adapter, which starts a small HTTP
 server (``run_server``; ``functions/stream/app.py`` is its entry point). The local runtime
 calls ``StreamDoor.handle`` directly. Same bearer tokens, same input gate, turn edge and
 error bodies as the HttpApi's routes (``convo_memory.turn_edge``), same doors
-(``predict_door``, ``chat_completions``): the turn runs on a thread of its own
+(``predict_door``, ``chat_completions``, ``responses_door``): the turn runs on a thread of its own
 (``TurnOnThread``, its ``TurnSink``), and each of its events is written as it comes.
 """
 
@@ -48,6 +48,7 @@ logger = logging.getLogger("convo_memory.stream")
 ROUTE = re.compile(r"^/v1/capabilities/(?P<capability_id>[^/]+)/predict/stream/?$")
 CHAT_ROUTE = re.compile(r"^/v1/chat/completions/?$")
 MODELS_ROUTE = re.compile(r"^/v1/models/?$")
+RESPONSES_ROUTE = re.compile(r"^/v1/responses/?$")
 JSON_HEADERS = (("content-type", "application/json"),)
 SSE_HEADERS = (
     ("content-type", "text/event-stream; charset=utf-8"),
@@ -100,7 +101,7 @@ def request_id_of(headers: Mapping[str, str]) -> str:
 
 def is_openai_route(path: str) -> bool:
     raw_path = path.partition("?")[0]
-    return bool(CHAT_ROUTE.match(raw_path) or MODELS_ROUTE.match(raw_path))
+    return any(route.match(raw_path) for route in (CHAT_ROUTE, MODELS_ROUTE, RESPONSES_ROUTE))
 
 
 class StreamDoor:
@@ -138,6 +139,7 @@ class StreamDoor:
             path_ids = {"capabilityId": match.group("capability_id")}
         elif not (
             (CHAT_ROUTE.match(raw_path) and verb == "POST")
+            or (RESPONSES_ROUTE.match(raw_path) and verb == "POST")
             or (MODELS_ROUTE.match(raw_path) and verb == "GET")
         ):
             raise NotFound("no such route")
@@ -156,6 +158,8 @@ class StreamDoor:
             return self._predict(request, path_ids["capabilityId"], request_id)
         if verb == "GET":
             return self._models(request)
+        if RESPONSES_ROUTE.match(raw_path):
+            return self._responses(request, headers, request_id)
         return self._chat(request, headers, request_id)
 
     def _workspace(self, authorization: str) -> str:
@@ -215,6 +219,24 @@ class StreamDoor:
         lines = chat.chunk_frames(turn.items(first), chat_turn.model, chat_turn.include_usage)
         response_headers = SSE_HEADERS + _header_pairs(chat.session_headers(session_id))
         return StreamResponse(200, response_headers, _encoded(lines))
+
+    def _responses(
+        self, request: GatedRequest, headers: Mapping[str, str], request_id: str
+    ) -> StreamResponse:
+        from convo_memory import responses_door as door
+        from convo_memory.response_frames import ResponseEvents
+
+        turn = door.read_response_turn(request.body or {}, headers)
+        edge = TurnEdge.on_stream_url(self._container())
+        if not turn.command.stream:
+            answer = door.create(edge, request, turn)
+            return StreamResponse(200, JSON_HEADERS, iter([answer.body.encode()]))
+        streamed = TurnOnThread(edge, "responses-stream", request, turn.command, request_id)
+        first = streamed.first()
+        if isinstance(first, ServiceError):  # refused before the stream started: as the HttpApi
+            return error_response(first, openai=True)
+        frames = ResponseEvents(turn.echo).frames(streamed.items(first))
+        return StreamResponse(200, SSE_HEADERS, _encoded(frames))
 
 
 class TurnOnThread:
