@@ -45,6 +45,8 @@ CONTRACT_CODES = {
     "session_capability_mismatch",
     "session_archived",
     "idempotency_in_progress",
+    "tool_calls_mismatch",
+    "response_not_found",
     "idempotency_key_reused",
     "payload_too_large",
     "validation_error",
@@ -337,9 +339,14 @@ def test_no_input_reaches_a_5xx_or_stores_anything_when_refused(
     erasure = runtime.call(
         "POST", "/v1/erasures", token=DEV_TOKEN, json={"externalRef": "prop-nobody"}
     )[2]["id"]
+    response = runtime.call(
+        "POST", "/v1/responses", token=DEV_TOKEN, json={"model": "cap-generative", "input": "hi"}
+    )[2]["id"]
     known = {
         "capabilityId": ["cap-generative", "cap-agent", "cap-classic", "cap-missing"],
         "sessionId": [session["id"], "ses_missing"],
+        "conversationId": [session["id"], "ses_missing"],
+        "responseId": [response, "resp_missing"],
         "runId": [run, "run_missing"],
         "erasureId": [erasure, "era_missing"],
         "seq": ["1", "2", "0", "99"],

@@ -160,6 +160,32 @@ EXPLAINED = (
         ),
     ),
     Explained(
+        "responses: the input's last item must be the user's message (or the function "
+        "outputs that continue a paused turn), its items text; conversation and "
+        "previous_response_id name one conversation, store false names none, the end user "
+        "is 1-256 characters, X-Convo-Principal is JSON in a header (rules across fields "
+        "and on the last item of a list)",
+        "positive_data_acceptance",
+        lambda seen: (
+            seen.operation == "POST /v1/responses"
+            and refused(
+                "validation_error",
+                r"^input(\.\d+)?(\.(role|type|content)(\.\d+)?)? "
+                r"|^previous_response_id cannot be used with conversation"
+                r"|^store false is stateless|^(user|safety_identifier) must be 1-256"
+                r"|^X-Convo-Principal |^input must not be empty",
+            )(seen)
+        ),
+    ),
+    Explained(
+        "a conversation's items page from an item id it issued (as nextToken, opaque)",
+        "positive_data_acceptance",
+        lambda seen: (
+            seen.operation == "GET /v1/conversations/{conversationId}/items"
+            and refused("validation_error", r"^after is not an item of this conversation")(seen)
+        ),
+    ),
+    Explained(
         "a method a path does not have is 404 not_found, as any unknown route (contract)",
         "unsupported_method",
         lambda seen: seen.status == 404 and seen.code == "not_found",

@@ -1049,7 +1049,10 @@ class ResponseCreate(BaseModel):
     )
 
     model: str = Field(min_length=1)
-    input: str | list[dict[str, Any]]
+    input: (
+        Annotated[str, Field(json_schema_extra=_said)]
+        | Annotated[list[dict[str, Any]], Field(min_length=1)]
+    )
     instructions: str | None = None
     previous_response_id: str | None = Field(default=None, min_length=1, max_length=256)
     conversation: Annotated[str, Field(min_length=1, max_length=128)] | ConversationRef | None = (

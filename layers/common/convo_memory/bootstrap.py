@@ -226,8 +226,7 @@ def _turns(
     clock: Clock,
     monotonic: Clock,
 ) -> TurnService:
-    """The serving path: a capability's model (or agent loop), filter and tools, over
-    the recorder, summary trigger, app keys and conversations it is given."""
+    """The serving path: a capability's model (or agent loop), filter and tools."""
     recorder, trigger, keys, conversations = parts
     answerer = Answerer(
         adapters.provider_for,

@@ -14,25 +14,16 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from convo_memory.domain.errors import PayloadTooLarge
 from convo_memory.domain.turn_records import MAX_INPUT_BYTES, TurnRecord, fit_answer
+from convo_memory.domain.turns import ImportedTurn
 
 # With the head, an app's key item and a recall's checks, one DynamoDB transaction (at
 # most 100 writes).
 MAX_IMPORTED_TURNS = 48
 # ``POST /v1/conversations`` takes at most this many items (the contract's 20).
 MAX_CONVERSATION_ITEMS = 20
-
-
-@dataclass(frozen=True)
-class ImportedTurn:
-    """A turn of imported history: a user message and the answer after it (either may
-    be empty when the app's history had no partner for the other)."""
-
-    user: str
-    assistant: str
 
 
 def imported_turns(

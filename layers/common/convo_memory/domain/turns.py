@@ -22,13 +22,22 @@ from convo_memory.domain.generation import NO_OPTIONS, FinishReason, GenerationO
 from convo_memory.domain.tools import AppToolCall
 
 if TYPE_CHECKING:
-    from convo_memory.domain.imported_history import ImportedTurn
     from convo_memory.domain.models import Principal, Session
     from convo_memory.domain.prompt import ChatMessage
     from convo_memory.domain.responses import ResponseRef, ResponseSettings
     from convo_memory.domain.tools import AppTools, ToolRound
 
 # -- what a door asks -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImportedTurn:
+    """A turn of history an app brings to a new conversation (``domain.imported_history``):
+    a user message and the answer after it (either may be empty when the app's history
+    had no partner for the other)."""
+
+    user: str
+    assistant: str
 
 
 @dataclass(frozen=True)

@@ -608,9 +608,7 @@ def session_prompt(
         state.recent, policy, session.message_count, window, text
     )
     prompt = build_prompt(
-        instructions=with_added(
-            capability.instructions or DEFAULT_INSTRUCTIONS, turn.instructions
-        ),
+        instructions=with_added(capability.instructions or DEFAULT_INSTRUCTIONS, turn.instructions),
         summary=summary,
         digests=digests,
         replayed=messages,
@@ -632,9 +630,7 @@ def serve_stateless(catalog: CapabilityCatalog, answerer: Answerer, turn: _Turn)
         raise CapabilityNotConversational.of(capability.id)
     answerer.check(capability, command.options, command.app_tools)
     prompt = build_prompt(
-        instructions=with_added(
-            capability.instructions or DEFAULT_INSTRUCTIONS, turn.instructions
-        ),
+        instructions=with_added(capability.instructions or DEFAULT_INSTRUCTIONS, turn.instructions),
         summary=None,
         digests=(),
         replayed=(),
