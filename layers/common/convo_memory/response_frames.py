@@ -33,6 +33,7 @@ from convo_memory.domain.responses import (
     message_item_id,
     unstored_response_id,
 )
+from convo_memory.domain.tools import AppToolCall
 from convo_memory.domain.turns import AnswerDelta, TurnBegun, TurnEvent, TurnResult
 from convo_memory.sse import sse_event
 
@@ -178,17 +179,35 @@ def convo_extension(result: TurnResult) -> dict[str, Any]:
     return {name: kept[name] for name in CONVO_FIELDS}
 
 
+def function_call_item(name: TurnName, index: int, call: AppToolCall) -> dict[str, Any]:
+    """A paused turn's call of one of the app's tools, as a ``function_call`` item."""
+    return {
+        "id": f"fc_{name.reply_id}_{index}",
+        "type": "function_call",
+        "call_id": call.call_id,
+        "name": call.name,
+        "arguments": call.arguments,
+        "status": "completed",
+    }
+
+
 def served_state(result: TurnResult) -> ResponseState:
-    """A served turn's Response fields: one message, its answer."""
+    """A served turn's Response fields: one message, its answer; or, for a turn paused
+    for the app's tools, its ``function_call`` items (after the text that came with
+    them, when there is some)."""
     reason = incomplete_reason(result.withheld, result.finish == "length")
     name = turn_name(result)
     status = "incomplete" if reason else "completed"
     answer = message_item(name.answer_item_id, "assistant", result.output, status)
+    output: tuple[dict[str, Any], ...] = (answer,)
+    if result.tool_calls:
+        calls = tuple(function_call_item(name, i, c) for i, c in enumerate(result.tool_calls))
+        output = ((answer,) if result.output else ()) + calls
     return ResponseState(
         name=name,
         created_at=result.created,
         status=status,
-        output=(answer,),
+        output=output,
         usage=result.usage,
         incomplete=reason,
         convo=convo_extension(result),
@@ -278,19 +297,41 @@ class ResponseEvents:
             yield from self._begin(
                 TurnBegun(result.reply_id, result.created, result.session_id, result.begun_seq)
             )
+        state = served_state(result)
+        if result.output or not result.tool_calls:
+            yield from self._message_done(result, state.output[0])
+        for item in state.output:
+            if item["type"] == "function_call":
+                yield from self._function_call(state.output.index(item), item)
+        kind = "response.incomplete" if state.incomplete else "response.completed"
+        yield self._event(kind, response=response_body(state, self._echo))
+
+    def _message_done(self, result: TurnResult, answer: dict[str, Any]) -> Iterator[str]:
         if self._text is None and result.output:
             yield from self._delta(result.output)  # made at once (a filter stood between)
         elif self._text is None:
             yield from self._open()
-        state = served_state(result)
-        answer = state.output[0]
         item_id, part = answer["id"], answer["content"][0]
         where = {"item_id": item_id, "output_index": 0, "content_index": 0}
         yield self._event("response.output_text.done", **where, text=result.output, logprobs=[])
         yield self._event("response.content_part.done", **where, part=part)
         yield self._event("response.output_item.done", output_index=0, item=answer)
-        kind = "response.incomplete" if state.incomplete else "response.completed"
-        yield self._event(kind, response=response_body(state, self._echo))
+
+    def _function_call(self, index: int, item: dict[str, Any]) -> Iterator[str]:
+        """A call of the app's tools: its item added, its arguments, its item done."""
+        added = {**item, "arguments": "", "status": "in_progress"}
+        yield self._event("response.output_item.added", output_index=index, item=added)
+        where = {"item_id": item["id"], "output_index": index}
+        yield self._event(
+            "response.function_call_arguments.delta", **where, delta=item["arguments"]
+        )
+        yield self._event(
+            "response.function_call_arguments.done",
+            **where,
+            name=item["name"],
+            arguments=item["arguments"],
+        )
+        yield self._event("response.output_item.done", output_index=index, item=item)
 
     def _failed(self, error: ServiceError) -> Iterator[str]:
         begun = self._begun

@@ -29,13 +29,24 @@ from convo_memory.domain.generation import GenerationOptions
 from convo_memory.domain.imported_history import ImportedTurn, imported_turns
 from convo_memory.domain.prompt import ChatMessage
 from convo_memory.domain.responses import ResponseRef, ResponseSettings
+from convo_memory.domain.tools import (
+    AppTools,
+    ToolChoice,
+    ToolDefinition,
+    ToolReply,
+    ToolRound,
+    tool_request,
+)
 from convo_memory.domain.turns import (
     Conversation,
     NewConversation,
     SessionById,
     SessionByResponse,
     SessionOwner,
+    ToolOutput,
+    ToolResults,
     TurnCommand,
+    TurnInput,
     UserText,
 )
 from convo_memory.response_frames import ResponseEcho, ResponseEvents, served_response
@@ -59,13 +70,17 @@ SKIPPED_ITEMS = frozenset({"reasoning", "item_reference"})
 
 @dataclass(frozen=True)
 class InputItem:
-    """One item of ``input``: a message (its role and text) or another kind of item;
-    ``where`` names it in a refusal (``input.3``)."""
+    """One item of ``input``: a message (its role and text), a ``function_call`` (its
+    ``call_id``, ``name`` and arguments as ``text``), a ``function_call_output`` (its
+    ``call_id`` and output as ``text``) or another kind of item; ``where`` names it in a
+    refusal (``input.3``)."""
 
     kind: str
     where: str
     role: str = ""
     text: str = ""
+    call_id: str = ""
+    name: str = ""
 
 
 @dataclass(frozen=True)
@@ -111,9 +126,7 @@ def response_turn(request: ResponseCreate, headers: Mapping[str, str]) -> Respon
     _refuse_unsupported(request)
     input_gate.check_path_id("capabilityId", request.model)
     items = _items(request.input)
-    *earlier, last = items
-    if last.kind != "message" or last.role != "user":
-        raise _invalid(last.where, "must be the user's message: the turn's input")
+    at = _last_user_message(items)
     extra = [item.text for item in items if item.role in SYSTEM_ROLES]
     instructions = "\n\n".join(t for t in [request.instructions or "", *extra] if t) or None
     settings = ResponseSettings(
@@ -127,12 +140,14 @@ def response_turn(request: ResponseCreate, headers: Mapping[str, str]) -> Respon
         parallel_tool_calls=request.parallel_tool_calls,
     )
     lowered = {name.lower(): value for name, value in headers.items()}
-    conversation = _conversation(request, earlier, lowered)
-    history = tuple(_chat_history(earlier)) if conversation is None else ()
+    conversation = _conversation(request, items[:at] if at is not None else items, lowered)
+    in_place = isinstance(conversation, SessionById | SessionByResponse)
+    turn_input, rounds = _turn_input(items, at, continues=in_place)
+    history = tuple(_chat_history(items[:at] if at is not None else ()))
     command = TurnCommand(
         capability_id=request.model,
         conversation=conversation,
-        input=UserText(last.text),
+        input=turn_input,
         options=GenerationOptions(
             max_tokens=request.max_output_tokens,
             temperature=request.temperature,
@@ -141,6 +156,8 @@ def response_turn(request: ResponseCreate, headers: Mapping[str, str]) -> Respon
         history=history,
         stream=bool(request.stream),
         conversational_only=True,
+        app_tools=_app_tools(request),
+        rounds=rounds,
         response=settings,
     )
     echo = ResponseEcho(
@@ -227,6 +244,113 @@ def conversation_history(request: ConversationCreate) -> tuple[ImportedTurn, ...
     return imported_turns(messages)
 
 
+# -- the turn's input: a user message, or the app's tool results ---------------------------
+
+
+def _last_user_message(items: Sequence[InputItem]) -> int | None:
+    """Where the last user message is (None: there is none)."""
+    found = [i for i, item in enumerate(items) if item.kind == "message" and item.role == "user"]
+    return found[-1] if found else None
+
+
+def _turn_input(
+    items: Sequence[InputItem], at: int | None, continues: bool
+) -> tuple[TurnInput, tuple[ToolRound, ...]]:
+    """The turn's input and the app's own tool exchange after it. In an existing
+    conversation trailing ``function_call_output`` items continue its paused turn (the
+    ``function_call`` items an SDK resends before them are ignored); otherwise the input is
+    the last user message and the calls and outputs after it are this turn's rounds, as
+    the app ran them."""
+    last = items[-1]
+    if continues and last.kind == "function_call_output":
+        first = len(items)
+        while first > 0 and items[first - 1].kind in ("function_call", "function_call_output"):
+            first -= 1
+        outputs = tuple(
+            ToolOutput(item.call_id, item.text)
+            for item in items[first:]
+            if item.kind == "function_call_output"
+        )
+        return ToolResults(outputs), ()
+    if at is None or (at != len(items) - 1 and continues):
+        raise _invalid(
+            last.where,
+            "must be the user's message (the turn's input), or function_call_output items "
+            "answering a paused turn's calls",
+        )
+    return UserText(items[at].text), _rounds(items[at + 1 :])
+
+
+def _rounds(after: Sequence[InputItem]) -> tuple[ToolRound, ...]:
+    """The items after the input as rounds: ``function_call`` items, then one
+    ``function_call_output`` for each of them."""
+    rounds: list[ToolRound] = []
+    index = 0
+    while index < len(after):
+        calls = []
+        while index < len(after) and after[index].kind == "function_call":
+            calls.append(after[index])
+            index += 1
+        outputs: dict[str, str] = {}
+        while index < len(after) and after[index].kind == "function_call_output":
+            outputs[after[index].call_id] = after[index].text
+            index += 1
+        if not calls or set(outputs) != {call.call_id for call in calls}:
+            where = (calls[0] if calls else after[min(index, len(after) - 1)]).where
+            raise _invalid(
+                where,
+                "after the user's message come function_call items, each answered by one "
+                "function_call_output",
+            )
+        requests = tuple(tool_request(c.call_id, c.name, c.text, "arguments") for c in calls)
+        replies = tuple(ToolReply(r.call_id, r.name, outputs[r.call_id]) for r in requests)
+        rounds.append(ToolRound("", requests, replies))
+    return tuple(rounds)
+
+
+def _app_tools(request: ResponseCreate) -> AppTools | None:
+    """The app's function tools (``{type: "function", name, description, parameters}``)
+    and how the model may call them; ``422`` for a name used twice or a ``tool_choice``
+    that names no offered tool or asks for a call with none offered."""
+    choice = request.tool_choice
+    tools = request.tools or ()
+    if not tools:
+        if choice not in (None, "auto", "none"):
+            raise _invalid("tool_choice", "asks for a tool call, but no tools are offered")
+        return None
+    definitions = []
+    for index, tool in enumerate(tools):
+        name, parameters = tool.get("name"), tool.get("parameters")
+        if not isinstance(name, str) or not 1 <= len(name) <= 64:
+            raise _invalid(f"tools.{index}.name", "must be a function's name (1-64 characters)")
+        if parameters is not None and not isinstance(parameters, dict):
+            raise _invalid(f"tools.{index}.parameters", "must be a JSON Schema object")
+        description = tool.get("description")
+        definitions.append(
+            ToolDefinition(
+                name,
+                description if isinstance(description, str) else "",
+                parameters or {"type": "object", "properties": {}},
+            )
+        )
+    names = [d.name for d in definitions]
+    if len(set(names)) != len(names):
+        raise _invalid("tools", "each tool needs a name of its own")
+    parallel = request.parallel_tool_calls
+    if choice in (None, "auto"):
+        return AppTools(tuple(definitions), ToolChoice("auto", None, parallel))
+    if choice == "none":
+        return AppTools(tuple(definitions), ToolChoice("none", None, parallel))
+    if choice == "required":
+        return AppTools(tuple(definitions), ToolChoice("required", None, parallel))
+    named = choice.get("name") if isinstance(choice, dict) else None
+    if not isinstance(choice, dict) or choice.get("type") != "function":
+        raise _invalid("tool_choice", "must be auto, none, required or a function to call")
+    if named not in names:
+        raise _invalid("tool_choice.name", "names no tool of tools")
+    return AppTools(tuple(definitions), ToolChoice("function", named, parallel))
+
+
 # -- reading the items --------------------------------------------------------------------
 
 
@@ -247,6 +371,17 @@ def _item(entry: Mapping[str, Any], where: str) -> InputItem:
         if role not in MESSAGE_ROLES:
             raise _invalid(f"{where}.role", "must be user, assistant, system or developer")
         return InputItem("message", where, str(role), message_text(entry.get("content"), where))
+    if kind == "function_call":
+        call_id, name = _call_id(entry, where), entry.get("name")
+        if not isinstance(name, str) or not name:
+            raise _invalid(f"{where}.name", "is required on a function_call item")
+        arguments = entry.get("arguments")
+        text = arguments if isinstance(arguments, str) else ""
+        return InputItem("function_call", where, call_id=call_id, name=name, text=text)
+    if kind == "function_call_output":
+        output = entry.get("output")
+        text = output if isinstance(output, str) else message_text(output, f"{where}.output")
+        return InputItem("function_call_output", where, call_id=_call_id(entry, where), text=text)
     if kind in SKIPPED_ITEMS:
         return InputItem(str(kind), where)
     raise _invalid(
@@ -254,6 +389,13 @@ def _item(entry: Mapping[str, Any], where: str) -> InputItem:
         "is not supported: this service takes message, function_call and "
         "function_call_output items",
     )
+
+
+def _call_id(entry: Mapping[str, Any], where: str) -> str:
+    call_id = entry.get("call_id")
+    if not isinstance(call_id, str) or not 1 <= len(call_id) <= 256:
+        raise _invalid(f"{where}.call_id", "is required: the id of the call it answers")
+    return call_id
 
 
 def message_text(content: Any, where: str) -> str:

@@ -336,7 +336,10 @@ class TurnService:
             self._states.fence_nonce(session),
         )
         turn = turn.begun(session.id, session.message_count + 1)
-        app = AppTurn(command.app_tools) if command.app_tools is not None else None
+        app = None
+        if command.app_tools is not None or command.rounds:
+            # A new conversation's app may bring its own tool exchange after the input.
+            app = AppTurn(command.app_tools, LoopStart(command.rounds))
         answer = self._answerer.answer(
             turn.workspace_id,
             capability,
