@@ -30,6 +30,7 @@ from convo_memory.domain.generation import GenerationOptions, TokenUsage
 from convo_memory.domain.prompt import ChatMessage, Prompt
 from convo_memory.domain.turns import (
     AnswerDelta,
+    ImportedTurn,
     SessionById,
     SessionByKey,
     SessionOwner,
@@ -64,8 +65,12 @@ def test_in_a_session_only_the_last_user_message_is_the_input() -> None:
 
     assert turn.command.input == UserText("two")
     assert turn.command.history == ()
+    # The earlier user and assistant messages go with the key: its first turns, if this
+    # call opens its session (a system message and a tool message are not among them).
     assert turn.command.conversation == SessionByKey(
-        "k-1", SessionOwner("u-1", {"tenant": "a"}, principal_given=True)
+        "k-1",
+        SessionOwner("u-1", {"tenant": "a"}, principal_given=True),
+        (ImportedTurn("one", ""),),
     )
 
 

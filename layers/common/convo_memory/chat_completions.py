@@ -28,12 +28,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from convo_memory import input_gate
 from convo_memory.domain.errors import ServiceError, ValidationFailed
 from convo_memory.domain.generation import GenerationOptions
+from convo_memory.domain.imported_history import imported_turns
 from convo_memory.domain.prompt import ChatMessage
 from convo_memory.domain.tools import (
     AppToolCall,
@@ -146,6 +147,10 @@ def chat_turn(request: ChatCompletionRequest, headers: Mapping[str, str]) -> Cha
     else:
         # In a session, the session's own history stands in for the app's copy.
         turn_input = _session_input(request.messages)
+        if isinstance(conversation, SessionByKey) and isinstance(turn_input, UserText):
+            # (v4) ... except on the call that opens a key's session: its first turns.
+            earlier = request.messages[:-1]
+            conversation = replace(conversation, history=imported_turns(_said(earlier)))
     response_format = request.response_format.sent() if request.response_format else None
     options = GenerationOptions(
         max_tokens=request.max_completion_tokens or request.max_tokens,
@@ -307,6 +312,21 @@ def _text(content: Any, where: str) -> str:
         if len(texts) == len(content) and all(isinstance(t, str) for t in texts):
             return "\n".join(str(t) for t in texts)
     raise _invalid(where, 'must be text: a string or a list of {"type": "text", "text"} parts')
+
+
+def _said(earlier: Iterable[Any]) -> Iterator[tuple[str, str]]:
+    """The user and assistant messages' text among ``earlier`` (``(role, text)``): what a
+    key's session imports when the call opens it. Parts that are not text are left out,
+    as this history is otherwise ignored, never refused."""
+    for message in earlier:
+        if message.role not in ("user", "assistant"):
+            continue
+        content = message.content
+        if isinstance(content, list):
+            parts = [p.get("text") for p in content if isinstance(p, dict)]
+            content = "\n".join(t for t in parts if isinstance(t, str))
+        if isinstance(content, str) and (content or message.role == "user"):
+            yield message.role, content
 
 
 def _history(earlier: Iterable[Any]) -> Iterable[ChatMessage]:

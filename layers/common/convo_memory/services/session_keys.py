@@ -27,6 +27,9 @@ from convo_memory.ports import SessionStore
 from convo_memory.services.catalog import CapabilityCatalog
 from convo_memory.services.sessions import SessionService
 
+# The records of a key's first turns, made only when the call opens its session.
+History = Callable[[], Sequence[TurnRecord]]
+
 MAX_REMEMBERED_KEYS = 10_000
 OPEN_ATTEMPTS = 5
 # Between attempts when another call's claim of the key has not landed yet.
@@ -53,12 +56,12 @@ class SessionKeys:
         capability_id: str,
         session_key: str,
         owner: SessionOwner,
-        history: Sequence[TurnRecord] = (),
+        history: History = tuple,
     ) -> str:
         """The id of the key's session: remembered, read, or opened now (``owner``'s
-        externalRef and principal, ``history`` its first turns: the app's messages before
-        its input, imported by the call that opens it). Whether ``owner`` may use it is
-        the turn's check."""
+        externalRef and principal, ``history()`` its first turns: the app's messages before
+        its input, imported by the call that opens it and only then read, so later calls
+        ignore them). Whether ``owner`` may use it is the turn's check."""
         capability = self._catalog.get(workspace_id, capability_id)  # 404 first
         if not capability.conversational:
             raise CapabilityNotConversational.of(capability.id)
@@ -76,7 +79,7 @@ class SessionKeys:
         session_key: str,
         owner: SessionOwner,
         gone: str,
-        history: Sequence[TurnRecord] = (),
+        history: History = tuple,
     ) -> str:
         """The key's session after its session ``gone`` turned out deleted: the key is
         released (if it still names ``gone``) and opens a new session."""
@@ -89,16 +92,15 @@ class SessionKeys:
             self._store.release_session_key(*claim, gone)
         return self._open(claim, owner, history)
 
-    def _open(
-        self, claim: tuple[str, str, str], owner: SessionOwner, history: Sequence[TurnRecord]
-    ) -> str:
+    def _open(self, claim: tuple[str, str, str], owner: SessionOwner, history: History) -> str:
         workspace_id, capability_id, session_key = claim
         assert owner.external_ref is not None  # a key's owner names its end user (SessionByKey)
         new = NewSession(capability_id, owner.external_ref, owner.principal)
+        first_turns = history()  # 413 for a message over the input limit: nothing opened
         for attempt in range(OPEN_ATTEMPTS):
             try:
                 session = self._sessions.create(
-                    workspace_id, new, session_key=session_key, history=history
+                    workspace_id, new, session_key=session_key, history=first_turns
                 )
                 return self._remember(claim, session.id)
             except SessionKeyTaken as taken:

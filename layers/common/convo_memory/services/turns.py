@@ -20,6 +20,7 @@ import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from convo_memory.domain.errors import (
     CapabilityNotConversational,
@@ -272,7 +273,7 @@ class TurnService:
         or recorded)."""
         workspace_id, capability_id = turn.workspace_id, turn.command.capability_id
         assert capability_id is not None  # a key belongs to a capability
-        history = self._conversations.records(by_key.history)
+        history = partial(self._conversations.records, by_key.history)
         session_id = self._keys.resolve(
             workspace_id, capability_id, by_key.key, by_key.owner, history
         )
@@ -336,10 +337,7 @@ class TurnService:
             self._states.fence_nonce(session),
         )
         turn = turn.begun(session.id, session.message_count + 1)
-        app = None
-        if command.app_tools is not None or command.rounds:
-            # A new conversation's app may bring its own tool exchange after the input.
-            app = AppTurn(command.app_tools, LoopStart(command.rounds))
+        app = app_turn_of(command)
         answer = self._answerer.answer(
             turn.workspace_id,
             capability,
@@ -493,6 +491,15 @@ def _continues(command: TurnCommand) -> bool:
     return isinstance(command.input, ToolResults)
 
 
+def app_turn_of(command: TurnCommand) -> AppTurn | None:
+    """What a new turn brings of the app's tools: the tools offered and the client's own
+    tool exchange after its input (stateless, or a new conversation's: the loop goes on
+    from it); None when neither."""
+    if command.app_tools is None and not command.rounds:
+        return None
+    return AppTurn(command.app_tools, LoopStart(command.rounds))
+
+
 def no_response(ref: ResponseRef) -> ResponseNotFound:
     """The refusal of a ``previous_response_id`` that names no stored response here."""
     return ResponseNotFound(f"response {ref.id!r} not found", param="previous_response_id")
@@ -642,10 +649,7 @@ def serve_stateless(catalog: CapabilityCatalog, answerer: Answerer, turn: _Turn)
     prompt = with_client_history(prompt, command.history)
     prompt = replace(prompt, options=command.options)
     turn = turn.begun(None)
-    app = None
-    if command.app_tools is not None or command.rounds:
-        # The client's own tool exchange after its input: the loop goes on from it.
-        app = AppTurn(command.app_tools, LoopStart(command.rounds))
+    app = app_turn_of(command)
     answer = answerer.answer(
         turn.workspace_id, capability, None, prompt, turn.sink, deadline=turn.deadline, app=app
     )
