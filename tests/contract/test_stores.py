@@ -16,6 +16,7 @@ from convo_memory.domain.errors import PauseEnded, SessionArchived, SessionNotFo
 from convo_memory.domain.models import Capability, ForkPoint, Session, Summary
 from convo_memory.domain.paused_turns import PendingTurn
 from convo_memory.domain.prompt_record import PromptRecord
+from convo_memory.domain.responses import ResponseRef
 from convo_memory.domain.summary_plan import FoldWindow, SummaryVersion
 from convo_memory.domain.tools import ToolRequest, ToolRound
 from convo_memory.domain.turn_records import AppendResult, TurnRecord
@@ -845,3 +846,64 @@ def test_retention_finds_and_abandons_the_pauses_that_wait_no_more(stores: Store
     answer = stores.turns.read_messages("s1", 3, 4)[1]
     assert (answer.abandoned, answer.content) == (True, "")
     assert list(stores.retention.paused_turns(shard, "2026-01-01T00:20")) == []
+
+
+# -- stored responses (v4) ----------------------------------------------------------------------
+
+
+def test_a_response_is_found_by_its_turn_with_the_turn_before_it(stores: Stores) -> None:
+    with_turns(stores, "s1", 3)  # turns t0, t1, t2 at user seqs 1, 3, 5
+
+    found = stores.responses.find_response(ResponseRef("s1", 5, "t2"))
+
+    assert found is not None and not found.deleted
+    assert (found.user_seq, found.user.content, found.answer.content) == (
+        5,
+        "question 2",
+        "answer 2",
+    )
+    assert found.previous == ResponseRef("s1", 3, "t1")
+    first = stores.responses.find_response(ResponseRef("s1", 1, "t0"))
+    assert first is not None and first.previous is None
+    assert stores.responses.find_response(ResponseRef("s1", 5, "someone-else")) is None
+    assert stores.responses.find_response(ResponseRef("missing", 1, "t0")) is None
+
+
+def test_a_response_pushed_on_by_a_racing_turn_is_found_further_on(stores: Stores) -> None:
+    # The turn began at user seq 3, but a racing turn took that place: it landed at 5.
+    with_turns(stores, "s1", 1)
+    stores.turns.append_turn("s1", 2, turn("racer"))
+    stores.turns.append_turn("s1", 2, turn("late", "mine", "my answer"))
+
+    found = stores.responses.find_response(ResponseRef("s1", 3, "late"))
+
+    assert found is not None and (found.user_seq, found.user.content) == (5, "mine")
+    assert found.previous == ResponseRef("s1", 3, "racer")
+
+
+def test_a_deleted_response_is_marked_and_its_turn_stays(stores: Stores) -> None:
+    with_turns(stores, "s1", 2)
+    ref = ResponseRef("s1", 3, "t1")
+
+    assert stores.responses.mark_deleted(ResponseRef("s1", 3, "not-it"), 3) is False
+    assert stores.responses.mark_deleted(ref, 3) is True
+
+    found = stores.responses.find_response(ref)
+    assert found is not None and found.deleted
+    state = stores.turns.load_turn_state("s1", 10, with_digests=False)
+    assert state is not None and (state.newest_turn_id, state.newest_response_deleted) == (
+        "t1",
+        True,
+    )
+    assert [m.seq for m in state.recent] == [1, 2, 3, 4]
+
+
+def test_a_forks_first_turn_follows_its_parents_answer(stores: Stores) -> None:
+    with_turns(stores, "p1", 3)
+    stores.forks.create_fork(fork_of("p1", "f1", 4), 2, keep_earlier_summary=False)
+    stores.turns.append_turn("f1", 4, turn("own", "branch", "branch answer"))
+
+    found = stores.responses.find_response(ResponseRef("f1", 5, "own"))
+
+    assert found is not None and found.session.id == "f1"
+    assert found.previous == ResponseRef("p1", 3, "t1")
