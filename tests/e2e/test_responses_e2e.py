@@ -44,6 +44,7 @@ class Stack:
     model: FakeOpenAIServer
     capability: str
     other: str
+    down: str
 
     def client(self) -> OpenAI:
         return OpenAI(base_url=self.runtime.base_url + "/v1", api_key=DEV_TOKEN, max_retries=0)
@@ -64,8 +65,16 @@ class Stack:
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
-    with FakeOpenAIServer(tool_rule=True, reply="Noted.", usage=USAGE) as model:
-        connections = {"fake": {"type": "openai", "baseUrl": model.base_url, "models": ["fake-*"]}}
+    # A model that breaks off its stream after its first piece, with a line it cannot read.
+    broken_stream = 'data: {"choices":[{"index":0,"delta":{"content":"Hel"}}]}\n\ndata: {oops\n\n'
+    with (
+        FakeOpenAIServer(tool_rule=True, reply="Noted.", usage=USAGE) as model,
+        FakeOpenAIServer(stream_raw=broken_stream) as broken,
+    ):
+        connections = {
+            "fake": {"type": "openai", "baseUrl": model.base_url, "models": ["fake-*"]},
+            "down": {"type": "openai", "baseUrl": broken.base_url, "models": ["down-*"]},
+        }
         runtime = launch_runtime(
             {
                 "CONVO_PROVIDER_CONNECTIONS": json.dumps(connections),
@@ -74,7 +83,7 @@ def stack() -> Iterator[Stack]:
         )
         try:
             ids = []
-            for name in ("responses e2e", "another model"):
+            for name, connection in (("e2e", "fake"), ("another", "fake"), ("down", "down")):
                 status, _, created = runtime.call(
                     "POST",
                     "/v1/capabilities",
@@ -82,7 +91,7 @@ def stack() -> Iterator[Stack]:
                     json={
                         "name": name,
                         "kind": "generative",
-                        "provider": {"connection": "fake", "modelId": "fake-chat"},
+                        "provider": {"connection": connection, "modelId": f"{connection}-chat"},
                     },
                 )
                 assert status == 201, created
@@ -399,3 +408,24 @@ def test_the_apps_own_tool_exchange_without_a_conversation_is_passed_through(
     )
 
     assert answer.output_text == "Tool results: Rain"
+
+
+def test_a_failure_after_the_stream_started_is_response_failed(stack: Stack) -> None:
+    with stack.client().responses.create(
+        model=stack.down, input="Anyone there?", stream=True
+    ) as stream:
+        events = [event.model_dump() for event in stream]
+
+    assert [e["type"] for e in events] == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.output_text.delta",
+        "response.failed",
+    ]
+    failed = events[-1]["response"]
+    assert failed["status"] == "failed" and failed["error"]["code"] == "provider_error"
+    assert failed["id"] == events[0]["response"]["id"]
+    conversation = events[0]["response"]["conversation"]["id"]
+    assert stack.transcript(conversation) == []  # nothing recorded
