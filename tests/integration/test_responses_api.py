@@ -140,3 +140,20 @@ def test_a_conversation_is_bound_once_by_a_conditional_write(
     query = {"externalRef": "ada"}
     listed = api.call("GET", "/v1/sessions", token=tenant.token, query=query).body
     assert [s["id"] for s in listed["sessions"]] == [conversation]
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_an_idempotency_key_replays_the_same_response_once_recorded(
+    api: InProcessApi, tenant: Tenant, door: Any
+) -> None:
+    body = {"model": "cap-generative", "input": "Only once."}
+    headers = {"Idempotency-Key": f"resp-idem-{door.__name__}"}
+
+    first = door(api, tenant, body, headers)
+    again = door(api, tenant, body, headers)
+
+    assert first.status == again.status == 200
+    assert again.body["id"] == first.body["id"] and text_of(again.body) == text_of(first.body)
+    session_id = first.body["conversation"]["id"]
+    assert [m["content"] for m in transcript(api, tenant, session_id)][0] == "Only once."
+    assert len(transcript(api, tenant, session_id)) == 2
