@@ -429,3 +429,35 @@ def test_a_failure_after_the_stream_started_is_response_failed(stack: Stack) -> 
     assert failed["id"] == events[0]["response"]["id"]
     conversation = events[0]["response"]["conversation"]["id"]
     assert stack.transcript(conversation) == []  # nothing recorded
+
+
+def test_the_chat_doors_first_call_on_a_new_key_records_the_history_it_brought(
+    stack: Stack,
+) -> None:
+    client = stack.client().with_options(default_headers={"X-Convo-Session-Key": "e2e-adopt"})
+    earlier: list[Any] = [
+        {"role": "user", "content": "I am allergic to nuts."},
+        {"role": "assistant", "content": "Noted, no nuts."},
+    ]
+    client.chat.completions.create(
+        model=stack.capability,
+        messages=[*earlier, {"role": "user", "content": "Suggest a snack."}],
+        user="e2e-adopter",
+    )
+    assert "I am allergic to nuts." in stack.sent()
+
+    answer = client.chat.completions.create(
+        model=stack.capability,
+        messages=[{"role": "user", "content": "Something else, from an older copy"}] * 2,
+        user="e2e-adopter",
+    )
+
+    session_id = answer.model_dump()["convo"]["sessionId"]
+    assert [text for _, text in stack.transcript(session_id)] == [
+        "I am allergic to nuts.",
+        "Noted, no nuts.",
+        "Suggest a snack.",
+        "Noted.",
+        "Something else, from an older copy",
+        "Noted.",
+    ]
