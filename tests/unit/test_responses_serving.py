@@ -37,6 +37,7 @@ from tests.fakes.adapters import FakeProvider, ScriptedModel
 from tests.fakes.app import WS, FakeApp, fake_app
 
 PRINCIPAL = '{"tenant": "a"}'
+WEATHER = {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}
 
 
 def respond(
@@ -272,6 +273,15 @@ def test_a_length_cut_answer_is_incomplete_and_usage_counts_cached_tokens() -> N
     assert stored["incomplete_details"] == {"reason": "max_output_tokens"}
 
 
+def test_a_length_cut_answer_is_incomplete_when_the_apps_tools_were_offered_too() -> None:
+    app = app_with(CutModel())
+
+    response = respond(app, {"input": "A story.", "tools": [WEATHER], "max_output_tokens": 5})
+
+    assert response["status"] == "incomplete"
+    assert response["incomplete_details"] == {"reason": "max_output_tokens"}
+
+
 def test_a_stream_numbers_its_events_and_ends_with_the_whole_response() -> None:
     app = app_with(FakeProvider("three small words"))
 
@@ -306,8 +316,6 @@ def test_a_failure_after_the_stream_began_is_response_failed() -> None:
 
 
 # -- the app's own tools -----------------------------------------------------------------------
-
-WEATHER = {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}
 
 
 def test_a_function_tool_pauses_and_its_output_continues_the_response_in_place() -> None:

@@ -120,6 +120,8 @@ class AgentRun:
     usage: TokenUsage | None = None
     rounds: tuple[ToolRound, ...] = ()
     pause: Pause | None = None
+    # The answer stopped at the model's output token limit (its last call said "length").
+    cut: bool = False
 
 
 class _Answer:
@@ -261,7 +263,7 @@ class AgentLoop:
                 stop = STOP_DEADLINE
                 break
             if not step.requests:
-                return run.ended(STOP_ANSWERED)
+                return replace(run.ended(STOP_ANSWERED), cut=step.finish == "length")
             requests = _unique_ids(step.requests, run.rounds)
             waiting = tuple(
                 r.call_id for r in requests if r.name in app_names and r.input_error is None

@@ -156,6 +156,7 @@ class Answerer:
         try:
             run = self._agent(capability, prompt, sink, context, deadline, on_tool, calls, app)
             finish: FinishReason = "tool_calls" if run.pause is not None else "stop"
+            finish = "length" if run.cut else finish
             completion = with_usage(Completion(run.text, run.calls, run.usage, finish), prompt)
             output, withheld = self._filtered(capability, completion.text, sink)
         except Exception:
