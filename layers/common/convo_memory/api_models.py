@@ -1083,6 +1083,23 @@ class ResponseCreate(BaseModel):
         return value
 
 
+def _text_content(schema: dict[str, Any]) -> None:
+    # What the door reads (responses_door.message_text): text, or text parts only.
+    part = {
+        "type": "object",
+        "required": ["type", "text"],
+        "properties": {
+            "type": {"enum": ["input_text", "output_text", "text"]},
+            "text": {"type": "string"},
+        },
+    }
+    schema.clear()
+    schema.update(
+        anyOf=[{"type": "string"}, {"type": "array", "minItems": 1, "items": part}],
+        description="Text, or text parts (image, file and audio parts are refused, 422).",
+    )
+
+
 class ConversationItemIn(BaseModel):
     """A message item of ``POST /v1/conversations`` (imported history)."""
 
@@ -1090,7 +1107,7 @@ class ConversationItemIn(BaseModel):
 
     type: Literal["message"] = "message"
     role: Literal["user", "assistant"]
-    content: str | list[dict[str, Any]]
+    content: str | list[dict[str, Any]] = Field(json_schema_extra=_text_content)
 
 
 class ConversationCreate(BaseModel):
