@@ -907,3 +907,30 @@ def test_a_forks_first_turn_follows_its_parents_answer(stores: Stores) -> None:
 
     assert found is not None and found.session.id == "f1"
     assert found.previous == ResponseRef("p1", 3, "t1")
+
+
+def test_a_pause_is_no_stored_response_and_once_ended_names_its_turn(stores: Stores) -> None:
+    with_turns(stores, "s1", 1)
+    kept = stores.turns.keep_pending("s1", 2, paused_turn("a1b2c3d4"))
+    assert kept is not None and kept.user_seq == 3
+    pause = ResponseRef("s1", 3, "a1b2c3d4")
+
+    assert stores.responses.find_response(pause) is None  # waiting: nothing recorded yet
+
+    stores.turns.append_turn("s1", 2, turn("e5f6a7b8", "weather?", "sunny", resolves="a1b2c3d4"))
+    ended = stores.responses.find_response(pause)
+    answer = stores.responses.find_response(ResponseRef("s1", 3, "e5f6a7b8"))
+    assert ended is not None and ended.pause and ended.answer.content == "sunny"
+    assert answer is not None and not answer.pause and answer.ended_pause == "a1b2c3d4"
+
+
+def test_a_turn_keeps_that_its_request_named_the_response_before_it(stores: Stores) -> None:
+    with_turns(stores, "s1", 1)
+    chained = turn("t-chained", prompt_record=PromptRecord(1, 2, chained=True))
+    stores.turns.append_turn("s1", 2, chained)
+
+    found = stores.responses.find_response(ResponseRef("s1", 3, "t-chained"))
+    plain = stores.responses.find_response(ResponseRef("s1", 1, "t0"))
+
+    assert found is not None and found.settings.chained and found.previous is not None
+    assert plain is not None and not plain.settings.chained

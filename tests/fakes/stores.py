@@ -990,7 +990,8 @@ class FakeResponseStore(_Port):
             (
                 at
                 for at, stored in sorted(turns.items())
-                if at >= ref.user_seq and stored.turn.turn_id == ref.reply_id
+                if at >= ref.user_seq
+                and ref.reply_id in (stored.turn.turn_id, stored.turn.resolves)
             ),
             None,
         )
@@ -1001,8 +1002,11 @@ class FakeResponseStore(_Port):
         user, answer = turn_messages(
             seq, turn.user_content, turn.answer, turn.created_at, turn.withheld, turn.truncated
         )
+        record = turn.prompt_record
         previous = None
-        if before is not None:
+        if turn.resolves is not None:
+            previous = ResponseRef(session.id, seq, turn.resolves)
+        elif before is not None:
             fork = session.fork_of
             owner = fork.session_id if fork is not None and seq == fork.at_seq + 1 else session.id
             previous = ResponseRef(owner, seq - 2, before.turn.turn_id)
@@ -1012,11 +1016,13 @@ class FakeResponseStore(_Port):
             user_seq=seq,
             user=user,
             answer=answer,
-            settings=ResponseSettings.decode(turn.response),
-            app_tools=turn.prompt_record.app_tools if turn.prompt_record else (),
+            settings=ResponseSettings.decode(turn.response, record is not None and record.chained),
+            app_tools=record.app_tools if record else (),
             run_id=turn.run_id,
             deleted=stored.response_deleted,
             previous=previous,
+            pause=turn.turn_id != ref.reply_id,
+            ended_pause=turn.resolves,
         )
 
     def mark_deleted(self, ref: ResponseRef, user_seq: int) -> bool:

@@ -158,3 +158,30 @@ def test_an_idempotency_key_replays_the_same_response_once_recorded(
     messages = transcript(api, tenant, session_id)
     assert [m["role"] for m in messages] == ["user", "assistant"]
     assert messages[0]["content"] == "Only once."
+
+
+WEATHER = {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}
+
+
+def test_a_paused_response_is_not_found_until_continued_and_its_calls_are_answered_once(
+    api: InProcessApi, tenant: Tenant
+) -> None:
+    paused = ask(api, tenant, "What does get_weather say?", tools=[WEATHER], user="u1")
+    [call] = paused["output"]
+    assert call["type"] == "function_call"
+    path = f"/v1/responses/{paused['id']}"
+    for method, where in (("GET", path), ("DELETE", path), ("GET", f"{path}/input_items")):
+        answer = api.call(method, where, token=tenant.token)
+        assert answer.status == 404, (method, where, answer.body)
+        assert answer.body["error"]["code"] == "response_not_found"
+    output = {"type": "function_call_output", "call_id": call["call_id"], "output": "24C"}
+    continued = {"input": [output], "previous_response_id": paused["id"], "tools": [WEATHER]}
+
+    answer = respond_http(api, tenant, {"model": "cap-generative", **continued})
+
+    assert answer.status == 200, answer.body
+    read = api.call("GET", f"/v1/responses/{answer.body['id']}", token=tenant.token)
+    assert read.status == 200 and read.body["previous_response_id"] == paused["id"]
+    again = respond_http(api, tenant, {"model": "cap-generative", **continued})
+    assert again.status == 409 and again.body["error"]["code"] == "tool_calls_mismatch"
+    assert len(transcript(api, tenant, paused["conversation"]["id"])) == 2

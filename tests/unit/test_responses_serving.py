@@ -19,6 +19,7 @@ from convo_memory.domain.errors import (
     ResponseNotFound,
     ServiceError,
     SessionCapabilityMismatch,
+    ToolCallsMismatch,
     ValidationFailed,
 )
 from convo_memory.domain.generation import ModelStep, TokenUsage
@@ -427,3 +428,64 @@ def test_a_keys_first_call_records_its_history_and_later_calls_ignore_theirs() -
         ("user", "And now?"),
         ("assistant", "Noted."),
     ]
+
+
+# -- a paused response, its continuation, what a response keeps ----------------------------------
+
+
+def paused_then_continued(app: FakeApp) -> tuple[dict[str, Any], dict[str, Any]]:
+    paused = respond(app, {"input": "Weather?", "tools": [WEATHER], "user": "u-1"})
+    output = {"type": "function_call_output", "call_id": "call_w", "output": "24C"}
+    answer = respond(
+        app, {"input": [output], "previous_response_id": paused["id"], "tools": [WEATHER]}
+    )
+    return paused, answer
+
+
+def test_a_paused_response_is_no_stored_response_its_turn_is_once_recorded() -> None:
+    app = app_with(ScriptedModel([("call_w", "get_weather", {})], "Sunny."))  # type: ignore[arg-type]
+    paused = respond(app, {"input": "Weather?", "tools": [WEATHER], "user": "u-1"})
+
+    for read in (app.container.responses.get, app.container.responses.delete):
+        with pytest.raises(ResponseNotFound):
+            read(WS, paused["id"])
+    with pytest.raises(ResponseNotFound):
+        app.container.responses.sent(WS, paused["id"])
+    output = {"type": "function_call_output", "call_id": "call_w", "output": "24C"}
+    answer = respond(app, {"input": [output], "previous_response_id": paused["id"]})
+    with pytest.raises(ResponseNotFound):
+        app.container.responses.get(WS, paused["id"])
+    assert app.container.responses.get(WS, answer["id"]).answer.content == "Sunny."
+
+
+def test_a_continuation_shows_the_pause_it_named_and_its_calls_cannot_be_answered_again() -> None:
+    app = app_with(ScriptedModel([("call_w", "get_weather", {})], "Sunny."))  # type: ignore[arg-type]
+    paused, answer = paused_then_continued(app)
+    sid = paused["conversation"]["id"]
+
+    stored = response_frames.stored_response(app.container.responses.get(WS, answer["id"]))
+
+    assert answer["previous_response_id"] == stored["previous_response_id"] == paused["id"]
+    output = {"type": "function_call_output", "call_id": "call_w", "output": "25C"}
+    with pytest.raises(ToolCallsMismatch):
+        respond(app, {"input": [output], "previous_response_id": paused["id"]})
+    assert transcript(app, sid) == [("user", "Weather?"), ("assistant", "Sunny.")]
+    # A message after the pause goes on after its turn, which holds its calls' answer.
+    after = respond(app, {"input": "Thanks.", "previous_response_id": paused["id"]})
+    assert after["conversation"]["id"] == sid
+    assert transcript(app, sid)[2:] == [("user", "Thanks."), ("assistant", "Sunny.")]
+
+
+def test_a_chained_response_keeps_nothing_more_and_reads_back_as_it_was_answered() -> None:
+    app = app_with()
+    first = respond(app, {"input": "One."})
+    sid = first["conversation"]["id"]
+    chained = respond(app, {"input": "Two.", "previous_response_id": first["id"]})
+    named = respond(app, {"input": "Three.", "conversation": sid})
+
+    assert [app.db.turns[sid][seq].turn.response for seq in (1, 3, 5)] == [None, None, None]
+    for served in (first, chained, named):
+        stored = response_frames.stored_response(app.container.responses.get(WS, served["id"]))
+        assert stored["previous_response_id"] == served["previous_response_id"]
+        assert (stored["instructions"], stored["metadata"]) == (None, {})
+    assert chained["previous_response_id"] == first["id"] and named["previous_response_id"] is None

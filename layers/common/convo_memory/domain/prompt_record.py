@@ -12,10 +12,11 @@ rebuilt on request.
 The record's text is ``;``-separated tagged fields, each omitted when empty:
 ``w<first>-<last>`` the replayed seqs, ``s<throughSeq>`` the summary version,
 ``d<hex>`` which replayed answers had their digest sent (bit ``i``: the window's
-``i``-th answer), ``r`` the recall was sent, ``t<name>,<name>`` the app's tools offered
-(as many whole names as fit). Seqs are written as distances back from the turn's own
-user seq (its item's key says it), so a record is as long at message 10,000 as at 10:
-the turn's read does not grow with the conversation.
+``i``-th answer), ``r`` the recall was sent, ``c`` its request named the response before
+it (``previous_response_id``: its window followed that response), ``t<name>,<name>``
+the app's tools offered (as many whole names as fit). Seqs are written as distances
+back from the turn's own user seq (its item's key says it), so a record is as long at
+message 10,000 as at 10: the turn's read does not grow with the conversation.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class PromptRecord:
     digest_seqs: tuple[int, ...] = ()  # answer seqs whose tool digest was sent
     recall: bool = False
     app_tools: tuple[str, ...] = ()
+    chained: bool = False  # its request named the response before it (v4)
 
     @classmethod
     def of(
@@ -87,6 +89,8 @@ class PromptRecord:
             fields.append(f"d{mask:x}")
         if self.recall:
             fields.append("r")
+        if self.chained:
+            fields.append("c")
         text = ";".join(fields)
         names: list[str] = []
         for name in self.app_tools:
@@ -102,7 +106,7 @@ class PromptRecord:
         """The record the stored text of the turn at ``user_seq`` holds (unknown fields,
         from a later version, are ignored)."""
         first = last = through = mask = 0
-        recall = False
+        recall = chained = False
         tools: tuple[str, ...] = ()
         for part in filter(None, text.split(";")):
             tag, value = part[0], part[1:]
@@ -115,12 +119,14 @@ class PromptRecord:
                 mask = int(value, 16)
             elif tag == "r":
                 recall = True
+            elif tag == "c":
+                chained = True
             elif tag == "t":
                 tools = tuple(value.split(TOOL_SEPARATOR))
         record = cls(first, last, through, (), recall, tools)
         answers = record.replayed_answers
         digests = tuple(seq for i, seq in enumerate(answers) if mask >> i & 1)
-        return cls(first, last, through, digests, recall, tools)
+        return cls(first, last, through, digests, recall, tools, chained)
 
 
 @dataclass(frozen=True)

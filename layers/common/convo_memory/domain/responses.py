@@ -8,10 +8,16 @@ it: a racing turn may have pushed the turn further on, where the reply id finds 
 ``store: false`` response is ``resp_<replyId>``: no session, nothing to find.
 
 **What a response keeps** beyond its turn (``ResponseSettings``) is only what its
-request set and the transcript cannot say: whether it named a previous response, its
-own instructions and metadata, the generation settings it changed and whether its
-answer was cut at ``max_output_tokens``; stored on the turn's item as compact JSON,
-absent when the request set none of them.
+request set and the transcript cannot say: its own instructions and metadata, the
+generation settings it changed and whether its answer was cut at
+``max_output_tokens``; stored on the turn's item as compact JSON, absent when the
+request set none of them. Whether it named a previous response is one letter of the
+turn's prompt record (``PromptRecord.chained``), which every turn stores anyway: a
+plain chained response stores nothing more.
+
+**A paused response** (the app's function calls) is no stored response: its turn is
+recorded when it ends, and its id then names that turn's pause (``pause``), which
+cannot be read or answered again; the response that continued it follows it.
 
 """
 
@@ -85,7 +91,8 @@ def message_item_seq(item_id: str, session_id: str) -> int | None:
 @dataclass(frozen=True)
 class ResponseSettings:
     """What a Responses request set that its Response shows and its turn keeps:
-    ``chained`` it named a ``previous_response_id``; ``instructions`` its own (added
+    ``chained`` it named a ``previous_response_id`` (kept in the turn's prompt record,
+    not here: ``decode`` is told); ``instructions`` its own (added
     after the capability's for this response only); ``metadata``; the generation
     settings it changed (None: the default); ``cut`` its answer stopped at
     ``max_output_tokens`` (set by the serving path)."""
@@ -104,8 +111,6 @@ class ResponseSettings:
         """The stored text (compact JSON, one letter a setting, of what differs from the
         defaults), or None when nothing does: a plain response stores nothing more."""
         values: dict[str, Any] = {}
-        if self.chained:
-            values["v"] = 1
         if self.instructions:
             values["i"] = self.instructions
         if self.metadata:
@@ -128,8 +133,9 @@ class ResponseSettings:
         return json.dumps(values, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
 
     @classmethod
-    def decode(cls, text: str | None) -> ResponseSettings:
-        """The settings a turn keeps (none stored, or unreadable: the defaults)."""
+    def decode(cls, text: str | None, chained: bool = False) -> ResponseSettings:
+        """The settings a turn keeps (none stored, or unreadable: the defaults), and
+        ``chained`` as its prompt record says."""
         try:
             values = json.loads(text) if text else {}
         except ValueError:
@@ -137,7 +143,7 @@ class ResponseSettings:
         if not isinstance(values, dict):
             values = {}
         return cls(
-            chained=bool(values.get("v")),
+            chained=chained,
             instructions=values.get("i"),
             metadata=dict(values.get("m") or {}),
             temperature=values.get("t"),
@@ -157,8 +163,10 @@ class StoredResponse:
     """A stored response as its turn keeps it: the session's head (workspace,
     capability, status, fork point), where the turn is, its two messages, what its
     request set, the app's tools it was offered, whether its response was deleted, and
-    the turn before it (``previous``: the response a chained request named, None for a
-    conversation's first turn)."""
+    the response it follows (``previous``: the turn before it, or the pause it ended;
+    None for a conversation's first turn). ``pause``: the id named the turn's pause,
+    ended since (its calls answered or abandoned), not a response of its own;
+    ``ended_pause``: the pause this turn ended (its id)."""
 
     session: Session
     ref: ResponseRef
@@ -170,3 +178,5 @@ class StoredResponse:
     run_id: str | None = None
     deleted: bool = False
     previous: ResponseRef | None = None
+    pause: bool = False
+    ended_pause: str | None = None

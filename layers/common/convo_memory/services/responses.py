@@ -18,10 +18,14 @@ class ResponseService:
 
     def get(self, workspace_id: str, response_id: str) -> StoredResponse:
         """The stored response ``response_id`` names: 404 ``response_not_found`` for one
-        that is unknown, deleted, ``store: false`` or another workspace's."""
+        that is unknown, deleted, ``store: false`` or another workspace's, and for a
+        paused one (its turn is recorded, as the response that continued it, once it
+        ends)."""
         ref = ResponseRef.parse(response_id)
         found = self._responses.find_response(ref) if ref is not None else None
-        if found is None or found.deleted or found.session.workspace_id != workspace_id:
+        if found is None or found.deleted or found.pause:
+            raise ResponseNotFound(f"response {response_id!r} not found")
+        if found.session.workspace_id != workspace_id:
             raise ResponseNotFound(f"response {response_id!r} not found")
         return found
 

@@ -137,6 +137,13 @@ class _Turn:
         settings = self.command.response
         return settings.instructions if settings is not None else None
 
+    @property
+    def chained(self) -> bool:
+        """Its Responses request named a ``previous_response_id`` (its prompt record
+        keeps it, for its Response)."""
+        settings = self.command.response
+        return settings is not None and settings.chained
+
     def settings_kept(self, answer: Answer) -> str | None:
         """What its Responses request set, as its turn keeps it (with ``cut`` when its
         answer stopped at the token limit)."""
@@ -306,7 +313,7 @@ class TurnService:
             )
         except SessionNotFound:
             raise no_response(ref) from None
-        fork = self._conversations.after_response(turn.workspace_id, state, ref)
+        fork = self._conversations.after_response(turn.workspace_id, state, ref, continues)
         if fork is not None:
             capability, state = self._states.session_turn(
                 turn.workspace_id, capability.id, fork, after.owner, continues
@@ -371,7 +378,7 @@ class TurnService:
         record = replace(
             record,
             turn_id=turn.reply_id,
-            prompt_record=first.record,
+            prompt_record=replace(first.record, chained=turn.chained),
             response=turn.settings_kept(answer),
         )
         return self._record(turn, capability, state, record, answer, stats)
@@ -422,7 +429,12 @@ class TurnService:
         record = final_record(
             self._policy, pending, answer, app, self._clock(), turn.idempotency_record
         )
-        record = replace(record, turn_id=turn.reply_id, response=turn.settings_kept(answer))
+        record = replace(
+            record,
+            turn_id=turn.reply_id,
+            prompt_record=replace(pending.prompt_record, chained=turn.chained),
+            response=turn.settings_kept(answer),
+        )
         at_pause = state.session.model_copy(update={"message_count": pending.user_seq - 1})
         return self._record(
             turn, capability, replace(state, session=at_pause), record, answer, stats

@@ -91,6 +91,9 @@ PENDING_INDEX_PREFIX = "PENDING"
 # its response was deleted (the turn stays).
 RESPONSE_SETTINGS = "q"
 RESPONSE_DELETED = "qx"
+# (v4) On a turn that ended a pause (continued, or abandoned): the pause's id, which the
+# paused response's id names.
+ENDED_PAUSE = "ep"
 
 
 def session_pk(session_id: str) -> dict[str, str]:
@@ -351,6 +354,8 @@ def turn_item(session_id: str, user_seq: int, turn: TurnRecord) -> Item:
         item[ABANDONED] = {"BOOL": True}
     if turn.response is not None:
         item[RESPONSE_SETTINGS] = string_value(turn.response)
+    if turn.resolves is not None:
+        item[ENDED_PAUSE] = string_value(turn.resolves)
     return item
 
 

@@ -2,7 +2,8 @@
 reply id its id names (``domain.responses.ResponseRef``). No item is written for a
 response: reading one is one ``BatchGetItem`` of the session's head, the turn at that
 position and the turn before it (its previous response); deleting one marks its turn
-(``qx``), which stays in its conversation.
+(``qx``), which stays in its conversation. A paused turn's item is no response yet; once
+the pause ends, its id names the turn that ended it (``ep``) as that turn's pause.
 
 A turn a racing turn pushed past its position is found by its id further on (a Query
 from that position); a fork's first turn's previous response is its parent's, at the
@@ -34,11 +35,13 @@ class DynamoResponseStore:
         if head is None or items.head_status(head) == "deleting":
             return None
         turn = found.get(items.turn_sk(seq))
-        if turn is None or items.turn_id_of(turn) != ref.reply_id:
+        if turn is None or ref.reply_id not in _ids(turn):
             turn = self._pushed_on(sid, seq, ref.reply_id)  # a racing turn took its place
             if turn is None:
                 return None
             seq = items.user_seq_of_item(turn)
+        if items.is_pending(turn):
+            return None  # a pause still waiting: nothing of its turn is recorded yet
         before = found.get(items.turn_sk(seq - 2)) if seq > 2 else None
         if seq > 2 and before is None:
             before = self._turn(sid, seq - 2)  # moved on, or inherited (a fork's first turn)
@@ -60,8 +63,8 @@ class DynamoResponseStore:
     def _pushed_on(self, session_id: str, user_seq: int, reply_id: str) -> Item | None:
         for item in self._table.query_all(
             KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
-            FilterExpression="#id = :id",
-            ExpressionAttributeNames={"#id": "id"},
+            FilterExpression="#id = :id OR #ep = :id",
+            ExpressionAttributeNames={"#id": "id", "#ep": items.ENDED_PAUSE},
             ExpressionAttributeValues={
                 ":pk": items.session_pk(session_id),
                 ":lo": string_value(items.turn_sk(user_seq)),
@@ -84,21 +87,32 @@ def _stored(head: Item, ref: ResponseRef, turn: Item, before: Item | None) -> St
     user, answer = items.messages_from(turn)
     record_text = turn.get(items.PROMPT_RECORD, {}).get("S")
     record = PromptRecord.decode(record_text, seq) if record_text is not None else None
+    ended_pause = turn.get(items.ENDED_PAUSE, {}).get("S")
     previous = None
-    if before is not None:
+    if ended_pause is not None:
+        previous = ResponseRef(session.id, seq, ended_pause)  # it continued its pause
+    elif before is not None:
         fork = session.fork_of
         # A fork's first turn follows its parent's answer at the fork point.
         owner = fork.session_id if fork is not None and seq == fork.at_seq + 1 else session.id
         previous = ResponseRef(owner, seq - 2, items.turn_id_of(before))
+    settings = turn.get(items.RESPONSE_SETTINGS, {}).get("S")
     return StoredResponse(
         session=session,
         ref=ref,
         user_seq=seq,
         user=user,
         answer=answer,
-        settings=ResponseSettings.decode(turn.get(items.RESPONSE_SETTINGS, {}).get("S")),
+        settings=ResponseSettings.decode(settings, record is not None and record.chained),
         app_tools=record.app_tools if record is not None else (),
         run_id=turn.get("r", {}).get("S"),
         deleted=items.response_deleted(turn),
         previous=previous,
+        pause=items.turn_id_of(turn) != ref.reply_id,
+        ended_pause=ended_pause,
     )
+
+
+def _ids(turn: Item) -> tuple[str, ...]:
+    """The ids a response id may name a turn by: its own, and the pause it ended."""
+    return (items.turn_id_of(turn), turn.get(items.ENDED_PAUSE, {}).get("S", ""))
