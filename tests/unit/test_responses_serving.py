@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from convo_memory import response_frames, responses_door
+from convo_memory import chat_completions, response_frames, responses_door
 from convo_memory.domain.errors import (
     ExternalRefImmutable,
     PrincipalImmutable,
@@ -489,3 +489,36 @@ def test_a_chained_response_keeps_nothing_more_and_reads_back_as_it_was_answered
         assert stored["previous_response_id"] == served["previous_response_id"]
         assert (stored["instructions"], stored["metadata"]) == (None, {})
     assert chained["previous_response_id"] == first["id"] and named["previous_response_id"] is None
+
+
+def function(**fields: Any) -> dict[str, Any]:
+    return {"name": "get_weather", "description": "", "parameters": {"type": "object"}, **fields}
+
+
+WIDE_SCHEMA = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(1200)}}
+
+
+@pytest.mark.parametrize(
+    ("functions", "param"),
+    [
+        ([function(name=f"f{i}") for i in range(129)], "tools"),
+        ([function(), function(name="x", description="d" * 5_000)], "tools.1.description"),
+        ([function(name="1 bad name")], "tools.0.name"),
+        ([function(parameters=WIDE_SCHEMA)], "tools.0.parameters"),
+    ],
+)
+def test_function_tools_are_bounded_as_the_chat_doors_are(
+    functions: list[dict[str, Any]], param: str
+) -> None:
+    tools = [{"type": "function", **f} for f in functions]
+    chat_tools = [{"type": "function", "function": f} for f in functions]
+    chat_body = {"model": "cap", "messages": [{"role": "user", "content": "x"}]}
+
+    with pytest.raises(ValidationFailed) as refused:
+        responses_door.read_response_turn({"model": "cap", "input": "x", "tools": tools}, {})
+    with pytest.raises(ValidationFailed) as chat_refused:
+        chat_completions.read_chat_turn({**chat_body, "tools": chat_tools}, {})
+
+    error = error_body(refused.value, openai=True)["error"]
+    assert (error["type"], error["param"]) == ("invalid_request_error", param)
+    assert refused.value.message.split(": ", 1)[1] == chat_refused.value.message.split(": ", 1)[1]

@@ -725,6 +725,15 @@ class FunctionSpec(BaseModel):
         return value
 
 
+class FunctionTools(BaseModel):
+    """The Responses door's function tools (``{type: "function", name, description,
+    parameters}``), bounded as the chat door's ``tools[].function`` are."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    tools: list[FunctionSpec] = Field(max_length=MAX_APP_TOOLS)
+
+
 class FunctionTool(BaseModel):
     """``{"type": "function", "function": {...}}``: the only kind of tool an app offers
     (its own, which it runs)."""

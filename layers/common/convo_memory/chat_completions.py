@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -65,7 +65,7 @@ from convo_memory.domain.turns import (
 from convo_memory.turn_edge import BufferedEvents, json_text
 
 if TYPE_CHECKING:
-    from convo_memory.api_models import ChatCompletionRequest
+    from convo_memory.api_models import ChatCompletionRequest, FunctionSpec
     from convo_memory.domain.models import Capability
     from convo_memory.turn_edge import GatedRequest, TurnEdge
 
@@ -442,6 +442,22 @@ def _request(call: Any) -> ToolRequest:
     return tool_request(call.id, call.function.name, call.function.arguments, "arguments")
 
 
+def app_tool_definitions(functions: Sequence[FunctionSpec]) -> tuple[ToolDefinition, ...]:
+    """The app's functions (validated ``FunctionSpec``: both doors' bounds) as the model
+    is offered them; ``422`` for a name used twice."""
+    names = [function.name for function in functions]
+    if len(set(names)) != len(names):
+        raise _invalid("tools", "each tool needs a name of its own")
+    return tuple(
+        ToolDefinition(
+            function.name,
+            function.description,
+            function.parameters or {"type": "object", "properties": {}},
+        )
+        for function in functions
+    )
+
+
 def _app_tools(request: Any) -> AppTools | None:
     """The app's own tools and how the model may call them (None: none offered);
     ``422`` for a name used twice, or a ``tool_choice`` that names no offered tool."""
@@ -450,17 +466,8 @@ def _app_tools(request: Any) -> AppTools | None:
         if choice not in (None, "auto", "none"):
             raise _invalid("tool_choice", "asks for a tool call, but no tools are offered")
         return None
-    names = [tool.function.name for tool in request.tools]
-    if len(set(names)) != len(names):
-        raise _invalid("tools", "each tool needs a name of its own")
-    definitions = tuple(
-        ToolDefinition(
-            tool.function.name,
-            tool.function.description,
-            tool.function.parameters or {"type": "object", "properties": {}},
-        )
-        for tool in request.tools
-    )
+    definitions = app_tool_definitions([tool.function for tool in request.tools])
+    names = [definition.name for definition in definitions]
     parallel = request.parallel_tool_calls
     if choice in (None, "auto"):
         return AppTools(definitions, ToolChoice("auto", None, parallel))

@@ -32,7 +32,6 @@ from convo_memory.domain.responses import ResponseRef, ResponseSettings
 from convo_memory.domain.tools import (
     AppTools,
     ToolChoice,
-    ToolDefinition,
     ToolReply,
     ToolRound,
     tool_request,
@@ -310,45 +309,35 @@ def _rounds(after: Sequence[InputItem]) -> tuple[ToolRound, ...]:
 
 def _app_tools(request: ResponseCreate) -> AppTools | None:
     """The app's function tools (``{type: "function", name, description, parameters}``)
-    and how the model may call them; ``422`` for a name used twice or a ``tool_choice``
-    that names no offered tool or asks for a call with none offered."""
+    and how the model may call them: ``422`` naming the field for a tool beyond the chat
+    door's bounds (the same checks: count, name, description, parameters), a name used
+    twice, or a ``tool_choice`` that names no offered tool or asks for a call with none
+    offered."""
+    from convo_memory.api_models import FunctionTools
+    from convo_memory.chat_completions import app_tool_definitions
+
     choice = request.tool_choice
     tools = request.tools or ()
     if not tools:
         if choice not in (None, "auto", "none"):
             raise _invalid("tool_choice", "asks for a tool call, but no tools are offered")
         return None
-    definitions = []
-    for index, tool in enumerate(tools):
-        name, parameters = tool.get("name"), tool.get("parameters")
-        if not isinstance(name, str) or not 1 <= len(name) <= 64:
-            raise _invalid(f"tools.{index}.name", "must be a function's name (1-64 characters)")
-        if parameters is not None and not isinstance(parameters, dict):
-            raise _invalid(f"tools.{index}.parameters", "must be a JSON Schema object")
-        description = tool.get("description")
-        definitions.append(
-            ToolDefinition(
-                name,
-                description if isinstance(description, str) else "",
-                parameters or {"type": "object", "properties": {}},
-            )
-        )
+    offered = input_gate.parse_model(FunctionTools, {"tools": list(tools)}).tools
+    definitions = app_tool_definitions(offered)
     names = [d.name for d in definitions]
-    if len(set(names)) != len(names):
-        raise _invalid("tools", "each tool needs a name of its own")
     parallel = request.parallel_tool_calls
     if choice in (None, "auto"):
-        return AppTools(tuple(definitions), ToolChoice("auto", None, parallel))
+        return AppTools(definitions, ToolChoice("auto", None, parallel))
     if choice == "none":
-        return AppTools(tuple(definitions), ToolChoice("none", None, parallel))
+        return AppTools(definitions, ToolChoice("none", None, parallel))
     if choice == "required":
-        return AppTools(tuple(definitions), ToolChoice("required", None, parallel))
+        return AppTools(definitions, ToolChoice("required", None, parallel))
     named = choice.get("name") if isinstance(choice, dict) else None
     if not isinstance(choice, dict) or choice.get("type") != "function":
         raise _invalid("tool_choice", "must be auto, none, required or a function to call")
     if named not in names:
         raise _invalid("tool_choice.name", "names no tool of tools")
-    return AppTools(tuple(definitions), ToolChoice("function", named, parallel))
+    return AppTools(definitions, ToolChoice("function", named, parallel))
 
 
 # -- reading the items --------------------------------------------------------------------
