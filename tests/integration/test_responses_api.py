@@ -171,9 +171,9 @@ def test_a_paused_response_is_not_found_until_continued_and_its_calls_are_answer
     assert call["type"] == "function_call"
     path = f"/v1/responses/{paused['id']}"
     for method, where in (("GET", path), ("DELETE", path), ("GET", f"{path}/input_items")):
-        answer = api.call(method, where, token=tenant.token)
-        assert answer.status == 404, (method, where, answer.body)
-        assert answer.body["error"]["code"] == "response_not_found"
+        refused = api.call(method, where, token=tenant.token)
+        assert refused.status == 404, (method, where, refused.body)
+        assert refused.body["error"]["code"] == "response_not_found"
     output = {"type": "function_call_output", "call_id": call["call_id"], "output": "24C"}
     continued = {"input": [output], "previous_response_id": paused["id"], "tools": [WEATHER]}
 

@@ -39,7 +39,7 @@ from convo_memory.domain.models import (
 )
 from convo_memory.domain.paused_turns import SEPARATOR, PendingTurn, app_tool_calls
 from convo_memory.domain.prompt import DEFAULT_INSTRUCTIONS, ChatMessage, Prompt, build_prompt
-from convo_memory.domain.prompt_record import with_added
+from convo_memory.domain.prompt_record import PromptRecord, with_added
 from convo_memory.domain.replay_window import ReplayWindow, keeps_start
 from convo_memory.domain.responses import ResponseRef
 from convo_memory.domain.sessions import context_of
@@ -137,12 +137,18 @@ class _Turn:
         settings = self.command.response
         return settings.instructions if settings is not None else None
 
-    @property
-    def chained(self) -> bool:
-        """Its Responses request named a ``previous_response_id`` (its prompt record
-        keeps it, for its Response)."""
+    def kept(self, record: TurnRecord, sent: PromptRecord, answer: Answer) -> TurnRecord:
+        """``record`` as this turn keeps it: its id, what its first model call was
+        ``sent`` (with whether its Responses request named a ``previous_response_id``) and
+        what that request set."""
         settings = self.command.response
-        return settings is not None and settings.chained
+        chained = settings is not None and settings.chained
+        return replace(
+            record,
+            turn_id=self.reply_id,
+            prompt_record=replace(sent, chained=chained),
+            response=self.settings_kept(answer),
+        )
 
     def settings_kept(self, answer: Answer) -> str | None:
         """What its Responses request set, as its turn keeps it (with ``cut`` when its
@@ -375,12 +381,7 @@ class TurnService:
             self._clock(),
             turn.idempotency_record,
         )
-        record = replace(
-            record,
-            turn_id=turn.reply_id,
-            prompt_record=replace(first.record, chained=turn.chained),
-            response=turn.settings_kept(answer),
-        )
+        record = turn.kept(record, first.record, answer)
         return self._record(turn, capability, state, record, answer, stats)
 
     def _continue(
@@ -429,12 +430,7 @@ class TurnService:
         record = final_record(
             self._policy, pending, answer, app, self._clock(), turn.idempotency_record
         )
-        record = replace(
-            record,
-            turn_id=turn.reply_id,
-            prompt_record=replace(pending.prompt_record, chained=turn.chained),
-            response=turn.settings_kept(answer),
-        )
+        record = turn.kept(record, pending.prompt_record, answer)
         at_pause = state.session.model_copy(update={"message_count": pending.user_seq - 1})
         return self._record(
             turn, capability, replace(state, session=at_pause), record, answer, stats
