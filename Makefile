@@ -11,8 +11,11 @@ PY := $(VENV)/bin/python
 SAM_VENV := .venv-sam
 SAM := $(SAM_VENV)/bin/sam
 STAMP := $(VENV)/.installed
+# Vercel's AI SDK, pinned in tests/node's lockfile, for the e2e test that drives it.
+NODE_DIR := tests/node
+NODE_STAMP := $(NODE_DIR)/node_modules/.installed
 
-.PHONY: help venv browser run test test-fast test-unit test-integration test-e2e lint format typecheck bench build validate admin-token clean
+.PHONY: help venv node browser run test test-fast test-unit test-integration test-e2e lint format typecheck bench build validate admin-token clean
 
 help:
 	@echo "make run        start the local runtime (http://127.0.0.1:3000, Lambda API on :3001)"
@@ -35,6 +38,14 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# npm ci only when the lockfile changed (node_modules is git-ignored).
+$(NODE_STAMP): $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
+	@command -v npm >/dev/null || { echo "need Node >= 20 and npm (the AI SDK test runs under Node)" >&2; exit 1; }
+	cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $(NODE_STAMP)
+
+node: $(NODE_STAMP)
+
 # The Studio browser test drives Debian's chromium (never a downloaded browser).
 CHROMIUM := /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
@@ -51,10 +62,10 @@ run: $(STAMP)
 TEST_WORKERS ?= 3
 PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
-test: $(STAMP) browser
+test: $(STAMP) $(NODE_STAMP) browser
 	$(PY) -m pytest $(PARALLEL)
 
-test-fast: $(STAMP)
+test-fast: $(STAMP) $(NODE_STAMP)
 	$(PY) -m pytest $(PARALLEL) -m "not browser"
 
 test-unit: $(STAMP)
@@ -63,7 +74,7 @@ test-unit: $(STAMP)
 test-integration: $(STAMP)
 	$(PY) -m pytest tests/integration
 
-test-e2e: $(STAMP) browser
+test-e2e: $(STAMP) $(NODE_STAMP) browser
 	$(PY) -m pytest tests/e2e
 
 lint: $(STAMP)
