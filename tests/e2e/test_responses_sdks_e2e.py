@@ -1,0 +1,277 @@
+"""The Responses door driven by the clients that speak it by default, end to end: Vercel's
+AI SDK under Node (``generateText``, then ``streamText`` with ``previousResponseId``) and
+the OpenAI Agents SDK on its default model (``OpenAIResponsesModel``) with a function
+tool, by ``conversation_id`` and by ``previous_response_id``. One ``python -m
+local_runtime`` serves them all; its capability's model is a fake OpenAI-compatible server
+on 127.0.0.1 that uses the tools it is offered (it calls each one whose name occurs in the
+user's message), and the docs' recipes run on the runtime's embedded model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.support.docs_recipes import docs_block, recipe_output
+from tests.support.runtime_process import DEV_TOKEN, RuntimeProcess, launch_runtime
+
+pytestmark = pytest.mark.e2e
+NODE_DIR = Path(__file__).resolve().parents[1] / "node"
+REPLY = "Nice to meet you, Ada."
+STREAMED = ["Your ", "name ", "is ", "Ada."]
+ASK = "What does get_weather say about Oslo?"
+
+
+@dataclass
+class Stack:
+    runtime: RuntimeProcess
+    model: FakeOpenAIServer
+    capability: str
+
+    @property
+    def base_url(self) -> str:
+        return self.runtime.base_url + "/v1"
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        status, _, payload = self.runtime.call(method, path, token=DEV_TOKEN, json=body)
+        assert 200 <= status < 300, (status, payload)
+        return payload
+
+    def transcript(self, session_id: str) -> list[tuple[str, str]]:
+        messages = self.call("GET", f"/v1/sessions/{session_id}/messages")["messages"]
+        return [(m["role"], m["content"]) for m in messages]
+
+    def conversation_of(self, response_id: str) -> str:
+        response = self.call("GET", f"/v1/responses/{response_id}")
+        return str(response["convo"]["sessionId"])
+
+    def sent_messages(self, index: int = -1) -> list[tuple[str, str]]:
+        """The role and text content of each message the fake model was sent, by request."""
+        messages = self.model.requests[index].body["messages"]
+        return [(m["role"], str(m.get("content") or "")) for m in messages]
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Stack]:
+    with FakeOpenAIServer(tool_rule=True, reply=REPLY, stream_chunks=STREAMED) as model:
+        connections = {"fake": {"type": "openai", "baseUrl": model.base_url, "models": ["fake-*"]}}
+        runtime = launch_runtime(
+            {
+                "CONVO_PROVIDER_CONNECTIONS": json.dumps(connections),
+                "no_proxy": "127.0.0.1,localhost",
+            }
+        )
+        try:
+            status, _, created = runtime.call(
+                "POST",
+                "/v1/capabilities",
+                token=DEV_TOKEN,
+                json={
+                    "name": "assistant for the Responses SDKs",
+                    "kind": "generative",
+                    "provider": {"connection": "fake", "modelId": "fake-chat"},
+                },
+            )
+            assert status == 201, created
+            yield Stack(runtime, model, created["id"])
+        finally:
+            runtime.assert_stopped_cleanly()
+
+
+def node_command(script: str) -> list[str]:
+    """``node <script>`` in tests/node, failing (never skipping) without Node or its packages."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("Node (>= 20) is needed for the AI SDK test: install nodejs and npm")
+    if not (NODE_DIR / "node_modules" / ".installed").exists():
+        pytest.fail("tests/node's packages are not installed: run make node (npm ci)")
+    return [node, script]
+
+
+# --- Vercel's AI SDK ---------------------------------------------------------------------
+
+
+def test_the_ai_sdk_chains_generate_and_stream_by_previous_response_id(stack: Stack) -> None:
+    user, first, second = "e2e-ai-sdk-user", "Hi, my name is Ada.", "What is my name?"
+    env = {"CONVO_BASE_URL": stack.runtime.base_url, "CONVO_TOKEN": DEV_TOKEN}
+    command = [*node_command("responses_chain.mjs"), stack.capability, user, first, second]
+
+    [line] = recipe_output(command, env, NODE_DIR)
+
+    out = json.loads(line)
+    generated, streamed = out["generated"], out["streamed"]
+    assert (generated["text"], generated["finishReason"]) == (REPLY, "stop")
+    assert (streamed["errors"], streamed["finishReason"]) == ([], "stop")
+    assert "".join(streamed["deltas"]) == "Your name is Ada."
+    # The chain remembers: the streamed turn's prompt holds the first exchange.
+    assert stack.sent_messages()[-3:] == [("user", first), ("assistant", REPLY), ("user", second)]
+    # Each turn recorded once, in one conversation, the stream's answer whole.
+    session_id = stack.conversation_of(generated["responseId"])
+    assert stack.conversation_of(streamed["responseId"]) == session_id
+    assert stack.transcript(session_id) == [
+        ("user", first),
+        ("assistant", REPLY),
+        ("user", second),
+        ("assistant", "Your name is Ada."),
+    ]
+    continued = stack.call("GET", f"/v1/responses/{streamed['responseId']}")
+    assert continued["previous_response_id"] == generated["responseId"]
+
+
+# --- The OpenAI Agents SDK on its default model (OpenAIResponsesModel) -------------------
+
+
+@pytest.fixture(scope="module")
+def event_loop_runner() -> Iterator[asyncio.Runner]:
+    """One event loop for the module's runs: the SDK's default client is bound to it."""
+    with asyncio.Runner() as runner:
+        yield runner
+
+
+@pytest.fixture(scope="module")
+def weather_agent(stack: Stack) -> Any:
+    """An Agent with one function tool on the SDK's default model, whose default client is
+    the local runtime's door."""
+    from agents import (
+        Agent,
+        ModelSettings,
+        function_tool,
+        set_default_openai_client,
+        set_tracing_disabled,
+    )
+
+    set_tracing_disabled(True)  # the SDK would export traces to OpenAI
+    set_default_openai_client(openai.AsyncOpenAI(base_url=stack.base_url, api_key=DEV_TOKEN))
+
+    @function_tool
+    def get_weather(query: str) -> str:
+        """The weather in a city."""
+        return "Snowing in Oslo"
+
+    return Agent(
+        name="weather",
+        instructions="Answer with the weather.",
+        tools=[get_weather],
+        model=stack.capability,
+        model_settings=ModelSettings(extra_body={"safety_identifier": "e2e-agents-user"}),
+    )
+
+
+def run_agent(loop: asyncio.Runner, agent: Any, text: str, **chain: Any) -> Any:
+    from agents import Runner
+
+    return loop.run(Runner.run(agent, text, **chain))
+
+
+def tool_result_reached_the_model(stack: Stack, result: str) -> bool:
+    """Whether the fake model was sent the app's tool result as a ``tool`` message."""
+    return ("tool", result) in stack.sent_messages()
+
+
+def test_the_agents_sdk_runs_its_tool_in_a_conversation_and_remembers(
+    stack: Stack, weather_agent: Any, event_loop_runner: asyncio.Runner
+) -> None:
+    conversation = openai.OpenAI(base_url=stack.base_url, api_key=DEV_TOKEN).conversations.create()
+
+    first = run_agent(event_loop_runner, weather_agent, ASK, conversation_id=conversation.id)
+
+    assert first.final_output == "Tool results: Snowing in Oslo"
+    assert tool_result_reached_the_model(stack, "Snowing in Oslo")
+    second = run_agent(
+        event_loop_runner, weather_agent, "Thanks! Anything else?", conversation_id=conversation.id
+    )
+
+    assert second.final_output == REPLY
+    sent = stack.sent_messages()
+    assert ("user", ASK) in sent and ("assistant", "Tool results: Snowing in Oslo") in sent
+    assert "Snowing in Oslo" in json.dumps(stack.model.requests[-1].body)  # the tool digest
+    assert stack.transcript(conversation.id) == [
+        ("user", ASK),
+        ("assistant", "Tool results: Snowing in Oslo"),
+        ("user", "Thanks! Anything else?"),
+        ("assistant", REPLY),
+    ]
+
+
+def test_the_agents_sdk_chains_runs_by_previous_response_id(
+    stack: Stack, weather_agent: Any, event_loop_runner: asyncio.Runner
+) -> None:
+    first = run_agent(event_loop_runner, weather_agent, ASK)
+    second = run_agent(
+        event_loop_runner,
+        weather_agent,
+        "Thanks! Anything else?",
+        previous_response_id=first.last_response_id,
+    )
+
+    assert first.final_output == "Tool results: Snowing in Oslo"
+    assert second.final_output == REPLY
+    sent = stack.sent_messages()
+    assert ("user", ASK) in sent and ("assistant", "Tool results: Snowing in Oslo") in sent
+    assert sent[-1] == ("user", "Thanks! Anything else?")
+    session_id = stack.conversation_of(first.last_response_id)
+    assert stack.conversation_of(second.last_response_id) == session_id
+    assert stack.transcript(session_id) == [
+        ("user", ASK),
+        ("assistant", "Tool results: Snowing in Oslo"),
+        ("user", "Thanks! Anything else?"),
+        ("assistant", REPLY),
+    ]
+
+
+# --- The docs' recipes, as written, on the embedded model ---------------------------------
+
+
+def recipe_env(stack: Stack) -> dict[str, str]:
+    return {"CONVO_BASE_URL": stack.runtime.base_url, "CONVO_TOKEN": DEV_TOKEN}
+
+
+def docs_end_user_sessions(stack: Stack) -> dict[str, int]:
+    """The docs' end user's sessions: id to message count."""
+    sessions = stack.call("GET", "/v1/sessions?externalRef=customer-4471")["sessions"]
+    return {s["id"]: s["messageCount"] for s in sessions}
+
+
+def opened_since(stack: Stack, before: dict[str, int]) -> list[int]:
+    """The message counts of the docs' end user's sessions opened since ``before``."""
+    return sorted(n for id_, n in docs_end_user_sessions(stack).items() if id_ not in before)
+
+
+def test_the_docs_agents_sdk_recipe_runs_as_written(stack: Stack, tmp_path: Path) -> None:
+    (code,) = docs_block("agents-sdk-example", ("python",))
+    (tmp_path / "example.py").write_text(code)
+    before = docs_end_user_sessions(stack)
+
+    tool_turn, remembered, chained = recipe_output(
+        [sys.executable, "example.py"], recipe_env(stack), tmp_path
+    )
+
+    assert tool_turn.startswith('You said: "What does get_weather say about Paris?".')
+    assert 'I used get_weather: "Sunny, 24C".' in tool_turn
+    assert remembered.startswith('You said: "What did it say?". I remember 2 earlier messages.')
+    assert chained.startswith('You said: "What is my name?". I remember 2 earlier messages.')
+    assert opened_since(stack, before) == [4, 4]  # two conversations, each turn once
+
+
+def test_the_docs_ai_sdk_recipe_runs_as_written(stack: Stack, tmp_path: Path) -> None:
+    (code,) = docs_block("ai-sdk-example", ("js",))
+    (tmp_path / "example.mjs").write_text(code)
+    (tmp_path / "node_modules").symlink_to(NODE_DIR / "node_modules")  # the pinned packages
+    before = docs_end_user_sessions(stack)
+
+    lines = recipe_output(node_command("example.mjs"), recipe_env(stack), tmp_path)
+
+    assert lines == [
+        'You said: "Hi, my name is Ada.". I remember 0 earlier messages.',
+        'You said: "What is my name?". I remember 2 earlier messages.',
+    ]
+    assert opened_since(stack, before) == [4]
