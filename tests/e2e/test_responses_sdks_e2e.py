@@ -172,6 +172,23 @@ def run_agent(loop: asyncio.Runner, agent: Any, text: str, **chain: Any) -> Any:
     return loop.run(Runner.run(agent, text, **chain))
 
 
+def stream_agent(loop: asyncio.Runner, agent: Any, text: str, **chain: Any) -> tuple[str, Any]:
+    """A streamed run: the text of its ``response.output_text.delta`` events, and the run."""
+    from agents import Runner
+    from openai.types.responses import ResponseTextDeltaEvent
+
+    async def streamed() -> tuple[str, Any]:
+        run, deltas = Runner.run_streamed(agent, text, **chain), []
+        async for event in run.stream_events():
+            if event.type == "raw_response_event" and isinstance(
+                event.data, ResponseTextDeltaEvent
+            ):
+                deltas.append(event.data.delta)
+        return "".join(deltas), run
+
+    return loop.run(streamed())
+
+
 def tool_result_reached_the_model(stack: Stack, result: str) -> bool:
     """Whether the fake model was sent the app's tool result as a ``tool`` message."""
     return ("tool", result) in stack.sent_messages()
@@ -186,11 +203,11 @@ def test_the_agents_sdk_runs_its_tool_in_a_conversation_and_remembers(
 
     assert first.final_output == "Tool results: Snowing in Oslo"
     assert tool_result_reached_the_model(stack, "Snowing in Oslo")
-    second = run_agent(
+    text, second = stream_agent(
         event_loop_runner, weather_agent, "Thanks! Anything else?", conversation_id=conversation.id
     )
 
-    assert second.final_output == REPLY
+    assert text == second.final_output == "Your name is Ada."  # the stream, whole
     sent = stack.sent_messages()
     assert ("user", ASK) in sent and ("assistant", "Tool results: Snowing in Oslo") in sent
     assert "Snowing in Oslo" in json.dumps(stack.model.requests[-1].body)  # the tool digest
@@ -198,7 +215,7 @@ def test_the_agents_sdk_runs_its_tool_in_a_conversation_and_remembers(
         ("user", ASK),
         ("assistant", "Tool results: Snowing in Oslo"),
         ("user", "Thanks! Anything else?"),
-        ("assistant", REPLY),
+        ("assistant", "Your name is Ada."),
     ]
 
 
