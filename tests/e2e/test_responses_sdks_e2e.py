@@ -125,6 +125,14 @@ def test_the_ai_sdk_chains_generate_and_stream_by_previous_response_id(stack: St
     ]
     continued = stack.call("GET", f"/v1/responses/{streamed['responseId']}")
     assert continued["previous_response_id"] == generated["responseId"]
+    # Refusals raise the SDK's APICallError with the service's error, and change nothing.
+    refusals = out["refusals"]
+    assert refusals["unknownModel"]["statusCode"] == 404
+    assert refusals["unknownModel"]["data"]["error"]["code"] == "capability_not_found"
+    assert refusals["anotherEndUser"]["statusCode"] == 409
+    assert refusals["anotherEndUser"]["data"]["error"]["code"] == "external_ref_immutable"
+    sessions = stack.call("GET", f"/v1/sessions?externalRef={user}")["sessions"]
+    assert [s["id"] for s in sessions] == [session_id] and len(stack.transcript(session_id)) == 4
 
 
 # --- The OpenAI Agents SDK on its default model (OpenAIResponsesModel) -------------------

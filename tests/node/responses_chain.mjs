@@ -1,11 +1,12 @@
 // Vercel's AI SDK on the Responses door, as an app uses it: generateText opens a
 // conversation, then streamText continues it with providerOptions.openai.previousResponseId.
-// Prints one JSON object: what each call returned (the stream's deltas one by one, and any
-// error part it carried, which streamText would otherwise only log).
+// Then two calls the service refuses. Prints one JSON object: what each call returned (the
+// stream's deltas one by one, and any error part it carried, which streamText would
+// otherwise only log), and the error each refusal raised.
 //
 // usage: CONVO_BASE_URL=... CONVO_TOKEN=... node responses_chain.mjs <model> <end user> <first> <second>
 import { createOpenAI } from "@ai-sdk/openai";
-import { generateText, streamText } from "ai";
+import { APICallError, generateText, streamText } from "ai";
 
 const [modelId, endUser, first, second] = process.argv.slice(2);
 const openai = createOpenAI({
@@ -38,9 +39,35 @@ for await (const part of streamed.fullStream) {
   if (part.type === "error") errors.push(String(part.error?.message ?? part.error));
   if (part.type === "finish") finishReason = part.finishReason;
 }
+const streamedId = errors.length ? null : (await streamed.providerMetadata)?.openai?.responseId;
+
+// What a refused call raises: the SDK's APICallError, with the service's error body.
+async function refusal(call) {
+  try {
+    await generateText({ maxRetries: 0, ...call });
+    return null;
+  } catch (error) {
+    if (!APICallError.isInstance(error)) throw error;
+    return { statusCode: error.statusCode, message: error.message, data: error.data };
+  }
+}
+const refusals = {
+  unknownModel: await refusal({ model: openai("cap-no-such-capability"), prompt: first }),
+  anotherEndUser: await refusal({
+    model,
+    prompt: second,
+    providerOptions: {
+      openai: {
+        previousResponseId: streamedId,
+        safetyIdentifier: `${endUser}-someone-else`,
+      },
+    },
+  }),
+};
 
 console.log(
   JSON.stringify({
+    refusals,
     generated: {
       text: generated.text,
       responseId: generated.providerMetadata.openai.responseId,
@@ -51,7 +78,7 @@ console.log(
       deltas,
       errors,
       finishReason,
-      responseId: errors.length ? null : (await streamed.providerMetadata)?.openai?.responseId,
+      responseId: streamedId,
     },
   }),
 );
