@@ -12,7 +12,7 @@ import asyncio
 import json
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ NODE_DIR = Path(__file__).resolve().parents[1] / "node"
 REPLY = "Nice to meet you, Ada."
 STREAMED = ["Your ", "name ", "is ", "Ada."]
 ASK = "What does get_weather say about Oslo?"
+DOCS_USER = "customer-4471"  # the docs' end user
 
 
 @dataclass
@@ -53,6 +54,11 @@ class Stack:
     def conversation_of(self, response_id: str) -> str:
         response = self.call("GET", f"/v1/responses/{response_id}")
         return str(response["convo"]["sessionId"])
+
+    def sessions_of(self, end_user: str) -> dict[str, int]:
+        """An end user's sessions: id to message count."""
+        sessions = self.call("GET", f"/v1/sessions?externalRef={end_user}")["sessions"]
+        return {s["id"]: s["messageCount"] for s in sessions}
 
     def sent_messages(self, index: int = -1) -> list[tuple[str, str]]:
         """The role and text content of each message the fake model was sent, by request."""
@@ -131,8 +137,7 @@ def test_the_ai_sdk_chains_generate_and_stream_by_previous_response_id(stack: St
     assert refusals["unknownModel"]["data"]["error"]["code"] == "capability_not_found"
     assert refusals["anotherEndUser"]["statusCode"] == 409
     assert refusals["anotherEndUser"]["data"]["error"]["code"] == "external_ref_immutable"
-    sessions = stack.call("GET", f"/v1/sessions?externalRef={user}")["sessions"]
-    assert [s["id"] for s in sessions] == [session_id] and len(stack.transcript(session_id)) == 4
+    assert stack.sessions_of(user) == {session_id: 4}
 
 
 # --- The OpenAI Agents SDK on its default model (OpenAIResponsesModel) -------------------
@@ -146,9 +151,10 @@ def event_loop_runner() -> Iterator[asyncio.Runner]:
 
 
 @pytest.fixture(scope="module")
-def weather_agent(stack: Stack) -> Any:
-    """An Agent with one function tool on the SDK's default model, whose default client is
-    the local runtime's door."""
+def weather_agent(stack: Stack) -> Callable[..., Any]:
+    """An Agent with one function tool, ``get_weather``, that answers each call with the
+    next of the given weathers, on the SDK's default model, whose default client is the
+    local runtime's door."""
     from agents import (
         Agent,
         ModelSettings,
@@ -160,18 +166,23 @@ def weather_agent(stack: Stack) -> Any:
     set_tracing_disabled(True)  # the SDK would export traces to OpenAI
     set_default_openai_client(openai.AsyncOpenAI(base_url=stack.base_url, api_key=DEV_TOKEN))
 
-    @function_tool
-    def get_weather(query: str) -> str:
-        """The weather in a city."""
-        return "Snowing in Oslo"
+    def agent(*weathers: str) -> Any:
+        answers = iter(weathers)
 
-    return Agent(
-        name="weather",
-        instructions="Answer with the weather.",
-        tools=[get_weather],
-        model=stack.capability,
-        model_settings=ModelSettings(extra_body={"safety_identifier": "e2e-agents-user"}),
-    )
+        @function_tool
+        def get_weather(query: str) -> str:
+            """The weather in a city."""
+            return next(answers)
+
+        return Agent(
+            name="weather",
+            instructions="Answer with the weather.",
+            tools=[get_weather],
+            model=stack.capability,
+            model_settings=ModelSettings(extra_body={"safety_identifier": "e2e-agents-user"}),
+        )
+
+    return agent
 
 
 def run_agent(loop: asyncio.Runner, agent: Any, text: str, **chain: Any) -> Any:
@@ -197,60 +208,62 @@ def stream_agent(loop: asyncio.Runner, agent: Any, text: str, **chain: Any) -> t
     return loop.run(streamed())
 
 
-def tool_result_reached_the_model(stack: Stack, result: str) -> bool:
-    """Whether the fake model was sent the app's tool result as a ``tool`` message."""
-    return ("tool", result) in stack.sent_messages()
+AGAIN = "Thanks! Is that still so?"
+# The fake model calls get_weather again on AGAIN: the replayed digest of the first turn's
+# call, which comes with the new input, names the tool.
+TWO_TOOL_TURNS = [
+    ("user", ASK),
+    ("assistant", "Tool results: Snowing in Oslo"),
+    ("user", AGAIN),
+    ("assistant", "Tool results: Still snowing in Oslo"),
+]
+
+
+def assert_the_second_turn_remembers_the_first(stack: Stack, first_request: int) -> None:
+    """The second turn's first model call was sent the first turn and its tool's result."""
+    sent = stack.sent_messages(first_request)
+    assert sent[-3:-1] == [("user", ASK), ("assistant", "Tool results: Snowing in Oslo")]
+    role, text = sent[-1]
+    assert role == "user" and text.endswith(AGAIN)
+    assert "-> Snowing in Oslo" in text  # the first turn's tool digest, fenced as data
 
 
 def test_the_agents_sdk_runs_its_tool_in_a_conversation_and_remembers(
-    stack: Stack, weather_agent: Any, event_loop_runner: asyncio.Runner
+    stack: Stack, weather_agent: Callable[..., Any], event_loop_runner: asyncio.Runner
 ) -> None:
+    agent = weather_agent("Snowing in Oslo", "Still snowing in Oslo")
     conversation = openai.OpenAI(base_url=stack.base_url, api_key=DEV_TOKEN).conversations.create()
 
-    first = run_agent(event_loop_runner, weather_agent, ASK, conversation_id=conversation.id)
+    first = run_agent(event_loop_runner, agent, ASK, conversation_id=conversation.id)
 
     assert first.final_output == "Tool results: Snowing in Oslo"
-    assert tool_result_reached_the_model(stack, "Snowing in Oslo")
-    text, second = stream_agent(
-        event_loop_runner, weather_agent, "Thanks! Anything else?", conversation_id=conversation.id
-    )
+    assert ("tool", "Snowing in Oslo") in stack.sent_messages()  # the tool's result, sent
+    calls_before = len(stack.model.requests)
+    text, second = stream_agent(event_loop_runner, agent, AGAIN, conversation_id=conversation.id)
 
-    assert text == second.final_output == "Your name is Ada."  # the stream, whole
-    sent = stack.sent_messages()
-    assert ("user", ASK) in sent and ("assistant", "Tool results: Snowing in Oslo") in sent
-    assert "Snowing in Oslo" in json.dumps(stack.model.requests[-1].body)  # the tool digest
-    assert stack.transcript(conversation.id) == [
-        ("user", ASK),
-        ("assistant", "Tool results: Snowing in Oslo"),
-        ("user", "Thanks! Anything else?"),
-        ("assistant", "Your name is Ada."),
-    ]
+    # Streamed, the call pauses and continues as well; the deltas make the answer.
+    assert text == second.final_output == "Tool results: Still snowing in Oslo"
+    assert_the_second_turn_remembers_the_first(stack, calls_before)
+    assert stack.transcript(conversation.id) == TWO_TOOL_TURNS
 
 
 def test_the_agents_sdk_chains_runs_by_previous_response_id(
-    stack: Stack, weather_agent: Any, event_loop_runner: asyncio.Runner
+    stack: Stack, weather_agent: Callable[..., Any], event_loop_runner: asyncio.Runner
 ) -> None:
-    first = run_agent(event_loop_runner, weather_agent, ASK)
-    second = run_agent(
-        event_loop_runner,
-        weather_agent,
-        "Thanks! Anything else?",
-        previous_response_id=first.last_response_id,
-    )
+    agent = weather_agent("Snowing in Oslo", "Still snowing in Oslo")
+    before = set(stack.sessions_of("e2e-agents-user"))
+    # The first run chains its own calls too (its tool's result continues its pause).
+    first = run_agent(event_loop_runner, agent, ASK, auto_previous_response_id=True)
+    calls_before = len(stack.model.requests)
+    second = run_agent(event_loop_runner, agent, AGAIN, previous_response_id=first.last_response_id)
 
     assert first.final_output == "Tool results: Snowing in Oslo"
-    assert second.final_output == REPLY
-    sent = stack.sent_messages()
-    assert ("user", ASK) in sent and ("assistant", "Tool results: Snowing in Oslo") in sent
-    assert sent[-1] == ("user", "Thanks! Anything else?")
+    assert second.final_output == "Tool results: Still snowing in Oslo"
+    assert_the_second_turn_remembers_the_first(stack, calls_before)
     session_id = stack.conversation_of(first.last_response_id)
     assert stack.conversation_of(second.last_response_id) == session_id
-    assert stack.transcript(session_id) == [
-        ("user", ASK),
-        ("assistant", "Tool results: Snowing in Oslo"),
-        ("user", "Thanks! Anything else?"),
-        ("assistant", REPLY),
-    ]
+    assert stack.transcript(session_id) == TWO_TOOL_TURNS
+    assert set(stack.sessions_of("e2e-agents-user")) - before == {session_id}  # only it
 
 
 # --- The docs' recipes, as written, on the embedded model ---------------------------------
@@ -260,21 +273,15 @@ def recipe_env(stack: Stack) -> dict[str, str]:
     return {"CONVO_BASE_URL": stack.runtime.base_url, "CONVO_TOKEN": DEV_TOKEN}
 
 
-def docs_end_user_sessions(stack: Stack) -> dict[str, int]:
-    """The docs' end user's sessions: id to message count."""
-    sessions = stack.call("GET", "/v1/sessions?externalRef=customer-4471")["sessions"]
-    return {s["id"]: s["messageCount"] for s in sessions}
-
-
 def opened_since(stack: Stack, before: dict[str, int]) -> list[int]:
     """The message counts of the docs' end user's sessions opened since ``before``."""
-    return sorted(n for id_, n in docs_end_user_sessions(stack).items() if id_ not in before)
+    return sorted(n for id_, n in stack.sessions_of(DOCS_USER).items() if id_ not in before)
 
 
 def test_the_docs_agents_sdk_recipe_runs_as_written(stack: Stack, tmp_path: Path) -> None:
     (code,) = docs_block("agents-sdk-example", ("python",))
     (tmp_path / "example.py").write_text(code)
-    before = docs_end_user_sessions(stack)
+    before = stack.sessions_of(DOCS_USER)
 
     tool_turn, remembered, chained = recipe_output(
         [sys.executable, "example.py"], recipe_env(stack), tmp_path
@@ -291,7 +298,7 @@ def test_the_docs_ai_sdk_recipe_runs_as_written(stack: Stack, tmp_path: Path) ->
     (code,) = docs_block("ai-sdk-example", ("js",))
     (tmp_path / "example.mjs").write_text(code)
     (tmp_path / "node_modules").symlink_to(NODE_DIR / "node_modules")  # the pinned packages
-    before = docs_end_user_sessions(stack)
+    before = stack.sessions_of(DOCS_USER)
 
     lines = recipe_output(node_command("example.mjs"), recipe_env(stack), tmp_path)
 
