@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from convo_memory.domain.errors import ResponseNotFound, ToolCallsMismatch, ValidationFailed
+from convo_memory.domain.errors import ResponseNotFound, ValidationFailed
 from convo_memory.domain.imported_history import ImportedTurn, imported_records
 from convo_memory.domain.models import Capability, Message, Session, iso_at
 from convo_memory.domain.responses import ResponseRef, message_item_seq
@@ -139,13 +139,15 @@ class ConversationService:
         """Where a turn after the response ``ref`` goes, ``state`` being its session's:
         None when ``ref`` is the session's newest response, or the pause waiting for the
         app's tools (the turn continues there); else the id of a fork opened at its
-        answer. A pause that has ended names its turn (the app's calls were answered, or
-        abandoned, there). 404 for a deleted or unknown one; tool results that
-        ``continues`` a turn not waiting for them, 409 before anything is opened."""
+        answer. Tool results (``continues``) always stay in the session: only its pause
+        can take them (a fork has none), and a client may chain them to the response
+        before the pause, as Vercel's AI SDK does; results that answer no pause are 409
+        there, before anything is opened. A pause that has ended names its turn (the app's
+        calls were answered, or abandoned, there). 404 for a deleted or unknown one."""
         pending = state.pending
         if pending is not None and pending.pause_id == ref.reply_id:
             return None
-        if state.newest_turn_id == ref.reply_id and pending is None:
+        if state.newest_turn_id == ref.reply_id and (pending is None or continues):
             if state.newest_response_deleted:
                 raise _no_response(ref)
             return None
@@ -153,8 +155,7 @@ class ConversationService:
         if found is None or found.deleted or found.session.workspace_id != workspace_id:
             raise _no_response(ref)
         if continues:
-            already = "were answered already" if found.pause else "are not waited for"
-            raise ToolCallsMismatch(f"the tool calls of response {ref.id!r} {already}")
+            return None
         if found.pause and pending is None and found.answer.seq == state.session.message_count:
             return None  # the turn that ended the pause is the newest: go on in place
         return self._forks.fork(workspace_id, ref.session_id, found.user_seq + 1).id
