@@ -28,6 +28,7 @@ pytestmark = pytest.mark.e2e
 NODE_DIR = Path(__file__).resolve().parents[1] / "node"
 REPLY = "Nice to meet you, Ada."
 STREAMED = ["Your ", "name ", "is ", "Ada."]
+STREAMED_TEXT = "".join(STREAMED)
 ASK = "What does get_weather say about Oslo?"
 DOCS_USER = "customer-4471"  # the docs' end user
 
@@ -106,10 +107,13 @@ def node_command(script: str) -> list[str]:
 # --- Vercel's AI SDK ---------------------------------------------------------------------
 
 
-def test_the_ai_sdk_chains_generate_and_stream_by_previous_response_id(stack: Stack) -> None:
+def test_the_ai_sdk_chains_generate_stream_and_a_tool_loop_by_previous_response_id(
+    stack: Stack,
+) -> None:
     user, first, second = "e2e-ai-sdk-user", "Hi, my name is Ada.", "What is my name?"
     env = {"CONVO_BASE_URL": stack.runtime.base_url, "CONVO_TOKEN": DEV_TOKEN}
-    command = [*node_command("responses_chain.mjs"), stack.capability, user, first, second]
+    prompts = [first, second, ASK]
+    command = [*node_command("responses_chain.mjs"), stack.capability, user, *prompts]
 
     [line] = recipe_output(command, env, NODE_DIR)
 
@@ -117,17 +121,27 @@ def test_the_ai_sdk_chains_generate_and_stream_by_previous_response_id(stack: St
     generated, streamed = out["generated"], out["streamed"]
     assert (generated["text"], generated["finishReason"]) == (REPLY, "stop")
     assert (streamed["errors"], streamed["finishReason"]) == ([], "stop")
-    assert "".join(streamed["deltas"]) == "Your name is Ada."
-    # The chain remembers: the streamed turn's prompt holds the first exchange.
-    assert stack.sent_messages()[-3:] == [("user", first), ("assistant", REPLY), ("user", second)]
+    assert "".join(streamed["deltas"]) == STREAMED_TEXT
+    tool_loop = out["toolLoop"]
+    assert tool_loop["steps"] == ["tool-calls", "stop"]
+    assert tool_loop["toolResults"] == ["Foggy in Oslo"]
+    assert tool_loop["text"] == "Tool results: Foggy in Oslo"
+    # The chain remembers: the streamed turn's prompt holds the first exchange, and the
+    # tool loop's first step both earlier ones (the model's last calls: stream, loop, loop).
+    exchanges = [("user", first), ("assistant", REPLY), ("user", second)]
+    assert stack.sent_messages(-3)[-3:] == exchanges
+    assert stack.sent_messages(-2)[-5:] == [*exchanges, ("assistant", STREAMED_TEXT), ("user", ASK)]
     # Each turn recorded once, in one conversation, the stream's answer whole.
     session_id = stack.conversation_of(generated["responseId"])
     assert stack.conversation_of(streamed["responseId"]) == session_id
+    assert stack.conversation_of(tool_loop["responseId"]) == session_id
     assert stack.transcript(session_id) == [
         ("user", first),
         ("assistant", REPLY),
         ("user", second),
-        ("assistant", "Your name is Ada."),
+        ("assistant", STREAMED_TEXT),
+        ("user", ASK),
+        ("assistant", "Tool results: Foggy in Oslo"),
     ]
     continued = stack.call("GET", f"/v1/responses/{streamed['responseId']}")
     assert continued["previous_response_id"] == generated["responseId"]
@@ -137,7 +151,7 @@ def test_the_ai_sdk_chains_generate_and_stream_by_previous_response_id(stack: St
     assert refusals["unknownModel"]["data"]["error"]["code"] == "capability_not_found"
     assert refusals["anotherEndUser"]["statusCode"] == 409
     assert refusals["anotherEndUser"]["data"]["error"]["code"] == "external_ref_immutable"
-    assert stack.sessions_of(user) == {session_id: 4}
+    assert stack.sessions_of(user) == {session_id: 6}
 
 
 # --- The OpenAI Agents SDK on its default model (OpenAIResponsesModel) -------------------

@@ -1,14 +1,16 @@
 // Vercel's AI SDK on the Responses door, as an app uses it: generateText opens a
-// conversation, then streamText continues it with providerOptions.openai.previousResponseId.
-// Then two calls the service refuses. Prints one JSON object: what each call returned (the
+// conversation, then streamText continues it with providerOptions.openai.previousResponseId,
+// then a generateText tool loop continues it (the app's get_weather, run by the SDK; every
+// step names the same previousResponseId). Then two calls the service refuses. Prints one JSON object: what each call returned (the
 // stream's deltas one by one, and any error part it carried, which streamText would
 // otherwise only log), and the error each refusal raised.
 //
-// usage: CONVO_BASE_URL=... CONVO_TOKEN=... node responses_chain.mjs <model> <end user> <first> <second>
+// usage: CONVO_BASE_URL=... CONVO_TOKEN=... node responses_chain.mjs <model> <end user> <first> <second> <third>
+// (<third> names get_weather, so that the model calls it)
 import { createOpenAI } from "@ai-sdk/openai";
-import { APICallError, generateText, streamText } from "ai";
+import { APICallError, generateText, jsonSchema, stepCountIs, streamText, tool } from "ai";
 
-const [modelId, endUser, first, second] = process.argv.slice(2);
+const [modelId, endUser, first, second, third] = process.argv.slice(2);
 const openai = createOpenAI({
   baseURL: `${process.env.CONVO_BASE_URL}/v1`,
   apiKey: process.env.CONVO_TOKEN,
@@ -41,6 +43,20 @@ for await (const part of streamed.fullStream) {
 }
 const streamedId = errors.length ? null : (await streamed.providerMetadata)?.openai?.responseId;
 
+const getWeather = tool({
+  description: "The weather in a city.",
+  inputSchema: jsonSchema({ type: "object", properties: { query: { type: "string" } } }),
+  execute: async () => "Foggy in Oslo",
+});
+const toolLoop = await generateText({
+  model,
+  prompt: third,
+  tools: { get_weather: getWeather },
+  stopWhen: stepCountIs(3),
+  providerOptions: { openai: { previousResponseId: streamedId, safetyIdentifier: endUser } },
+});
+const toolLoopId = toolLoop.providerMetadata.openai.responseId;
+
 // What a refused call raises: the SDK's APICallError, with the service's error body.
 async function refusal(call) {
   try {
@@ -58,7 +74,7 @@ const refusals = {
     prompt: second,
     providerOptions: {
       openai: {
-        previousResponseId: streamedId,
+        previousResponseId: toolLoopId,
         safetyIdentifier: `${endUser}-someone-else`,
       },
     },
@@ -79,6 +95,12 @@ console.log(
       errors,
       finishReason,
       responseId: streamedId,
+    },
+    toolLoop: {
+      text: toolLoop.text,
+      steps: toolLoop.steps.map((step) => step.finishReason),
+      toolResults: toolLoop.steps.flatMap((step) => step.toolResults.map((r) => r.output)),
+      responseId: toolLoopId,
     },
   }),
 );
