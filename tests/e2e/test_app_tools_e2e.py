@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -24,31 +23,19 @@ from openai.types.chat import ChatCompletionChunk, ChatCompletionFunctionToolPar
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.support.chat_door import WEATHER_TOOL
 from tests.support.docs_recipes import docs_block, recipe_output
-from tests.support.runtime_process import DEV_TOKEN, RuntimeProcess, launch_runtime
+from tests.support.runtime_process import DEV_TOKEN, FakeModelStack, runtime_on_fake_model
 
 pytestmark = pytest.mark.e2e
 ASK = "What does get_weather say about Paris?"
 WEATHER = cast("ChatCompletionFunctionToolParam", WEATHER_TOOL)
 
 
-@dataclass
-class Stack:
-    runtime: RuntimeProcess
+class Stack(FakeModelStack):
     model: FakeOpenAIServer
-    capability: str
-
-    @property
-    def base_url(self) -> str:
-        return self.runtime.base_url + "/v1"
 
     def client(self, key: str | None = None) -> OpenAI:
         headers = {"X-Convo-Session-Key": key} if key else None
         return OpenAI(base_url=self.base_url, api_key=DEV_TOKEN, default_headers=headers)
-
-    def call(self, method: str, path: str, body: Any = None) -> Any:
-        status, _, payload = self.runtime.call(method, path, token=DEV_TOKEN, json=body)
-        assert 200 <= status < 300, (status, payload)
-        return payload
 
     def session_of(self, user: str) -> str:
         [session] = self.call("GET", f"/v1/sessions?externalRef={user}")["sessions"]
@@ -60,29 +47,10 @@ class Stack:
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
-    with FakeOpenAIServer(tool_rule=True, reply="(no tool needed)") as model:
-        connections = {"fake": {"type": "openai", "baseUrl": model.base_url, "models": ["fake-*"]}}
-        runtime = launch_runtime(
-            {
-                "CONVO_PROVIDER_CONNECTIONS": json.dumps(connections),
-                "no_proxy": "127.0.0.1,localhost",
-            }
-        )
-        try:
-            status, _, created = runtime.call(
-                "POST",
-                "/v1/capabilities",
-                token=DEV_TOKEN,
-                json={
-                    "name": "assistant with the app's tools",
-                    "kind": "generative",
-                    "provider": {"connection": "fake", "modelId": "fake-chat"},
-                },
-            )
-            assert status == 201, created
-            yield Stack(runtime, model, created["id"])
-        finally:
-            runtime.assert_stopped_cleanly()
+    model = FakeOpenAIServer(tool_rule=True, reply="(no tool needed)")
+    capability_name = "assistant with the app's tools"
+    with model, runtime_on_fake_model(model.base_url, capability_name) as (runtime, [capability]):
+        yield Stack(runtime, model, capability)
 
 
 def test_the_openai_sdks_tool_loop_pauses_continues_and_is_remembered(stack: Stack) -> None:

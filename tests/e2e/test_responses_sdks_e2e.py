@@ -13,7 +13,6 @@ import json
 import shutil
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ import pytest
 
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.support.docs_recipes import docs_block, recipe_output
-from tests.support.runtime_process import DEV_TOKEN, RuntimeProcess, launch_runtime
+from tests.support.runtime_process import DEV_TOKEN, FakeModelStack, runtime_on_fake_model
 
 pytestmark = pytest.mark.e2e
 NODE_DIR = Path(__file__).resolve().parents[1] / "node"
@@ -33,20 +32,8 @@ ASK = "What does get_weather say about Oslo?"
 DOCS_USER = "customer-4471"  # the docs' end user
 
 
-@dataclass
-class Stack:
-    runtime: RuntimeProcess
+class Stack(FakeModelStack):
     model: FakeOpenAIServer
-    capability: str
-
-    @property
-    def base_url(self) -> str:
-        return self.runtime.base_url + "/v1"
-
-    def call(self, method: str, path: str, body: Any = None) -> Any:
-        status, _, payload = self.runtime.call(method, path, token=DEV_TOKEN, json=body)
-        assert 200 <= status < 300, (status, payload)
-        return payload
 
     def transcript(self, session_id: str) -> list[tuple[str, str]]:
         messages = self.call("GET", f"/v1/sessions/{session_id}/messages")["messages"]
@@ -69,29 +56,10 @@ class Stack:
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
-    with FakeOpenAIServer(tool_rule=True, reply=REPLY, stream_chunks=STREAMED) as model:
-        connections = {"fake": {"type": "openai", "baseUrl": model.base_url, "models": ["fake-*"]}}
-        runtime = launch_runtime(
-            {
-                "CONVO_PROVIDER_CONNECTIONS": json.dumps(connections),
-                "no_proxy": "127.0.0.1,localhost",
-            }
-        )
-        try:
-            status, _, created = runtime.call(
-                "POST",
-                "/v1/capabilities",
-                token=DEV_TOKEN,
-                json={
-                    "name": "assistant for the Responses SDKs",
-                    "kind": "generative",
-                    "provider": {"connection": "fake", "modelId": "fake-chat"},
-                },
-            )
-            assert status == 201, created
-            yield Stack(runtime, model, created["id"])
-        finally:
-            runtime.assert_stopped_cleanly()
+    model = FakeOpenAIServer(tool_rule=True, reply=REPLY, stream_chunks=STREAMED)
+    capability_name = "assistant for the Responses SDKs"
+    with model, runtime_on_fake_model(model.base_url, capability_name) as (runtime, [capability]):
+        yield Stack(runtime, model, capability)
 
 
 def node_command(script: str) -> list[str]:

@@ -14,7 +14,8 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -219,3 +220,50 @@ def launch_runtime(extra_env: Mapping[str, str] | None = None) -> RuntimeProcess
                 f"stdout:\n{runtime.stdout}\nstderr:\n{runtime.stderr}"
             )
     return runtime
+
+
+@dataclass
+class FakeModelStack:
+    """What an e2e module on a fake model shares: the runtime, the fake model server
+    (``tests.fakes.openai_server.FakeOpenAIServer``) and the capability on it."""
+
+    runtime: RuntimeProcess
+    model: Any
+    capability: str
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-compatible doors' base URL."""
+        return self.runtime.base_url + "/v1"
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        """A request with the dev token that must succeed (2xx): its JSON payload."""
+        status, _, payload = self.runtime.call(method, path, token=DEV_TOKEN, json=body)
+        assert 200 <= status < 300, (status, payload)
+        return payload
+
+
+@contextmanager
+def runtime_on_fake_model(
+    model_base_url: str, *capability_names: str
+) -> Iterator[tuple[RuntimeProcess, list[str]]]:
+    """A runtime whose provider connection ``fake`` is a fake OpenAI-compatible server
+    (``model_base_url``), with a generative capability on it for each name (their ids, in
+    order), stopped cleanly at the end."""
+    connections = {"fake": {"type": "openai", "baseUrl": model_base_url, "models": ["fake-*"]}}
+    runtime = launch_runtime(
+        {"CONVO_PROVIDER_CONNECTIONS": json.dumps(connections), "no_proxy": "127.0.0.1,localhost"}
+    )
+    try:
+        ids = []
+        for name in capability_names:
+            provider = {"connection": "fake", "modelId": "fake-chat"}
+            body = {"name": name, "kind": "generative", "provider": provider}
+            status, _, created = runtime.call(
+                "POST", "/v1/capabilities", token=DEV_TOKEN, json=body
+            )
+            assert status == 201, created
+            ids.append(created["id"])
+        yield runtime, ids
+    finally:
+        runtime.assert_stopped_cleanly()
