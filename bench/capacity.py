@@ -7,7 +7,8 @@ second, unmetered client) to apply DynamoDB's rules:
 - item size = the UTF-8 bytes of every attribute name and value (numbers: about one
   byte per two significant digits plus one; lists and maps: 3 bytes plus 1 per element);
 - a read (GetItem, Query) costs one unit per 4 KB of the items it returns, summed per
-  request, at least one unit; half of that when eventually consistent;
+  request, at least one unit; half of that when eventually consistent; a BatchGetItem
+  costs what a GetItem of each of its keys would (each item rounded up on its own);
 - a write costs one unit per 1 KB of the larger of the item before and after (a failed
   condition too); a transaction doubles it, for each of its items (a ConditionCheck is
   charged like a write that leaves its item as it was; a canceled transaction like a
@@ -169,6 +170,21 @@ def read_units(total_bytes: int, consistent: bool) -> float:
     return float(units) if consistent else units / 2
 
 
+def batch_read_units(params: Mapping[str, Any], parsed: Mapping[str, Any]) -> float:
+    """A BatchGetItem's read units: each key read as one GetItem (an item rounded up to
+    4 KB on its own; a key that found nothing, the least a GetItem costs; a key left
+    unprocessed, nothing), by its table's ConsistentRead."""
+    units = 0.0
+    for table, asked in params.get("RequestItems", {}).items():
+        consistent = bool(asked.get("ConsistentRead"))
+        found = parsed.get("Responses", {}).get(table, [])
+        units += sum(read_units(item_size(item), consistent) for item in found)
+        unread = parsed.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
+        missing = len(asked.get("Keys", [])) - len(found) - len(unread)
+        units += max(0, missing) * read_units(0, consistent)
+    return units
+
+
 def write_units(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> float:
     return float(max(1, math.ceil(max(item_size(before), item_size(after)) / WRITE_UNIT_BYTES)))
 
@@ -261,6 +277,9 @@ class CapacityMeter:
             found = parsed.get("Items") or ([parsed["Item"]] if parsed.get("Item") else [])
             total = sum(item_size(i) for i in found)
             self.units.read_units += read_units(total, bool(params.get("ConsistentRead")))
+            return
+        if op == "BatchGetItem":
+            self.units.read_units += batch_read_units(params, parsed)
             return
         if op == "TransactWriteItems":
             self._transaction(pending, failed)

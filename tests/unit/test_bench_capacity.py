@@ -9,6 +9,7 @@ from bench.capacity import (
     CapacityMeter,
     IndexSpec,
     TableSpec,
+    batch_read_units,
     index_write_units,
     item_size,
     read_units,
@@ -53,6 +54,24 @@ def test_reads_round_up_per_4_kb_and_halve_when_eventually_consistent() -> None:
     assert read_units(4096, consistent=True) == 1
     assert read_units(4097, consistent=True) == 2
     assert read_units(4097, consistent=False) == 1
+
+
+def test_a_batch_read_costs_a_get_of_each_key_each_item_rounded_up_alone() -> None:
+    small, large = {"pk": {"S": "x"}}, {"pk": {"S": "x" * 5000}}
+    params = {
+        "RequestItems": {
+            "conv": {"Keys": [{}, {}, {}], "ConsistentRead": True},
+            "idem": {"Keys": [{}, {}]},
+        }
+    }
+    parsed: dict[str, Any] = {
+        "Responses": {"conv": [small, large], "idem": [small]},
+        "UnprocessedKeys": {},
+    }
+    # conv: 1 (small) + 2 (5,001 bytes) + 1 (not found); idem, eventually: 0.5 + 0.5.
+    assert batch_read_units(params, parsed) == 5
+    parsed["UnprocessedKeys"] = {"idem": {"Keys": [{}]}}
+    assert batch_read_units(params, parsed) == 4.5  # an unprocessed key is not read
 
 
 def test_writes_round_up_per_1_kb_of_the_larger_item() -> None:
