@@ -50,6 +50,11 @@ Figures, all measured in one run, nothing leaves the machine (moto in process):
     turn offered the app's tools that calls none (the same), a turn that pauses for one
     and its continuation (one write more in all, beside the digest and trace of any
     turn that used a tool).
+20. A turn through the Responses door (v4) next to the same turn through predict: by
+    ``previous_response_id`` (a chain, each response after the newest) and by
+    ``conversation``: DynamoDB requests and capacity units, and the handler's added time
+    (median of interleaved turns); and what reading, listing the input of and deleting a
+    stored response cost, and a response after an older one (a fork at its answer).
 
 It is a report: it exits 0 whatever the figures are (1 only when one could not be
 measured). While it measures, the service's own logs go to a file (``--log``, default

@@ -30,7 +30,7 @@ class Plan:
     authorizer_runs: int = 100
     # Turns of the outage soak (figure 12), at each fault rate.
     outage_turns: int = 400
-    # Turns each of predict and the OpenAI-compatible door, timed (figure 14).
+    # Turns each of predict and the OpenAI-compatible doors, timed (figures 14 and 20).
     door_turns: int = 200
     # The conversation of figure 15 (prompts a provider can cache), at each alignment.
     prompt_cache_turns: int = 200
@@ -115,6 +115,7 @@ def run(plan: Plan, quick: bool, progress: Callable[[str], None]) -> dict[str, A
     from bench.prompt_cache import prompt_cache_figure
     from bench.recall_cost import recall_cost_figure
     from bench.resilience import outage_figure, rate_limit_figure
+    from bench.responses_door import responses_door_figure
     from bench.serving import serving_figures, summarizer_isolation
     from bench.slow_tenants import slow_tenant_figure
     from bench.summary_cost import summary_cost
@@ -178,6 +179,12 @@ def run(plan: Plan, quick: bool, progress: Callable[[str], None]) -> dict[str, A
     _attempt(results, "slowTenants", lambda: slow_tenant_figure(progress), errors)
     _attempt(results, "forks", lambda: forks_figure(progress), errors)
     _attempt(results, "appTools", lambda: app_tools_figure(progress), errors)
+    _attempt(
+        results,
+        "responsesDoor",
+        lambda: responses_door_figure(plan.door_turns, progress),
+        errors,
+    )
     results["meta"] = {
         "quick": quick,
         "python": platform.python_version(),
@@ -206,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = QUICK if args.quick else FULL
     with logs_to(args.log) as terminal:
         progress = Progress(terminal)
-        progress.done(f"measuring 16 figures; the service's logs go to {args.log}")
+        progress.done(f"measuring 20 figures; the service's logs go to {args.log}")
         results = run(plan, args.quick, progress)
         progress.done(f"done in {results['meta']['seconds']:.0f} s")
     results["meta"]["log"] = str(args.log)

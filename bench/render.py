@@ -561,6 +561,11 @@ def render(results: dict[str, Any]) -> str:
 
         title = _title(19, "The app's own tools: a turn offered them, a pause, a continuation")
         parts.append(render_app_tools(results["appTools"], table, title))
+    if "responsesDoor" in results:
+        from bench.responses_door import render_responses_door
+
+        title = _title(20, "The Responses door next to predict: one turn, and its other calls")
+        parts.append(render_responses_door(results["responsesDoor"], table, title))
     where = f" (its traceback is in {meta['log']})" if meta.get("log") else ""
     for name, error in (results.get("errors") or {}).items():
         parts.append(f"[{name}] not measured: {error}{where}")
