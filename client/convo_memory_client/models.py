@@ -114,11 +114,14 @@ class ForkPoint:
 @dataclass(frozen=True)
 class Session:
     """A conversation with one end user (``external_ref``) on one capability;
-    ``fork_of`` says where a fork branched off."""
+    ``fork_of`` says where a fork branched off. A conversation opened through the
+    Responses door's ``POST /v1/conversations`` (its id is a session id) has
+    ``capability_id`` None until its first response binds it, and ``external_ref`` None
+    when no response named an end user: such a session is reached by its id alone."""
 
     id: str
-    capability_id: str
-    external_ref: str
+    capability_id: str | None
+    external_ref: str | None
     principal: dict[str, str] | None
     metadata: dict[str, Any]
     status: str
@@ -139,8 +142,8 @@ class Session:
         d = _obj(data)
         return cls(
             id=_str(d.get("id")),
-            capability_id=_str(d.get("capabilityId")),
-            external_ref=_str(d.get("externalRef")),
+            capability_id=_opt_str(d.get("capabilityId")),
+            external_ref=_opt_str(d.get("externalRef")),
             principal=_claims(d.get("principal")),
             metadata=dict(_obj(d.get("metadata"))),
             status=_str(d.get("status")),

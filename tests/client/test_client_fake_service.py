@@ -821,3 +821,17 @@ def test_what_a_turn_was_sent_tells_kept_parts_from_expired_ones(
     assert (got.summary, got.summary_expired, got.expired_digests) == (None, True, [2])
     assert [(d.seq, d.text) for d in got.tool_digests] == [(4, "ETA Friday")]
     assert [m.content for m in got.messages] == ["hi"]
+
+
+def test_a_conversation_not_bound_yet_reads_as_a_session_of_no_capability_or_end_user(
+    service: FakeService, sleeps: Sleeps
+) -> None:
+    # A conversation opened by POST /v1/conversations: its first response binds it.
+    unbound = {**SESSION, "id": "conv_1", "capabilityId": None, "externalRef": None}
+    service.on("GET", "/v1/sessions/conv_1", Reply(200, unbound))
+
+    got = client(service, sleeps).sessions.get("conv_1")
+
+    assert (got.id, got.capability_id, got.external_ref) == ("conv_1", None, None)
+    bound = Session.from_json(SESSION)
+    assert (bound.capability_id, bound.external_ref) == ("cap-generative", "customer-4471")

@@ -75,6 +75,34 @@ def test_a_conversation_its_pages_and_its_context(client: Conversations) -> None
     assert updated.metadata == {"channel": "app"} and updated.principal == PRINCIPAL
 
 
+def test_a_conversation_of_the_responses_door_is_a_session_to_the_client(
+    client: Conversations,
+) -> None:
+    history = [
+        {"type": "message", "role": "user", "content": "My locker code is 7001."},
+        {"type": "message", "role": "assistant", "content": "Noted."},
+    ]
+    opened = client.request("POST", "/v1/conversations", json={"items": history})
+    unbound = client.sessions.get(opened["id"])
+    assert (unbound.capability_id, unbound.external_ref, unbound.message_count) == (None, None, 2)
+    assert [m.content for m in client.sessions.messages(opened["id"])] == [
+        "My locker code is 7001.",
+        "Noted.",
+    ]
+
+    ref = unique_ref()
+    asked = {"model": "cap-generative", "input": "My code?", "conversation": opened["id"]}
+    client.request("POST", "/v1/responses", json={**asked, "user": ref})
+
+    bound = client.sessions.get(opened["id"])  # its first response bound it
+    assert (bound.capability_id, bound.external_ref, bound.message_count) == (
+        "cap-generative",
+        ref,
+        4,
+    )
+    assert [s.id for s in client.sessions.list(ref)] == [opened["id"]]
+
+
 def test_sessions_are_listed_per_end_user_across_pages(client: Conversations) -> None:
     ref = unique_ref()
     created = [client.sessions.create("cap-generative", ref).id for _ in range(3)]
@@ -177,7 +205,8 @@ def test_capabilities(client: Conversations) -> None:
 def test_typed_errors_from_the_service(
     client: Conversations, local_runtime: RuntimeProcess
 ) -> None:
-    session = client.sessions.create("cap-generative", unique_ref(), principal=PRINCIPAL)
+    ref = unique_ref()
+    session = client.sessions.create("cap-generative", ref, principal=PRINCIPAL)
 
     with pytest.raises(SessionNotFound) as not_found:
         client.sessions.get("ses_does_not_exist")
@@ -196,7 +225,7 @@ def test_typed_errors_from_the_service(
     with pytest.raises(ValidationError):
         client.sessions.messages_page(session.id, limit=0)
     with pytest.raises(ValidationError):
-        client.sessions.list_page(session.external_ref, next_token="not+a/token==")
+        client.sessions.list_page(ref, next_token="not+a/token==")
 
     with pytest.raises(CapabilityNotConversational):
         client.sessions.create("cap-classic", unique_ref())
