@@ -31,12 +31,14 @@ __all__ = [
     "PrincipalImmutable",
     "ProviderError",
     "RateLimited",
+    "ResponseNotFound",
     "RouteNotFound",
     "RunNotFound",
     "ServerError",
     "SessionArchived",
     "SessionCapabilityMismatch",
     "SessionNotFound",
+    "ToolCallsMismatch",
     "Unauthorized",
     "Unavailable",
     "UnprocessableError",
@@ -181,6 +183,13 @@ class RunNotFound(NotFoundError):
     code = "run_not_found"
 
 
+class ResponseNotFound(NotFoundError):
+    """404 ``response_not_found``: a response id of the Responses door that is unknown,
+    deleted, ``store: false`` or another workspace's."""
+
+    code = "response_not_found"
+
+
 class RouteNotFound(NotFoundError):
     """404 ``not_found``: no such route."""
 
@@ -225,6 +234,13 @@ class IdempotencyInProgress(ConflictError):
     code = "idempotency_in_progress"
 
 
+class ToolCallsMismatch(ConflictError):
+    """409 ``tool_calls_mismatch``: tool results that do not answer exactly the calls a
+    paused turn waits for (the OpenAI-compatible doors); nothing was changed."""
+
+    code = "tool_calls_mismatch"
+
+
 class ValidationError(UnprocessableError):
     """422 ``validation_error``: well-formed JSON that breaks the schema, or a malformed or
     foreign ``nextToken``; ``details`` lists the fields."""
@@ -267,6 +283,7 @@ _BY_CODE: dict[str, type[ConversationsError]] = {
         CapabilityNotFound,
         SessionNotFound,
         RunNotFound,
+        ResponseNotFound,
         RouteNotFound,
         PrincipalImmutable,
         ExternalRefImmutable,
@@ -274,6 +291,7 @@ _BY_CODE: dict[str, type[ConversationsError]] = {
         SessionCapabilityMismatch,
         SessionArchived,
         IdempotencyInProgress,
+        ToolCallsMismatch,
         PayloadTooLarge,
         ValidationError,
         IdempotencyKeyReused,
