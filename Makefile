@@ -6,6 +6,11 @@ SHELL := /bin/bash
 PYENV_313 := $(lastword $(sort $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3)))
 PYTHON_BOOT ?= $(or $(PYENV_313),$(shell for p in python3.13 python3.12 python3.11 python3; do \
 	command -v $$p >/dev/null && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' && { command -v $$p; break; }; done))
+# Python keeps compiled bytecode here even where the environment says not to
+# (PYTHONDONTWRITEBYTECODE): without it every test process and every local runtime the
+# tests start compiles boto3, moto and the layer from source again.
+unexport PYTHONDONTWRITEBYTECODE
+
 VENV := .venv
 PY := $(VENV)/bin/python
 SAM_VENV := .venv-sam
@@ -31,8 +36,8 @@ $(STAMP): pyproject.toml
 	@test -n "$(PYTHON_BOOT)" || { echo "need python >= 3.11" >&2; exit 1; }
 	@test -x $(PY) || $(PYTHON_BOOT) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	@# --no-compile: Python compiles what a test imports when it first imports it; compiling
-	@# every installed file up front doubled the time of a fresh install (173 s -> 72 s).
+	@# --no-compile: Python compiles what is imported when it is first imported (and keeps
+	@# it, see above); compiling every installed file up front doubled a fresh install.
 	$(PY) -m pip install --quiet --no-compile -e '.[dev]'
 	@touch $(STAMP)
 
