@@ -40,6 +40,8 @@ $(STAMP): pyproject.toml layers/common/requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check uv
 	$(VENV)/bin/uv pip install --quiet --python $(PY) --compile-bytecode \
 		--constraint layers/common/requirements.txt -e '.[dev]'
+	@# The project's own code compiled once, not by each test process and runtime at once.
+	$(PY) -m compileall -q -j 0 layers functions local_runtime client bench tests >/dev/null
 	@touch $(STAMP)
 
 venv: $(STAMP)
