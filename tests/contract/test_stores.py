@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 import boto3
 import pytest
 
+from convo_memory.adapters.dynamo import forks
+from convo_memory.adapters.dynamo.forks import DynamoForkStore
 from convo_memory.adapters.dynamo.stores import dynamo_stores
 from convo_memory.domain.erasures import Erasure, TracePolicy
 from convo_memory.domain.errors import PauseEnded, SessionArchived, SessionNotFound
@@ -934,3 +937,27 @@ def test_a_turn_keeps_that_its_request_named_the_response_before_it(stores: Stor
 
     assert found is not None and found.settings.chained and found.previous is not None
     assert plain is not None and not plain.settings.chained
+
+
+def test_a_listing_that_races_the_end_of_a_forks_copy_still_shows_every_message(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The copy finishes between the listing's read of the fork's own turns (the older
+    ones not there yet) and its read of the fork's head (no copy due any more): the
+    listing reads the fork again rather than showing only its newest turns."""
+    with_turns(stores, "p1", 5)
+    stores.forks.create_fork(fork_of("p1", "f1", 10), 1, keep_earlier_summary=False)
+    if isinstance(stores.forks, DynamoForkStore):
+        original = forks.copy_state
+
+        def copy_finishes_first(table: Any, session_id: str) -> Any:
+            assert stores.forks.copy_inherited("p1", "f1") == "done"
+            return original(table, session_id)
+
+        monkeypatch.setattr(forks, "copy_state", copy_finishes_first)
+    else:
+        assert stores.forks.copy_inherited("p1", "f1") == "done"
+
+    listed, more = stores.turns.list_messages("f1", 0, 100)
+
+    assert ([m.seq for m in listed], more) == (list(range(1, 11)), False)

@@ -351,8 +351,9 @@ def turn_items(
         return own
     state = copy_state(table, session_id)
     if state is None:
-        # No copy due (any more): what is missing is not stored, or landed just now.
-        return own if first is None else _turn_range(table, session_id, low, high)
+        # No copy due (any more): what is missing is not stored, or the copy finished
+        # between the two reads and it landed just now (read again, consistently).
+        return _turn_range(table, session_id, low, high)
     parent_id, below = state
     upper = min(high, below - 2, high if first is None else first - 2)
     inherited = _turn_range(table, parent_id, low, upper) if upper >= low else []
