@@ -49,7 +49,12 @@ from convo_memory.domain.models import (
 from convo_memory.domain.paused_turns import PendingTurn
 from convo_memory.domain.prompt_record import PromptRecord, StoredPrompt
 from convo_memory.domain.recall import RecallSource, canonical_principal
-from convo_memory.domain.responses import ResponseRef, ResponseSettings, StoredResponse
+from convo_memory.domain.responses import (
+    ResponseRef,
+    ResponseSettings,
+    StoredResponse,
+    previous_response,
+)
 from convo_memory.domain.summary_plan import FoldWindow, SummaryVersion
 from convo_memory.domain.turn_records import (
     AppendResult,
@@ -1003,13 +1008,8 @@ class FakeResponseStore(_Port):
             seq, turn.user_content, turn.answer, turn.created_at, turn.withheld, turn.truncated
         )
         record = turn.prompt_record
-        previous = None
-        if turn.resolves is not None:
-            previous = ResponseRef(session.id, seq, turn.resolves)
-        elif before is not None:
-            fork = session.fork_of
-            owner = fork.session_id if fork is not None and seq == fork.at_seq + 1 else session.id
-            previous = ResponseRef(owner, seq - 2, before.turn.turn_id)
+        before_id = before.turn.turn_id if before is not None else None
+        previous = previous_response(session, seq, turn.resolves, before_id)
         return StoredResponse(
             session=session,
             ref=ref,

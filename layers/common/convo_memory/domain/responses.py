@@ -180,3 +180,20 @@ class StoredResponse:
     previous: ResponseRef | None = None
     pause: bool = False
     ended_pause: str | None = None
+
+
+def previous_response(
+    session: Session, user_seq: int, ended_pause: str | None, before_turn_id: str | None
+) -> ResponseRef | None:
+    """The response a stored turn's response follows: the pause it ended (``ended_pause``),
+    else the turn before it (``before_turn_id``, in the parent when the turn is a fork's
+    first: it follows the parent's answer at the fork point); None for a conversation's
+    first turn."""
+    if ended_pause is not None:
+        return ResponseRef(session.id, user_seq, ended_pause)
+    if before_turn_id is None:
+        return None
+    fork = session.fork_of
+    if fork is not None and user_seq == fork.at_seq + 1:
+        return ResponseRef(fork.session_id, user_seq - 2, before_turn_id)
+    return ResponseRef(session.id, user_seq - 2, before_turn_id)

@@ -16,7 +16,12 @@ from convo_memory.adapters.dynamo import items
 from convo_memory.adapters.dynamo.forks import turn_items
 from convo_memory.adapters.dynamo.table import DynamoTable, Item, string_value
 from convo_memory.domain.prompt_record import PromptRecord
-from convo_memory.domain.responses import ResponseRef, ResponseSettings, StoredResponse
+from convo_memory.domain.responses import (
+    ResponseRef,
+    ResponseSettings,
+    StoredResponse,
+    previous_response,
+)
 
 
 class DynamoResponseStore:
@@ -88,14 +93,8 @@ def _stored(head: Item, ref: ResponseRef, turn: Item, before: Item | None) -> St
     record_text = turn.get(items.PROMPT_RECORD, {}).get("S")
     record = PromptRecord.decode(record_text, seq) if record_text is not None else None
     ended_pause = turn.get(items.ENDED_PAUSE, {}).get("S")
-    previous = None
-    if ended_pause is not None:
-        previous = ResponseRef(session.id, seq, ended_pause)  # it continued its pause
-    elif before is not None:
-        fork = session.fork_of
-        # A fork's first turn follows its parent's answer at the fork point.
-        owner = fork.session_id if fork is not None and seq == fork.at_seq + 1 else session.id
-        previous = ResponseRef(owner, seq - 2, items.turn_id_of(before))
+    before_id = items.turn_id_of(before) if before is not None else None
+    previous = previous_response(session, seq, ended_pause, before_id)
     settings = turn.get(items.RESPONSE_SETTINGS, {}).get("S")
     return StoredResponse(
         session=session,
