@@ -21,7 +21,7 @@ from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
-from convo_memory.cors import (
+from convo_memory.doors.cors import (
     ALLOWED_METHODS,
     actual_response_headers,
     allowed_origins,
@@ -29,7 +29,7 @@ from convo_memory.cors import (
     is_preflight,
     preflight,
 )
-from convo_memory.http_framing import BodyTooLarge, MalformedBody, StrictRequestHandler
+from convo_memory.doors.http_framing import MalformedBody, RequestBodyTooLarge, StrictRequestHandler
 from local_runtime.handlers import ACCOUNT_ID, FunctionRegistry, TooManyRequestsError, region
 
 API_ID = "local"
@@ -305,7 +305,7 @@ def json_response(
     )
 
 
-def error_response(
+def gateway_error(
     status: int, code: str, message: str, headers: Sequence[tuple[str, str]] = ()
 ) -> GatewayResponse:
     """The contract's error body: the gateway's own refusals look like the service's."""
@@ -335,7 +335,7 @@ def missing_identity() -> GatewayResponse:
 
 def rate_limited() -> GatewayResponse:
     """Every environment of the function is busy (Lambda throttled the invocation)."""
-    return error_response(
+    return gateway_error(
         429, "rate_limited", "too many concurrent requests; retry later", [("Retry-After", "1")]
     )
 
@@ -520,7 +520,7 @@ class HttpGateway(ThreadingHTTPServer):
         """Route, authorize, invoke, translate: one request through the API."""
         match = match_route(self.routes, request.method, request.raw_path)
         if match is None:
-            return error_response(
+            return gateway_error(
                 404, "not_found", f"No route for {request.method.upper()} {request.raw_path}"
             )
         authorizer_context: Mapping[str, Any] | None = None
@@ -566,7 +566,7 @@ class HttpGateway(ThreadingHTTPServer):
             if identity:
                 cache.put(identity, decision)
         if not decision.authorized:
-            return error_response(401, "unauthorized", "the authorizer denied this request")
+            return gateway_error(401, "unauthorized", "the authorizer denied this request")
         return decision
 
 
@@ -600,11 +600,11 @@ class _GatewayRequestHandler(StrictRequestHandler):
         text = message or "the request could not be read"
         # All of them are the client's doing (bad input is never a 5xx): 505 included.
         if code in (413, 414, 431):
-            response = error_response(413, "payload_too_large", text)
+            response = gateway_error(413, "payload_too_large", text)
         elif code in (404, 405, 501):
-            response = error_response(404, "not_found", text)
+            response = gateway_error(404, "not_found", text)
         else:
-            response = error_response(400, "invalid_json", text)
+            response = gateway_error(400, "invalid_json", text)
         self._write(response)
 
     def _serve(self) -> None:
@@ -613,7 +613,7 @@ class _GatewayRequestHandler(StrictRequestHandler):
         cors = actual_response_headers(dict(self.headers), allowed_origins())
         try:
             body = self.read_body(MAX_BODY_BYTES)
-        except BodyTooLarge:
+        except RequestBodyTooLarge:
             self._write(_too_large(), cors)
             return
         except MalformedBody as exc:
@@ -650,7 +650,7 @@ class _GatewayRequestHandler(StrictRequestHandler):
 
     def _stream(self, response: Any, cors: Sequence[tuple[str, str]]) -> None:
         """What a Function URL in RESPONSE_STREAM mode does: each chunk as produced."""
-        from convo_memory.sse import write_chunked
+        from convo_memory.doors.sse import write_chunked
 
         headers = [*response.headers, *cors, ("Date", formatdate(usegmt=True))]
         write_chunked(self, response.status, headers, response.chunks)
@@ -682,10 +682,10 @@ class _GatewayRequestHandler(StrictRequestHandler):
 
 
 def _unreadable(what: str) -> GatewayResponse:
-    return error_response(400, "invalid_json", f"the request body cannot be read: {what}")
+    return gateway_error(400, "invalid_json", f"the request body cannot be read: {what}")
 
 
 def _too_large() -> GatewayResponse:
-    return error_response(
+    return gateway_error(
         413, "payload_too_large", f"the request body is larger than {MAX_BODY_BYTES} bytes"
     )

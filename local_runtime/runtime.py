@@ -162,7 +162,7 @@ class RuntimeConfig:
 def parse_tool_allowed_hosts(raw: str) -> tuple[str, ...]:
     """``CONVO_TOOL_ALLOWED_HOSTS``: comma-separated ``host`` or ``host:port`` (validated
     like the template parameter ``ToolAllowedHosts``)."""
-    from convo_memory.adapters.tools.url_policy import parse_allowed_hosts
+    from convo_memory.domain.allowed_hosts import parse_allowed_hosts
 
     entries = tuple(item.strip() for item in raw.split(",") if item.strip())
     try:

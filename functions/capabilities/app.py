@@ -6,9 +6,16 @@ from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from convo_memory.api_contract import answers
 from convo_memory.domain.errors import CapabilityNotFound, RunNotFound
-from convo_memory.http import ApiResolver, Body, api, container, json_response, workspace_id
+from convo_memory.edge.api_contract import answers
+from convo_memory.edge.resolver import (
+    ApiResolver,
+    Body,
+    api,
+    container,
+    json_response,
+    workspace_id,
+)
 from convo_memory.observability import http_handler
 
 app = ApiResolver()
@@ -23,7 +30,7 @@ app = ApiResolver()
 def create_capability(
     body: Annotated[api.CapabilityCreate, Body()],
 ) -> Response[api.CreatedCapability]:
-    from convo_memory.api_models import created_capability
+    from convo_memory.api import created_capability
 
     created = container().catalog.register(workspace_id(app), body.definition())
     return json_response(201, created_capability(created.capability, created.tool_signing_secret))

@@ -8,13 +8,20 @@ from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from convo_memory.api_contract import answers
 from convo_memory.domain.errors import (
     CapabilityNotConversational,
     CapabilityNotFound,
     SessionNotFound,
 )
-from convo_memory.http import ApiResolver, Body, api, container, json_response, workspace_id
+from convo_memory.edge.api_contract import answers
+from convo_memory.edge.resolver import (
+    ApiResolver,
+    Body,
+    api,
+    container,
+    json_response,
+    workspace_id,
+)
 from convo_memory.observability import http_handler
 
 app = ApiResolver()
@@ -53,8 +60,8 @@ def fork_session(session_id: str, body: Annotated[api.ForkCreate, Body()]) -> Re
 def create_conversation(
     body: Annotated[api.ConversationCreate, Body()],
 ) -> Response[api.Conversation]:
-    from convo_memory.response_frames import conversation_json
-    from convo_memory.responses_door import conversation_history
+    from convo_memory.doors.response_frames import conversation_json
+    from convo_memory.doors.responses import conversation_history
 
     session = container().conversations.create(
         workspace_id(app), body.metadata or {}, conversation_history(body)

@@ -11,14 +11,21 @@
 - a ``ForkCopyJob`` copies a new fork's older inherited messages in from its parent
   (``ForkService.copy``): resumable, it goes on from the fork's copy mark.
 
-A body that is neither is failed, not dropped (``convo_memory.job_batches``).
+A body that is neither is failed, not dropped (``convo_memory.workers.batches``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from convo_memory.job_batches import (
+from convo_memory.domain.time_budget import time_left
+from convo_memory.observability import (
+    job_handler,
+    logger,
+    record_correlation_id,
+    set_correlation_id,
+)
+from convo_memory.workers.batches import (
     JobBatch,
     PartialItemFailureResponse,
     backoff_seconds,
@@ -27,16 +34,9 @@ from convo_memory.job_batches import (
     receive_count,
     redeliver_after,
 )
-from convo_memory.observability import (
-    job_handler,
-    logger,
-    record_correlation_id,
-    set_correlation_id,
-)
-from convo_memory.time_budget import time_left
 
 if TYPE_CHECKING:
-    from convo_memory.job_records import ErasureJobRecord
+    from convo_memory.workers.records import ErasureJobRecord
 
 REDELIVER_FIRST_SECONDS = 5
 REDELIVER_MAX_SECONDS = 120

@@ -6,11 +6,18 @@ from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from convo_memory.api_contract import answers
 from convo_memory.domain.errors import ErasureNotFound
-from convo_memory.http import ApiResolver, Body, api, container, json_response, workspace_id
+from convo_memory.domain.time_budget import time_left
+from convo_memory.edge.api_contract import answers
+from convo_memory.edge.resolver import (
+    ApiResolver,
+    Body,
+    api,
+    container,
+    json_response,
+    workspace_id,
+)
 from convo_memory.observability import http_handler
-from convo_memory.time_budget import time_left
 
 app = ApiResolver()
 

@@ -7,14 +7,14 @@ from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from convo_memory.api_contract import answers
 from convo_memory.domain.errors import (
     ExternalRefImmutable,
     PrincipalImmutable,
     ResponseNotFound,
     SessionNotFound,
 )
-from convo_memory.http import (
+from convo_memory.edge.api_contract import answers
+from convo_memory.edge.resolver import (
     ApiResolver,
     Body,
     api,
@@ -75,7 +75,7 @@ def delete_response(response_id: str) -> Response[api.ResponseDeleted]:
 def update_conversation(
     conversation_id: str, body: Annotated[api.ConversationUpdate, Body()]
 ) -> Response[api.Conversation]:
-    from convo_memory.response_frames import conversation_json
+    from convo_memory.doors.response_frames import conversation_json
 
     session = container().conversations.update(workspace_id(app), conversation_id, body.metadata)
     return json_response(200, conversation_json(session))

@@ -1,5 +1,5 @@
 """``GET /v1/openapi.json`` (no token): the OpenAPI 3.1 document of the HTTP API, made
-from the routes of every function (``convo_memory.openapi``); and, when the deployment
+from the routes of every function (``convo_memory.edge.openapi``); and, when the deployment
 turns it on (``SWAGGER_UI``), ``GET /v1/docs``: Swagger UI over that document.
 
 This function's code is the whole ``functions`` directory, so that it can read every
@@ -14,8 +14,8 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from convo_memory.api_contract import PUBLIC, answers
-from convo_memory.http import ApiResolver, json_response
+from convo_memory.edge.api_contract import PUBLIC, answers
+from convo_memory.edge.resolver import ApiResolver, json_response
 from convo_memory.observability import http_handler
 
 app = ApiResolver()
@@ -40,7 +40,7 @@ def served_at() -> str | None:
     openapi_extensions=PUBLIC,
 )
 def get_open_api() -> Response[dict[str, Any]]:
-    from convo_memory.openapi import openapi_document
+    from convo_memory.edge.openapi import openapi_document
 
     document = openapi_document(FUNCTIONS, served_at())
     return json_response(200, document, headers={"Cache-Control": "public, max-age=300"})
@@ -50,7 +50,7 @@ def get_open_api() -> Response[dict[str, Any]]:
 def swagger_ui() -> Response[str]:
     """Swagger UI over the document, its script and styles inlined (nothing is fetched
     from another origin); ``not_found`` unless the deployment turned it on."""
-    from convo_memory.openapi import openapi_document
+    from convo_memory.edge.openapi import openapi_document
 
     if os.environ.get(SWAGGER_UI_ENV, "").lower() != "true":
         return json_response(404, {"error": {"code": "not_found", "message": "no such route"}})

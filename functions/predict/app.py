@@ -1,7 +1,7 @@
 """Turn routes: predict (stateless or with a session), its buffered SSE twin, the
 session's message door, and the OpenAI-compatible doors (chat completions, responses
 and the model list). Each reads its request into a turn command, the turn edge serves it
-(``convo_memory.turn_edge``), and the door writes the result: they differ only in how
+(``convo_memory.edge.turn_edge``), and the door writes the result: they differ only in how
 they read the request and write the answer."""
 
 from __future__ import annotations
@@ -10,7 +10,13 @@ from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from convo_memory.api_contract import (
+from convo_memory.domain.errors import (
+    ExternalRefImmutable,
+    PrincipalImmutable,
+    ResponseNotFound,
+    ToolCallsMismatch,
+)
+from convo_memory.edge.api_contract import (
     IDEMPOTENCY_KEY,
     TURN_HEADERS,
     TURN_REFUSALS,
@@ -20,13 +26,7 @@ from convo_memory.api_contract import (
     ref,
     stream_event,
 )
-from convo_memory.domain.errors import (
-    ExternalRefImmutable,
-    PrincipalImmutable,
-    ResponseNotFound,
-    ToolCallsMismatch,
-)
-from convo_memory.http import (
+from convo_memory.edge.resolver import (
     ApiResolver,
     Body,
     api,
@@ -135,7 +135,7 @@ SESSION_OF_THE_TURN = {
     openapi_extensions=TURN_HEADERS,
 )
 def predict(capability_id: str, body: Annotated[api.TurnInput, Body()]) -> Response[api.Prediction]:
-    from convo_memory import predict_door
+    from convo_memory.doors import predict as predict_door
 
     prediction = predict_door.predict(edge(app), gated(app), capability_id, body)
     return json_response(200, prediction)
@@ -151,7 +151,7 @@ def predict(capability_id: str, body: Annotated[api.TurnInput, Body()]) -> Respo
 def predict_stream(capability_id: str, body: Annotated[api.TurnInput, Body()]) -> Response[str]:
     """The streaming door behind API Gateway, which buffers: the same events, delivered
     at once. The Function URL (``StreamFunction``) streams them as they are produced."""
-    from convo_memory import predict_door
+    from convo_memory.doors import predict as predict_door
 
     events = predict_door.predict_stream(edge(app), gated(app), capability_id, body)
     return text_response(200, events, "text/event-stream; charset=utf-8")
@@ -167,7 +167,7 @@ def predict_stream(capability_id: str, body: Annotated[api.TurnInput, Body()]) -
 def send_message(
     session_id: str, body: Annotated[api.MessageInput, Body()]
 ) -> Response[api.Prediction]:
-    from convo_memory import predict_door
+    from convo_memory.doors import predict as predict_door
 
     prediction = predict_door.session_message(edge(app), gated(app), session_id, body)
     return json_response(200, prediction)
@@ -198,7 +198,7 @@ def create_chat_completion(
 ) -> Response[api.ChatCompletion]:
     """The OpenAI-compatible door through API Gateway: a ``chat.completion``, or with
     ``stream: true`` its ``chat.completion.chunk`` lines all at once."""
-    from convo_memory import chat_completions as chat
+    from convo_memory.doors import chat_completions as chat
 
     chat_turn = chat.chat_turn(body, app.current_event.headers)
     answer = chat.complete(edge(app), gated(app, chat.ROUTE), chat_turn)
@@ -258,7 +258,7 @@ def create_response(
 ) -> Response[api.ResponseObject]:
     """The Responses door through API Gateway: a Response, or with ``stream: true`` its
     events all at once."""
-    from convo_memory import responses_door as door
+    from convo_memory.doors import responses as door
 
     turn = door.response_turn(body, app.current_event.headers)
     answer = door.create(edge(app), gated(app, door.ROUTE), turn)
@@ -274,7 +274,7 @@ def create_response(
 def list_models() -> Response[api.ModelList]:
     """The OpenAI-compatible door's model list: the workspace's conversational
     capabilities (a model id is a capability id)."""
-    from convo_memory.chat_completions import models_list
+    from convo_memory.doors.chat_completions import models_list
 
     workspace = workspace_id(app)
     return json_response(200, models_list(workspace, container().catalog.list_all(workspace)))

@@ -9,10 +9,10 @@ from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response
 
-from convo_memory import input_gate
-from convo_memory.api_contract import answers
 from convo_memory.domain.errors import ResponseNotFound, SessionNotFound
-from convo_memory.http import (
+from convo_memory.edge import input_gate
+from convo_memory.edge.api_contract import answers
+from convo_memory.edge.resolver import (
     ApiResolver,
     Path,
     Query,
@@ -105,7 +105,7 @@ def list_messages(
     responses=answers(200, SessionNotFound),
 )
 def get_context(session_id: str) -> Response[api.ContextView]:
-    from convo_memory.api_models import ContextView
+    from convo_memory.api import ContextView
 
     preview = container().sessions.context(workspace_id(app), session_id)
     return json_response(200, ContextView.of(preview).to_json_dict())
@@ -122,7 +122,7 @@ def get_prompt(
     # A message's seq (``input_gate.path_seq`` refuses any other value in its own words).
     seq: Annotated[str, Path(json_schema_extra={"pattern": f"^{input_gate.SEQ.pattern}$"})],
 ) -> Response[api.PromptView]:
-    from convo_memory.api_models import PromptView
+    from convo_memory.api import PromptView
 
     sent = container().sessions.sent_prompt(workspace_id(app), session_id, input_gate.path_seq(seq))
     return json_response(200, PromptView.of(sent).to_json_dict())
@@ -145,7 +145,7 @@ ORDER = {"description": "asc: oldest first; desc (the default, as OpenAI's): new
     responses=answers(200, ResponseNotFound, openai=True),
 )
 def get_response(response_id: str) -> Response[api.ResponseObject]:
-    from convo_memory.response_frames import stored_response
+    from convo_memory.doors.response_frames import stored_response
 
     found = container().responses.get(workspace_id(app), response_id)
     return json_response(200, stored_response(found))
@@ -164,7 +164,7 @@ def list_input_items(
     after: Annotated[str | None, Query(**AFTER)] = None,
     order: Annotated[Literal["asc", "desc"], Query(**ORDER)] = "desc",
 ) -> Response[api.ItemList]:
-    from convo_memory.response_frames import page_of, sent_items
+    from convo_memory.doors.response_frames import page_of, sent_items
 
     found, sent = container().responses.sent(workspace_id(app), response_id)
     return json_response(200, page_of(sent_items(found, sent), limit, after, order))
@@ -177,7 +177,7 @@ def list_input_items(
     responses=answers(200, SessionNotFound, openai=True),
 )
 def get_conversation(conversation_id: str) -> Response[api.Conversation]:
-    from convo_memory.response_frames import conversation_json
+    from convo_memory.doors.response_frames import conversation_json
 
     session = container().conversations.get(workspace_id(app), conversation_id)
     return json_response(200, conversation_json(session))
@@ -195,7 +195,7 @@ def list_conversation_items(
     after: Annotated[str | None, Query(**AFTER)] = None,
     order: Annotated[Literal["asc", "desc"], Query(**ORDER)] = "desc",
 ) -> Response[api.ItemList]:
-    from convo_memory.response_frames import item_list, transcript_item
+    from convo_memory.doors.response_frames import item_list, transcript_item
 
     page = container().conversations.items(workspace_id(app), conversation_id, limit, after, order)
     items = [transcript_item(page.session_id, message) for message in page.messages]

@@ -10,14 +10,21 @@ request path. It takes a ``RepairJob`` two ways:
   fails, so Lambda runs it again and finally sends it to the function's on-failure
   destination (RepairQueue).
 
-A body that is no ``RepairJob`` is failed, not dropped (``convo_memory.job_batches``).
+A body that is no ``RepairJob`` is failed, not dropped (``convo_memory.workers.batches``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from convo_memory.job_batches import (
+from convo_memory.domain.time_budget import time_left
+from convo_memory.observability import (
+    job_handler,
+    logger,
+    record_correlation_id,
+    set_correlation_id,
+)
+from convo_memory.workers.batches import (
     JobBatch,
     backoff_seconds,
     count_metric,
@@ -25,16 +32,9 @@ from convo_memory.job_batches import (
     receive_count,
     redeliver_after,
 )
-from convo_memory.observability import (
-    job_handler,
-    logger,
-    record_correlation_id,
-    set_correlation_id,
-)
-from convo_memory.time_budget import time_left
 
 if TYPE_CHECKING:
-    from convo_memory.job_records import RepairJobRecord
+    from convo_memory.workers.records import RepairJobRecord
 
 REDELIVER_FIRST_SECONDS = 2
 REDELIVER_MAX_SECONDS = 60

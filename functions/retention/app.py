@@ -11,8 +11,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from convo_memory.domain.time_budget import time_left
 from convo_memory.observability import job_handler, logger
-from convo_memory.time_budget import time_left
 
 
 class InvalidScheduleEvent(ValueError):

@@ -4,7 +4,7 @@
 A record whose body is no ``SummaryJob`` (not JSON, or no ``workspaceId`` /
 ``sessionId``) can never succeed: it is logged and dropped rather than retried into the
 DLQ, which loses nothing because the summary is derived state and the session's next
-turn triggers a new job (``convo_memory.job_batches``). Any other error (summarizer
+turn triggers a new job (``convo_memory.workers.batches``). Any other error (summarizer
 outage, throttling) fails just that record: SQS redelivers it, and after
 ``maxReceiveCount`` it moves to SummaryDLQ.
 
@@ -18,23 +18,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from convo_memory.job_batches import (
-    JobBatch,
-    PartialItemFailureResponse,
-    count_metric,
-    drop_malformed_summary_job,
-    redeliver_after,
-)
+from convo_memory.domain.time_budget import time_left
 from convo_memory.observability import (
     job_handler,
     logger,
     record_correlation_id,
     set_correlation_id,
 )
-from convo_memory.time_budget import time_left
+from convo_memory.workers.batches import (
+    JobBatch,
+    PartialItemFailureResponse,
+    count_metric,
+    drop_malformed_summary_job,
+    redeliver_after,
+)
 
 if TYPE_CHECKING:
-    from convo_memory.job_records import SummaryJobRecord
+    from convo_memory.workers.records import SummaryJobRecord
 
 processor = JobBatch("summary", drop_malformed_summary_job(count_metric))
 # How soon an unfinished backlog is picked up again.

@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from convo_memory.adapters.aws_clients import AwsClients
+from convo_memory.adapters.cursors import CursorCodec
 from convo_memory.adapters.registry import AdapterRegistry
 from convo_memory.adapters.tools.toolbox import ToolAdapters
-from convo_memory.adapters.tools.url_policy import UrlPolicy, parse_allowed_hosts
-from convo_memory.api_models import CapabilityCreate, SessionCreate
+from convo_memory.adapters.tools.url_policy import UrlPolicy
+from convo_memory.api import CapabilityCreate, SessionCreate
 from convo_memory.bootstrap import Adapters, Container, build_services
 from convo_memory.config import Settings
-from convo_memory.cursors import CursorCodec
+from convo_memory.domain.allowed_hosts import parse_allowed_hosts
 from convo_memory.domain.models import Capability
 from convo_memory.ports import ContentFilter, NoTurnLimit, Summarizer, Toolbox
 from tests.fakes.adapters import (

@@ -10,8 +10,13 @@ import boto3
 import pytest
 
 from convo_memory.adapters.aws_clients import AwsClients
+from convo_memory.adapters.cursors import (
+    CursorCodec,
+    CursorKeyUnavailable,
+    key_from_secret,
+    key_source,
+)
 from convo_memory.config import Settings
-from convo_memory.cursors import CursorCodec, CursorKeyUnavailable, key_from_secret, key_source
 from convo_memory.domain.errors import ValidationFailed
 from convo_memory.execution_environment import build_container
 from tests.support.fake_aws import fake_aws

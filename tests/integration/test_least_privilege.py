@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from convo_memory.stream_door import StreamDoor
+from convo_memory.doors.stream import StreamDoor
 from tests.support.aws_calls import AwsCallRecorder, table_arn
 from tests.support.erasure_jobs import run_erasure_jobs
 from tests.support.inprocess_api import InProcessApi, inprocess_stack, new_workspace

@@ -16,9 +16,9 @@ import pytest
 
 from convo_memory.adapters.dynamo.stores import dynamo_stores
 from convo_memory.config import SettingsError
+from convo_memory.doors.stream import StreamDoor
 from convo_memory.execution_environment import get_container, set_container
 from convo_memory.services.admin import create_workspace
-from convo_memory.stream_door import StreamDoor
 from local_runtime.aws_resources import ensure_resources
 from tests.support.fake_aws import REGION, fake_aws
 from tests.support.inprocess_api import InProcessApi

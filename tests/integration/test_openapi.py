@@ -14,7 +14,7 @@ import pytest
 from openapi_spec_validator import validate
 
 from convo_memory.domain import errors
-from convo_memory.openapi import openapi_document
+from convo_memory.edge.openapi import openapi_document
 from local_runtime.aws_resources import function_specs
 from tests.support.contract_routes import EXPECTED_ROUTES
 from tests.support.inprocess_api import InProcessApi
@@ -105,9 +105,9 @@ from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from convo_memory.api_contract import answers, header
+from convo_memory.edge.api_contract import answers, header
 from convo_memory.domain.errors import SessionArchived, SessionNotFound
-from convo_memory.http import ApiResolver, Body, Query, api, json_response
+from convo_memory.edge.resolver import ApiResolver, Body, Query, api, json_response
 
 app = ApiResolver()
 

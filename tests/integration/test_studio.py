@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from convo_memory.cors import ALLOWED_HEADERS
-from convo_memory.stream_door import StreamRequestHandler
+from convo_memory.doors.cors import ALLOWED_HEADERS
+from convo_memory.doors.stream import StreamRequestHandler
 from local_runtime.aws_resources import load_template
 from tests.support.inprocess_api import InProcessApi
 from tests.support.tenants import Tenant

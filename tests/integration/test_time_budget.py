@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from convo_memory.doors.stream import StreamDoor
 from convo_memory.services.answering import CUT_OFF_MARK, NO_ANSWER_IN_TIME
-from convo_memory.stream_door import StreamDoor
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.support.inprocess_api import AwsBackend, InProcessApi, new_workspace, serving
 from tests.support.tenants import Tenant, open_session, transcript

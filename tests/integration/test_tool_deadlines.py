@@ -19,8 +19,9 @@ from convo_memory.adapters.deadline_http import Deadline, DeadlineConnection
 from convo_memory.adapters.providers.openai_compat import OpenAICompatibleProvider
 from convo_memory.adapters.providers.openai_http import UNREACHABLE
 from convo_memory.adapters.tools import url_policy
-from convo_memory.adapters.tools.url_policy import NOT_ALLOWED, UrlPolicy, parse_allowed_hosts
+from convo_memory.adapters.tools.url_policy import NOT_ALLOWED, UrlPolicy
 from convo_memory.adapters.tools.webhook import WebhookClient, webhook_body
+from convo_memory.domain.allowed_hosts import parse_allowed_hosts
 from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.prompt import Prompt
 from convo_memory.services.admin import create_workspace

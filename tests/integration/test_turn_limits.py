@@ -15,8 +15,8 @@ import pytest
 
 from convo_memory.adapters.dynamo.rate_limit import COUNTER_TTL_SECONDS, MICROS, counter_key
 from convo_memory.adapters.dynamo.slow_turns import SlowTurnLimiter
+from convo_memory.doors.stream import StreamDoor
 from convo_memory.ports import NoTurnLimit
-from convo_memory.stream_door import StreamDoor
 from local_runtime.aws_resources import DEFAULT_TEMPLATE, load_template, parameter_defaults
 from tests.fakes.adapters import FakeClock, FakeMetrics
 from tests.support.faults import dynamodb_error, inject

@@ -9,8 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from convo_memory.adapters.tools.url_policy import UrlPolicy, parse_allowed_hosts
+from convo_memory.adapters.tools.url_policy import UrlPolicy
 from convo_memory.adapters.tools.webhook import MAX_RESPONSE_BYTES, WebhookClient, webhook_body
+from convo_memory.domain.allowed_hosts import parse_allowed_hosts
 from tests.fakes.adapters import FakeResolver
 from tests.fakes.webhook_server import Reply, WebhookServer, verify
 

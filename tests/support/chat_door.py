@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from convo_memory.stream_door import StreamDoor
+from convo_memory.doors.stream import StreamDoor
 from tests.support.inprocess_api import InProcessApi
 from tests.support.tenants import Tenant
 

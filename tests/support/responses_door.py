@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from convo_memory.stream_door import StreamDoor
+from convo_memory.doors.stream import StreamDoor
 from tests.support.chat_door import DoorAnswer
 from tests.support.inprocess_api import InProcessApi
 from tests.support.tenants import Tenant

@@ -18,7 +18,7 @@ from convo_memory.domain.turns import (
     TurnResult,
     UserText,
 )
-from convo_memory.turn_edge import BufferedEvents
+from convo_memory.edge.turn_edge import BufferedEvents
 
 
 def predict(

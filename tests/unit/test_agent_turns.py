@@ -14,8 +14,8 @@ from convo_memory.domain.generation import ModelStep
 from convo_memory.domain.tool_digest import build_tool_digest
 from convo_memory.domain.tools import ToolCall, ToolDefinition, ToolOutcome, ToolRequest, ToolRound
 from convo_memory.domain.turns import AnswerDelta, ToolFinished, TurnBegun
+from convo_memory.edge.turn_edge import BufferedEvents
 from convo_memory.ports import TextSink
-from convo_memory.turn_edge import BufferedEvents
 from tests.fakes.adapters import FakeProvider
 from tests.fakes.app import WS, FakeApp, fake_app
 from tests.support.turns import deltas, predict, session_message

@@ -21,7 +21,7 @@ from convo_memory.domain.generation import GenerationOptions
 from convo_memory.domain.jobs import RepairJob
 from convo_memory.domain.tools import ToolChoice, ToolReply, ToolRequest, ToolRound
 from convo_memory.domain.turns import AnswerDelta, AppToolCalls, SessionById, TurnCommand, UserText
-from convo_memory.turn_edge import BufferedEvents
+from convo_memory.edge.turn_edge import BufferedEvents
 from tests.fakes.adapters import FakeProvider, FakeToolbox, ScriptedModel
 from tests.fakes.app import WS, FakeApp, fake_app
 from tests.support.turns import app_tools, app_turn, predict

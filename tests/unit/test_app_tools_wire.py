@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from convo_memory import chat_completions as chat
 from convo_memory.adapters.providers.bedrock import BedrockConverseProvider, normalize_messages
 from convo_memory.adapters.providers.embedded import EmbeddedAgentProvider, EmbeddedChatProvider
 from convo_memory.adapters.providers.openai_compat import OpenAICompatibleProvider
@@ -40,6 +39,7 @@ from convo_memory.domain.turns import (
     TurnResult,
     UserText,
 )
+from convo_memory.doors import chat_completions as chat
 from tests.support.turns import served
 
 WEATHER_TOOL = {

@@ -7,7 +7,7 @@ import hashlib
 import hmac
 
 from convo_memory.adapters.cache_keys import RETRY_AFTER_SECONDS, PromptCacheKeys
-from convo_memory.cursors import CursorCodec, CursorKeyUnavailable
+from convo_memory.adapters.cursors import CursorCodec, CursorKeyUnavailable
 from convo_memory.domain.prompt import lineage_of
 from tests.fakes.adapters import FakeClock
 

@@ -9,8 +9,6 @@ from typing import Any
 
 import pytest
 
-from convo_memory import chat_completions as chat
-from convo_memory import turn_edge
 from convo_memory.adapters.providers.bedrock import BedrockConverseProvider
 from convo_memory.adapters.providers.openai_compat import OpenAICompatibleProvider
 from convo_memory.domain.errors import (
@@ -40,6 +38,8 @@ from convo_memory.domain.turns import (
     TurnResult,
     UserText,
 )
+from convo_memory.doors import chat_completions as chat
+from convo_memory.edge import errors
 from tests.fakes.adapters import FakeProvider
 from tests.fakes.app import WS, FakeApp, fake_app
 from tests.support.turns import served
@@ -283,10 +283,10 @@ def test_an_error_after_the_stream_started_is_one_line_then_done() -> None:
 
 
 def test_the_openai_body_only_adds_type_and_says_when_not_to_retry() -> None:
-    conflict = turn_edge.error_response(SessionArchived("archived"), openai=True)
-    native = turn_edge.error_response(SessionArchived("archived"))
-    limited = turn_edge.error_response(RateLimited(retry_after=3), openai=True)
-    busy = turn_edge.error_response(IdempotencyInProgress("busy"), openai=True)
+    conflict = errors.error_reply(SessionArchived("archived"), openai=True)
+    native = errors.error_reply(SessionArchived("archived"))
+    limited = errors.error_reply(RateLimited(retry_after=3), openai=True)
+    busy = errors.error_reply(IdempotencyInProgress("busy"), openai=True)
 
     body = json.loads(conflict.body)
     assert body["error"].pop("type") == "conflict_error"
@@ -298,10 +298,10 @@ def test_the_openai_body_only_adds_type_and_says_when_not_to_retry() -> None:
 
 
 def test_every_failure_maps_to_one_contract_error() -> None:
-    assert isinstance(turn_edge.error_for(ZeroDivisionError(), "r"), InternalError)
-    unavailable = turn_edge.error_for(StoreUnavailable("throttled"), "r")
+    assert isinstance(errors.error_for(ZeroDivisionError(), "r"), InternalError)
+    unavailable = errors.error_for(StoreUnavailable("throttled"), "r")
     assert (unavailable.status, unavailable.to_body()["error"]["requestId"]) == (503, "r")
-    assert turn_edge.error_for(SessionArchived("x"), "r").status == 409
+    assert errors.error_for(SessionArchived("x"), "r").status == 409
 
 
 # -- sessions by key --------------------------------------------------------------------------

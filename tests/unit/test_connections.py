@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from convo_memory.adapters.providers.embedded import EmbeddedChatProvider
 from convo_memory.adapters.providers.openai_compat import OpenAICompatibleProvider
 from convo_memory.adapters.registry import AdapterRegistry
-from convo_memory.api_models import CapabilityCreate
+from convo_memory.api import CapabilityCreate
 from convo_memory.domain.connections import ApiKeyRef, parse_connections, provider_problem
 from convo_memory.domain.errors import ProviderError, ValidationFailed
 from convo_memory.domain.models import Capability, ProviderConfig, SummaryConfig

@@ -1,9 +1,9 @@
-"""CORS preflight answers (convo_memory.cors): what the streaming app and the local
+"""CORS preflight answers (convo_memory.doors.cors): what the streaming app and the local
 runtime tell a browser that wants to call a door from another origin."""
 
 from __future__ import annotations
 
-from convo_memory.cors import (
+from convo_memory.doors.cors import (
     ALLOWED_HEADERS,
     allowed_origins,
     is_preflight,
@@ -95,7 +95,7 @@ def test_a_blank_setting_falls_back_to_the_default() -> None:
 
 
 def test_an_actual_response_gets_the_allow_origin_header_only_for_an_allowed_origin() -> None:
-    from convo_memory.cors import actual_response_headers
+    from convo_memory.doors.cors import actual_response_headers
 
     listed = (STUDIO, "http://127.0.0.1:3000")
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from convo_memory.adapters.cursors import CursorCodec, CursorKeyUnavailable, key_source
 from convo_memory.config import Settings
-from convo_memory.cursors import CursorCodec, CursorKeyUnavailable, key_source
 from convo_memory.domain.errors import ValidationFailed
 
 KEY = b"unit-test-cursor-key-0123456789abcdef"

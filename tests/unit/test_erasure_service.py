@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from convo_memory.api_models import ErasureRequest
+from convo_memory.api import ErasureRequest
 from convo_memory.domain.erasures import Erasure
 from convo_memory.domain.errors import (
     ErasureNotFound,

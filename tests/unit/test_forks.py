@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from convo_memory.api_models import SessionCreate
+from convo_memory.api import SessionCreate
 from convo_memory.domain.errors import SessionNotFound, ValidationFailed
 from convo_memory.domain.jobs import ForkCopyJob
 from convo_memory.domain.models import Recall, Session, Summary

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from convo_memory.stream_door import StreamDoor, StreamRequestHandler
+from convo_memory.doors.stream import StreamDoor, StreamRequestHandler
 from local_runtime.handlers import TooManyRequestsError
 from local_runtime.http_gateway import (
     AuthorizerConfig,

@@ -10,7 +10,7 @@ import pytest
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 
 from convo_memory.domain.errors import SessionArchived, StoreUnavailable
-from convo_memory.http import install_error_handlers, json_body, json_response
+from convo_memory.edge.resolver import install_error_handlers, json_body, json_response
 from local_runtime.handlers import LambdaContext
 from local_runtime.http_gateway import HttpRequest, build_http_event
 

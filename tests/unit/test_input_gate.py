@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from convo_memory import input_gate
-from convo_memory.api_models import SessionCreate, SessionPatch
+from convo_memory.api import SessionCreate, SessionPatch
 from convo_memory.domain.errors import (
     CapabilityNotFound,
     InvalidJson,
@@ -19,6 +18,7 @@ from convo_memory.domain.errors import (
     SessionNotFound,
     ValidationFailed,
 )
+from convo_memory.edge import input_gate
 
 
 def nested(levels: int) -> str:

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from convo_memory.domain.errors import StoreUnavailable
-from convo_memory.job_batches import JobBatch, receive_count, redeliver_after
-from convo_memory.job_records import SummaryJobRecord
+from convo_memory.workers.batches import JobBatch, receive_count, redeliver_after
+from convo_memory.workers.records import SummaryJobRecord
 
 RECORD = SummaryJobRecord.model_validate(
     {

@@ -15,7 +15,7 @@ MAX_CLASS_LINES = 300
 MAX_FUNCTION_LINES = 60
 MAX_BOOTSTRAP_LINES = 300
 # The modules that read a turn's request and frame its answer around the turn edge.
-DOORS = ("predict_door.py", "chat_completions.py", "stream_door.py")
+DOORS = ("doors/predict.py", "doors/chat_completions.py", "doors/stream.py")
 
 
 def modules() -> list[tuple[Path, ast.Module]]:
@@ -113,7 +113,9 @@ def callbacks_handed_to_the_edge(tree: ast.Module) -> list[str]:
 
 
 def test_no_door_hands_the_turn_edge_a_callback() -> None:
-    doors = [LAYER / name for name in (*DOORS, "http.py")] + sorted(HANDLERS.glob("*/app.py"))
+    doors = [LAYER / name for name in (*DOORS, "edge/resolver.py")] + sorted(
+        HANDLERS.glob("*/app.py")
+    )
     offenders = {
         str(path.relative_to(ROOT)): found
         for path in doors
@@ -146,7 +148,7 @@ def test_no_service_imports_the_http_models() -> None:
         for path, tree in modules()
         if path.relative_to(LAYER).parts[0] == "services"
         for name in imported(tree)
-        if name == "convo_memory.api_models"
+        if name == "convo_memory.api"
     ]
     assert offenders == []
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from convo_memory.api_models import ContextView
+from convo_memory.api import ContextView
 from convo_memory.domain import prompt as prompt_module
 from convo_memory.domain.errors import RecallSourceGone
 from convo_memory.domain.models import Summary

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from convo_memory import chat_completions, response_frames, responses_door
 from convo_memory.domain.errors import (
     ExternalRefImmutable,
     PrincipalImmutable,
@@ -33,7 +32,10 @@ from convo_memory.domain.turns import (
     TurnCommand,
     UserText,
 )
-from convo_memory.turn_edge import BufferedEvents, error_body
+from convo_memory.doors import chat_completions, response_frames
+from convo_memory.doors import responses as responses_door
+from convo_memory.edge.errors import error_body
+from convo_memory.edge.turn_edge import BufferedEvents
 from tests.fakes.adapters import FakeProvider, ScriptedModel
 from tests.fakes.app import WS, FakeApp, fake_app
 

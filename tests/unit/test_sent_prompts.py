@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from convo_memory.api_models import SessionCreate
+from convo_memory.api import SessionCreate
 from convo_memory.domain.errors import NotFound, SessionNotFound
 from convo_memory.domain.models import Recall, Summary, ToolDigest, ToolSpec
 from convo_memory.domain.prompt_record import ExpiredDigest, PromptRecord

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from convo_memory.api_models import SessionCreate, SessionPatch
+from convo_memory.api import SessionCreate, SessionPatch
 from convo_memory.domain.errors import (
     CapabilityNotConversational,
     CapabilityNotFound,

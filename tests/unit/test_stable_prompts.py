@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 
-from convo_memory.api_models import ContextView
+from convo_memory.api import ContextView
 from convo_memory.domain.errors import StoreUnavailable
 from convo_memory.domain.models import ToolSpec
 from convo_memory.domain.tools import ToolCall

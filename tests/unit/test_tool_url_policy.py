@@ -5,13 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from convo_memory.adapters.tools.url_policy import (
-    AllowedHost,
-    ToolUrlRefused,
-    UrlPolicy,
-    is_public_address,
-    parse_allowed_hosts,
-)
+from convo_memory.adapters.tools.url_policy import ToolUrlRefused, UrlPolicy, is_public_address
+from convo_memory.domain.allowed_hosts import AllowedHost, parse_allowed_hosts
 from tests.fakes.adapters import FakeResolver
 
 

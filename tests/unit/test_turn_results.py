@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from convo_memory import chat_completions as chat
 from convo_memory.domain.generation import TokenUsage
 from convo_memory.domain.turns import ReplayStats, TurnPosition, TurnResult
-from convo_memory.predict_door import prediction
+from convo_memory.doors import chat_completions as chat
+from convo_memory.doors.predict import prediction
 from tests.support.turns import served
 
 RECORDED = served(

@@ -30,9 +30,9 @@ from convo_memory.domain.replay_window import select_replay_window
 from convo_memory.domain.tool_digest import build_tool_digest
 from convo_memory.domain.tools import ToolCall
 from convo_memory.domain.turn_records import AppendResult, TurnRecord
-from convo_memory.predict_door import prediction as answer_json
+from convo_memory.doors.predict import prediction as answer_json
+from convo_memory.edge.turn_edge import BufferedEvents
 from convo_memory.services.recording import RecordingPolicy
-from convo_memory.turn_edge import BufferedEvents
 from tests.fakes.adapters import FakeProvider
 from tests.fakes.app import WS, FakeApp, fake_app
 from tests.support.turns import deltas, predict, session_message

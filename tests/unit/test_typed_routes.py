@@ -16,10 +16,10 @@ from typing import Annotated, Any
 import pytest
 from aws_lambda_powertools.event_handler import Response
 
-from convo_memory import input_gate
-from convo_memory.api_models import SessionCreate
+from convo_memory.api import SessionCreate
 from convo_memory.domain.errors import ServiceError
-from convo_memory.http import ApiResolver, Body, Query, api, json_response
+from convo_memory.edge import input_gate
+from convo_memory.edge.resolver import ApiResolver, Body, Query, api, json_response
 from local_runtime.handlers import LambdaContext
 from local_runtime.http_gateway import HttpRequest, build_http_event
 
@@ -139,7 +139,7 @@ def test_a_routed_handlers_cold_import_loads_no_pydantic() -> None:
     code = (
         "import sys\n"
         "import app\n"
-        "found = {'pydantic', 'convo_memory.api_models', 'boto3'} & set(sys.modules)\n"
+        "found = {'pydantic', 'convo_memory.api', 'boto3'} & set(sys.modules)\n"
         "assert not found, found\n"
         "assert app.app.declarations\n"
     )

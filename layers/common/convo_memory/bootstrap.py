@@ -38,10 +38,10 @@ from convo_memory.services.turns import TurnService
 if TYPE_CHECKING:
     from convo_memory import ports
     from convo_memory.adapters.aws_clients import AwsClients
+    from convo_memory.adapters.cursors import CursorCodec
     from convo_memory.adapters.idempotency import IdempotentRunner
     from convo_memory.adapters.registry import AdapterRegistry
     from convo_memory.adapters.tools.toolbox import ToolAdapters
-    from convo_memory.cursors import CursorCodec
     from convo_memory.domain.models import Capability
 
 Clock = Callable[[], float]
@@ -109,9 +109,9 @@ def build_adapters(
     EMF record (``observability.metrics``), which every door flushes."""
     from convo_memory import observability
     from convo_memory.adapters import production
+    from convo_memory.adapters.cursors import CursorCodec, key_source
     from convo_memory.adapters.metering import metered
     from convo_memory.adapters.registry import summary_provider
-    from convo_memory.cursors import CursorCodec, key_source
 
     metrics = metrics or observability.metrics
     cursor_key = key_source(settings, lambda: clients["secretsmanager"])  # read on first use

@@ -17,6 +17,7 @@ from pydantic import (
     model_validator,
 )
 
+from convo_memory.domain.allowed_hosts import parse_allowed_hosts
 from convo_memory.domain.connections import (
     ProviderConnections,
     decode_connections,
@@ -117,8 +118,6 @@ class Settings(BaseModel):
     @field_validator("tool_allowed_hosts", mode="before")
     @classmethod
     def _allowed_hosts(cls, value: Any) -> Any:
-        from convo_memory.adapters.tools.url_policy import parse_allowed_hosts
-
         if isinstance(value, str):
             value = tuple(item.strip() for item in value.split(",") if item.strip())
         parse_allowed_hosts(value)  # a malformed entry fails the start, named
@@ -225,7 +224,7 @@ class Settings(BaseModel):
     def turn_lifetime(self) -> float:
         """The longest a turn runs and writes: a streamed one's deadline, then its
         recording."""
-        from convo_memory.time_budget import RECORDING_MARGIN_SECONDS
+        from convo_memory.domain.time_budget import RECORDING_MARGIN_SECONDS
 
         longest = max(self.turn_deadline_seconds, self.stream_turn_deadline_seconds)
         return longest + RECORDING_MARGIN_SECONDS

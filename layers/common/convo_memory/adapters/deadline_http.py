@@ -74,7 +74,7 @@ class Deadline:
         return left if self.idle is None else min(left, self.idle)
 
 
-class BodyTooLarge(Exception):
+class ResponseBodyTooLarge(Exception):
     """A response body is larger than the caller's limit."""
 
 
@@ -342,13 +342,13 @@ class Exchange:
         return self.response.readline(limit)
 
     def read_up_to(self, limit: int) -> bytes:
-        """The whole body; ``BodyTooLarge`` as soon as it is over ``limit`` bytes."""
+        """The whole body; ``ResponseBodyTooLarge`` as soon as it is over ``limit`` bytes."""
         chunks: list[bytes] = []
         size = 0
         while chunk := self.response.read1(_READ_CHUNK_BYTES):
             size += len(chunk)
             if size > limit:
-                raise BodyTooLarge()
+                raise ResponseBodyTooLarge()
             chunks.append(chunk)
         return b"".join(chunks)
 

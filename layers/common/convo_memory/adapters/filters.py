@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from convo_memory.domain.generation import FilterVerdict
-from convo_memory.input_gate import has_lone_surrogate
+from convo_memory.domain.text_rules import has_lone_surrogate
 from convo_memory.ports import ContentFilter
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ from convo_memory.domain.errors import (
 )
 
 if TYPE_CHECKING:
-    from convo_memory.time_budget import TimeLeft
+    from convo_memory.domain.time_budget import TimeLeft
 
 RECORD_PREFIX = "turn"
 

@@ -47,7 +47,8 @@ def tool_adapters(
     signing secrets sealed with its KMS key (``TOOL_SECRET_KEY_ID``; none: no webhooks)."""
     from convo_memory.adapters.tools.sealing import KmsSealer, NoSealer
     from convo_memory.adapters.tools.toolbox import ToolAdapters
-    from convo_memory.adapters.tools.url_policy import UrlPolicy, parse_allowed_hosts
+    from convo_memory.adapters.tools.url_policy import UrlPolicy
+    from convo_memory.domain.allowed_hosts import parse_allowed_hosts
 
     sealer = KmsSealer(lambda: clients["kms"], secret_key_id) if secret_key_id else NoSealer()
     return ToolAdapters(UrlPolicy(parse_allowed_hosts(allowed_hosts)), sealer)

@@ -1,5 +1,5 @@
 """Domain errors. Each carries the HTTP status and contract code it maps to, so the
-mapping to a response lives in one place (``convo_memory.http``)."""
+mapping to a response lives in one place (``convo_memory.edge.resolver``)."""
 
 from __future__ import annotations
 

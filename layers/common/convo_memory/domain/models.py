@@ -1,6 +1,6 @@
 """The domain's entities and values (capabilities, sessions, messages, summaries), as
 pydantic models: stored and returned as camelCase JSON. What a request may send and a
-turn answers is ``convo_memory.api_models``."""
+turn answers is ``convo_memory.api``."""
 
 from __future__ import annotations
 

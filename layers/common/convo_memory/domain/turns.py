@@ -112,7 +112,7 @@ class NewConversation:
 
 
 # Which conversation a turn belongs to; None: none (a stateless turn, nothing recorded).
-Conversation = SessionById | SessionByKey | SessionByResponse | NewConversation | None
+ConversationTarget = SessionById | SessionByKey | SessionByResponse | NewConversation | None
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ class ToolResults:
     results: tuple[ToolOutput, ...]
 
 
-TurnInput = UserText | ToolResults
+TurnPayload = UserText | ToolResults
 
 
 @dataclass(frozen=True)
@@ -157,11 +157,11 @@ class TurnCommand:
     (to its ``TurnSink``). ``conversational_only``: the door serves generative and agent
     capabilities alone (the OpenAI-compatible door), so a classic one is refused even
     stateless (409). A conversation named by a response id joins as another
-    ``Conversation``, read by the serving path alone."""
+    ``ConversationTarget``, read by the serving path alone."""
 
     capability_id: str | None
-    conversation: Conversation
-    input: TurnInput
+    conversation: ConversationTarget
+    input: TurnPayload
     options: GenerationOptions = NO_OPTIONS
     history: tuple[ChatMessage, ...] = ()
     stream: bool = False

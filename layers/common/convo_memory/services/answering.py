@@ -4,7 +4,7 @@ filter, keep the run trace.
 
 (v4) A turn offered the app's tools (``AppTurn``) runs the tool loop whatever its kind
 (a generative capability with no tools of its own); when a step calls one of them the
-answer is *paused* (``Answer.run.pause``): the calls go to the door's events
+answer is *paused* (``ModelAnswer.run.pause``): the calls go to the door's events
 (``AppToolCalls``) and the serving path keeps the turn until the app's results come. A
 run trace is stored for every agent turn, and for a turn that paused: at a pause only
 when the service's tools have run (the audit record of those calls), else when the turn
@@ -79,7 +79,7 @@ class AppTurn:
 
 
 @dataclass(frozen=True)
-class Answer:
+class ModelAnswer:
     """What the consumer receives (``output``), and what produced it: ``run_id`` names
     the run trace stored for it (None: none), ``run`` the tool loop's outcome (a paused
     turn's ``run.pause`` says what the app is asked for)."""
@@ -127,7 +127,7 @@ class Answerer:
         *,
         deadline: float | None = None,
         app: AppTurn | None = None,
-    ) -> Answer:
+    ) -> ModelAnswer:
         """Answer ``prompt``. ``events`` hears the answer's text (as it is written when
         no content filter stands in between), each agent tool call's end and, when the
         turn pauses, the app's calls; ``deadline`` (a ``monotonic`` time) bounds the
@@ -141,7 +141,7 @@ class Answerer:
         if capability.kind != "agent" and app is None:
             completion = with_usage(self._generate(capability, prompt, sink, deadline), prompt)
             output, withheld = self._filtered(capability, completion.text, sink)
-            return Answer(completion, output, withheld, None)
+            return ModelAnswer(completion, output, withheld, None)
         app = app or AppTurn(None)
         context = ToolCallContext(
             workspace_id=workspace_id,
@@ -172,7 +172,7 @@ class Answerer:
             ended = None if run.pause is not None else output
             self._record_run(context, capability, prompt.user_input, whole, started, ended)
         run_id = context.run_id if traced else None
-        return Answer(completion, output, withheld, run_id, run, context.run_id)
+        return ModelAnswer(completion, output, withheld, run_id, run, context.run_id)
 
     @staticmethod
     def _traced(capability: Capability, run: AgentRun, app: AppTurn) -> bool:

@@ -34,7 +34,7 @@ from convo_memory.domain.turn_records import (
     turn_messages,
 )
 from convo_memory.ports import MetricsPort
-from convo_memory.services.answering import Answer, AppTurn
+from convo_memory.services.answering import AppTurn, ModelAnswer
 from convo_memory.services.recording import TurnRecorder
 
 logger = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ class PausedTurns:
 
     # -- the session's next request --------------------------------------------------
 
-    def settle(self, workspace_id: str, state: TurnState, until: float) -> TurnState:
+    def end_as_abandoned(self, workspace_id: str, state: TurnState, until: float) -> TurnState:
         """Before a new user message: end the session's paused turn, if it has one, as
         abandoned (its user message and the text that came with the calls). The state
         as the new turn then sees it: that turn recorded, the new one after it."""
@@ -176,7 +176,7 @@ class PausedTurns:
     def pause(
         self,
         pause_id: str,
-        answer: Answer,
+        answer: ModelAnswer,
         previous: PendingTurn | None,
         first: FirstCall | None,
         app: AppTurn,

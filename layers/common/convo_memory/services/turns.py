@@ -43,6 +43,7 @@ from convo_memory.domain.prompt_record import PromptRecord, with_added
 from convo_memory.domain.replay_window import ReplayWindow, keeps_start
 from convo_memory.domain.responses import ResponseRef
 from convo_memory.domain.sessions import context_of
+from convo_memory.domain.time_budget import RECORDING_MARGIN_SECONDS
 from convo_memory.domain.tool_digest import build_tool_digest
 from convo_memory.domain.tools import ToolCall
 from convo_memory.domain.turn_records import (
@@ -67,7 +68,7 @@ from convo_memory.domain.turns import (
 )
 from convo_memory.ports import MetricsPort, NullMetrics, SessionStore, TurnStore
 from convo_memory.services.agent_loop import LoopStart
-from convo_memory.services.answering import Answer, Answerer, AppTurn
+from convo_memory.services.answering import Answerer, AppTurn, ModelAnswer
 from convo_memory.services.catalog import CapabilityCatalog
 from convo_memory.services.conversations import ConversationService
 from convo_memory.services.paused_turns import FirstCall, PausedTurns
@@ -75,7 +76,6 @@ from convo_memory.services.recording import TurnRecorder
 from convo_memory.services.session_keys import SessionKeys
 from convo_memory.services.session_states import SessionStates
 from convo_memory.services.summary_trigger import SummaryTrigger
-from convo_memory.time_budget import RECORDING_MARGIN_SECONDS
 
 logger = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ class _Turn:
         settings = self.command.response
         return settings.instructions if settings is not None else None
 
-    def kept(self, record: TurnRecord, sent: PromptRecord, answer: Answer) -> TurnRecord:
+    def kept(self, record: TurnRecord, sent: PromptRecord, answer: ModelAnswer) -> TurnRecord:
         """``record`` as this turn keeps it: its id, what its first model call was
         ``sent`` (with whether its Responses request named a ``previous_response_id``) and
         what that request set."""
@@ -150,7 +150,7 @@ class _Turn:
             response=self.settings_kept(answer),
         )
 
-    def settings_kept(self, answer: Answer) -> str | None:
+    def settings_kept(self, answer: ModelAnswer) -> str | None:
         """What its Responses request set, as its turn keeps it (with ``cut`` when its
         answer stopped at the token limit)."""
         settings = self.command.response
@@ -161,7 +161,7 @@ class _Turn:
 
     def result(
         self,
-        answer: Answer,
+        answer: ModelAnswer,
         session_id: str | None = None,
         position: TurnPosition | None = None,
         recorded: bool = False,
@@ -336,7 +336,7 @@ class TurnService:
         now = self._clock()
         self._states.mark_active(state, now)
         # A new user message first ends a turn still waiting for the app's tools.
-        state = self._pauses.settle(turn.workspace_id, state, turn.until)
+        state = self._pauses.end_as_abandoned(turn.workspace_id, state, turn.until)
         session = state.session
         seen = context_of(state, capability.replay_policy, now)
         prompt = session_prompt(
@@ -440,7 +440,7 @@ class TurnService:
         self,
         turn: _Turn,
         state: TurnState,
-        answer: Answer,
+        answer: ModelAnswer,
         previous: PendingTurn | None,
         first: FirstCall | None,
         app: AppTurn,
@@ -461,7 +461,7 @@ class TurnService:
         capability: Capability,
         state: TurnState,
         record: TurnRecord,
-        answer: Answer,
+        answer: ModelAnswer,
         stats: ReplayStats,
     ) -> TurnResult:
         """Record the turn (or hand it over), ask for a summary when one is due, answer."""
@@ -550,7 +550,7 @@ def check_input(policy: TurnPolicy, user_input: str) -> None:
 def turn_record(
     policy: TurnPolicy,
     user_input: str,
-    answer: Answer,
+    answer: ModelAnswer,
     calls: Sequence[ToolCall],
     now: float,
     idempotency_record: str | None,
@@ -587,7 +587,7 @@ def turn_record(
 def final_record(
     policy: TurnPolicy,
     pending: PendingTurn,
-    answer: Answer,
+    answer: ModelAnswer,
     app: AppTurn,
     now: float,
     idempotency_record: str | None,

@@ -24,10 +24,10 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NoReturn
 
 from convo_memory.adapters.deadline_http import (
-    BodyTooLarge,
     Deadline,
     Exchange,
     Proxy,
+    ResponseBodyTooLarge,
     proxy_for,
     send,
 )
@@ -210,7 +210,7 @@ class ChatCompletionsEndpoint:
         deadline bounds it (a server trickling bytes cannot hold it open)."""
         try:
             return response.read_up_to(self.max_completion_bytes)
-        except BodyTooLarge:
+        except ResponseBodyTooLarge:
             raise ProviderError(
                 "Model provider error: the OpenAI-compatible endpoint sent a response "
                 f"larger than {self.max_completion_bytes} bytes."

@@ -19,6 +19,16 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from convo_memory.adapters.deadline_http import Deadline, resolve, system_resolve
+from convo_memory.domain.allowed_hosts import AllowedHost, parse_allowed_hosts
+
+__all__ = [
+    "NOT_ALLOWED",
+    "AllowedHost",
+    "ToolTarget",
+    "ToolUrlRefused",
+    "UrlPolicy",
+    "parse_allowed_hosts",
+]
 
 # (host, port) -> the addresses the host resolves to (IP literals as text).
 Resolver = Callable[[str, int], Sequence[str]]
@@ -37,17 +47,6 @@ class ToolUrlRefused(ValueError):
 
 
 @dataclass(frozen=True)
-class AllowedHost:
-    """An operator-allowed ``host`` (any port) or ``host:port``."""
-
-    host: str
-    port: int | None = None
-
-    def admits(self, host: str, port: int) -> bool:
-        return self.host == host and (self.port is None or self.port == port)
-
-
-@dataclass(frozen=True)
 class ToolTarget:
     """A checked URL: connect to ``address`` (on ``port``), speak to ``host``."""
 
@@ -57,32 +56,6 @@ class ToolTarget:
     path: str
     address: str
     allowed_host: bool
-
-
-def parse_allowed_hosts(entries: Iterable[str]) -> tuple[AllowedHost, ...]:
-    """``host`` or ``host:port`` entries (``[v6]`` or ``[v6]:port`` for IPv6); blanks
-    are skipped. Raises ``ValueError`` naming a malformed entry."""
-    hosts: list[AllowedHost] = []
-    for raw in entries:
-        entry = raw.strip()
-        if not entry:
-            continue
-        try:
-            parts = urlsplit(f"//{entry}")
-            port = parts.port
-        except ValueError:
-            raise ValueError(f"{entry!r} is not host or host:port") from None
-        host = parts.hostname
-        if (
-            not host
-            or parts.path
-            or parts.query
-            or parts.username is not None
-            or any(c.isspace() for c in entry)
-        ):
-            raise ValueError(f"{entry!r} is not host or host:port")
-        hosts.append(AllowedHost(host.lower(), port))
-    return tuple(hosts)
 
 
 def is_public_address(address: str) -> bool:

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from convo_memory.adapters.deadline_http import BodyTooLarge, Deadline, send
+from convo_memory.adapters.deadline_http import Deadline, ResponseBodyTooLarge, send
 from convo_memory.adapters.tools.url_policy import ToolTarget, ToolUrlRefused, UrlPolicy
 from convo_memory.domain.tools import ToolOutcome
 
@@ -106,7 +106,7 @@ class WebhookClient:
             return ToolOutcome("error", f"the tool was not called: {refused}")
         except TimeoutError:
             return ToolOutcome("timeout", f"the tool did not answer within {timeout:.1f} s")
-        except BodyTooLarge:
+        except ResponseBodyTooLarge:
             return ToolOutcome(
                 "error", f"the tool's response is larger than {self.max_response_bytes} bytes"
             )

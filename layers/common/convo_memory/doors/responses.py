@@ -23,7 +23,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from convo_memory import input_gate
 from convo_memory.domain.errors import ResponseNotFound, ValidationFailed
 from convo_memory.domain.generation import GenerationOptions
 from convo_memory.domain.imported_history import ImportedTurn, imported_turns
@@ -37,7 +36,7 @@ from convo_memory.domain.tools import (
     tool_request,
 )
 from convo_memory.domain.turns import (
-    Conversation,
+    ConversationTarget,
     NewConversation,
     SessionById,
     SessionByResponse,
@@ -45,15 +44,18 @@ from convo_memory.domain.turns import (
     ToolOutput,
     ToolResults,
     TurnCommand,
-    TurnInput,
+    TurnPayload,
     UserText,
 )
-from convo_memory.response_frames import ResponseEcho, ResponseEvents, served_response
-from convo_memory.turn_edge import BufferedEvents, json_text
+from convo_memory.doors.response_frames import ResponseEcho, ResponseEvents, served_response
+from convo_memory.edge import input_gate
+from convo_memory.edge.errors import json_text
+from convo_memory.edge.turn_edge import BufferedEvents
 
 if TYPE_CHECKING:
-    from convo_memory.api_models import ConversationCreate, ResponseCreate
-    from convo_memory.turn_edge import GatedRequest, TurnEdge
+    from convo_memory.api import ConversationCreate, ResponseCreate
+    from convo_memory.edge.input_gate import GatedRequest
+    from convo_memory.edge.turn_edge import TurnEdge
 
 ROUTE = "POST /v1/responses"
 JSON = "application/json"
@@ -113,7 +115,7 @@ def create(edge: TurnEdge, request: GatedRequest, turn: ResponseTurn) -> Respons
 
 def read_response_turn(body: Mapping[str, Any], headers: Mapping[str, str]) -> ResponseTurn:
     """The turn a gated Responses body and its headers ask for (``response_turn``)."""
-    from convo_memory.api_models import ResponseCreate
+    from convo_memory.api import ResponseCreate
 
     return response_turn(input_gate.parse_model(ResponseCreate, dict(body)), headers)
 
@@ -174,7 +176,7 @@ def response_turn(request: ResponseCreate, headers: Mapping[str, str]) -> Respon
 
 def _conversation(
     request: ResponseCreate, earlier: Sequence[InputItem], headers: Mapping[str, str]
-) -> Conversation:
+) -> ConversationTarget:
     """``conversation``, ``previous_response_id``, a new conversation (with the messages
     before the input as its history), or none (``store: false``)."""
     named = request.conversation
@@ -205,8 +207,8 @@ def _conversation(
 def _owner(request: ResponseCreate, headers: Mapping[str, str]) -> SessionOwner:
     """Who the call says it is: ``safety_identifier`` (else ``user``) and
     ``X-Convo-Principal`` (checked by the rules a session is opened with; 422)."""
-    from convo_memory.api_models import SessionPatch
-    from convo_memory.chat_completions import _principal
+    from convo_memory.api import SessionPatch
+    from convo_memory.doors.chat_completions import _principal
 
     end_user, field = request.safety_identifier, "safety_identifier"
     if end_user is None:
@@ -254,7 +256,7 @@ def _last_user_message(items: Sequence[InputItem]) -> int | None:
 
 def _turn_input(
     items: Sequence[InputItem], at: int | None, continues: bool
-) -> tuple[TurnInput, tuple[ToolRound, ...]]:
+) -> tuple[TurnPayload, tuple[ToolRound, ...]]:
     """The turn's input and the app's own tool exchange after it. In an existing
     conversation trailing ``function_call_output`` items continue its paused turn (the
     ``function_call`` items an SDK resends before them are ignored); otherwise the input is
@@ -313,8 +315,8 @@ def _app_tools(request: ResponseCreate) -> AppTools | None:
     door's bounds (the same checks: count, name, description, parameters), a name used
     twice, or a ``tool_choice`` that names no offered tool or asks for a call with none
     offered."""
-    from convo_memory.api_models import FunctionTools
-    from convo_memory.chat_completions import app_tool_definitions
+    from convo_memory.api import FunctionTools
+    from convo_memory.doors.chat_completions import app_tool_definitions
 
     choice = request.tool_choice
     tools = request.tools or ()

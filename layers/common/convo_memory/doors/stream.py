@@ -6,7 +6,7 @@ An HttpApi cannot stream, so on AWS this runs as a Lambda Function URL in
 RESPONSE_STREAM mode behind the AWS Lambda Web Adapter, which starts a small HTTP
 server (``run_server``; ``functions/stream/app.py`` is its entry point). The local runtime
 calls ``StreamDoor.handle`` directly. Same bearer tokens, same input gate, turn edge and
-error bodies as the HttpApi's routes (``convo_memory.turn_edge``), same doors
+error bodies as the HttpApi's routes (``convo_memory.edge.turn_edge``), same doors
 (``predict_door``, ``chat_completions``, ``responses_door``): the turn runs on a thread of its own
 (``TurnOnThread``, its ``TurnSink``), and each of its events is written as it comes.
 """
@@ -25,7 +25,7 @@ from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from convo_memory import input_gate, observability
+from convo_memory import observability
 from convo_memory.domain.errors import (
     InvalidJson,
     NotFound,
@@ -33,9 +33,12 @@ from convo_memory.domain.errors import (
     ServiceError,
     Unauthorized,
 )
-from convo_memory.http_framing import BodyTooLarge, MalformedBody, StrictRequestHandler
+from convo_memory.doors.http_framing import MalformedBody, RequestBodyTooLarge, StrictRequestHandler
+from convo_memory.edge import input_gate
+from convo_memory.edge.errors import error_for
+from convo_memory.edge.input_gate import GatedRequest, gate
+from convo_memory.edge.turn_edge import TurnEdge
 from convo_memory.observability import set_correlation_id
-from convo_memory.turn_edge import GatedRequest, TurnEdge, error_for, gate
 
 if TYPE_CHECKING:
     from convo_memory.bootstrap import Container
@@ -65,19 +68,19 @@ class StreamResponse:
     chunks: Iterator[bytes]
 
 
-def error_response(exc: ServiceError, *, openai: bool = False) -> StreamResponse:
+def stream_error(exc: ServiceError, *, openai: bool = False) -> StreamResponse:
     """A refusal before the stream starts: the same status, body and headers as the
     HttpApi's route (the turn edge's one error mapping)."""
-    from convo_memory import turn_edge
+    from convo_memory.edge import errors
 
-    reply = turn_edge.error_response(exc, openai=openai)
+    reply = errors.error_reply(exc, openai=openai)
     return StreamResponse(
         reply.status, JSON_HEADERS + tuple(reply.headers.items()), iter([reply.body.encode()])
     )
 
 
 def json_answer(body: Any, headers: Mapping[str, str] | None = None) -> StreamResponse:
-    from convo_memory.turn_edge import json_text
+    from convo_memory.edge.errors import json_text
 
     extra = tuple((headers or {}).items())
     return StreamResponse(200, JSON_HEADERS + extra, iter([json_text(body).encode()]))
@@ -122,7 +125,7 @@ class StreamDoor:
         try:
             return self._handle(method, path, lowered, body, request_id)
         except Exception as exc:
-            return error_response(error_for(exc, request_id), openai=is_openai_route(path))
+            return stream_error(error_for(exc, request_id), openai=is_openai_route(path))
         finally:
             # What this thread counted (a refusal); the turn's thread writes its own.
             observability.flush_metrics()
@@ -176,8 +179,8 @@ class StreamDoor:
     def _predict(
         self, request: GatedRequest, capability_id: str, request_id: str
     ) -> StreamResponse:
-        from convo_memory import predict_door
-        from convo_memory.api_models import TurnInput
+        from convo_memory.api import TurnInput
+        from convo_memory.doors import predict as predict_door
 
         turn_input = input_gate.parse_model(TurnInput, request.body or {})
         command = predict_door.read_predict(capability_id, turn_input, stream=True)
@@ -185,7 +188,7 @@ class StreamDoor:
         turn = TurnOnThread(edge, "stream", request, command, request_id)
         first = turn.first()
         if isinstance(first, ServiceError):  # refused before the stream started: as predict
-            return error_response(first)
+            return stream_error(first)
         return StreamResponse(
             200, SSE_HEADERS, _encoded(predict_door.sse_frames(turn.items(first)))
         )
@@ -193,7 +196,7 @@ class StreamDoor:
     # -- the OpenAI-compatible door ----------------------------------------------------------
 
     def _models(self, request: GatedRequest) -> StreamResponse:
-        from convo_memory.chat_completions import models_list
+        from convo_memory.doors.chat_completions import models_list
 
         workspace = request.workspace_id or ""
         return json_answer(models_list(workspace, self._container().catalog.list_all(workspace)))
@@ -201,7 +204,7 @@ class StreamDoor:
     def _chat(
         self, request: GatedRequest, headers: Mapping[str, str], request_id: str
     ) -> StreamResponse:
-        from convo_memory import chat_completions as chat
+        from convo_memory.doors import chat_completions as chat
 
         chat_turn = chat.read_chat_turn(request.body or {}, headers)
         edge = TurnEdge.on_stream_url(self._container())
@@ -212,7 +215,7 @@ class StreamDoor:
         turn = TurnOnThread(edge, "chat-stream", request, chat_turn.command, request_id)
         first = turn.first()
         if isinstance(first, ServiceError):  # refused before the stream started: as the HttpApi
-            return error_response(first, openai=True)
+            return stream_error(first, openai=True)
         from convo_memory.domain.turns import TurnResult
 
         session_id = first.session_id if isinstance(first, TurnResult) else turn.session_id
@@ -223,8 +226,8 @@ class StreamDoor:
     def _responses(
         self, request: GatedRequest, headers: Mapping[str, str], request_id: str
     ) -> StreamResponse:
-        from convo_memory import responses_door as door
-        from convo_memory.response_frames import ResponseEvents
+        from convo_memory.doors import responses as door
+        from convo_memory.doors.response_frames import ResponseEvents
 
         turn = door.read_response_turn(request.body or {}, headers)
         edge = TurnEdge.on_stream_url(self._container())
@@ -234,7 +237,7 @@ class StreamDoor:
         streamed = TurnOnThread(edge, "responses-stream", request, turn.command, request_id)
         first = streamed.first()
         if isinstance(first, ServiceError):  # refused before the stream started: as the HttpApi
-            return error_response(first, openai=True)
+            return stream_error(first, openai=True)
         frames = ResponseEvents(turn.echo).frames(streamed.items(first))
         return StreamResponse(200, SSE_HEADERS, _encoded(frames))
 
@@ -320,7 +323,7 @@ def _query(raw_query: str) -> dict[str, str]:
 
 
 def write_response(handler: BaseHTTPRequestHandler, response: StreamResponse) -> None:
-    from convo_memory.sse import write_chunked
+    from convo_memory.doors.sse import write_chunked
 
     write_chunked(handler, response.status, response.headers, response.chunks)
 
@@ -350,11 +353,11 @@ class StreamRequestHandler(StrictRequestHandler):
         # A client that stalls mid-body times out here; the stdlib closes the connection.
         try:
             body = self.read_body(input_gate.MAX_BODY_BYTES)
-        except BodyTooLarge as exc:  # the same message as input_gate's, on every door
-            write_response(self, error_response(PayloadTooLarge(str(exc))))
+        except RequestBodyTooLarge as exc:  # the same message as input_gate's, on every door
+            write_response(self, stream_error(PayloadTooLarge(str(exc))))
             return
         except MalformedBody as exc:
-            write_response(self, error_response(InvalidJson(str(exc))))
+            write_response(self, stream_error(InvalidJson(str(exc))))
             return
         write_response(self, self.door.handle("POST", self.path, dict(self.headers), body))
 
@@ -363,7 +366,7 @@ class StreamRequestHandler(StrictRequestHandler):
 
     def do_OPTIONS(self) -> None:
         # CORS preflight from the Studio page; the Web Adapter forwards it to this server.
-        from convo_memory.cors import allowed_origins, preflight
+        from convo_memory.doors.cors import allowed_origins, preflight
 
         answer = preflight(dict(self.headers), allowed_origins(), methods=("POST",))
         self.send_response(answer.status)
@@ -377,7 +380,7 @@ class StreamRequestHandler(StrictRequestHandler):
         method, headers too large) in the contract's shape instead of its HTML page."""
         self.close_connection = True
         self.request_version = self.protocol_version  # never the HTTP/0.9 of a broken line
-        write_response(self, error_response(_stdlib_error(code, message)))
+        write_response(self, stream_error(_stdlib_error(code, message)))
 
     def log_message(self, format: str, *args: Any) -> None:
         return None

@@ -4,7 +4,7 @@ door applies (``input_gate.parse_model``, or a route's typed body); the entities
 themselves are ``convo_memory.domain.models``.
 
 The routes' signatures name these models, so the OpenAPI document is made from them
-(``convo_memory.openapi``). A rule a validator checks that JSON Schema can state is
+(``convo_memory.edge.openapi``). A rule a validator checks that JSON Schema can state is
 stated here too, beside the validator (``json_schema_extra``), so that a request the
 document calls valid is accepted."""
 
@@ -692,7 +692,7 @@ class ToolCallIn(BaseModel):
 
 class ChatMessageIn(BaseModel):
     """One message of a chat-completions request (OpenAI's field names). What a message
-    may hold depends on where it is: ``convo_memory.chat_completions`` reads it. (v4) An
+    may hold depends on where it is: ``convo_memory.doors.chat_completions`` reads it. (v4) An
     assistant message may carry the model's ``tool_calls``; a ``tool`` message answers
     one (``tool_call_id``)."""
 
@@ -1051,7 +1051,7 @@ def _response_request_schema(schema: dict[str, Any]) -> None:
 class ResponseCreate(BaseModel):
     """``POST /v1/responses`` as OpenAI's SDKs send it. Strict, as the chat door's body:
     a known field of the wrong JSON type is refused (naming it), never coerced. The
-    items of ``input`` and the ``tools`` are read by ``convo_memory.responses_door``."""
+    items of ``input`` and the ``tools`` are read by ``convo_memory.doors.responses``."""
 
     model_config = ConfigDict(
         extra="allow", strict=True, json_schema_extra=_response_request_schema

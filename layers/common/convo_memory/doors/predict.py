@@ -11,7 +11,7 @@
 Each door reads its request (its body already validated as ``TurnInput`` or
 ``MessageInput``: by the HttpApi route's typed body, by the streaming door's
 ``input_gate.parse_model``) into a ``TurnCommand``, the turn edge serves it
-(``convo_memory.turn_edge``), and the door writes the ``TurnResult``: ``predict``,
+(``convo_memory.edge.turn_edge``), and the door writes the ``TurnResult``: ``predict``,
 ``predict_stream`` and ``session_message`` do the three for the HttpApi
 (``functions/predict``). The streaming Function URL (``stream_door``) reads and writes
 with the same functions, so a request gets the same answer through either; the HttpApi
@@ -33,12 +33,13 @@ from convo_memory.domain.turns import (
     TurnResult,
     UserText,
 )
-from convo_memory.sse import sse_event
-from convo_memory.turn_edge import BufferedEvents
+from convo_memory.doors.sse import sse_event
+from convo_memory.edge.turn_edge import BufferedEvents
 
 if TYPE_CHECKING:
-    from convo_memory.api_models import MessageInput, TurnInput
-    from convo_memory.turn_edge import GatedRequest, TurnEdge
+    from convo_memory.api import MessageInput, TurnInput
+    from convo_memory.edge.input_gate import GatedRequest
+    from convo_memory.edge.turn_edge import TurnEdge
 
 
 def predict(
@@ -81,7 +82,7 @@ def read_message(session_id: str, message: MessageInput) -> TurnCommand:
 
 def prediction(result: TurnResult) -> dict[str, Any]:
     """The Prediction of a turn (JSON)."""
-    from convo_memory.api_models import Prediction, TurnContext
+    from convo_memory.api import Prediction, TurnContext
     from convo_memory.domain.models import TurnSeqs
 
     position, stats = result.turn, result.context

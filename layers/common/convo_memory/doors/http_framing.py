@@ -27,7 +27,7 @@ class MalformedBody(ValueError):
     """The body's framing cannot be read (a 400)."""
 
 
-class BodyTooLarge(ValueError):
+class RequestBodyTooLarge(ValueError):
     """The body is longer than the limit (a 413); nothing past the limit was read."""
 
 
@@ -88,11 +88,11 @@ class StrictRequestHandler(BaseHTTPRequestHandler):
     def read_body(self, max_bytes: int) -> bytes:
         """The request body by ``Transfer-Encoding: chunked`` or ``Content-Length``.
 
-        ``MalformedBody`` or ``BodyTooLarge`` when it cannot be taken; the connection is
+        ``MalformedBody`` or ``RequestBodyTooLarge`` when it cannot be taken; the connection is
         then closed after the answer, since the rest of the body was not read."""
         try:
             return self._read_body(max_bytes)
-        except (MalformedBody, BodyTooLarge):
+        except (MalformedBody, RequestBodyTooLarge):
             self.close_connection = True
             raise
 
@@ -117,7 +117,7 @@ class StrictRequestHandler(BaseHTTPRequestHandler):
             raise MalformedBody("malformed Content-Length")
         length = int(next(iter(lengths)))
         if length > max_bytes:
-            raise BodyTooLarge(f"the request body is larger than {max_bytes} bytes")
+            raise RequestBodyTooLarge(f"the request body is larger than {max_bytes} bytes")
         body = self.rfile.read(length) if length else b""
         if len(body) != length:
             raise MalformedBody("the request body ended before its Content-Length")
@@ -125,7 +125,7 @@ class StrictRequestHandler(BaseHTTPRequestHandler):
 
 
 def read_chunked(stream: BufferedIOBase, max_bytes: int) -> bytes:
-    """A chunked request body (trailers read and dropped); ``BodyTooLarge`` as soon as
+    """A chunked request body (trailers read and dropped); ``RequestBodyTooLarge`` as soon as
     the announced chunk sizes pass ``max_bytes``, before their data is read."""
     parts: list[bytes] = []
     total = 0
@@ -141,7 +141,7 @@ def read_chunked(stream: BufferedIOBase, max_bytes: int) -> bytes:
             break
         total += size
         if total > max_bytes:
-            raise BodyTooLarge(f"the request body is larger than {max_bytes} bytes")
+            raise RequestBodyTooLarge(f"the request body is larger than {max_bytes} bytes")
         data = stream.read(size)
         if len(data) != size or stream.read(2) != b"\r\n":
             raise MalformedBody("malformed chunked transfer encoding")

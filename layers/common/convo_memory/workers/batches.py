@@ -7,7 +7,7 @@ SQS redelivers only those.
 This is what Powertools' ``BatchProcessor`` with a parser model does, in a few lines:
 importing Powertools' batch utility imports every one of its parser models (about 130 ms
 of a cold start, more than ``import boto3``), and the workers need one record shape
-(``convo_memory.job_records``), imported with pydantic on the first batch.
+(``convo_memory.workers.records``), imported with pydantic on the first batch.
 
 A body that fails its model (not JSON, a field missing) can never succeed, whoever
 retries it. What happens to it is each worker's choice:
@@ -32,17 +32,17 @@ from convo_memory.observability import logger
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
-    from convo_memory.job_records import SqsJobRecord
+    from convo_memory.workers.records import SqsJobRecord
 
 BODY_LOG_CHARS = 200
-# Which record model a worker's batch parses (``convo_memory.job_records``, imported on
+# Which record model a worker's batch parses (``convo_memory.workers.records``, imported on
 # the first batch: a cold start imports neither pydantic nor the job models).
 JobKind = Literal["summary", "repair", "erasure"]
 
 
 def record_model(kind: JobKind) -> type[SqsJobRecord[Any]]:
     """The record model of a kind of job."""
-    from convo_memory import job_records
+    from convo_memory.workers import records as job_records
 
     models: dict[str, type[SqsJobRecord[Any]]] = {
         "summary": job_records.SummaryJobRecord,

@@ -1,6 +1,6 @@
 """The input gate: every request passes here before anything is stored or any model called.
 
-One set of rules for every door (applied in one order by ``convo_memory.turn_edge.gate``,
+One set of rules for every door (applied in one order by ``convo_memory.edge.turn_edge.gate``,
 for the HttpApi routes and the streaming door alike), so that the same bad input gets
 the same status and the same error body wherever it arrives:
 
@@ -18,7 +18,7 @@ the same status and the same error body wherever it arrives:
 - query values are bounded and checked like body strings.
 
 Pure: the standard library and the domain only. Field rules (``externalRef``,
-``principal``, ``metadata``) are in the request models (``convo_memory.api_models``),
+``principal``, ``metadata``) are in the request models (``convo_memory.api``),
 which ``parse_model`` applies.
 """
 
@@ -31,6 +31,7 @@ import math
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from convo_memory.domain.errors import (
@@ -43,6 +44,7 @@ from convo_memory.domain.errors import (
     SessionNotFound,
     ValidationFailed,
 )
+from convo_memory.domain.text_rules import has_lone_surrogate
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -158,18 +160,6 @@ def inspect_value(value: Any, max_depth: int = MAX_DEPTH) -> None:
         )
 
 
-def has_lone_surrogate(text: str) -> bool:
-    """True when ``text`` cannot be encoded as UTF-8. JSON decoding joins escaped pairs
-    into one code point, so any surrogate left in a decoded string is unpaired."""
-    if text.isascii():
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
 # --------------------------------------------------------------------------- headers, ids, query
 
 
@@ -240,7 +230,7 @@ def external_ref(value: str | None) -> str:
 
 
 def parse_model(model: type[Model], data: Any) -> Model:
-    """``data`` validated as a ``model`` (a request model of ``convo_memory.api_models``);
+    """``data`` validated as a ``model`` (a request model of ``convo_memory.api``);
     schema violations become 422 ``validation_error`` with per-field details."""
     from pydantic import ValidationError
 
@@ -255,7 +245,7 @@ def schema_refusal(errors: Iterable[Mapping[str, Any]], data: Any) -> Validation
     """The 422 ``validation_error`` for pydantic's ``errors`` of a request's ``data``:
     the first one in the message (``where: what``) and as the field it names
     (``param``), each in the details (``loc``, ``msg``, ``type``). A route's typed
-    parameters are refused in the same words (``convo_memory.http``), their body's places
+    parameters are refused in the same words (``convo_memory.edge.resolver``), their body's places
     named as the body model names them."""
     details = [
         {"loc": [str(p) for p in err["loc"]], "msg": err["msg"], "type": err["type"]}
@@ -284,3 +274,44 @@ def field_path(data: Any, loc: Sequence[str]) -> str:
             continue  # a step of the model's own (a union's member), not of the body
         steps.append(step)
     return ".".join(steps)
+
+
+# --------------------------------------------------------------------------- the gate, in order
+
+METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
+
+
+@dataclass(frozen=True)
+class GatedRequest:
+    """A request the input gate let through: the token's workspace (None on a route
+    without the authorizer), its ``Idempotency-Key``, its body (None without one), and
+    its route (``METHOD /path``: what an Idempotency-Key is scoped to)."""
+
+    workspace_id: str | None
+    idempotency_key: str | None
+    body: dict[str, Any] | None
+    route: str
+
+
+def gate(
+    *,
+    method: str,
+    route: str,
+    headers: Mapping[str, str],
+    query: Mapping[str, str] | None,
+    body: bytes | str | None,
+    workspace_id: str | None = None,
+    path_ids: Mapping[str, str] | None = None,
+    base64_encoded: bool = False,
+) -> GatedRequest:
+    """The input gate, in every door's order, once the door has found the token's
+    workspace (401 first; None on a route without the authorizer): path ids, headers,
+    query and body. ``route`` is the request's ``METHOD /path`` as the door names it."""
+    for name, value in (path_ids or {}).items():
+        check_path_id(name, str(value))
+    key = idempotency_key(headers)
+    check_query(query)
+    payload = None
+    if method.upper() in METHODS_WITH_BODY:
+        payload = read_json_object(body, base64_encoded=base64_encoded)
+    return GatedRequest(workspace_id, key, payload, route)

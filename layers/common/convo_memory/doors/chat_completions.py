@@ -2,7 +2,7 @@
 writes its answers (``chat.completion``, ``chat.completion.chunk`` lines, ``/v1/models``).
 
 The door reads a request into a ``TurnCommand`` (``read_chat_turn``), the turn edge
-serves it (``convo_memory.turn_edge``), and the door writes the ``TurnResult``:
+serves it (``convo_memory.edge.turn_edge``), and the door writes the ``TurnResult``:
 ``complete`` does the three for the HttpApi (``functions/predict``). The streaming
 Function URL (``stream_door``) reads and writes with the same functions, so a request
 gets the same answer through either; the HttpApi delivers a stream's lines all at once.
@@ -31,7 +31,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from convo_memory import input_gate
 from convo_memory.domain.errors import ServiceError, ValidationFailed
 from convo_memory.domain.generation import GenerationOptions
 from convo_memory.domain.imported_history import imported_turns
@@ -49,7 +48,7 @@ from convo_memory.domain.tools import (
 from convo_memory.domain.turns import (
     AnswerDelta,
     AppToolCalls,
-    Conversation,
+    ConversationTarget,
     SessionById,
     SessionByKey,
     SessionOwner,
@@ -58,16 +57,19 @@ from convo_memory.domain.turns import (
     TurnBegun,
     TurnCommand,
     TurnEvent,
-    TurnInput,
+    TurnPayload,
     TurnResult,
     UserText,
 )
-from convo_memory.turn_edge import BufferedEvents, json_text
+from convo_memory.edge import input_gate
+from convo_memory.edge.errors import json_text
+from convo_memory.edge.turn_edge import BufferedEvents
 
 if TYPE_CHECKING:
-    from convo_memory.api_models import ChatCompletionRequest, FunctionSpec
+    from convo_memory.api import ChatCompletionRequest, FunctionSpec
     from convo_memory.domain.models import Capability
-    from convo_memory.turn_edge import GatedRequest, TurnEdge
+    from convo_memory.edge.input_gate import GatedRequest
+    from convo_memory.edge.turn_edge import TurnEdge
 
 ROUTE = "POST /v1/chat/completions"
 SESSION_ID_HEADER = "x-convo-session-id"
@@ -126,7 +128,7 @@ def complete(edge: TurnEdge, request: GatedRequest, chat_turn: ChatTurn) -> Chat
 def read_chat_turn(body: Mapping[str, Any], headers: Mapping[str, str]) -> ChatTurn:
     """The turn a gated chat-completions body and its headers ask for; ``422`` for what
     the door does not take (naming the field), ``404`` for an id none of ours could be."""
-    from convo_memory.api_models import ChatCompletionRequest
+    from convo_memory.api import ChatCompletionRequest
 
     return chat_turn(input_gate.parse_model(ChatCompletionRequest, dict(body)), headers)
 
@@ -137,7 +139,7 @@ def chat_turn(request: ChatCompletionRequest, headers: Mapping[str, str]) -> Cha
     _refuse_unsupported(request)
     input_gate.check_path_id("capabilityId", request.model)
     conversation = _conversation(request, {name.lower(): v for name, v in headers.items()})
-    turn_input: TurnInput
+    turn_input: TurnPayload
     history: tuple[ChatMessage, ...] = ()
     rounds: tuple[ToolRound, ...] = ()
     if conversation is None:
@@ -174,7 +176,7 @@ def chat_turn(request: ChatCompletionRequest, headers: Mapping[str, str]) -> Cha
     return ChatTurn(command, include_usage)
 
 
-def _conversation(request: Any, headers: Mapping[str, str]) -> Conversation:
+def _conversation(request: Any, headers: Mapping[str, str]) -> ConversationTarget:
     """Which conversation: ``X-Convo-Session-Id``, else ``X-Convo-Session-Key`` with the
     end user (and ``X-Convo-Principal``), else none. Stateless, who the end user is
     matters to no session: it is not read."""
@@ -201,7 +203,7 @@ def _conversation(request: Any, headers: Mapping[str, str]) -> Conversation:
 def _owner(request: Any, headers: Mapping[str, str]) -> SessionOwner:
     """Who the call says it is: its end user and its ``X-Convo-Principal`` (checked by
     the rules a session is opened with; 422)."""
-    from convo_memory.api_models import SessionPatch
+    from convo_memory.api import SessionPatch
 
     principal, given = _principal(headers.get(PRINCIPAL_HEADER))
     try:
@@ -400,7 +402,7 @@ def _rounds(messages: list[Any], start: int) -> tuple[ToolRound, ...]:
     return tuple(rounds)
 
 
-def _session_input(messages: list[Any]) -> TurnInput:
+def _session_input(messages: list[Any]) -> TurnPayload:
     """A session's turn input: the last message (the user's), or the trailing ``tool``
     messages that continue its paused turn (everything before them is the app's copy of
     the history, ignored)."""
@@ -626,7 +628,7 @@ def last_lines(result: TurnResult, model: str, include_usage: bool) -> str:
 
 def error_lines(error: ServiceError) -> str:
     """A failure after the stream started: one error line, then ``data: [DONE]``."""
-    from convo_memory.turn_edge import error_body
+    from convo_memory.edge.errors import error_body
 
     return data_line(error_body(error, openai=True)) + DONE_LINE
 

@@ -35,7 +35,7 @@ from convo_memory.domain.responses import (
 )
 from convo_memory.domain.tools import AppToolCall
 from convo_memory.domain.turns import AnswerDelta, TurnBegun, TurnEvent, TurnResult
-from convo_memory.sse import sse_event
+from convo_memory.doors.sse import sse_event
 
 CONVO_FIELDS = ("sessionId", "turn", "recorded", "withheld", "runId")
 

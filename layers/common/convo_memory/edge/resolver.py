@@ -24,14 +24,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 
-from convo_memory import input_gate, turn_edge
 from convo_memory.domain.errors import ServiceError, Unauthorized
-from convo_memory.turn_edge import METHODS_WITH_BODY, GatedRequest, TurnEdge, error_for, gate
+from convo_memory.edge import errors, input_gate
+from convo_memory.edge.errors import error_for
+from convo_memory.edge.input_gate import METHODS_WITH_BODY, GatedRequest, gate
+from convo_memory.edge.turn_edge import TurnEdge
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 
-    from convo_memory import api_models as api
+    from convo_memory import api
     from convo_memory.bootstrap import Container
 
 logger = logging.getLogger(__name__)
@@ -71,7 +73,7 @@ class _Namespace:
 
 if not TYPE_CHECKING:
     # The request bodies and answers a route's signature names: ``api.SessionCreate``.
-    api = _Namespace("convo_memory.api_models")
+    api = _Namespace("convo_memory.api")
 _params = _Namespace("aws_lambda_powertools.event_handler.openapi.params")
 
 
@@ -113,7 +115,7 @@ class ApiResolver(APIGatewayHttpResolver):
     """An HttpApi function's resolver: every route behind the input gate, then its typed
     parameters validated (``Body``, ``Query``, ``Header``: a 422 in the gate's words),
     every failure in the contract's error shape; and its routes' declarations, kept for
-    the one OpenAPI document of every function (``convo_memory.openapi``)."""
+    the one OpenAPI document of every function (``convo_memory.edge.openapi``)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -167,7 +169,7 @@ def text_response(
 
 def error_response(error: ServiceError, *, openai: bool = False) -> Response:
     """The turn edge's answer to ``error`` as a resolver response."""
-    reply = turn_edge.error_response(error, openai=openai)
+    reply = errors.error_reply(error, openai=openai)
     return Response(
         status_code=reply.status,
         content_type=JSON,
@@ -301,11 +303,6 @@ def _validation() -> tuple[Any, type[Any]]:
             return json_body(app)
 
     return GatedBodyValidation(), RequestValidationError
-
-
-def misconfigured(exc: BaseException) -> bool:
-    """Whether ``exc`` is the deployment's invalid configuration (``SettingsError``)."""
-    return turn_edge.misconfigured(exc)
 
 
 def install_error_handlers(app: APIGatewayHttpResolver) -> None:

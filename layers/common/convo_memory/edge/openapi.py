@@ -4,7 +4,7 @@ routes themselves: each HttpApi function declares its routes on its ``ApiResolve
 turns into one document in one pass (so a model has one name everywhere). Then what
 Powertools leaves to its caller: path parameters named and bounded as the API and the
 gate have them, the headers a route documents, the components its declared answers name
-(``convo_memory.api_contract``), this deployment's address.
+(``convo_memory.edge.api_contract``), this deployment's address.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from pydantic import BaseModel
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import models_json_schema
 
-from convo_memory import api_models, input_gate
-from convo_memory.http import ApiResolver
+from convo_memory import api as api_models
+from convo_memory.edge import input_gate
+from convo_memory.edge.resolver import ApiResolver
 
 TITLE = "convo-memory"
 API_VERSION = "2.1.0"

@@ -1,11 +1,11 @@
 """What a route declares beyond its signature, for the OpenAPI document
-(``convo_memory.openapi``): the answers it gives (its success, and the contract's
+(``convo_memory.edge.openapi``): the answers it gives (its success, and the contract's
 errors it can refuse with, from the domain's one table of them,
 ``convo_memory.domain.errors``), the headers the input gate or the door reads for it,
 whether it needs a token, and the events of a stream.
 
 Import-light: handlers declare their routes at import. A schema named here by its
-component (``ref("Prediction")``) is one of ``convo_memory.api_models``' models; the
+component (``ref("Prediction")``) is one of ``convo_memory.api``' models; the
 document holds every one a route names (a misspelt one fails its build).
 """
 
@@ -14,9 +14,9 @@ from __future__ import annotations
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, cast
 
-from convo_memory import input_gate
 from convo_memory.domain import errors as e
-from convo_memory.turn_edge import OPENAI_ERROR_TYPES
+from convo_memory.edge import input_gate
+from convo_memory.edge.errors import OPENAI_ERROR_TYPES
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
