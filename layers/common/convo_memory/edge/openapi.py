@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import models_json_schema
 
-from convo_memory import api as api_models
+from convo_memory import api as wire_models
 from convo_memory.edge import input_gate
 from convo_memory.edge.resolver import ApiResolver
 
@@ -131,7 +131,7 @@ def _add_named_components(schemas: dict[str, Any], document: dict[str, Any]) -> 
     missing = _refs(document) - schemas.keys()
     while missing:
         models: list[tuple[type[BaseModel], Literal["serialization"]]] = [
-            (getattr(api_models, name), "serialization") for name in sorted(missing)
+            (getattr(wire_models, name), "serialization") for name in sorted(missing)
         ]
         _, generated = models_json_schema(models, by_alias=True, ref_template=REF)
         for name, schema in generated.get("$defs", {}).items():

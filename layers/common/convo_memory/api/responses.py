@@ -1,0 +1,265 @@
+"""The Responses door and conversations: the request, the Response object and its
+stream events, conversations and their items (v4)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from convo_memory.api.chat import ConvoExtension
+from convo_memory.api.common import check_metadata, object_schema, said_schema
+
+# -- the Responses door and conversations (v4) ------------------------------------------
+
+# OpenAI's limits on a response's metadata: it is kept with the response's turn.
+MAX_RESPONSE_METADATA_PAIRS = 16
+MAX_RESPONSE_METADATA_KEY_CHARS = 64
+MAX_RESPONSE_METADATA_VALUE_CHARS = 512
+ResponseMetadata = dict[
+    Annotated[str, Field(min_length=1, max_length=MAX_RESPONSE_METADATA_KEY_CHARS)],
+    Annotated[str, Field(max_length=MAX_RESPONSE_METADATA_VALUE_CHARS)],
+]
+
+
+class ConversationRef(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    id: str = Field(min_length=1, max_length=128)
+
+
+def _response_request_schema(schema: dict[str, Any]) -> None:
+    schema["description"] = (
+        "In a conversation (conversation, previous_response_id, or a new one when store is "
+        "true) only the trailing user message, or the trailing function_call_output items "
+        "that continue a paused turn, is the turn's input: the items before it are your copy "
+        "of the history and are ignored, except when the response opens a conversation, "
+        "whose first turns they become (user and assistant messages). With store false the "
+        "model sees the items as given and nothing is recorded. Image, file and audio parts, "
+        "built-in tools and background are refused (422 naming the field); other unknown "
+        "fields are ignored."
+    )
+    properties = schema["properties"]
+    properties["background"] = {"enum": [False, None]}
+    properties["model"]["description"] = "A generative or agent capability's id."
+    end_user = (
+        "Your end user's id: bound to a conversation by its first response (its externalRef); "
+        "a different one later is 409."
+    )
+    properties["user"]["description"] = end_user
+    properties["safety_identifier"]["description"] = end_user
+
+
+class ResponseCreate(BaseModel):
+    """``POST /v1/responses`` as OpenAI's SDKs send it. Strict, as the chat door's body:
+    a known field of the wrong JSON type is refused (naming it), never coerced. The
+    items of ``input`` and the ``tools`` are read by ``convo_memory.doors.responses``."""
+
+    model_config = ConfigDict(
+        extra="allow", strict=True, json_schema_extra=_response_request_schema
+    )
+
+    model: str = Field(min_length=1)
+    input: (
+        Annotated[str, Field(json_schema_extra=said_schema)]
+        | Annotated[list[dict[str, Any]], Field(min_length=1)]
+    )
+    instructions: str | None = None
+    previous_response_id: str | None = Field(default=None, min_length=1, max_length=256)
+    conversation: Annotated[str, Field(min_length=1, max_length=128)] | ConversationRef | None = (
+        None
+    )
+    store: bool | None = None
+    stream: bool | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    metadata: ResponseMetadata | None = Field(
+        default=None,
+        max_length=MAX_RESPONSE_METADATA_PAIRS,
+        description="Kept with the response (OpenAI's limits: 16 pairs, keys of 64 "
+        "characters, values of 512).",
+    )
+    safety_identifier: str | None = None
+    user: str | None = None
+
+    @field_validator("max_output_tokens", mode="before")
+    @classmethod
+    def _a_json_integer(cls, value: Any) -> Any:
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value
+
+
+def _text_content(schema: dict[str, Any]) -> None:
+    # What the door reads (responses_door.message_text): text, or text parts only.
+    part = {
+        "type": "object",
+        "required": ["type", "text"],
+        "properties": {
+            "type": {"enum": ["input_text", "output_text", "text"]},
+            "text": {"type": "string"},
+        },
+    }
+    schema.clear()
+    schema.update(
+        anyOf=[{"type": "string"}, {"type": "array", "minItems": 1, "items": part}],
+        description="Text, or text parts (image, file and audio parts are refused, 422).",
+    )
+
+
+class ConversationItemIn(BaseModel):
+    """A message item of ``POST /v1/conversations`` (imported history)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    type: Literal["message"] = "message"
+    role: Literal["user", "assistant"]
+    content: str | list[dict[str, Any]] = Field(json_schema_extra=_text_content)
+
+
+class ConversationCreate(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    metadata: dict[str, Any] | None = Field(default=None, json_schema_extra=object_schema)
+    items: list[ConversationItemIn] | None = Field(
+        default=None,
+        max_length=20,
+        description="Imported history: its first messages (user and assistant only).",
+    )
+
+    @model_validator(mode="after")
+    def _limits(self) -> ConversationCreate:
+        if self.metadata is not None:
+            check_metadata(self.metadata)
+        return self
+
+
+class ConversationUpdate(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    metadata: dict[str, Any] = Field(description="Replaces the conversation's metadata.")
+
+    @model_validator(mode="after")
+    def _limits(self) -> ConversationUpdate:
+        check_metadata(self.metadata)
+        return self
+
+
+class Conversation(BaseModel):
+    id: str = Field(description="A session id: every session route takes it.")
+    object: Literal["conversation"]
+    created_at: int
+    metadata: dict[str, Any]
+
+
+class ConversationDeleted(BaseModel):
+    id: str
+    object: Literal["conversation.deleted"]
+    deleted: Literal[True]
+
+
+class TextPart(BaseModel):
+    type: Literal["input_text", "output_text"]
+    text: str
+    annotations: list[Any] | None = None
+
+
+class MessageItem(BaseModel):
+    """A message as an item: ``msg_<sessionId>_<seq>``, stable for its conversation."""
+
+    id: str
+    type: Literal["message"]
+    role: Literal["user", "assistant", "developer"]
+    status: Literal["completed", "incomplete"]
+    content: list[TextPart]
+
+
+class ItemList(BaseModel):
+    object: Literal["list"]
+    data: list[MessageItem]
+    first_id: str | None
+    last_id: str | None
+    has_more: bool
+
+
+class FunctionCallItem(BaseModel):
+    id: str
+    type: Literal["function_call"]
+    call_id: str
+    name: str
+    arguments: str
+    status: Literal["completed"]
+
+
+class InputTokensDetails(BaseModel):
+    cached_tokens: int
+
+
+class OutputTokensDetails(BaseModel):
+    reasoning_tokens: int
+
+
+class ResponseUsage(BaseModel):
+    input_tokens: int
+    input_tokens_details: InputTokensDetails
+    output_tokens: int
+    output_tokens_details: OutputTokensDetails
+    total_tokens: int
+
+
+class IncompleteDetails(BaseModel):
+    reason: Literal["content_filter", "max_output_tokens"]
+
+
+class ResponseError(BaseModel):
+    code: str
+    message: str
+
+
+class ResponseObject(BaseModel):
+    """A response (OpenAI's Response object), with the service's ``convo`` extension
+    (``conversation`` is the session of its turn: a fork when it answered an older
+    response)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(pattern=r"^resp_")
+    object: Literal["response"]
+    created_at: int
+    status: Literal["completed", "incomplete", "in_progress", "failed"]
+    model: str = Field(description="The capability id.")
+    output: list[MessageItem | FunctionCallItem]
+    usage: ResponseUsage | None
+    previous_response_id: str | None
+    conversation: ConversationRef | None
+    instructions: str | None
+    metadata: dict[str, str]
+    store: bool
+    tools: list[dict[str, Any]]
+    tool_choice: str | dict[str, Any]
+    parallel_tool_calls: bool
+    temperature: float | None
+    top_p: float | None
+    max_output_tokens: int | None
+    incomplete_details: IncompleteDetails | None
+    error: ResponseError | None
+    convo: ConvoExtension | None
+
+
+class ResponseDeleted(BaseModel):
+    id: str
+    object: Literal["response"]
+    deleted: Literal[True]
+
+
+class ResponseStreamEvent(BaseModel):
+    """The ``data`` of one event of a streamed response (its ``event:`` is its type)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    sequence_number: int
