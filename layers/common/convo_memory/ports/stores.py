@@ -1,196 +1,22 @@
-"""Ports: every interface the services need from the outside world, in one place (the
-values they carry live in ``convo_memory.domain``).
-
-Adapters implement them (``convo_memory.adapters``); the unit tests use in-memory fakes
-(``tests/fakes``), and one store test suite runs against both so they cannot drift.
-Storage ports raise ``StoreUnavailable`` for capacity and availability errors and
-``StoreRejected`` when a request can never succeed; nothing else escapes them.
-"""
+"""Storage: one port per store over the service's tables, and ``Stores``, every one of
+them as the composition root wires them. Storage ports raise ``StoreUnavailable`` for
+capacity and availability errors and ``StoreRejected`` when a request can never
+succeed; nothing else escapes them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol
 
 from convo_memory.domain.erasures import Erasure, ErasureStatus, SessionOfEndUser
-from convo_memory.domain.generation import Completion, FilterVerdict, ModelStep
 from convo_memory.domain.models import Capability, Message, Principal, Session, Summary
 from convo_memory.domain.paused_turns import PendingTurn
-from convo_memory.domain.prompt import Prompt
 from convo_memory.domain.prompt_record import StoredPrompt
 from convo_memory.domain.recall import RecallSource
 from convo_memory.domain.responses import ResponseRef, StoredResponse
 from convo_memory.domain.summary_plan import FoldWindow, SummaryVersion
-from convo_memory.domain.tools import (
-    AUTO,
-    ToolCallContext,
-    ToolChoice,
-    ToolDefinition,
-    ToolOutcome,
-    ToolRound,
-)
 from convo_memory.domain.turn_records import AppendResult, TurnRecord, TurnState
-
-# -- model providers, filters, summarizers --------------------------------------------
-
-
-class ModelProvider(Protocol):
-    """A chat model. Errors surface as ``convo_memory.domain.errors.ProviderError``."""
-
-    def complete(self, prompt: Prompt) -> Completion: ...
-
-    def stream(self, prompt: Prompt) -> Iterator[str]:
-        """Yield the answer as text deltas, in order."""
-        ...
-
-
-# -- agent tools and the tool loop ------------------------------------------------------
-
-TextSink = Callable[[str], None]
-# (tool name, status): one call per tool call, once it has finished.
-ToolEventSink = Callable[[str, str], None]
-
-
-@runtime_checkable
-class ToolCallingModel(Protocol):
-    """A model that can call tools. Every provider type implements it (Bedrock Converse,
-    OpenAI-compatible chat completions, the embedded agent); errors surface as
-    ``ProviderError``."""
-
-    def step(
-        self,
-        prompt: Prompt,
-        rounds: Sequence[ToolRound],
-        tools: Sequence[ToolDefinition],
-        *,
-        timeout: float,
-        final: bool = False,
-        on_text: TextSink | None = None,
-        choice: ToolChoice = AUTO,
-    ) -> ModelStep:
-        """One model call, given this turn's earlier ``rounds``. ``final`` asks for the
-        answer without further tool calls (any requests in the reply are then ignored);
-        ``timeout`` (seconds) bounds the call; with ``on_text`` the reply is streamed and
-        its text handed over as it is generated (``text`` is then their concatenation);
-        ``choice`` (v4, the app's ``tool_choice`` and ``parallel_tool_calls``) how the
-        tools may be called, as far as the provider can say it."""
-        ...
-
-
-class Toolbox(Protocol):
-    """The tools of one capability: what the model is offered, and how to call them."""
-
-    @property
-    def definitions(self) -> tuple[ToolDefinition, ...]: ...
-
-    def call(
-        self, name: str, tool_input: Mapping[str, Any], context: ToolCallContext, timeout: float
-    ) -> ToolOutcome:
-        """Call tool ``name``; never raises: a failure is an ``error`` or ``timeout``
-        outcome whose output says what went wrong."""
-        ...
-
-
-class ToolUrlPolicy(Protocol):
-    def problem(self, url: str) -> str | None:
-        """Why a webhook tool may not be called at ``url`` (None: it may)."""
-        ...
-
-
-class SecretSealer(Protocol):
-    """Encrypts secrets the service must use again (a webhook signing secret), bound to
-    an encryption context: opening with another context fails."""
-
-    def seal(self, plaintext: str, context: Mapping[str, str]) -> str: ...
-    def open(self, ciphertext: str, context: Mapping[str, str]) -> str: ...
-
-
-class ContentFilter(Protocol):
-    """Checks an answer before the consumer receives it."""
-
-    def check(self, text: str) -> FilterVerdict: ...
-
-
-class Summarizer(Protocol):
-    """Folds newly omitted messages into a rolling summary of at most ``max_chars``."""
-
-    def summarize(
-        self, previous: str | None, messages: list[tuple[str, str]], max_chars: int
-    ) -> str: ...
-
-
-# -- queues and metrics ----------------------------------------------------------------
-
-
-class QueuePort(Protocol):
-    """A durable queue (SQS): ``send`` returns only once the queue has the message."""
-
-    def send(self, body: dict[str, Any], delay_seconds: int = 0) -> None: ...
-
-
-class AsyncInvokePort(Protocol):
-    """An asynchronous invocation of a function (Lambda's ``InvocationType=Event``):
-    ``invoke`` returns once Lambda has queued the event, which it then runs and retries
-    on its own. Raises ``StoreUnavailable`` when Lambda did not take it."""
-
-    def invoke(self, payload: dict[str, Any]) -> None: ...
-
-
-class MetricsPort(Protocol):
-    """Operational metrics (CloudWatch EMF on AWS). ``dimensions`` split a metric, e.g.
-    ``count("Turns", door="predict", outcome="recorded")``."""
-
-    def count(self, name: str, value: int = 1, **dimensions: str) -> None: ...
-    def timing(self, name: str, milliseconds: float, **dimensions: str) -> None: ...
-
-
-class NullMetrics:
-    """Counts nothing: for services built without a metrics adapter."""
-
-    def count(self, name: str, value: int = 1, **dimensions: str) -> None:
-        return None
-
-    def timing(self, name: str, milliseconds: float, **dimensions: str) -> None:
-        return None
-
-
-# A workspace's slow turns in flight now (``TurnLimiter.turns_in_flight``): each by its
-# entry, with the epoch second it stops counting at the latest; None when they are not
-# tracked (the slow-turn cap is off).
-TurnsInFlight = Callable[[str], "Mapping[str, float] | None"]
-
-
-class TurnLimiter(Protocol):
-    """Admits a workspace's next turn, or refuses it with ``RateLimited`` (429): over
-    its rate, or with its cap of slow turns in flight. ``slow_turn`` wraps a turn's run:
-    past its first second the turn counts as slow until it ends (``seconds_left``: the
-    most it may still run, so that a turn killed mid-way stops counting then)."""
-
-    def admit(self, workspace_id: str) -> None: ...
-    def slow_turn(
-        self, workspace_id: str, seconds_left: float | None = None
-    ) -> AbstractContextManager[None]: ...
-    def turns_in_flight(self, workspace_id: str) -> Mapping[str, float] | None: ...
-
-
-class NoTurnLimit:
-    """Admits every turn: the limits are off (0), or the services run over fakes."""
-
-    def admit(self, workspace_id: str) -> None:
-        return None
-
-    def slow_turn(
-        self, workspace_id: str, seconds_left: float | None = None
-    ) -> AbstractContextManager[None]:
-        return nullcontext()
-
-    def turns_in_flight(self, workspace_id: str) -> Mapping[str, float] | None:
-        return None
-
-
-# -- storage -----------------------------------------------------------------------------
 
 
 class TokenStore(Protocol):
