@@ -91,7 +91,7 @@ def agent_turn_figure(progress: Callable[[str], None]) -> dict[str, Any]:
         capability = created["id"]
 
         prompts: list[Any] = []
-        registry = api.container.adapters.registry
+        registry = api.container.infrastructure.registry
         build = registry.provider
         registry.provider = lambda *a, **kw: _RecordingProvider(build(*a, **kw), prompts)  # type: ignore[method-assign]
 
@@ -117,12 +117,12 @@ def agent_turn_figure(progress: Callable[[str], None]) -> dict[str, Any]:
 
         turn(session(), QUESTION)  # warm: capability cached, signing secret decrypted
         kms: list[str] = []
-        api.container.adapters.clients["kms"].meta.events.register(
+        api.container.infrastructure.clients["kms"].meta.events.register(
             "after-call.kms", lambda model, **_: kms.append(model.name)
         )
         side = boto3.client("dynamodb", region_name="us-east-1")
         meter = CapacityMeter(
-            api.container.adapters.clients["dynamodb"],
+            api.container.infrastructure.clients["dynamodb"],
             side,
             table_specs(ROOT / "template.yaml", api.resources.tables),
         )

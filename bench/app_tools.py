@@ -57,7 +57,7 @@ def app_tools_figure(progress: Callable[[str], None]) -> dict[str, Any]:
                 chat(key, [{"role": "user", "content": f"warm-up turn {index:02d}"}], False)
         side = boto3.client("dynamodb", region_name="us-east-1")
         meter = CapacityMeter(
-            api.container.adapters.clients["dynamodb"],
+            api.container.infrastructure.clients["dynamodb"],
             side,
             table_specs(ROOT / "template.yaml", api.resources.tables),
         )

@@ -169,7 +169,7 @@ def _predict_seed() -> dict[str, Any]:
             api.call(
                 "POST", path, token=token, json_body={"input": f"hi {i}", "sessionId": session}
             )
-        client = api.container.adapters.clients["dynamodb"]
+        client = api.container.infrastructure.clients["dynamodb"]
         items = client.scan(TableName=api.container.settings.table_name)["Items"]
         match = match_route(api.routes, "POST", path)
         assert match is not None

@@ -92,7 +92,7 @@ def capacity_meter(api: Any) -> Any:
     from bench.capacity import CapacityMeter, table_specs
 
     return CapacityMeter(
-        api.container.adapters.clients["dynamodb"],
+        api.container.infrastructure.clients["dynamodb"],
         boto3.client("dynamodb", region_name="us-east-1"),
         table_specs(ROOT / "template.yaml", api.resources.tables),
     )
@@ -100,7 +100,7 @@ def capacity_meter(api: Any) -> Any:
 
 def detach(api: Any, meter: Any) -> None:
     """Stop ``meter`` counting (its own reads would slow the turns timed next)."""
-    events = api.container.adapters.clients["dynamodb"].meta.events
+    events = api.container.infrastructure.clients["dynamodb"].meta.events
     events.unregister("provide-client-params.dynamodb", meter._before)
     events.unregister("after-call.dynamodb", meter._after)
 

@@ -41,12 +41,12 @@ def erasure_figure(
     # The job's last listing waits for the index to settle: not on the bench's clock.
     with inprocess_stack(sleep=lambda seconds: None) as api:
         meter = CapacityMeter(
-            api.container.adapters.clients["dynamodb"],
+            api.container.infrastructure.clients["dynamodb"],
             boto3.client("dynamodb", region_name="us-east-1"),
             table_specs(ROOT / "template.yaml", api.resources.tables),
         )
         sent: Counter[str] = Counter()
-        api.container.adapters.clients["sqs"].meta.events.register(
+        api.container.infrastructure.clients["sqs"].meta.events.register(
             "before-call.sqs.SendMessage", lambda **_: sent.update(["SendMessage"])
         )
         invoked: Counter[str] = Counter()

@@ -124,7 +124,7 @@ class _ForkBench:
         from bench.capacity import CapacityMeter, table_specs
 
         return CapacityMeter(
-            self.api.container.adapters.clients["dynamodb"],
+            self.api.container.infrastructure.clients["dynamodb"],
             boto3.client("dynamodb", region_name="us-east-1"),
             table_specs(ROOT / "template.yaml", self.api.resources.tables),
         )

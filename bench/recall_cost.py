@@ -75,7 +75,7 @@ def recall_cost_figure(progress: Callable[[str], None]) -> dict[str, Any]:
         for cap in recalls.values():
             earlier_sessions(cap)
         meter = CapacityMeter(
-            api.container.adapters.clients["dynamodb"],
+            api.container.infrastructure.clients["dynamodb"],
             boto3.client("dynamodb", region_name="us-east-1"),
             table_specs(ROOT / "template.yaml", api.resources.tables),
         )

@@ -196,7 +196,7 @@ def storage_cost_by_history(api: Any, doors: Doors) -> dict[str, Any]:
     tables = api.resources.tables
     specs = table_specs(ROOT / "template.yaml", tables)
     side = boto3.client("dynamodb", region_name="us-east-1")
-    meter = CapacityMeter(api.container.adapters.clients["dynamodb"], side, specs)
+    meter = CapacityMeter(api.container.infrastructure.clients["dynamodb"], side, specs)
     warm = doors.open_session()
     doors.turn("predict", warm, "warm-up")
     question = "And what about the other one? Can you check it as well, please?".ljust(120, ".")
@@ -442,8 +442,8 @@ def summarizer_isolation(turns: int, blocks: int) -> dict[str, Any]:
         cap = str(created.body["id"])
         # The foreground's own requests (the summarizer shares the container's clients).
         meter = TableMeter(table_labels(api), only_thread=threading.current_thread())
-        meter.attach(api.container.adapters.clients["dynamodb"])
-        meter.attach(api.container.adapters.clients["sqs"], "sqs")
+        meter.attach(api.container.infrastructure.clients["dynamodb"])
+        meter.attach(api.container.infrastructure.clients["sqs"], "sqs")
         sqs = serialized(boto3.client("sqs", region_name=REGION))
         worker = SummaryWorker(api, sqs, deadline_s=150)
         worker.start()
@@ -512,7 +512,8 @@ def serving_figures(
     with inprocess_stack() as api:
         _, token = new_workspace(api, "bench")
         doors = Doors(api, token)
-        meter = TableMeter(table_labels(api)).attach(api.container.adapters.clients["dynamodb"])
+        dynamodb = api.container.infrastructure.clients["dynamodb"]
+        meter = TableMeter(table_labels(api)).attach(dynamodb)
         progress("requests per turn by door")
         per_door = requests_per_turn(api, doors, meter, turns)
         progress("storage cost against history length")

@@ -164,12 +164,12 @@ def summary_cost(turns: int = 100, progress: Callable[[str], None] | None = None
     turn_side, summary_side = Side(), Side()
     gaps = 0
     with model_session("bench-summary", fake.respond) as (server, api, token, session_id):
-        dynamodb = api.container.adapters.clients["dynamodb"]
+        dynamodb = api.container.infrastructure.clients["dynamodb"]
         side_client = boto3.client("dynamodb", region_name=REGION)
         meter = CapacityMeter(
             dynamodb, side_client, table_specs(ROOT / "template.yaml", api.resources.tables)
         )
-        sends = _count_calls(api.container.adapters.clients["sqs"], "SendMessage")
+        sends = _count_calls(api.container.infrastructure.clients["sqs"], "SendMessage")
         ledger = FunctionLedger().attach(api.registry)
         jobs = SummaryJobs(api)
         # The event source's receives that returned a job (one per invocation).

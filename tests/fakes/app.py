@@ -10,10 +10,9 @@ from typing import Any
 from convo_memory.adapters.aws_clients import AwsClients
 from convo_memory.adapters.cursors import CursorCodec
 from convo_memory.adapters.registry import AdapterRegistry
-from convo_memory.adapters.tools.toolbox import ToolAdapters
 from convo_memory.adapters.tools.url_policy import UrlPolicy
 from convo_memory.api import CapabilityCreate, SessionCreate
-from convo_memory.bootstrap import Adapters, Container, build_services
+from convo_memory.bootstrap import Adapters, Container, Infrastructure, build_services
 from convo_memory.config import Settings
 from convo_memory.domain.allowed_hosts import parse_allowed_hosts
 from convo_memory.domain.models import Capability
@@ -133,15 +132,20 @@ def fake_app(
         filter_for=filter_for,
         summarizer_for=summarizer_for,
         toolbox_for=toolbox_for or (lambda capability: toolbox),
-        tools=ToolAdapters(tool_urls, sealer),
-        registry=AdapterRegistry(),
+        tool_urls=tool_urls,
+        sealer=sealer,
+    )
+    infrastructure = Infrastructure(
         cursors=CursorCodec(lambda: b"unit-tier-cursor-key-0123456789abcdef"),
         idempotency=None,
+        registry=AdapterRegistry(),
         clients=AwsClients(),  # never asked: every port above is a fake
     )
     extra: dict[str, Any] = {} if monotonic is None else {"monotonic": monotonic}
     # A failed write's backoff: no waiting in unit tests.
-    container = build_services(adapters, wall, clock, sleep=lambda seconds: None, **extra)
+    container = build_services(
+        adapters, infrastructure, wall, clock, sleep=lambda seconds: None, **extra
+    )
     return FakeApp(
         db,
         container,

@@ -27,7 +27,7 @@ def test_create_workspace_prints_a_token_once_that_then_authenticates(
         "cap-agent",
         "cap-classic",
     }
-    stored = api.container.adapters.clients["dynamodb"].scan(TableName=table)["Items"]
+    stored = api.container.infrastructure.clients["dynamodb"].scan(TableName=table)["Items"]
     assert token not in str(stored)  # only its hash is stored
 
 
@@ -71,7 +71,7 @@ def test_revoke_token_makes_the_next_uncached_look_up_401(
 
 def test_token_look_ups_are_strongly_consistent(api: InProcessApi) -> None:
     seen: list[dict[str, object]] = []
-    client = api.container.adapters.clients["dynamodb"]
+    client = api.container.infrastructure.clients["dynamodb"]
     client.meta.events.register(
         "provide-client-params.dynamodb.GetItem", lambda params, **_: seen.append(dict(params))
     )

@@ -76,13 +76,13 @@ def test_the_signing_secret_is_shown_once_and_stored_only_encrypted(
 
     # Not in the table in plaintext: a KMS ciphertext bound to this workspace and capability
     workspace = workspace_of(api, token)
-    item = api.container.adapters.clients["dynamodb"].get_item(
+    item = api.container.infrastructure.clients["dynamodb"].get_item(
         TableName=api.container.settings.table_name,
         Key={"pk": {"S": f"WS#{workspace}"}, "sk": {"S": f"CAP#{cap_id}"}},
     )["Item"]
     assert secret not in json.dumps(item)
     ciphertext = json.loads(item["body"]["S"])["toolSecretCiphertext"]
-    kms = api.container.adapters.clients["kms"]
+    kms = api.container.infrastructure.clients["kms"]
     import base64
 
     blob = base64.b64decode(ciphertext)
@@ -242,7 +242,7 @@ def test_the_secret_is_decrypted_once_per_container(
     api: InProcessApi, token: str, hook: WebhookServer, agent: str
 ) -> None:
     decrypts: list[Any] = []
-    api.container.adapters.clients["kms"].meta.events.register(
+    api.container.infrastructure.clients["kms"].meta.events.register(
         "after-call.kms.Decrypt", lambda **kw: decrypts.append(kw)
     )
     session_id = open_session(api, token, agent)

@@ -69,7 +69,7 @@ def context(api: InProcessApi, tenant: Tenant, session_id: str) -> Any:
 
 def items(api: InProcessApi) -> int:
     return fake_aws.item_count(
-        api.container.adapters.clients["dynamodb"], api.container.settings.table_name
+        api.container.infrastructure.clients["dynamodb"], api.container.settings.table_name
     )
 
 
@@ -282,7 +282,7 @@ def test_a_continued_turn_whose_write_fails_is_repaired_at_its_position(
 ) -> None:
     pause = turn(api, tenant, "conv-repair", user(ASK))
     [call] = calls_of(pause)
-    client = api.container.adapters.clients["dynamodb"]
+    client = api.container.infrastructure.clients["dynamodb"]
     remove = inject(
         client,
         "PutItem",
@@ -307,7 +307,7 @@ def test_a_continued_turn_whose_write_fails_is_repaired_at_its_position(
 def test_a_turn_offered_app_tools_costs_what_any_turn_costs_and_a_pause_one_write(
     api: InProcessApi, tenant: Tenant
 ) -> None:
-    meter = DynamoMeter().attach(api.container.adapters.clients["dynamodb"])
+    meter = DynamoMeter().attach(api.container.infrastructure.clients["dynamodb"])
 
     def measured(
         key: str, *messages: dict[str, Any], tools: bool = True
@@ -338,7 +338,7 @@ def test_a_later_turn_reads_a_window_full_of_tool_digests_in_two_requests_at_mos
         pause = turn(api, tenant, "conv-digests", user(ASK))
         [call] = calls_of(pause)
         turn(api, tenant, "conv-digests", *resent(pause, (call["id"], "sunny")))
-    meter = DynamoMeter().attach(api.container.adapters.clients["dynamodb"])
+    meter = DynamoMeter().attach(api.container.infrastructure.clients["dynamodb"])
 
     later = turn(api, tenant, "conv-digests", user("And now?"))
 

@@ -34,7 +34,7 @@ def test_a_capability_without_replay_reads_back_the_defaults(
     assert created.body["replay"] == got.body["replay"] == DEFAULTS
     assert [c["replay"] for c in listed if c["id"] == created.body["id"]] == [DEFAULTS]
     # Stored as given (none): a capability follows the deployment's defaults.
-    client = api.container.adapters.clients["dynamodb"]
+    client = api.container.infrastructure.clients["dynamodb"]
     items = client.scan(TableName=api.container.settings.table_name)["Items"]
     (stored,) = [i for i in items if i["sk"]["S"] == f"CAP#{created.body['id']}"]
     assert json.loads(stored["body"]["S"])["replay"] is None

@@ -26,7 +26,7 @@ GENERATIVE = "cap-generative"
 
 def items(api: InProcessApi) -> int:
     return fake_aws.item_count(
-        api.container.adapters.clients["dynamodb"], api.container.settings.table_name
+        api.container.infrastructure.clients["dynamodb"], api.container.settings.table_name
     )
 
 
@@ -326,7 +326,7 @@ def test_eight_concurrent_first_calls_on_one_key_open_one_session(
 def test_deleting_a_keyed_session_releases_its_key(api: InProcessApi, tenant: Tenant) -> None:
     body = chat_body(GENERATIVE, user("remember me"), user="u-del")
     first = chat_http(api, tenant, body, keyed("k-del")).body["convo"]["sessionId"]
-    dynamodb = api.container.adapters.clients["dynamodb"]
+    dynamodb = api.container.infrastructure.clients["dynamodb"]
     table = api.container.settings.table_name
 
     assert api.call("DELETE", f"/v1/sessions/{first}", token=tenant.token).status == 204

@@ -29,7 +29,7 @@ PRINCIPAL = {"tenant_id": "store-a", "user_id": "u_1"}
 
 def items(api: InProcessApi) -> int:
     return fake_aws.item_count(
-        api.container.adapters.clients["dynamodb"], api.container.settings.table_name
+        api.container.infrastructure.clients["dynamodb"], api.container.settings.table_name
     )
 
 

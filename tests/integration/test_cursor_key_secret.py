@@ -55,9 +55,9 @@ def test_the_container_signs_cursors_with_the_secret_fetched_once(secrets_client
     container = build_container(AwsClients(given), settings)
     assert calls == []  # nothing read until a cursor is needed
 
-    tokens = [container.adapters.cursors.issue({"after": n}, SCOPE) for n in range(3)]
+    tokens = [container.infrastructure.cursors.issue({"after": n}, SCOPE) for n in range(3)]
 
-    assert [container.adapters.cursors.open(t, SCOPE) for t in tokens] == [
+    assert [container.infrastructure.cursors.open(t, SCOPE) for t in tokens] == [
         {"after": n} for n in range(3)
     ]
     assert calls == ["get"]

@@ -41,7 +41,7 @@ def fail_nth(client: Any, operation: str, nth: int) -> Callable[[], None]:
 
 
 def stored_keys(api: InProcessApi, session_id: str) -> list[str]:
-    out = api.container.adapters.clients["dynamodb"].query(
+    out = api.container.infrastructure.clients["dynamodb"].query(
         TableName=api.container.settings.table_name,
         KeyConditionExpression="pk = :pk",
         ExpressionAttributeValues={":pk": {"S": f"SESSION#{session_id}"}},
@@ -73,7 +73,7 @@ def test_an_interrupted_mark_leaves_the_session_whole_and_a_retry_deletes_it(
     api: InProcessApi, tenant: Tenant
 ) -> None:
     session_id = long_conversation(api, tenant)
-    heal = fail_nth(api.container.adapters.clients["dynamodb"], "UpdateItem", 1)
+    heal = fail_nth(api.container.infrastructure.clients["dynamodb"], "UpdateItem", 1)
 
     assert delete(api, tenant, session_id) == 503
     heal()
@@ -90,7 +90,7 @@ def test_an_interrupted_sweep_is_finished_by_a_retry_or_by_retention(
     api: InProcessApi, tenant: Tenant, finisher: str
 ) -> None:
     session_id = long_conversation(api, tenant)
-    heal = fail_nth(api.container.adapters.clients["dynamodb"], "BatchWriteItem", 2)
+    heal = fail_nth(api.container.infrastructure.clients["dynamodb"], "BatchWriteItem", 2)
 
     assert delete(api, tenant, session_id) == 503
     heal()
@@ -118,7 +118,7 @@ def test_retention_cut_short_while_removing_the_head_finishes_next_time(
 ) -> None:
     session_id = long_conversation(api, tenant)
     assert delete(api, tenant, session_id) == 204
-    heal = fail_nth(api.container.adapters.clients["dynamodb"], "DeleteItem", 1)
+    heal = fail_nth(api.container.infrastructure.clients["dynamodb"], "DeleteItem", 1)
 
     with pytest.raises(Exception, match="unavailable"):
         retention_after_grace(api)
@@ -158,7 +158,7 @@ class HeldProvider:
 
 
 def head_of(api: InProcessApi, session_id: str) -> dict[str, Any]:
-    head = api.container.adapters.clients["dynamodb"].get_item(
+    head = api.container.infrastructure.clients["dynamodb"].get_item(
         TableName=api.container.settings.table_name, Key=items.head_key(session_id)
     )["Item"]
     return dict(head)

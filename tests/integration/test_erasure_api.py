@@ -83,7 +83,7 @@ def test_a_keyed_turn_names_the_idempotency_record_powertools_wrote(
     api: InProcessApi, tenant: Tenant
 ) -> None:
     session_id = open_session(api, tenant)
-    runner = api.container.adapters.idempotency
+    runner = api.container.infrastructure.idempotency
     assert runner is not None
 
     answered = api.call(
@@ -95,7 +95,7 @@ def test_a_keyed_turn_names_the_idempotency_record_powertools_wrote(
     )
 
     assert answered.status == 200
-    dynamodb = api.container.adapters.clients["dynamodb"]
+    dynamodb = api.container.infrastructure.clients["dynamodb"]
     record_id = runner.record_id(f"{tenant.workspace_id}#order-42-msg-1")
     record = dynamodb.get_item(
         TableName=api.container.settings.idempotency_table_name, Key={"id": {"S": record_id}}

@@ -47,8 +47,8 @@ class WriteFaults:
         self.fail_every: str | None = None
         self.writes: list[str] = []
         self._clients = {
-            "dynamodb": api.container.adapters.clients["dynamodb"],
-            "sqs": api.container.adapters.clients["sqs"],
+            "dynamodb": api.container.infrastructure.clients["dynamodb"],
+            "sqs": api.container.infrastructure.clients["sqs"],
         }
         for service, client in self._clients.items():
             client.meta.events.register_first(f"before-call.{service}", self._before)
@@ -115,7 +115,10 @@ def outcome(
         tenant.workspace_id, job["erasureId"]
     )
     assert receipt is not None
-    dynamodb, table = api.container.adapters.clients["dynamodb"], api.container.settings.table_name
+    dynamodb, table = (
+        api.container.infrastructure.clients["dynamodb"],
+        api.container.settings.table_name,
+    )
     left = {
         session_id: dynamodb.query(
             TableName=table,

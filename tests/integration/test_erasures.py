@@ -82,7 +82,10 @@ def end_user(api: InProcessApi, tenant: Tenant) -> tuple[list[str], int]:
         }
     )
     runs += 1
-    dynamodb, table = api.container.adapters.clients["dynamodb"], api.container.settings.table_name
+    dynamodb, table = (
+        api.container.infrastructure.clients["dynamodb"],
+        api.container.settings.table_name,
+    )
     for session_id in generative[10:15]:
         summary = items.summary_item(session_id, _summary(f"the user {REF} asked about 4242"))
         dynamodb.put_item(TableName=table, Item=summary)

@@ -56,7 +56,7 @@ def fork(api: InProcessApi, tenant: Tenant, session_id: str, at_seq: int, status
 
 def stored_turn_seqs(api: InProcessApi, session_id: str) -> list[int]:
     """The user seqs of the turns in the session's own partition."""
-    out = api.container.adapters.clients["dynamodb"].query(
+    out = api.container.infrastructure.clients["dynamodb"].query(
         TableName=api.container.settings.table_name,
         KeyConditionExpression="pk = :pk AND begins_with(sk, :msg)",
         ExpressionAttributeValues={":pk": {"S": f"SESSION#{session_id}"}, ":msg": {"S": "MSG#"}},
@@ -90,12 +90,12 @@ def deleted_before_the_next(
             response = api.call("DELETE", f"/v1/sessions/{session_id}", token=tenant.token)
             assert response.status == 204
 
-    return inject(api.container.adapters.clients["dynamodb"], operation, delete_first)
+    return inject(api.container.infrastructure.clients["dynamodb"], operation, delete_first)
 
 
 @pytest.fixture
 def meter(api: InProcessApi) -> Iterator[DynamoMeter]:
-    yield DynamoMeter().attach(api.container.adapters.clients["dynamodb"])
+    yield DynamoMeter().attach(api.container.infrastructure.clients["dynamodb"])
 
 
 # -- cheap ----------------------------------------------------------------------------------
@@ -288,7 +288,7 @@ def test_a_creation_cut_short_leaves_only_a_tombstone_the_retention_run_removes(
 ) -> None:
     parent = session_with(api, tenant, 100)
     keys_before = {i["pk"]["S"] for i in conversation_items(api)}
-    client = api.container.adapters.clients["dynamodb"]
+    client = api.container.infrastructure.clients["dynamodb"]
     heals = [
         inject(client, op, lambda params: dynamodb_error("InternalServerError", 500))
         for op in ("TransactWriteItems", "DeleteItem")

@@ -59,7 +59,7 @@ def session_for(api: InProcessApi, tenant: Tenant, turn: Turn, capability: str) 
         return "ses_0000missing"
     session_id = open_session(api, tenant, capability)
     if turn.session == "archived":
-        api.container.adapters.clients["dynamodb"].update_item(
+        api.container.infrastructure.clients["dynamodb"].update_item(
             TableName=api.container.settings.table_name,
             Key={"pk": {"S": f"SESSION#{session_id}"}, "sk": {"S": "SESSION"}},
             UpdateExpression="SET #s = :a",
@@ -143,7 +143,7 @@ def test_the_same_bad_input_gets_the_same_answer_through_every_door(
     capability = GENERATIVE if row.turn.capability == "cap-classic" else row.turn.capability
     session_id = session_for(api, tenant, row.turn, capability)
     before = fake_aws.item_count(
-        api.container.adapters.clients["dynamodb"], api.container.settings.table_name
+        api.container.infrastructure.clients["dynamodb"], api.container.settings.table_name
     )
 
     answers = {door: through(door, api, tenant, row.turn, session_id) for door in row.doors}
@@ -158,7 +158,7 @@ def test_the_same_bad_input_gets_the_same_answer_through_every_door(
         assert headers.get("retry-after") == native[1].get("retry-after"), door
     assert (
         fake_aws.item_count(
-            api.container.adapters.clients["dynamodb"], api.container.settings.table_name
+            api.container.infrastructure.clients["dynamodb"], api.container.settings.table_name
         )
         == before
     )

@@ -23,7 +23,7 @@ END_USER = "customer-4471"
 
 def item_count(api: InProcessApi) -> int:
     return fake_aws.item_count(
-        api.container.adapters.clients["dynamodb"], api.container.settings.table_name
+        api.container.infrastructure.clients["dynamodb"], api.container.settings.table_name
     )
 
 
@@ -268,7 +268,7 @@ def test_an_id_that_is_not_plausible_is_404_without_a_store_call(
     api: InProcessApi, tenant: Tenant, method: str, path: str, code: str, bad: str
 ) -> None:
     sent: list[str] = []
-    api.container.adapters.clients["dynamodb"].meta.events.register(
+    api.container.infrastructure.clients["dynamodb"].meta.events.register(
         "before-call.dynamodb.*", lambda params, **_: sent.append(str(params))
     )
     body = {"input": "hi", "metadata": {}} if method in ("POST", "PATCH") else None

@@ -67,7 +67,7 @@ def _sqs_event(sample: str, bodies: list[str]) -> dict[str, Any]:
 
 
 def _drain(api: InProcessApi, queue: str) -> list[str]:
-    sqs = api.container.adapters.clients["sqs"]
+    sqs = api.container.infrastructure.clients["sqs"]
     url = api.resources.queue_urls[queue]
     bodies: list[str] = []
     while True:
@@ -250,7 +250,7 @@ class _failing:
     """Every ``operation`` on the stack's DynamoDB client fails with a 5xx inside."""
 
     def __init__(self, api: InProcessApi, operation: str) -> None:
-        self.client = api.container.adapters.clients["dynamodb"]
+        self.client = api.container.infrastructure.clients["dynamodb"]
         self.event = f"before-call.dynamodb.{operation}"
 
     def _fail(self, **_: Any) -> Any:
@@ -272,7 +272,8 @@ def recorded() -> Iterator[dict[str, list[Request]]]:
     # another function made, which on AWS it makes itself.
     with inprocess_stack({"CACHE_TTL_SECONDS": "0"}) as api:
         recorder.attach(
-            api.container.adapters.clients["dynamodb"], api.container.adapters.clients["sqs"]
+            api.container.infrastructure.clients["dynamodb"],
+            api.container.infrastructure.clients["sqs"],
         )
         run_every_function(api, recorder)
         yield dict(recorder.by_function)

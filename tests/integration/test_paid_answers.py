@@ -88,7 +88,7 @@ def test_a_write_the_store_refuses_is_answered_and_repaired_once(
     api: InProcessApi, tenant: Tenant, answers: FakeProvider, capsys: pytest.CaptureFixture[str]
 ) -> None:
     session_id = open_session(api, tenant)
-    state = refuse_turn_puts(api.container.adapters.clients["dynamodb"], times=1)
+    state = refuse_turn_puts(api.container.infrastructure.clients["dynamodb"], times=1)
 
     response = predict(api, tenant, session_id, "is this kept?")
 
@@ -109,7 +109,7 @@ def test_a_turn_that_can_never_be_stored_is_counted_not_cycled_into_the_dlq(
     api: InProcessApi, tenant: Tenant, answers: FakeProvider, capsys: pytest.CaptureFixture[str]
 ) -> None:
     session_id = open_session(api, tenant)
-    refuse_turn_puts(api.container.adapters.clients["dynamodb"], times=100)
+    refuse_turn_puts(api.container.infrastructure.clients["dynamodb"], times=100)
     assert predict(api, tenant, session_id, "never stored").body["recorded"] is False
 
     # The repair consumer takes the record off the queue (no batch item failure) and

@@ -290,7 +290,7 @@ def test_a_session_from_before_gets_its_nonce_on_its_next_turn_and_never_shows_i
 ) -> None:
     cap_id = capability(api, tenant.token, {"maxMessages": 10, "alignment": 10})
     session_id = open_session(api, tenant.token, cap_id)
-    table = api.container.adapters.clients["dynamodb"]
+    table = api.container.infrastructure.clients["dynamodb"]
     key = {"pk": {"S": f"SESSION#{session_id}"}, "sk": {"S": "SESSION"}}
     table_name = api.container.settings.table_name
     # As a session created before nonces were kept: a head without one.

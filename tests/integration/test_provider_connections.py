@@ -289,7 +289,7 @@ def test_a_key_in_an_upstream_error_is_redacted(
 
 
 def table_items(api: InProcessApi) -> list[Any]:
-    client = api.container.adapters.clients["dynamodb"]
+    client = api.container.infrastructure.clients["dynamodb"]
     return list(client.scan(TableName=api.container.settings.table_name)["Items"])
 
 

@@ -40,7 +40,7 @@ class _Recording:
 def prompts(api: InProcessApi) -> Iterator[list[Prompt]]:
     """The prompts the model received during the test."""
     seen: list[Prompt] = []
-    registry = api.container.adapters.registry
+    registry = api.container.infrastructure.registry
     build = registry.provider
     registry.provider = lambda *a, **kw: _Recording(build(*a, **kw), seen)  # type: ignore[method-assign]
     yield seen
@@ -90,7 +90,7 @@ def a_fact() -> str:
 
 def stored_text(api: InProcessApi) -> str:
     """Every item of the conversations table, as one text."""
-    client = api.container.adapters.clients["dynamodb"]
+    client = api.container.infrastructure.clients["dynamodb"]
     table = api.resources.tables["ConversationsTable"]
     pages = client.get_paginator("scan").paginate(TableName=table)
     return repr([item for page in pages for item in page["Items"]])
@@ -240,7 +240,7 @@ def test_a_purge_by_retention_takes_the_recall_with_its_first_step(
     fact = a_fact()
     say(api, tenant, open_session(api, tenant, cap, "customer-1"), fact)
     recalling = open_session(api, tenant, cap, "customer-1")
-    client = api.container.adapters.clients["dynamodb"]
+    client = api.container.infrastructure.clients["dynamodb"]
     key = {"pk": {"S": f"SESSION#{recalling}"}, "sk": {"S": "SESSION"}}
     table = api.resources.tables["ConversationsTable"]
     head = client.get_item(TableName=table, Key=key, ConsistentRead=True)["Item"]
@@ -263,7 +263,7 @@ def test_a_deletion_landing_between_the_read_and_the_write_wins(
     say(api, tenant, kept, kept_fact)
     doomed = open_session(api, tenant, cap, "customer-1")
     say(api, tenant, doomed, doomed_fact)
-    client = api.container.adapters.clients["dynamodb"]
+    client = api.container.infrastructure.clients["dynamodb"]
     event = "before-call.dynamodb.TransactWriteItems"
     deleted: list[int] = []
 
@@ -296,7 +296,7 @@ def test_a_turn_of_a_recalling_session_makes_no_extra_request(
     recalling = open_session(api, tenant, recalling_cap, "customer-1")
     plain = open_session(api, tenant, plain_cap, "customer-1")
     assert recall_of(api, tenant, recalling) is not None
-    meter = DynamoMeter().attach(api.container.adapters.clients["dynamodb"])
+    meter = DynamoMeter().attach(api.container.infrastructure.clients["dynamodb"])
     requests = {}
     for name, session_id in (("recall", recalling), ("plain", plain)):
         say(api, tenant, session_id, "warm-up")
@@ -317,7 +317,7 @@ def test_opening_a_session_with_recall_of_five_costs_one_listing_and_five_reads(
     for i in range(7):
         say(api, tenant, open_session(api, tenant, cap, "customer-1"), f"session {i}")
     open_session(api, tenant, plain_cap, "customer-1")  # warms the capability cache
-    meter = DynamoMeter().attach(api.container.adapters.clients["dynamodb"])
+    meter = DynamoMeter().attach(api.container.infrastructure.clients["dynamodb"])
 
     recalling = open_session(api, tenant, cap, "customer-1")
     with_recall = dict(meter.requests)

@@ -305,7 +305,7 @@ def test_a_failed_transcript_write_still_answers_and_is_repaired_once_in_order(
 ) -> None:
     session_id = open_session(api, tenant)
     predict(api, tenant, session_id, "before the fault")
-    state = _fail_transcript_writes(api.container.adapters.clients["dynamodb"], fault)
+    state = _fail_transcript_writes(api.container.infrastructure.clients["dynamodb"], fault)
 
     response = predict(api, tenant, session_id, "during the fault")
 
@@ -336,7 +336,7 @@ def test_a_write_that_landed_before_its_timeout_is_not_recorded_twice(
     api: InProcessApi, tenant: Tenant
 ) -> None:
     session_id = open_session(api, tenant)
-    client = api.container.adapters.clients["dynamodb"]
+    client = api.container.infrastructure.clients["dynamodb"]
     fired = {"n": 0}
 
     def before_call(params: dict[str, Any], **_: Any) -> None:
@@ -364,7 +364,9 @@ def test_a_repair_that_cannot_be_written_stays_on_the_queue(
     api: InProcessApi, tenant: Tenant
 ) -> None:
     session_id = open_session(api, tenant)
-    state = _fail_transcript_writes(api.container.adapters.clients["dynamodb"], "server_error")
+    state = _fail_transcript_writes(
+        api.container.infrastructure.clients["dynamodb"], "server_error"
+    )
     predict(api, tenant, session_id, "first try fails")
     records = drain_repairs(api)
     failures = api.invoke("RepairFunction", {"Records": records})

@@ -28,7 +28,7 @@ def _worker() -> Any:
 
 
 def _receive(api: InProcessApi) -> dict[str, Any]:
-    sqs = api.container.adapters.clients["sqs"]
+    sqs = api.container.infrastructure.clients["sqs"]
     url = api.container.settings.repair_queue_url
     messages = sqs.receive_message(
         QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"]
@@ -44,7 +44,7 @@ def test_the_redelivery_delay_doubles_up_to_a_minute() -> None:
 def test_a_failed_repair_is_made_visible_again_within_seconds(
     api: InProcessApi, tenant: Tenant
 ) -> None:
-    client = api.container.adapters.clients["dynamodb"]
+    client = api.container.infrastructure.clients["dynamodb"]
     inject(
         client,
         "PutItem",
@@ -58,7 +58,7 @@ def test_a_failed_repair_is_made_visible_again_within_seconds(
     )
     assert answer.status == 200 and answer.body["recorded"] is False
     timeouts: list[int] = []
-    api.container.adapters.clients["sqs"].meta.events.register(
+    api.container.infrastructure.clients["sqs"].meta.events.register(
         "provide-client-params.sqs.ChangeMessageVisibility",
         lambda params, **_: timeouts.append(params["VisibilityTimeout"]),
     )
@@ -73,7 +73,7 @@ def test_a_failed_repair_is_made_visible_again_within_seconds(
 def test_a_body_that_is_no_repair_job_is_failed_and_counted(
     api: InProcessApi, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    sqs = api.container.adapters.clients["sqs"]
+    sqs = api.container.infrastructure.clients["sqs"]
     url = api.container.settings.repair_queue_url
     sqs.send_message(QueueUrl=url, MessageBody="not a job")
     sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"workspaceId": "ws-1"}))

@@ -22,7 +22,7 @@ DOORS = [
 
 
 def meter_of(api: InProcessApi) -> DynamoMeter:
-    return DynamoMeter().attach(api.container.adapters.clients["dynamodb"])
+    return DynamoMeter().attach(api.container.infrastructure.clients["dynamodb"])
 
 
 @pytest.mark.parametrize("door", DOORS)

@@ -37,7 +37,7 @@ def run_retention(api: InProcessApi, now: datetime) -> dict[str, Any]:
 
 def partition_items(api: InProcessApi, session_id: str) -> list[str]:
     """Every sort key stored under the session's partition (straight from the table)."""
-    out = api.container.adapters.clients["dynamodb"].query(
+    out = api.container.infrastructure.clients["dynamodb"].query(
         TableName=api.container.settings.table_name,
         KeyConditionExpression="pk = :pk",
         ExpressionAttributeValues={":pk": {"S": f"SESSION#{session_id}"}},
@@ -140,13 +140,13 @@ def test_the_run_reads_the_activity_index_and_never_scans(
 ) -> None:
     for _ in range(3):
         open_session(api, tenant)
-    meter = DynamoMeter().attach(api.container.adapters.clients["dynamodb"])
+    meter = DynamoMeter().attach(api.container.infrastructure.clients["dynamodb"])
     seen: list[dict[str, Any]] = []
 
     def record(params: dict[str, Any], **_: Any) -> None:
         seen.append(params)
 
-    api.container.adapters.clients["dynamodb"].meta.events.register(
+    api.container.infrastructure.clients["dynamodb"].meta.events.register(
         "provide-client-params.dynamodb.Query", record
     )
 

@@ -172,7 +172,7 @@ def test_delete_removes_the_conversation(api: InProcessApi, tenant: Tenant) -> N
 
 
 def partition_items(api: InProcessApi, session_id: str) -> list[dict[str, Any]]:
-    out = api.container.adapters.clients["dynamodb"].query(
+    out = api.container.infrastructure.clients["dynamodb"].query(
         TableName=api.container.settings.table_name,
         KeyConditionExpression="pk = :pk",
         ExpressionAttributeValues={":pk": {"S": f"SESSION#{session_id}"}},

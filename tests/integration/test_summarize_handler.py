@@ -216,7 +216,7 @@ def test_a_job_never_sends_a_message(
     session_id = open_session(api, tenant, capability)
     send_turns(api, tenant, session_id, 30)
     sent: list[str] = []
-    api.container.adapters.clients["sqs"].meta.events.register(
+    api.container.infrastructure.clients["sqs"].meta.events.register(
         "before-call.sqs.SendMessage", lambda **kwargs: sent.append("SendMessage")
     )
 
@@ -243,7 +243,7 @@ def test_a_job_short_of_time_keeps_its_progress_and_asks_sqs_to_redeliver_it_soo
 
     fold = worker.fold
     monkeypatch.setattr(worker, "fold", lambda ws, sid, _time_left=None: fold(ws, sid, time_left))
-    sqs = api.container.adapters.clients["sqs"]
+    sqs = api.container.infrastructure.clients["sqs"]
     queue_url = api.resources.queue_urls["SummaryQueue"]
     sqs.send_message(QueueUrl=queue_url, MessageBody=job(tenant, session_id))
     (message,) = sqs.receive_message(QueueUrl=queue_url)["Messages"]

@@ -58,7 +58,7 @@ def test_after_sqs_sends_fail_for_a_while_the_next_turn_brings_the_summary_up_to
         )
         session_id = session.body["id"]
         outage = SqsOutage()
-        api.container.adapters.clients["sqs"].meta.events.register(
+        api.container.infrastructure.clients["sqs"].meta.events.register(
             "before-call.sqs.SendMessage", outage
         )
 

@@ -117,7 +117,7 @@ def test_a_stream_cut_by_the_deadline_keeps_and_records_what_was_written(
 def test_a_streamed_turns_idempotency_lock_expires_with_the_turn(slow: Slow) -> None:
     # Powertools derives the in-progress lock's expiry from the "Lambda context" it is
     # given: the door gives it the streamed turn's own time left, not a day.
-    runner = slow.api.container.adapters.idempotency
+    runner = slow.api.container.infrastructure.idempotency
     assert runner is not None
     seen: list[int] = []
     original = runner.config.register_lambda_context

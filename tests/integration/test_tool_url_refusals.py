@@ -71,8 +71,8 @@ def resolver() -> FakeResolver:
 @pytest.fixture
 def api(resolver: FakeResolver) -> Iterator[InProcessApi]:
     def with_fake_dns(adapters: Adapters) -> Adapters:
-        tools = ToolAdapters(UrlPolicy(resolve=resolver), adapters.tools.sealer)
-        return replace(adapters, tools=tools, toolbox_for=tools.toolbox)
+        tools = ToolAdapters(UrlPolicy(resolve=resolver), adapters.sealer)
+        return replace(adapters, tool_urls=tools.policy, toolbox_for=tools.toolbox)
 
     with inprocess_stack(adapt=with_fake_dns) as stack:
         yield stack

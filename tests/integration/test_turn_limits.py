@@ -194,7 +194,7 @@ def test_each_workspace_is_one_item_of_its_own_table_that_expires_by_ttl(
     session_id = _session(limited, tenant)
     for _ in range(2):
         _turn(limited, tenant, "predict", session_id)
-    client = limited.container.adapters.clients["dynamodb"]
+    client = limited.container.infrastructure.clients["dynamodb"]
     settings = limited.container.settings
 
     items = client.scan(TableName=settings.turn_limits_table_name)["Items"]
@@ -225,7 +225,7 @@ def test_an_unavailable_counter_admits_the_turn_and_is_counted(
 ) -> None:
     tenant = _tenant(limited, "unlucky")
     session_id = _session(limited, tenant)
-    client = limited.container.adapters.clients["dynamodb"]
+    client = limited.container.infrastructure.clients["dynamodb"]
     counters = limited.container.settings.turn_limits_table_name
 
     def throttled(params: dict[str, Any]) -> Any:

@@ -179,7 +179,7 @@ def test_archived_session_refuses_turns_but_stays_readable(
 ) -> None:
     session_id = open_session(api, tenant)
     predict(api, tenant, session_id, "before archive")
-    api.container.adapters.clients["dynamodb"].update_item(
+    api.container.infrastructure.clients["dynamodb"].update_item(
         TableName=api.container.settings.table_name,
         Key={"pk": {"S": f"SESSION#{session_id}"}, "sk": {"S": "SESSION"}},
         UpdateExpression="SET #s = :a",
@@ -220,7 +220,7 @@ def test_agent_turn_keeps_a_fenced_digest_and_a_trace_with_the_principal(
 def test_a_warm_turn_reads_once_writes_once_and_reads_do_not_grow_with_history(
     api: InProcessApi, tenant: Tenant
 ) -> None:
-    meter = DynamoMeter().attach(api.container.adapters.clients["dynamodb"])
+    meter = DynamoMeter().attach(api.container.infrastructure.clients["dynamodb"])
     figures = {}
     for history in (100, 1000):
         session_id = open_session(api, tenant)
@@ -251,7 +251,7 @@ def test_the_messages_door_also_reads_once_when_warm(api: InProcessApi, tenant: 
         token=tenant.token,
         json_body={"input": "one"},
     )
-    meter = DynamoMeter().attach(api.container.adapters.clients["dynamodb"])
+    meter = DynamoMeter().attach(api.container.infrastructure.clients["dynamodb"])
     response = api.call(
         "POST",
         f"/v1/sessions/{session_id}/messages",

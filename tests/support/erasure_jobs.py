@@ -64,7 +64,7 @@ def job_record(body: dict[str, Any], deliveries: int = 1) -> dict[str, Any]:
 def receive_jobs(api: InProcessApi) -> list[dict[str, Any]]:
     """Every visible message of the ErasureQueue as a record (they stay in the queue,
     invisible, until ``ack``)."""
-    sqs = api.container.adapters.clients["sqs"]
+    sqs = api.container.infrastructure.clients["sqs"]
     url = api.container.settings.erasure_queue_url
     records: list[dict[str, Any]] = []
     while True:
@@ -76,7 +76,7 @@ def receive_jobs(api: InProcessApi) -> list[dict[str, Any]]:
 
 
 def ack(api: InProcessApi, record: dict[str, Any]) -> None:
-    sqs = api.container.adapters.clients["sqs"]
+    sqs = api.container.infrastructure.clients["sqs"]
     url = api.container.settings.erasure_queue_url
     sqs.delete_message(QueueUrl=url, ReceiptHandle=record["receiptHandle"])
 

@@ -216,9 +216,16 @@ def serving(
         clients.setdefault("dynamodb", serialized(boto3.client("dynamodb", region_name=REGION)))
         clients.setdefault("sqs", serialized(boto3.client("sqs", region_name=REGION)))
         settings = Settings.from_env()
-        adapters = build_adapters(settings, AwsClients(clients), clock=clock, metrics=metrics)
+        adapters, infrastructure = build_adapters(
+            settings, AwsClients(clients), clock=clock, metrics=metrics
+        )
         container = build_services(
-            adapt(adapters) if adapt else adapters, settings, clock, monotonic, sleep
+            adapt(adapters) if adapt else adapters,
+            infrastructure,
+            settings,
+            clock,
+            monotonic,
+            sleep,
         )
         set_container(container)
         try:
@@ -243,7 +250,7 @@ def seed_history(api: InProcessApi, session_id: str, messages: int) -> None:
     """Write a long history straight into the table (fast), in the shape turns write:
     one item per turn, fixed-width contents and turn ids, so sizes do not vary with
     the seq."""
-    client = api.container.adapters.clients["dynamodb"]
+    client = api.container.infrastructure.clients["dynamodb"]
     table = api.container.settings.table_name
     pk = {"S": f"SESSION#{session_id}"}
     requests = [

@@ -189,13 +189,13 @@ def run_outage_soak(
             **{"lambda": lambda_client},
         ) as api,
     ):
-        sqs = api.container.adapters.clients["sqs"]
+        sqs = api.container.infrastructure.clients["sqs"]
         configs = async_invoke_configs(load_template(DEFAULT_TEMPLATE), api.resources.queue_urls)
         events = holder["events"] = AsyncEvents(api.registry, configs, lambda: sqs, clock=clock)
         repairs = RepairQueueMapping(api, sqs)
         _, token = new_workspace(api, "soak")
         session_ids = [_open_session(api, token) for _ in range(sessions)]
-        outage.attach(api.container.adapters.clients["dynamodb"], sqs)
+        outage.attach(api.container.infrastructure.clients["dynamodb"], sqs)
 
         answered: dict[str, str] = {}
         outage.on = True

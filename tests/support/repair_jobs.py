@@ -10,7 +10,7 @@ from tests.support.inprocess_api import InProcessApi
 
 def drain_repairs(api: InProcessApi) -> list[dict[str, Any]]:
     """Up to ten repair messages as SQS event records; they are gone from the queue."""
-    sqs = api.container.adapters.clients["sqs"]
+    sqs = api.container.infrastructure.clients["sqs"]
     url = api.container.settings.repair_queue_url
     out = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"])
     records = [

@@ -12,7 +12,7 @@ from tests.support.inprocess_api import InProcessApi
 
 def every_item(api: InProcessApi) -> dict[str, list[dict[str, Any]]]:
     """Every item of every table of the stack, by the table's logical id."""
-    dynamodb = api.container.adapters.clients["dynamodb"]
+    dynamodb = api.container.infrastructure.clients["dynamodb"]
     found: dict[str, list[dict[str, Any]]] = {}
     for logical_id, name in api.resources.tables.items():
         items: list[dict[str, Any]] = []

@@ -1,7 +1,10 @@
-"""The layer's shape, as issue-level rules: no class grows into a do-everything object,
-no function outgrows a screen, a composition root read at a glance, handlers without
-closures, doors that hand the turn edge no callback, and dependencies that point one
-way (handlers -> doors -> turn edge -> services -> ports, services speaking the domain)."""
+"""The layer's shape, as issue-level rules: a floor plan read from the folder names (a
+root of at most eight modules; doors, the edge, wire models, workers, services, ports,
+adapters and the domain each in a room), no file past 500 lines, no class grown into a
+do-everything object, no function outgrowing a screen, a composition root read at a
+glance, handlers without closures, doors that hand the turn edge no callback, services
+given their collaborators, and dependencies that point one way (handlers -> doors ->
+edge -> services -> ports, services speaking the domain)."""
 
 from __future__ import annotations
 
@@ -14,8 +17,12 @@ HANDLERS = ROOT / "functions"
 MAX_CLASS_LINES = 300
 MAX_FUNCTION_LINES = 60
 MAX_BOOTSTRAP_LINES = 300
-# The modules that read a turn's request and frame its answer around the turn edge.
-DOORS = ("doors/predict.py", "doors/chat_completions.py", "doors/stream.py")
+MAX_FILE_LINES = 500
+MAX_ROOT_MODULES = 8
+# The modules that read a turn's request and frame its answer around the turn edge: every
+# module of the doors' room, and the resolver glue that hands a route's request to one.
+DOORS = LAYER / "doors"
+RESOLVER = LAYER / "edge" / "resolver.py"
 
 
 def modules() -> list[tuple[Path, ast.Module]]:
@@ -61,8 +68,8 @@ def test_no_function_of_the_layer_or_a_handler_is_over_60_lines() -> None:
 
 
 def test_the_composition_root_reads_at_a_glance() -> None:
-    lines = (LAYER / "bootstrap.py").read_text().count("\n")
-    assert lines <= MAX_BOOTSTRAP_LINES
+    sizes = {path.name: path.read_text().count("\n") for path in (LAYER / "bootstrap").glob("*.py")}
+    assert sizes and max(sizes.values()) <= MAX_BOOTSTRAP_LINES, sizes
 
 
 def nested_definitions(tree: ast.Module) -> list[str]:
@@ -113,9 +120,8 @@ def callbacks_handed_to_the_edge(tree: ast.Module) -> list[str]:
 
 
 def test_no_door_hands_the_turn_edge_a_callback() -> None:
-    doors = [LAYER / name for name in (*DOORS, "edge/resolver.py")] + sorted(
-        HANDLERS.glob("*/app.py")
-    )
+    doors = [*sorted(DOORS.glob("*.py")), RESOLVER, *sorted(HANDLERS.glob("*/app.py"))]
+    assert LAYER / "doors" / "responses.py" in doors
     offenders = {
         str(path.relative_to(ROOT)): found
         for path in doors
@@ -251,3 +257,138 @@ def test_the_circle_finder_finds_a_loop_and_only_the_loop() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
 
     assert circles(graph) == [["a", "b", "c"]]
+
+
+# -- the floor plan ---------------------------------------------------------------------
+
+# What each room of the layer may import of the others (its own room always). A room is
+# a package of the layer's root, or one of the root's modules. Anything else is an arrow
+# running up, or across to a room that is not its business.
+ROOMS_MAY_IMPORT: dict[str, set[str]] = {
+    "domain": set(),
+    "ports": {"domain"},
+    "services": {"domain", "ports"},
+    "api": {"domain"},
+    "config": {"domain"},
+    "observability": {"domain", "ports"},
+    "adapters": {"domain", "ports", "config", "observability"},
+    "bootstrap": {"domain", "ports", "services", "adapters", "config", "observability"},
+    "execution_environment": {"domain", "ports", "services", "adapters", "bootstrap", "config"},
+    "cli": {"domain", "ports", "services", "adapters", "execution_environment"},
+    "workers": {"domain", "ports", "observability", "execution_environment"},
+    "edge": {
+        "domain",
+        "ports",
+        "api",
+        "config",
+        "observability",
+        "bootstrap",
+        "execution_environment",
+    },
+    "doors": {
+        "domain",
+        "ports",
+        "api",
+        "edge",
+        "observability",
+        "bootstrap",
+        "execution_environment",
+    },
+}
+
+
+def room(module: str) -> str:
+    """``convo_memory.doors.chat_completions`` -> ``doors``; the package itself -> ``""``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_the_root_of_the_layer_holds_at_most_eight_modules() -> None:
+    root_modules = sorted(path.name for path in LAYER.glob("*.py"))
+    assert len(root_modules) <= MAX_ROOT_MODULES, root_modules
+
+
+def test_every_room_of_the_layer_is_on_the_floor_plan() -> None:
+    rooms = {path.stem for path in LAYER.glob("*.py") if path.stem != "__init__"}
+    rooms |= {path.name for path in LAYER.iterdir() if (path / "__init__.py").exists()}
+    assert rooms == set(ROOMS_MAY_IMPORT)
+
+
+def test_each_room_imports_only_the_rooms_below_it() -> None:
+    offenders = sorted(
+        f"{module} imports {other}"
+        for module, imports in import_graph().items()
+        for other in imports
+        if room(other) not in {room(module), ""}
+        and room(other) not in ROOMS_MAY_IMPORT.get(room(module), set())
+    )
+    assert offenders == []
+
+
+def test_no_room_but_the_doors_imports_a_door() -> None:
+    offenders = sorted(
+        f"{module} imports {other}"
+        for module, imports in import_graph().items()
+        for other in imports
+        if room(other) == "doors" and room(module) != "doors"
+    )
+    assert offenders == []
+
+
+def test_no_file_under_the_layer_is_over_500_lines() -> None:
+    sizes = {
+        str(path.relative_to(ROOT)): path.read_text().count("\n")
+        for path in sorted((ROOT / "layers").rglob("*.py"))
+    }
+    assert {name: n for name, n in sizes.items() if n > MAX_FILE_LINES} == {}
+
+
+def constructed_in_init(tree: ast.Module, classes: set[str]) -> list[str]:
+    """Calls in an ``__init__`` of ``tree`` that build one of ``classes``."""
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for method in node.body:
+            if not isinstance(method, ast.FunctionDef) or method.name != "__init__":
+                continue
+            found.extend(
+                f"{node.name}.__init__ builds {call.func.id}"
+                for call in ast.walk(method)
+                if isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Name)
+                and call.func.id in classes
+            )
+    return found
+
+
+def service_classes() -> set[str]:
+    """The services' classes that are collaborators (they define ``__init__``), not
+    values (a policy is a frozen dataclass a service may default)."""
+    return {
+        node.name
+        for path in (LAYER / "services").glob("*.py")
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, ast.ClassDef)
+        and any(isinstance(item, ast.FunctionDef) and item.name == "__init__" for item in node.body)
+    }
+
+
+def test_services_are_given_their_collaborators_by_the_composition_root() -> None:
+    services = service_classes()
+    offenders = {
+        str(path.relative_to(LAYER)): found
+        for path in sorted((LAYER / "services").glob("*.py"))
+        if (found := constructed_in_init(ast.parse(path.read_text()), services))
+    }
+    assert offenders == {}
+
+
+def test_the_collaborator_check_sees_a_service_building_another() -> None:
+    tree = ast.parse(
+        "class Turns:\n"
+        "    def __init__(self, recorder):\n"
+        "        self._pauses = PausedTurns(recorder)\n"
+        "        self._policy = TurnPolicy()\n"
+    )
+    assert constructed_in_init(tree, {"PausedTurns"}) == ["Turns.__init__ builds PausedTurns"]

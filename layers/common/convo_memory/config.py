@@ -1,10 +1,12 @@
-"""Deployment settings, validated once per cold start from the environment."""
+"""Deployment settings, validated once per cold start from the environment. Settings
+only parse: what the services make of them is the composition root's
+(``convo_memory.bootstrap.policies``)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import (
     BaseModel,
@@ -24,13 +26,7 @@ from convo_memory.domain.connections import (
     provider_problem,
 )
 from convo_memory.domain.models import ProviderConfig
-
-if TYPE_CHECKING:
-    from convo_memory.services.conversations import ImportLimits
-    from convo_memory.services.erasures import ErasurePolicy
-    from convo_memory.services.retention import RetentionPolicy
-    from convo_memory.services.summaries import SummaryPolicy
-    from convo_memory.services.turns import TurnPolicy
+from convo_memory.domain.time_budget import RECORDING_MARGIN_SECONDS
 
 
 class SettingsError(RuntimeError):
@@ -175,57 +171,10 @@ class Settings(BaseModel):
             connection=self.summary_connection, model_id=self.summary_model_id or None
         )
 
-    # -- the services' policies, as these settings make them --------------------------
-
-    def turn_policy(self) -> TurnPolicy:
-        from convo_memory.services.turns import TurnPolicy
-
-        return TurnPolicy(
-            max_input_chars=self.max_input_chars,
-            max_stored_answer_chars=self.max_stored_answer_chars,
-            digest_max_chars=self.digest_max_chars,
-            digest_retention_seconds=self.digest_retention_hours * 3600,
-            activity_granularity_seconds=self.activity_granularity_seconds,
-            turn_deadline_seconds=self.turn_deadline_seconds,
-            pending_turn_seconds=self.pending_turn_seconds,
-        )
-
-    def import_limits(self) -> ImportLimits:
-        """(v4) What history an app brings to a new conversation may be."""
-        from convo_memory.services.conversations import ImportLimits
-
-        return ImportLimits(self.max_input_chars, self.max_stored_answer_chars)
-
-    def summary_policy(self) -> SummaryPolicy:
-        from convo_memory.services.summaries import CHUNK_MESSAGES, SummaryPolicy
-
-        # A steady conversation's batch is always one summarizer call.
-        chunk = max(CHUNK_MESSAGES, 2 * self.summary_batch_turns)
-        return SummaryPolicy(batch_turns=self.summary_batch_turns, chunk_messages=chunk)
-
-    def retention_policy(self) -> RetentionPolicy:
-        from convo_memory.services.retention import RetentionPolicy
-
-        return RetentionPolicy(
-            idle_archive_days=self.idle_archive_days,
-            purge_after_days=self.purge_after_days,
-            deletion_grace_seconds=self.deletion_grace_seconds,
-        )
-
-    def erasure_policy(self) -> ErasurePolicy:
-        from convo_memory.services.erasures import MAX_QUEUE_DELAY_SECONDS, ErasurePolicy
-
-        # A deletion's sweep runs once no write in flight can land: DeletionGraceSeconds
-        # (at least 360 s, longer than any function runs) or SQS's longest delay, 900 s.
-        delay = min(MAX_QUEUE_DELAY_SECONDS, int(self.deletion_grace_seconds))
-        return ErasurePolicy(sweep_delay_seconds=delay, turn_budget_seconds=self.turn_lifetime)
-
     @property
     def turn_lifetime(self) -> float:
         """The longest a turn runs and writes: a streamed one's deadline, then its
         recording."""
-        from convo_memory.domain.time_budget import RECORDING_MARGIN_SECONDS
-
         longest = max(self.turn_deadline_seconds, self.stream_turn_deadline_seconds)
         return longest + RECORDING_MARGIN_SECONDS
 

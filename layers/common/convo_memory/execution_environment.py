@@ -37,8 +37,8 @@ def build_container(
     """A production container: adapters from ``settings`` (default: this environment's)
     over ``clients``, and the services over them (``convo_memory.bootstrap``)."""
     settings = settings or Settings.from_env()
-    adapters = build_adapters(settings, clients, clock=clock, metrics=metrics)
-    return build_services(adapters, settings, clock, monotonic, sleep)
+    adapters, infrastructure = build_adapters(settings, clients, clock=clock, metrics=metrics)
+    return build_services(adapters, infrastructure, settings, clock, monotonic, sleep)
 
 
 _lock = threading.Lock()

@@ -200,7 +200,7 @@ def read_cursor(token: str, *scope: str) -> dict[str, Any] | None:
     """The position a ``nextToken`` carries (none when it is empty: the first page),
     verified against the listing it must belong to (``scope``: listing, workspace, then
     what the listing is of)."""
-    position: dict[str, Any] | None = container().adapters.cursors.open(token, scope)
+    position: dict[str, Any] | None = container().infrastructure.cursors.open(token, scope)
     return position
 
 
@@ -208,7 +208,7 @@ def next_cursor(position: dict[str, Any] | None, *scope: str) -> str | None:
     """The ``nextToken`` of the next page (``None`` on the last one)."""
     if position is None:
         return None
-    token: str = container().adapters.cursors.issue(position, scope)
+    token: str = container().infrastructure.cursors.issue(position, scope)
     return token
 
 

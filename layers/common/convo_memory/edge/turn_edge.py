@@ -92,7 +92,7 @@ class TurnEdge:
         assert workspace_id is not None  # every turn door is behind a workspace's token
         adapters = self._container.adapters
         adapters.turn_limiter.admit(workspace_id)
-        runner = adapters.idempotency
+        runner = self._container.infrastructure.idempotency
         if request.idempotency_key is None or runner is None:
             return self._counted(door, workspace_id, command, sink, None)
         kept = runner.run(

@@ -105,8 +105,8 @@ class Answerer:
         runs: RunStore,
         metrics: MetricsPort,
         *,
+        loop: AgentLoop,
         toolbox_for: Callable[[Capability], Toolbox] | None = None,
-        loop: AgentLoop | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._provider_for = provider_for
@@ -114,7 +114,7 @@ class Answerer:
         self._runs = runs
         self._metrics = metrics
         self._toolbox_for = toolbox_for
-        self._loop = loop or AgentLoop(monotonic=monotonic)
+        self._loop = loop
         self._monotonic = monotonic
 
     def answer(

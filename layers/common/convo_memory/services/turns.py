@@ -66,7 +66,7 @@ from convo_memory.domain.turns import (
     TurnSink,
     UserText,
 )
-from convo_memory.ports import MetricsPort, NullMetrics, SessionStore, TurnStore
+from convo_memory.ports import SessionStore, TurnStore
 from convo_memory.services.agent_loop import LoopStart
 from convo_memory.services.answering import Answerer, AppTurn, ModelAnswer
 from convo_memory.services.catalog import CapabilityCatalog
@@ -199,10 +199,11 @@ class TurnService:
         trigger: SummaryTrigger,
         keys: SessionKeys,
         conversations: ConversationService,
+        pauses: PausedTurns,
+        states: SessionStates,
         policy: TurnPolicy,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
-        metrics: MetricsPort | None = None,
     ) -> None:
         self._catalog = catalog
         self._sessions = sessions
@@ -215,15 +216,9 @@ class TurnService:
         self._policy = policy
         self._clock = clock
         self._monotonic = monotonic
-        self._pauses = PausedTurns(
-            recorder,
-            metrics or NullMetrics(),
-            pending_turn_seconds=policy.pending_turn_seconds,
-            clock=clock,
-        )
-        self._states = SessionStates(
-            catalog, sessions, turns, policy.activity_granularity_seconds, conversations.bind
-        )
+        # A turn paused for the app's tools, and the session state a turn reads.
+        self._pauses = pauses
+        self._states = states
 
     def serve(
         self,
