@@ -274,7 +274,7 @@ def create_response(
 def list_models() -> Response[api.ModelList]:
     """The OpenAI-compatible door's model list: the workspace's conversational
     capabilities (a model id is a capability id)."""
-    from convo_memory.doors.chat_completions import models_list
+    from convo_memory.doors.chat_frames import models_list
 
     workspace = workspace_id(app)
     return json_response(200, models_list(workspace, container().catalog.list_all(workspace)))

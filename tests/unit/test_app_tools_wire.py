@@ -40,6 +40,7 @@ from convo_memory.domain.turns import (
     UserText,
 )
 from convo_memory.doors import chat_completions as chat
+from convo_memory.doors import chat_frames
 from tests.support.turns import served
 
 WEATHER_TOOL = {
@@ -248,7 +249,7 @@ PAUSE = served(
 
 
 def test_a_paused_turn_is_a_completion_with_tool_calls_and_no_content() -> None:
-    body = chat.chat_completion(PAUSE, "cap")
+    body = chat_frames.chat_completion(PAUSE, "cap")
     [choice] = body["choices"]
     assert choice["finish_reason"] == "tool_calls"
     assert choice["message"] == {
@@ -274,7 +275,7 @@ def test_a_streamed_pause_sends_each_call_as_indexed_chunks_then_finish_tool_cal
     result = served(**{**PAUSE.__dict__, "tool_calls": calls})
     items: list[TurnEvent | TurnResult] = [TurnBegun("r1", 5, "ses_1"), AppToolCalls(calls), result]
 
-    chunks = lines_of("".join(chat.chunk_frames(items, "cap", False)))
+    chunks = lines_of("".join(chat_frames.chunk_frames(items, "cap", False)))
 
     deltas = [c["choices"][0]["delta"] for c in chunks]
     assert deltas[0] == {"role": "assistant", "content": ""}
@@ -301,7 +302,7 @@ def test_a_streamed_pause_sends_each_call_as_indexed_chunks_then_finish_tool_cal
 def test_a_replayed_paused_turn_is_written_whole_with_its_calls() -> None:
     kept = TurnResult.from_json(json.loads(json.dumps(PAUSE.to_json())))
     assert kept == PAUSE
-    chunks = lines_of(chat.whole_stream(kept, "cap", False))
+    chunks = lines_of(chat_frames.whole_stream(kept, "cap", False))
     assert [c["choices"][0]["delta"].get("tool_calls", [{}])[0].get("id") for c in chunks] == [
         None,
         "call_1",

@@ -39,6 +39,7 @@ from convo_memory.domain.turns import (
     UserText,
 )
 from convo_memory.doors import chat_completions as chat
+from convo_memory.doors import chat_frames
 from convo_memory.edge import errors
 from tests.fakes.adapters import FakeProvider
 from tests.fakes.app import WS, FakeApp, fake_app
@@ -223,7 +224,7 @@ EXPECTED_USAGE = {
 
 
 def test_a_completion_carries_the_convo_extension_and_usage_when_known() -> None:
-    body = chat.chat_completion(result(usage=USAGE), "cap-1")
+    body = chat_frames.chat_completion(result(usage=USAGE), "cap-1")
 
     assert body["choices"] == [
         {
@@ -236,8 +237,8 @@ def test_a_completion_carries_the_convo_extension_and_usage_when_known() -> None
     assert body["usage"] == EXPECTED_USAGE
     assert (body["id"], body["created"], body["model"]) == ("chatcmpl-1", 7, "cap-1")
     assert body["convo"]["turn"] == {"userSeq": 1, "assistantSeq": 2}
-    assert "usage" not in chat.chat_completion(result(), "cap-1")
-    withheld = chat.chat_completion(result(withheld=True), "cap-1")
+    assert "usage" not in chat_frames.chat_completion(result(), "cap-1")
+    withheld = chat_frames.chat_completion(result(withheld=True), "cap-1")
     assert withheld["choices"][0]["finish_reason"] == "content_filter"
 
 
@@ -247,7 +248,9 @@ def test_a_buffered_stream_is_role_deltas_last_chunk_and_done() -> None:
         AnswerDelta("Hello"),
         AnswerDelta(" there"),
     ]
-    text = "".join(chat.chunk_frames([*events, result(usage=USAGE)], "cap-1", include_usage=True))
+    text = "".join(
+        chat_frames.chunk_frames([*events, result(usage=USAGE)], "cap-1", include_usage=True)
+    )
     lines = [block.removeprefix("data: ") for block in text.strip().split("\n\n")]
 
     assert lines[-1] == "[DONE]"
@@ -257,7 +260,7 @@ def test_a_buffered_stream_is_role_deltas_last_chunk_and_done() -> None:
     assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
     assert chunks[-1]["usage"] == EXPECTED_USAGE and chunks[-1]["convo"]["sessionId"] == "ses_1"
     assert {chunk["id"] for chunk in chunks} == {"chatcmpl-1"}
-    replayed = "".join(chat.chunk_frames([result(usage=USAGE)], "cap-1", False))
+    replayed = "".join(chat_frames.chunk_frames([result(usage=USAGE)], "cap-1", False))
     assert "usage" not in json.loads(replayed.split("\n\n")[-3][6:])
     assert json.loads(replayed.split("\n\n")[1][6:])["choices"][0]["delta"] == {
         "content": "Hello there"
@@ -265,7 +268,7 @@ def test_a_buffered_stream_is_role_deltas_last_chunk_and_done() -> None:
 
 
 def test_an_error_after_the_stream_started_is_one_line_then_done() -> None:
-    text = chat.error_lines(InternalError("req-1"))
+    text = chat_frames.error_lines(InternalError("req-1"))
     error, done = text.strip().split("\n\n")
 
     assert json.loads(error.removeprefix("data: ")) == {

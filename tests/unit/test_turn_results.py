@@ -7,7 +7,7 @@ import json
 
 from convo_memory.domain.generation import TokenUsage
 from convo_memory.domain.turns import ReplayStats, TurnPosition, TurnResult
-from convo_memory.doors import chat_completions as chat
+from convo_memory.doors import chat_frames
 from convo_memory.doors.predict import prediction
 from tests.support.turns import served
 
@@ -34,7 +34,7 @@ def test_a_result_comes_back_from_its_json_whole() -> None:
 def test_a_replayed_chat_completion_keeps_its_id_and_time() -> None:
     replayed = TurnResult.from_json(json.loads(json.dumps(RECORDED.to_json())))
 
-    first, again = (chat.chat_completion(r, "cap-1") for r in (RECORDED, replayed))
+    first, again = (chat_frames.chat_completion(r, "cap-1") for r in (RECORDED, replayed))
     assert again == first
     assert (again["id"], again["created"]) == ("chatcmpl-0123456789abcdef01234567", 1_767_225_600)
     assert again["usage"] == {
@@ -73,7 +73,7 @@ def test_a_record_kept_before_results_were_typed_replays_as_it_was_served() -> N
     }
 
     assert prediction(TurnResult.from_json(predicted)) == predicted
-    body = chat.chat_completion(TurnResult.from_json(completed), "cap-1")
+    body = chat_frames.chat_completion(TurnResult.from_json(completed), "cap-1")
     assert (body["id"], body["created"]) == ("chatcmpl-0123456789abcdef01234567", 1_767_225_600)
     # Such a record knew no cached tokens: the same counts, none of them from a cache.
     assert body["usage"] == {

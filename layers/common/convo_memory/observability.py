@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from aws_lambda_powertools import Logger
 
 if TYPE_CHECKING:
-    from convo_memory.domain.turns import TurnResult
+    from convo_memory.domain.turns import DoorId, TurnResult
     from convo_memory.ports import MetricsPort
 
 SERVICE_NAME = "convo-memory"
@@ -230,7 +230,7 @@ def turn_outcome(result: TurnResult) -> str:
 class TurnCount:
     """What ``turn_count`` counts of one turn that was served."""
 
-    def __init__(self, metrics: MetricsPort, door: str, tally: list[int]) -> None:
+    def __init__(self, metrics: MetricsPort, door: DoorId, tally: list[int]) -> None:
         self._metrics = metrics
         self._door = door
         self._tally = tally
@@ -252,7 +252,7 @@ class TurnCount:
 
 
 @contextmanager
-def turn_count(metrics: MetricsPort, door: str) -> Iterator[TurnCount]:
+def turn_count(metrics: MetricsPort, door: DoorId) -> Iterator[TurnCount]:
     """One turn through ``door``, counted in the ``Turns`` metric by door and outcome:
     how it ended (``TurnCount.served``), or an error's contract code (``internal`` for
     any other failure). When the provider read part of the prompt from its cache, the

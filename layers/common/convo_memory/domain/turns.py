@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from convo_memory.domain.errors import ExternalRefImmutable, PrincipalImmutable
 from convo_memory.domain.generation import NO_OPTIONS, FinishReason, GenerationOptions, TokenUsage
@@ -26,6 +26,22 @@ if TYPE_CHECKING:
     from convo_memory.domain.prompt import ChatMessage
     from convo_memory.domain.responses import ResponseRef, ResponseSettings
     from convo_memory.domain.tools import AppTools, ToolRound
+
+# Which door served a turn (the ``Turns`` metric's dimension, a log line's ``door``): the
+# native predict, its stream (buffered by the HttpApi, or streamed by the Function URL)
+# and a session's messages; the chat and Responses doors, each as JSON or streamed.
+DoorId = Literal[
+    "predict",
+    "stream-buffered",
+    "stream",
+    "messages",
+    "chat",
+    "chat-stream-buffered",
+    "chat-stream",
+    "responses",
+    "responses-stream-buffered",
+    "responses-stream",
+]
 
 # -- what a door asks -----------------------------------------------------------------------
 

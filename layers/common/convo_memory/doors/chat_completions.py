@@ -25,65 +25,61 @@ earlier history passes through as it is. ``response_format`` asks for structured
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from convo_memory.domain.errors import ServiceError, ValidationFailed
 from convo_memory.domain.generation import GenerationOptions
 from convo_memory.domain.imported_history import imported_turns
 from convo_memory.domain.prompt import ChatMessage
 from convo_memory.domain.tools import (
-    AppToolCall,
     AppTools,
-    ToolChoice,
-    ToolDefinition,
-    ToolReply,
     ToolRequest,
     ToolRound,
     tool_request,
 )
 from convo_memory.domain.turns import (
-    AnswerDelta,
-    AppToolCalls,
     ConversationTarget,
     SessionById,
     SessionByKey,
     SessionOwner,
     ToolOutput,
     ToolResults,
-    TurnBegun,
     TurnCommand,
-    TurnEvent,
     TurnPayload,
-    TurnResult,
     UserText,
+)
+from convo_memory.doors.chat_frames import chat_completion, chunk_frames, session_headers
+from convo_memory.doors.openai_common import (
+    EVENT_STREAM,
+    JSON,
+    SYSTEM_ROLES,
+    USER_HEADER,
+    app_tool_definitions,
+    check_end_user,
+    invalid,
+    offered_tools,
+    refuse_choice_without_tools,
+    session_owner,
+    tool_round,
 )
 from convo_memory.edge import input_gate
 from convo_memory.edge.errors import json_text
 from convo_memory.edge.turn_edge import BufferedEvents
 
 if TYPE_CHECKING:
-    from convo_memory.api import ChatCompletionRequest, FunctionSpec
-    from convo_memory.domain.models import Capability
+    from convo_memory.api import ChatCompletionRequest
+    from convo_memory.domain.turns import DoorId
     from convo_memory.edge.input_gate import GatedRequest
     from convo_memory.edge.turn_edge import TurnEdge
 
 ROUTE = "POST /v1/chat/completions"
 SESSION_ID_HEADER = "x-convo-session-id"
 SESSION_KEY_HEADER = "x-convo-session-key"
-PRINCIPAL_HEADER = "x-convo-principal"
-USER_HEADER = "x-convo-user"
 SESSION_KEY = re.compile(r"[\x20-\x7e]{1,128}")
 MAX_STOP_SEQUENCES = 4
 MAX_STOP_CHARS = 256
-DONE_LINE = "data: [DONE]\n\n"
-JSON = "application/json"
-EVENT_STREAM = "text/event-stream; charset=utf-8"
-# Roles a stateless turn passes on; "developer" is OpenAI's newer name for "system".
-SYSTEM_ROLES = frozenset({"system", "developer"})
 CHAT_ROLES = frozenset({"user", "assistant"})
 
 
@@ -116,7 +112,7 @@ def complete(edge: TurnEdge, request: GatedRequest, chat_turn: ChatTurn) -> Chat
     for, as a ``chat.completion``, or with ``stream: true`` its chunk lines all at once."""
     command = chat_turn.command
     events = BufferedEvents()
-    door = "chat-stream-buffered" if command.stream else "chat"
+    door: DoorId = "chat-stream-buffered" if command.stream else "chat"
     result = edge.serve(door, request, command, events)
     headers = session_headers(result.session_id)
     if not command.stream:
@@ -189,10 +185,10 @@ def _conversation(request: Any, headers: Mapping[str, str]) -> ConversationTarge
         return SessionById(session_id, _owner(request, headers))
     assert session_key is not None
     if not SESSION_KEY.fullmatch(session_key):
-        raise _invalid("X-Convo-Session-Key", "must be 1-128 printable ASCII characters")
+        raise invalid("X-Convo-Session-Key", "must be 1-128 printable ASCII characters")
     owner = _owner(request, headers)
     if owner.external_ref is None:
-        raise _invalid(
+        raise invalid(
             "user",
             "is required with X-Convo-Session-Key: your end user's id, as user, "
             "safety_identifier or the header X-Convo-User",
@@ -201,16 +197,8 @@ def _conversation(request: Any, headers: Mapping[str, str]) -> ConversationTarge
 
 
 def _owner(request: Any, headers: Mapping[str, str]) -> SessionOwner:
-    """Who the call says it is: its end user and its ``X-Convo-Principal`` (checked by
-    the rules a session is opened with; 422)."""
-    from convo_memory.api import SessionPatch
-
-    principal, given = _principal(headers.get(PRINCIPAL_HEADER))
-    try:
-        input_gate.parse_model(SessionPatch, {"principal": principal})
-    except ValidationFailed as refused:
-        raise _invalid("X-Convo-Principal", refused.message.removeprefix("principal: ")) from None
-    return SessionOwner(_end_user(request, headers), principal, given)
+    """Who the call says it is: its end user and its ``X-Convo-Principal``."""
+    return session_owner(_end_user(request, headers), headers)
 
 
 def _end_user(request: Any, headers: Mapping[str, str]) -> str | None:
@@ -226,14 +214,10 @@ def _end_user(request: Any, headers: Mapping[str, str]) -> str | None:
         if value is not None
     ]
     for field, value in named:
-        if not 1 <= len(value) <= input_gate.MAX_EXTERNAL_REF_CHARS:
-            raise _invalid(
-                field,
-                f"must be 1-{input_gate.MAX_EXTERNAL_REF_CHARS} characters (your end user's id)",
-            )
+        check_end_user(field, value)
     for field, value in named[1:]:
         if value != named[0][1]:
-            raise _invalid(field, f"differs from {named[0][0]}: both name the end user")
+            raise invalid(field, f"differs from {named[0][0]}: both name the end user")
     return named[0][1] if named else None
 
 
@@ -274,31 +258,7 @@ def _refuse_unsupported(request: Any) -> None:
             if name in LEGACY_TOOL_FIELDS
             else "this service answers with one text choice"
         )
-        raise _invalid(name, f"is not supported ({why})")
-
-
-def _invalid(field: str, what: str) -> ValidationFailed:
-    return ValidationFailed(
-        f"{field} {what}",
-        details=[{"loc": field.split("."), "msg": what, "type": "value_error"}],
-        param=field,
-    )
-
-
-def _principal(raw: str | None) -> tuple[dict[str, str] | None, bool]:
-    """``X-Convo-Principal``: a JSON object of string claims, or absent."""
-    if raw is None:
-        return None, False
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        raise _invalid("X-Convo-Principal", "must be a JSON object of string claims") from None
-    if value is not None and not (
-        isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
-    ):
-        raise _invalid("X-Convo-Principal", "must be a JSON object of string claims")
-    input_gate.inspect_value(value)
-    return value, True
+        raise invalid(name, f"is not supported ({why})")
 
 
 def _text(content: Any, where: str) -> str:
@@ -313,7 +273,7 @@ def _text(content: Any, where: str) -> str:
         ]
         if len(texts) == len(content) and all(isinstance(t, str) for t in texts):
             return "\n".join(str(t) for t in texts)
-    raise _invalid(where, 'must be text: a string or a list of {"type": "text", "text"} parts')
+    raise invalid(where, 'must be text: a string or a list of {"type": "text", "text"} parts')
 
 
 def _said(earlier: Iterable[Any]) -> Iterator[tuple[str, str]]:
@@ -341,7 +301,7 @@ def _history(earlier: Iterable[Any]) -> Iterable[ChatMessage]:
         if message.role == "tool":
             call_id = _call_id(message, where)
             if call_id not in unanswered:
-                raise _invalid(
+                raise invalid(
                     f"{where}.tool_call_id", "answers no call of the assistant message before it"
                 )
             unanswered.discard(call_id)
@@ -357,7 +317,7 @@ def _history(earlier: Iterable[Any]) -> Iterable[ChatMessage]:
         elif message.role in CHAT_ROLES:
             yield ChatMessage(message.role, _text(message.content, f"{where}.content"))
         else:
-            raise _invalid(f"{where}.role", "must be system, developer, user, assistant or tool")
+            raise invalid(f"{where}.role", "must be system, developer, user, assistant or tool")
 
 
 def _stateless_messages(
@@ -368,7 +328,7 @@ def _stateless_messages(
     users = [index for index, message in enumerate(messages) if message.role == "user"]
     last = len(messages) - 1
     if not users or (messages[last].role != "tool" and users[-1] != last):
-        raise _invalid(
+        raise invalid(
             f"messages.{last}.role",
             "the last message must be the user's, or tool messages answering the calls before",
         )
@@ -386,7 +346,7 @@ def _rounds(messages: list[Any], start: int) -> tuple[ToolRound, ...]:
         where = f"messages.{index}"
         calling = messages[index]
         if calling.role != "assistant" or not calling.tool_calls:
-            raise _invalid(f"{where}.role", "after the last user message come tool calls only")
+            raise invalid(f"{where}.role", "after the last user message come tool calls only")
         requests = tuple(_request(call) for call in calling.tool_calls)
         outputs: dict[str, str] = {}
         index += 1
@@ -395,10 +355,10 @@ def _rounds(messages: list[Any], start: int) -> tuple[ToolRound, ...]:
             call_id = _call_id(answer, f"messages.{index}")
             outputs[call_id] = _text(answer.content, f"messages.{index}.content")
             index += 1
-        if set(outputs) != {request.call_id for request in requests}:
-            raise _invalid(f"{where}.tool_calls", "every call needs one tool message, and only it")
-        replies = tuple(ToolReply(r.call_id, r.name, outputs[r.call_id]) for r in requests)
-        rounds.append(ToolRound(_optional_text(calling.content, where), requests, replies))
+        exchanged = tool_round(_optional_text(calling.content, where), requests, outputs)
+        if exchanged is None:
+            raise invalid(f"{where}.tool_calls", "every call needs one tool message, and only it")
+        rounds.append(exchanged)
     return tuple(rounds)
 
 
@@ -409,7 +369,7 @@ def _session_input(messages: list[Any]) -> TurnPayload:
     last = len(messages) - 1
     if messages[last].role != "tool":
         if messages[last].role != "user":
-            raise _invalid(
+            raise invalid(
                 f"messages.{last}.role",
                 "the last message must be the user's, or tool messages answering a paused turn",
             )
@@ -430,7 +390,7 @@ def _session_input(messages: list[Any]) -> TurnPayload:
 
 def _call_id(message: Any, where: str) -> str:
     if not message.tool_call_id:
-        raise _invalid(f"{where}.tool_call_id", "is required on a tool message")
+        raise invalid(f"{where}.tool_call_id", "is required on a tool message")
     return str(message.tool_call_id)
 
 
@@ -444,259 +404,20 @@ def _request(call: Any) -> ToolRequest:
     return tool_request(call.id, call.function.name, call.function.arguments, "arguments")
 
 
-def app_tool_definitions(functions: Sequence[FunctionSpec]) -> tuple[ToolDefinition, ...]:
-    """The app's functions (validated ``FunctionSpec``: both doors' bounds) as the model
-    is offered them; ``422`` for a name used twice."""
-    names = [function.name for function in functions]
-    if len(set(names)) != len(names):
-        raise _invalid("tools", "each tool needs a name of its own")
-    return tuple(
-        ToolDefinition(
-            function.name,
-            function.description,
-            function.parameters or {"type": "object", "properties": {}},
-        )
-        for function in functions
-    )
-
-
 def _app_tools(request: Any) -> AppTools | None:
     """The app's own tools and how the model may call them (None: none offered);
     ``422`` for a name used twice, or a ``tool_choice`` that names no offered tool."""
     choice = request.tool_choice
     if not request.tools:
-        if choice not in (None, "auto", "none"):
-            raise _invalid("tool_choice", "asks for a tool call, but no tools are offered")
+        refuse_choice_without_tools(choice)
         return None
     definitions = app_tool_definitions([tool.function for tool in request.tools])
-    names = [definition.name for definition in definitions]
-    parallel = request.parallel_tool_calls
-    if choice in (None, "auto"):
-        return AppTools(definitions, ToolChoice("auto", None, parallel))
-    if choice in ("none", "required"):
-        return AppTools(definitions, ToolChoice(choice, None, parallel))
-    if choice.function.name not in names:
-        raise _invalid("tool_choice.function.name", "names no tool of tools")
-    return AppTools(definitions, ToolChoice("function", choice.function.name, parallel))
-
-
-# -- answers -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CompletionStamp:
-    """What identifies one completion in every line of its answer: the turn's id and
-    time (kept with an Idempotency-Key, so a replay shows them again) and the model."""
-
-    id: str
-    created: int
-    model: str
-
-    @classmethod
-    def of(cls, reply_id: str, created: int, model: str) -> CompletionStamp:
-        return cls(f"chatcmpl-{reply_id}", created, model)
-
-
-def _stamp(result: TurnResult, model: str) -> CompletionStamp:
-    return CompletionStamp.of(result.reply_id, result.created, model)
-
-
-def finish_reason(result: TurnResult) -> str:
-    """``tool_calls`` for a turn paused for the app's tools, ``content_filter`` for a
-    withheld answer, else how the model ended."""
-    if result.tool_calls:
-        return "tool_calls"
-    return "content_filter" if result.withheld else result.finish
-
-
-def tool_calls_json(calls: Iterable[AppToolCall]) -> list[dict[str, Any]]:
-    """The calls of a paused turn, as ``message.tool_calls``."""
-    return [
-        {
-            "id": call.call_id,
-            "type": "function",
-            "function": {"name": call.name, "arguments": call.arguments},
-        }
-        for call in calls
-    ]
-
-
-def usage_of(result: TurnResult) -> dict[str, Any] | None:
-    """The completion's ``usage`` in OpenAI's names, when known: ``prompt_tokens`` counts
-    the whole prompt, ``prompt_tokens_details.cached_tokens`` the part of it the provider
-    read from its prompt cache."""
-    usage = result.usage
-    if usage is None:
-        return None
-    return {
-        "prompt_tokens": usage.input_tokens,
-        "completion_tokens": usage.output_tokens,
-        "total_tokens": usage.input_tokens + usage.output_tokens,
-        "prompt_tokens_details": {"cached_tokens": usage.cached_input_tokens},
-    }
-
-
-CONVO_FIELDS = ("sessionId", "turn", "recorded", "withheld", "runId")
-
-
-def convo_extension(result: TurnResult) -> dict[str, Any]:
-    """The ``convo`` member: what the service did with the turn."""
-    kept = result.to_json()
-    return {name: kept[name] for name in CONVO_FIELDS}
-
-
-def chat_completion(result: TurnResult, model: str) -> dict[str, Any]:
-    """The ``chat.completion`` of a turn."""
-    stamp = _stamp(result, model)
-    message: dict[str, Any] = {"role": "assistant", "content": result.output}
-    if result.tool_calls:
-        # As OpenAI answers a call that came with no text: content null.
-        message["content"] = result.output or None
-        message["tool_calls"] = tool_calls_json(result.tool_calls)
-    body: dict[str, Any] = {
-        "id": stamp.id,
-        "object": "chat.completion",
-        "created": stamp.created,
-        "model": stamp.model,
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "finish_reason": finish_reason(result),
-                "logprobs": None,
-            }
-        ],
-        "convo": convo_extension(result),
-    }
-    usage = usage_of(result)
-    if usage is not None:
-        body["usage"] = usage
-    return body
-
-
-def _chunk(stamp: CompletionStamp, delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
-    return {
-        "id": stamp.id,
-        "object": "chat.completion.chunk",
-        "created": stamp.created,
-        "model": stamp.model,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
-    }
-
-
-def data_line(payload: Any) -> str:
-    """One server-sent event of the stream: ``data: <JSON on one line>``."""
-    return f"data: {json_text(payload)}\n\n"
-
-
-def first_line(stamp: CompletionStamp) -> str:
-    """The stream's first chunk: the assistant's role."""
-    return data_line(_chunk(stamp, {"role": "assistant", "content": ""}, None))
-
-
-def delta_line(stamp: CompletionStamp, text: str) -> str:
-    return data_line(_chunk(stamp, {"content": text}, None))
-
-
-def tool_call_lines(stamp: CompletionStamp, calls: Iterable[AppToolCall]) -> str:
-    """The chunks of a paused turn's calls, as OpenAI streams them: per call one chunk
-    with its ``index``, ``id``, ``type`` and name, then one with its arguments."""
-    lines = []
-    for index, call in enumerate(calls):
-        head = {
-            "index": index,
-            "id": call.call_id,
-            "type": "function",
-            "function": {"name": call.name, "arguments": ""},
-        }
-        arguments = {"index": index, "function": {"arguments": call.arguments}}
-        lines.append(data_line(_chunk(stamp, {"tool_calls": [head]}, None)))
-        lines.append(data_line(_chunk(stamp, {"tool_calls": [arguments]}, None)))
-    return "".join(lines)
-
-
-def last_lines(result: TurnResult, model: str, include_usage: bool) -> str:
-    """The stream's last chunk (``finish_reason``, ``convo``, and ``usage`` when asked
-    for and known), then ``data: [DONE]``."""
-    chunk = _chunk(_stamp(result, model), {}, finish_reason(result))
-    chunk["convo"] = convo_extension(result)
-    usage = usage_of(result)
-    if include_usage and usage is not None:
-        chunk["usage"] = usage
-    return data_line(chunk) + DONE_LINE
-
-
-def error_lines(error: ServiceError) -> str:
-    """A failure after the stream started: one error line, then ``data: [DONE]``."""
-    from convo_memory.edge.errors import error_body
-
-    return data_line(error_body(error, openai=True)) + DONE_LINE
-
-
-def whole_stream(result: TurnResult, model: str, include_usage: bool) -> str:
-    """A stream written at once from its result (a replayed turn, or one that made no
-    delta): role, the answer as one delta (and a paused turn's calls), the last chunk."""
-    stamp = _stamp(result, model)
-    text = delta_line(stamp, result.output) if result.output or not result.tool_calls else ""
-    return (
-        first_line(stamp)
-        + text
-        + tool_call_lines(stamp, result.tool_calls)
-        + last_lines(result, model, include_usage)
+    mode, named = (
+        (choice, None) if isinstance(choice, str | None) else ("function", choice.function.name)
+    )
+    return offered_tools(
+        definitions, mode, named, request.parallel_tool_calls, "tool_choice.function.name"
     )
 
 
-def chunk_frames(
-    items: Iterable[TurnEvent | TurnResult | ServiceError], model: str, include_usage: bool
-) -> Iterator[str]:
-    """A chat stream's lines from a turn's events: the role chunk before the first
-    delta, each delta, a paused turn's calls (v4), then the last chunk and ``[DONE]``
-    (or, after a failure, one error line and ``[DONE]``). Tools the service calls are
-    not the client's: their events are not written."""
-    begun: TurnBegun | None = None
-    stamp: CompletionStamp | None = None
-    for item in items:
-        if isinstance(item, TurnBegun):
-            begun = item
-        elif isinstance(item, AnswerDelta | AppToolCalls):
-            if stamp is None:
-                assert begun is not None  # a turn begins before its first event
-                stamp = CompletionStamp.of(begun.reply_id, begun.created, model)
-                yield first_line(stamp)
-            if isinstance(item, AnswerDelta):
-                yield delta_line(stamp, item.text)
-            else:
-                yield tool_call_lines(stamp, item.calls)
-        elif isinstance(item, TurnResult):
-            if stamp is None:
-                yield whole_stream(item, model, include_usage)
-            else:
-                yield last_lines(item, model, include_usage)
-            return
-        elif isinstance(item, ServiceError):
-            yield error_lines(item)
-            return
-
-
-def session_headers(session_id: str | None) -> dict[str, str]:
-    """``X-Convo-Session-Id`` of a turn in a session."""
-    return {"X-Convo-Session-Id": session_id} if session_id else {}
-
-
-def models_list(workspace_id: str, capabilities: Iterable[Capability]) -> dict[str, Any]:
-    """``GET /v1/models``: the workspace's generative and agent capabilities."""
-    from convo_memory.domain.models import parse_iso
-
-    return {
-        "object": "list",
-        "data": [
-            {
-                "id": capability.id,
-                "object": "model",
-                "created": int(parse_iso(capability.created_at)),
-                "owned_by": workspace_id,
-            }
-            for capability in capabilities
-            if capability.conversational
-        ],
-    }
+# -- answers -------------------------------------------------------------------------------

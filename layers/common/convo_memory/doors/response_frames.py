@@ -35,9 +35,8 @@ from convo_memory.domain.responses import (
 )
 from convo_memory.domain.tools import AppToolCall
 from convo_memory.domain.turns import AnswerDelta, TurnBegun, TurnEvent, TurnResult
+from convo_memory.doors.openai_common import convo_extension
 from convo_memory.doors.sse import sse_event
-
-CONVO_FIELDS = ("sessionId", "turn", "recorded", "withheld", "runId")
 
 
 @dataclass(frozen=True)
@@ -171,12 +170,6 @@ def response_body(state: ResponseState, echo: ResponseEcho) -> dict[str, Any]:
         "error": None if error is None else {"code": error.code, "message": error.message},
         "convo": dict(state.convo) if state.convo is not None else None,
     }
-
-
-def convo_extension(result: TurnResult) -> dict[str, Any]:
-    """The ``convo`` member: what the service did with the turn."""
-    kept = result.to_json()
-    return {name: kept[name] for name in CONVO_FIELDS}
 
 
 def function_call_item(name: TurnName, index: int, call: AppToolCall) -> dict[str, Any]:

@@ -23,15 +23,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from convo_memory.domain.errors import ResponseNotFound, ValidationFailed
+from convo_memory.domain.errors import ResponseNotFound
 from convo_memory.domain.generation import GenerationOptions
 from convo_memory.domain.imported_history import ImportedTurn, imported_turns
 from convo_memory.domain.prompt import ChatMessage
 from convo_memory.domain.responses import ResponseRef, ResponseSettings
 from convo_memory.domain.tools import (
     AppTools,
-    ToolChoice,
-    ToolReply,
     ToolRound,
     tool_request,
 )
@@ -47,6 +45,18 @@ from convo_memory.domain.turns import (
     TurnPayload,
     UserText,
 )
+from convo_memory.doors.openai_common import (
+    EVENT_STREAM,
+    JSON,
+    SYSTEM_ROLES,
+    app_tool_definitions,
+    check_end_user,
+    invalid,
+    offered_tools,
+    refuse_choice_without_tools,
+    session_owner,
+    tool_round,
+)
 from convo_memory.doors.response_frames import ResponseEcho, ResponseEvents, served_response
 from convo_memory.edge import input_gate
 from convo_memory.edge.errors import json_text
@@ -54,15 +64,12 @@ from convo_memory.edge.turn_edge import BufferedEvents
 
 if TYPE_CHECKING:
     from convo_memory.api import ConversationCreate, ResponseCreate
+    from convo_memory.domain.turns import DoorId
     from convo_memory.edge.input_gate import GatedRequest
     from convo_memory.edge.turn_edge import TurnEdge
 
 ROUTE = "POST /v1/responses"
-JSON = "application/json"
-EVENT_STREAM = "text/event-stream; charset=utf-8"
-PRINCIPAL_HEADER = "x-convo-principal"
 MESSAGE_ROLES = frozenset({"user", "assistant", "system", "developer"})
-SYSTEM_ROLES = frozenset({"system", "developer"})
 TEXT_PARTS = frozenset({"input_text", "output_text", "text"})
 MEDIA_PARTS = frozenset({"input_image", "input_file", "input_audio"})
 # Items an SDK resends that carry no text for the model: skipped.
@@ -105,7 +112,7 @@ def create(edge: TurnEdge, request: GatedRequest, turn: ResponseTurn) -> Respons
     for, or with ``stream: true`` its events all at once."""
     command = turn.command
     events = BufferedEvents()
-    door = "responses-stream-buffered" if command.stream else "responses"
+    door: DoorId = "responses-stream-buffered" if command.stream else "responses"
     result = edge.serve(door, request, command, events)
     if not command.stream:
         return ResponseAnswer(JSON, json_text(served_response(result, turn.echo)))
@@ -182,13 +189,11 @@ def _conversation(
     named = request.conversation
     previous = request.previous_response_id
     if named is not None and previous is not None:
-        raise _invalid("previous_response_id", "cannot be used with conversation: name one")
+        raise invalid("previous_response_id", "cannot be used with conversation: name one")
     if request.store is False:
         if named is not None or previous is not None:
             field = "conversation" if named is not None else "previous_response_id"
-            raise _invalid(
-                "store", f"false is stateless: it takes no {field} (nothing is recorded)"
-            )
+            raise invalid("store", f"false is stateless: it takes no {field} (nothing is recorded)")
         return None
     owner = _owner(request, headers)
     if previous is not None:
@@ -207,22 +212,12 @@ def _conversation(
 def _owner(request: ResponseCreate, headers: Mapping[str, str]) -> SessionOwner:
     """Who the call says it is: ``safety_identifier`` (else ``user``) and
     ``X-Convo-Principal`` (checked by the rules a session is opened with; 422)."""
-    from convo_memory.api import SessionPatch
-    from convo_memory.doors.chat_completions import _principal
-
     end_user, field = request.safety_identifier, "safety_identifier"
     if end_user is None:
         end_user, field = request.user, "user"
-    if end_user is not None and not 1 <= len(end_user) <= input_gate.MAX_EXTERNAL_REF_CHARS:
-        raise _invalid(
-            field, f"must be 1-{input_gate.MAX_EXTERNAL_REF_CHARS} characters (your end user's id)"
-        )
-    principal, given = _principal(headers.get(PRINCIPAL_HEADER))
-    try:
-        input_gate.parse_model(SessionPatch, {"principal": principal})
-    except ValidationFailed as refused:
-        raise _invalid("X-Convo-Principal", refused.message.removeprefix("principal: ")) from None
-    return SessionOwner(end_user, principal, given)
+    if end_user is not None:
+        check_end_user(field, end_user)
+    return session_owner(end_user, headers)
 
 
 def _chat_history(earlier: Sequence[InputItem]) -> list[ChatMessage]:
@@ -274,7 +269,7 @@ def _turn_input(
         )
         return ToolResults(outputs), ()
     if at is None or (at != len(items) - 1 and continues):
-        raise _invalid(
+        raise invalid(
             last.where,
             "must be the user's message (the turn's input), or function_call_output items "
             "answering a paused turn's calls",
@@ -296,16 +291,16 @@ def _rounds(after: Sequence[InputItem]) -> tuple[ToolRound, ...]:
         while index < len(after) and after[index].kind == "function_call_output":
             outputs[after[index].call_id] = after[index].text
             index += 1
-        if not calls or set(outputs) != {call.call_id for call in calls}:
+        requests = tuple(tool_request(c.call_id, c.name, c.text, "arguments") for c in calls)
+        exchanged = tool_round("", requests, outputs) if calls else None
+        if exchanged is None:
             where = (calls[0] if calls else after[min(index, len(after) - 1)]).where
-            raise _invalid(
+            raise invalid(
                 where,
                 "after the user's message come function_call items, each answered by one "
                 "function_call_output",
             )
-        requests = tuple(tool_request(c.call_id, c.name, c.text, "arguments") for c in calls)
-        replies = tuple(ToolReply(r.call_id, r.name, outputs[r.call_id]) for r in requests)
-        rounds.append(ToolRound("", requests, replies))
+        rounds.append(exchanged)
     return tuple(rounds)
 
 
@@ -316,30 +311,27 @@ def _app_tools(request: ResponseCreate) -> AppTools | None:
     twice, or a ``tool_choice`` that names no offered tool or asks for a call with none
     offered."""
     from convo_memory.api import FunctionTools
-    from convo_memory.doors.chat_completions import app_tool_definitions
 
     choice = request.tool_choice
     tools = request.tools or ()
     if not tools:
-        if choice not in (None, "auto", "none"):
-            raise _invalid("tool_choice", "asks for a tool call, but no tools are offered")
+        refuse_choice_without_tools(choice)
         return None
     offered = input_gate.parse_model(FunctionTools, {"tools": list(tools)}).tools
     definitions = app_tool_definitions(offered)
-    names = [d.name for d in definitions]
     parallel = request.parallel_tool_calls
-    if choice in (None, "auto"):
-        return AppTools(definitions, ToolChoice("auto", None, parallel))
-    if choice == "none":
-        return AppTools(definitions, ToolChoice("none", None, parallel))
-    if choice == "required":
-        return AppTools(definitions, ToolChoice("required", None, parallel))
-    named = choice.get("name") if isinstance(choice, dict) else None
+    if choice is None or isinstance(choice, str):
+        return offered_tools(definitions, choice, None, parallel, "tool_choice.name")
     if not isinstance(choice, dict) or choice.get("type") != "function":
-        raise _invalid("tool_choice", "must be auto, none, required or a function to call")
-    if named not in names:
-        raise _invalid("tool_choice.name", "names no tool of tools")
-    return AppTools(definitions, ToolChoice("function", named, parallel))
+        raise invalid("tool_choice", "must be auto, none, required or a function to call")
+    named = choice.get("name")
+    return offered_tools(
+        definitions,
+        "function",
+        named if isinstance(named, str) else None,
+        parallel,
+        "tool_choice.name",
+    )
 
 
 # -- reading the items --------------------------------------------------------------------
@@ -349,7 +341,7 @@ def _items(raw: str | list[dict[str, Any]]) -> list[InputItem]:
     if isinstance(raw, str):
         return [InputItem("message", "input", "user", raw)]
     if not raw:
-        raise _invalid("input", "must not be empty: a string or a list of items")
+        raise invalid("input", "must not be empty: a string or a list of items")
     return [_item(entry, f"input.{index}") for index, entry in enumerate(raw)]
 
 
@@ -360,12 +352,12 @@ def _item(entry: Mapping[str, Any], where: str) -> InputItem:
     if kind == "message":
         role = entry.get("role")
         if role not in MESSAGE_ROLES:
-            raise _invalid(f"{where}.role", "must be user, assistant, system or developer")
+            raise invalid(f"{where}.role", "must be user, assistant, system or developer")
         return InputItem("message", where, str(role), message_text(entry.get("content"), where))
     if kind == "function_call":
         call_id, name = _call_id(entry, where), entry.get("name")
         if not isinstance(name, str) or not name:
-            raise _invalid(f"{where}.name", "is required on a function_call item")
+            raise invalid(f"{where}.name", "is required on a function_call item")
         arguments = entry.get("arguments")
         text = arguments if isinstance(arguments, str) else ""
         return InputItem("function_call", where, call_id=call_id, name=name, text=text)
@@ -375,7 +367,7 @@ def _item(entry: Mapping[str, Any], where: str) -> InputItem:
         return InputItem("function_call_output", where, call_id=_call_id(entry, where), text=text)
     if kind in SKIPPED_ITEMS:
         return InputItem(str(kind), where)
-    raise _invalid(
+    raise invalid(
         f"{where}.type",
         "is not supported: this service takes message, function_call and "
         "function_call_output items",
@@ -385,7 +377,7 @@ def _item(entry: Mapping[str, Any], where: str) -> InputItem:
 def _call_id(entry: Mapping[str, Any], where: str) -> str:
     call_id = entry.get("call_id")
     if not isinstance(call_id, str) or not 1 <= len(call_id) <= 256:
-        raise _invalid(f"{where}.call_id", "is required: the id of the call it answers")
+        raise invalid(f"{where}.call_id", "is required: the id of the call it answers")
     return call_id
 
 
@@ -395,18 +387,18 @@ def message_text(content: Any, where: str) -> str:
     if isinstance(content, str):
         return content
     if not isinstance(content, list) or not content:
-        raise _invalid(f"{where}.content", "must be a string or a list of text parts")
+        raise invalid(f"{where}.content", "must be a string or a list of text parts")
     texts = []
     for index, part in enumerate(content):
         kind = part.get("type") if isinstance(part, dict) else None
         if kind in MEDIA_PARTS:
-            raise _invalid(
+            raise invalid(
                 f"{where}.content.{index}",
                 f"is not supported ({kind}): this service answers text, from text",
             )
         text = part.get("refusal") if kind == "refusal" else (part or {}).get("text")
         if not (kind in TEXT_PARTS or kind == "refusal") or not isinstance(text, str):
-            raise _invalid(f"{where}.content.{index}", "must be a text part (input_text)")
+            raise invalid(f"{where}.content.{index}", "must be a text part (input_text)")
         texts.append(text)
     return "\n".join(texts)
 
@@ -419,11 +411,11 @@ def _refuse_unsupported(request: ResponseCreate) -> None:
     naming the field)."""
     extra = request.model_extra or {}
     if extra.get("background") not in (None, False):
-        raise _invalid("background", "is not supported: responses are answered as they are made")
+        raise invalid("background", "is not supported: responses are answered as they are made")
     for index, tool in enumerate(request.tools or ()):
         kind = tool.get("type")
         if kind != "function":
-            raise _invalid(
+            raise invalid(
                 f"tools.{index}.type",
                 f"is not supported ({kind}): built-in tools do not run here; offer function "
                 "tools, which your app runs",
@@ -432,12 +424,4 @@ def _refuse_unsupported(request: ResponseCreate) -> None:
         (extra.get("text") or {}).get("format") if isinstance(extra.get("text"), dict) else None
     )
     if isinstance(text_format, dict) and text_format.get("type") not in (None, "text"):
-        raise _invalid("text.format", "is not supported: answers are text")
-
-
-def _invalid(field: str, what: str) -> ValidationFailed:
-    return ValidationFailed(
-        f"{field} {what}",
-        details=[{"loc": field.split("."), "msg": what, "type": "value_error"}],
-        param=field,
-    )
+        raise invalid("text.format", "is not supported: answers are text")

@@ -42,7 +42,7 @@ from convo_memory.observability import set_correlation_id
 
 if TYPE_CHECKING:
     from convo_memory.bootstrap import Container
-    from convo_memory.domain.turns import TurnBegun, TurnCommand, TurnEvent, TurnResult
+    from convo_memory.domain.turns import DoorId, TurnBegun, TurnCommand, TurnEvent, TurnResult
 
     # What a turn's thread hands the door: its events, then its result or its error.
     Item = TurnEvent | TurnResult | ServiceError
@@ -196,7 +196,7 @@ class StreamDoor:
     # -- the OpenAI-compatible door ----------------------------------------------------------
 
     def _models(self, request: GatedRequest) -> StreamResponse:
-        from convo_memory.doors.chat_completions import models_list
+        from convo_memory.doors.chat_frames import models_list
 
         workspace = request.workspace_id or ""
         return json_answer(models_list(workspace, self._container().catalog.list_all(workspace)))
@@ -205,6 +205,7 @@ class StreamDoor:
         self, request: GatedRequest, headers: Mapping[str, str], request_id: str
     ) -> StreamResponse:
         from convo_memory.doors import chat_completions as chat
+        from convo_memory.doors import chat_frames
 
         chat_turn = chat.read_chat_turn(request.body or {}, headers)
         edge = TurnEdge.on_stream_url(self._container())
@@ -219,8 +220,10 @@ class StreamDoor:
         from convo_memory.domain.turns import TurnResult
 
         session_id = first.session_id if isinstance(first, TurnResult) else turn.session_id
-        lines = chat.chunk_frames(turn.items(first), chat_turn.model, chat_turn.include_usage)
-        response_headers = SSE_HEADERS + _header_pairs(chat.session_headers(session_id))
+        lines = chat_frames.chunk_frames(
+            turn.items(first), chat_turn.model, chat_turn.include_usage
+        )
+        response_headers = SSE_HEADERS + _header_pairs(chat_frames.session_headers(session_id))
         return StreamResponse(200, response_headers, _encoded(lines))
 
     def _responses(
@@ -250,7 +253,7 @@ class TurnOnThread:
     def __init__(
         self,
         edge: TurnEdge,
-        door: str,
+        door: DoorId,
         request: GatedRequest,
         command: TurnCommand,
         request_id: str,

@@ -31,7 +31,7 @@ from convo_memory.domain.time_budget import RECORDING_MARGIN_SECONDS, Countdown,
 
 if TYPE_CHECKING:
     from convo_memory.bootstrap import Container
-    from convo_memory.domain.turns import TurnCommand, TurnEvent, TurnResult, TurnSink
+    from convo_memory.domain.turns import DoorId, TurnCommand, TurnEvent, TurnResult, TurnSink
     from convo_memory.edge.input_gate import GatedRequest
 
 
@@ -76,7 +76,7 @@ class TurnEdge:
 
     def serve(
         self,
-        door: str,
+        door: DoorId,
         request: GatedRequest,
         command: TurnCommand,
         sink: TurnSink | None = None,
@@ -107,7 +107,7 @@ class TurnEdge:
 
     def _kept(
         self,
-        door: str,
+        door: DoorId,
         workspace_id: str,
         command: TurnCommand,
         sink: TurnSink | None,
@@ -118,7 +118,7 @@ class TurnEdge:
 
     def _counted(
         self,
-        door: str,
+        door: DoorId,
         workspace_id: str,
         command: TurnCommand,
         sink: TurnSink | None,
