@@ -11,7 +11,7 @@ from typing import Any
 import boto3
 import pytest
 
-from convo_memory.adapters.dynamo import forks
+from convo_memory.adapters.dynamo import fork_reads
 from convo_memory.adapters.dynamo.forks import DynamoForkStore
 from convo_memory.adapters.dynamo.stores import dynamo_stores
 from convo_memory.domain.erasures import Erasure, TracePolicy
@@ -948,13 +948,13 @@ def test_a_listing_that_races_the_end_of_a_forks_copy_still_shows_every_message(
     with_turns(stores, "p1", 5)
     stores.forks.create_fork(fork_of("p1", "f1", 10), 1, keep_earlier_summary=False)
     if isinstance(stores.forks, DynamoForkStore):
-        original = forks.copy_state
+        original = fork_reads.copy_state
 
         def copy_finishes_first(table: Any, session_id: str) -> Any:
             assert stores.forks.copy_inherited("p1", "f1") == "done"
             return original(table, session_id)
 
-        monkeypatch.setattr(forks, "copy_state", copy_finishes_first)
+        monkeypatch.setattr(fork_reads, "copy_state", copy_finishes_first)
     else:
         assert stores.forks.copy_inherited("p1", "f1") == "done"
 

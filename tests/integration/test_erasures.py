@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from convo_memory.adapters.dynamo import items
+from convo_memory.adapters.dynamo import items, summary_items
 from convo_memory.domain.models import Session, iso_at
 from tests.support.erasure_jobs import run_erasure_jobs
 from tests.support.inprocess_api import InProcessApi, new_workspace
@@ -87,7 +87,9 @@ def end_user(api: InProcessApi, tenant: Tenant) -> tuple[list[str], int]:
         api.container.settings.table_name,
     )
     for session_id in generative[10:15]:
-        summary = items.summary_item(session_id, _summary(f"the user {REF} asked about 4242"))
+        summary = summary_items.summary_item(
+            session_id, _summary(f"the user {REF} asked about 4242")
+        )
         dynamodb.put_item(TableName=table, Item=summary)
         # What a recall would have copied from the end user's other sessions.
         dynamodb.update_item(

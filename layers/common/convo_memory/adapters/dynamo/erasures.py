@@ -37,6 +37,46 @@ from convo_memory.domain.models import parse_iso
 _CLAIM_REMOVES = ("principal", "metadata", "recall", "gsi2pk", "gsi2sk")
 
 
+# -- an erasure's receipt (pk = WS#<workspace>, sk = ERASURE#<id>) ---------------------
+
+
+def erasure_key(workspace_id: str, erasure_id: str) -> Item:
+    return {"pk": string_value(f"WS#{workspace_id}"), "sk": string_value(f"ERASURE#{erasure_id}")}
+
+
+def erasure_item(erasure: Erasure, expires_at: int | None = None) -> Item:
+    item: Item = {
+        **erasure_key(erasure.workspace_id, erasure.id),
+        "externalRef": string_value(erasure.external_ref),
+        "traces": string_value(erasure.traces),
+        "status": string_value(erasure.status),
+        "createdAt": string_value(erasure.created_at),
+        "sessionsErased": number_value(erasure.sessions_erased),
+        "tracesErased": number_value(erasure.traces_erased),
+        "tracesKept": number_value(erasure.traces_kept),
+    }
+    if erasure.finished_at:
+        item["finishedAt"] = string_value(erasure.finished_at)
+    if expires_at is not None:
+        item["ttl"] = number_value(expires_at)
+    return item
+
+
+def erasure_from(item: Item) -> Erasure:
+    return Erasure(
+        id=item["sk"]["S"].removeprefix("ERASURE#"),
+        workspace_id=item["pk"]["S"].removeprefix("WS#"),
+        external_ref=item["externalRef"]["S"],
+        traces=item["traces"]["S"],
+        status=item["status"]["S"],
+        created_at=item["createdAt"]["S"],
+        finished_at=item.get("finishedAt", {}).get("S"),
+        sessions_erased=int(item.get("sessionsErased", {}).get("N", "0")),
+        traces_erased=int(item.get("tracesErased", {}).get("N", "0")),
+        traces_kept=int(item.get("tracesKept", {}).get("N", "0")),
+    )
+
+
 class DynamoErasureStore:
     def __init__(
         self,
@@ -55,23 +95,23 @@ class DynamoErasureStore:
     def put_erasure(self, erasure: Erasure) -> None:
         created, _ = self._table.conditional(
             "put_item",
-            Item=items.erasure_item(erasure),
+            Item=erasure_item(erasure),
             ConditionExpression="attribute_not_exists(pk)",
         )
         if not created:  # ids are random: a collision is a defect
             raise StoreRejected(f"erasure id {erasure.id} already exists")
 
     def get_erasure(self, workspace_id: str, erasure_id: str) -> Erasure | None:
-        item = self._table.get(items.erasure_key(workspace_id, erasure_id))
-        return items.erasure_from(item) if item else None
+        item = self._table.get(erasure_key(workspace_id, erasure_id))
+        return erasure_from(item) if item else None
 
     def delete_erasure(self, workspace_id: str, erasure_id: str) -> None:
-        self._table.call("delete_item", Key=items.erasure_key(workspace_id, erasure_id))
+        self._table.call("delete_item", Key=erasure_key(workspace_id, erasure_id))
 
     def start_erasure(self, workspace_id: str, erasure_id: str) -> Erasure | None:
         _, item = self._table.conditional(
             "update_item",
-            Key=items.erasure_key(workspace_id, erasure_id),
+            Key=erasure_key(workspace_id, erasure_id),
             UpdateExpression="SET #st = :running REMOVE finishedAt, #ttl",
             ConditionExpression="attribute_exists(pk) AND #st <> :done",
             ExpressionAttributeNames={"#st": "status", "#ttl": "ttl"},
@@ -82,7 +122,7 @@ class DynamoErasureStore:
             ReturnValues="ALL_OLD",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
-        return items.erasure_from(item) if item else None
+        return erasure_from(item) if item else None
 
     def finish_erasure(
         self, workspace_id: str, erasure_id: str, status: ErasureStatus, finished_at: str
@@ -91,7 +131,7 @@ class DynamoErasureStore:
         expires = int(parse_iso(finished_at) + self._receipt_seconds)
         finished, _ = self._table.conditional(
             "update_item",
-            Key=items.erasure_key(workspace_id, erasure_id),
+            Key=erasure_key(workspace_id, erasure_id),
             UpdateExpression="SET #st = :status, finishedAt = :at, #ttl = :ttl",
             ConditionExpression="#st = :running",
             ExpressionAttributeNames={"#st": "status", "#ttl": "ttl"},
@@ -111,7 +151,7 @@ class DynamoErasureStore:
         return {
             "Update": {
                 "TableName": self._table.name,
-                "Key": items.erasure_key(workspace_id, erasure_id),
+                "Key": erasure_key(workspace_id, erasure_id),
                 "UpdateExpression": "ADD " + ", ".join(f"#c{i} :c{i}" for i in range(len(names))),
                 "ConditionExpression": "attribute_exists(pk)",
                 "ExpressionAttributeNames": names,

@@ -35,7 +35,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from convo_memory.adapters.dynamo import items
+from convo_memory.adapters.dynamo import items, summary_items
+from convo_memory.adapters.dynamo.fork_reads import copy_from, copy_mark, fork_head, turn_range
 from convo_memory.adapters.dynamo.table import DynamoTable, Item, number_value, string_value
 from convo_memory.domain.errors import (
     RecallSourceGone,
@@ -44,11 +45,8 @@ from convo_memory.domain.errors import (
     StoreUnavailable,
 )
 from convo_memory.domain.forks import summary_behind
-from convo_memory.domain.models import Session, Summary
-from convo_memory.domain.prompt_record import PromptRecord, StoredPrompt
-from convo_memory.domain.responses import ResponseSettings
+from convo_memory.domain.models import Session
 from convo_memory.domain.summary_plan import SummaryVersion
-from convo_memory.domain.turn_records import user_seq_of
 from convo_memory.ports import CopyOutcome
 
 logger = logging.getLogger(__name__)
@@ -118,7 +116,7 @@ class DynamoForkStore:
             return None, 0
         # The newest copy_turns turns up to atSeq (and their digests): one bounded Query.
         low = max(1, at_seq - 2 * copy_turns + 1)
-        turns = _turn_range(self._table, parent_id, low, at_seq - 1)
+        turns = turn_range(self._table, parent_id, low, at_seq - 1)
         seqs = [items.user_seq_of_item(t) for t in turns if not items.is_digest(t)]
         if seqs != list(range(low, at_seq, 2)):
             raise SessionNotFound(f"session {parent_id!r} not found")  # deleted meanwhile
@@ -128,8 +126,8 @@ class DynamoForkStore:
             # As the parent kept it, with the window it was made in (the same windows of
             # the same messages show it).
             writes += [
-                items.summary_item(fork.id, base.summary, earlier, base.made_at_window),
-                items.summary_version_item(fork.id, base),
+                summary_items.summary_item(fork.id, base.summary, earlier, base.made_at_window),
+                summary_items.summary_version_item(fork.id, base),
             ]
         self._table.put_items(writes)
         pending = low > 1 or older
@@ -143,11 +141,11 @@ class DynamoForkStore:
         before it (kept beside it, as the parent's summary item keeps one, when
         ``keep_earlier``), and whether older versions exist (to be copied later)."""
         newest = _versions_through(self._table, parent_id, at_seq, newest=2)
-        candidates = [items.summary_version_from(item) for item in newest]
+        candidates = [summary_items.summary_version_from(item) for item in newest]
         # A summary folded before versions were kept has none: its item is a candidate.
         current = self._table.get(items.summary_key(parent_id))
         if current is not None:
-            candidates += items.summary_versions_from(current)
+            candidates += summary_items.summary_versions_from(current)
         base = summary_behind(candidates, at_seq)
         if base is None:
             return None, None, False
@@ -159,49 +157,8 @@ class DynamoForkStore:
         the checks, in one transaction."""
         assert fork.fork_of is not None
         parent_id = fork.fork_of.session_id
-        head = items.head_item(fork)
-        if copy_below is not None:
-            head[items.COPY_FROM] = string_value(parent_id)
-            head[items.COPY_BELOW] = number_value(copy_below)
-        live = {":a": string_value("active"), ":r": string_value("archived")}
-        entries: list[Item] = [
-            {
-                "Put": {
-                    "Item": head,
-                    "ConditionExpression": "#st = :del",
-                    "ExpressionAttributeNames": _STATUS,
-                    "ExpressionAttributeValues": {":del": string_value("deleting")},
-                }
-            },
-            {
-                "ConditionCheck": {
-                    "Key": items.head_key(parent_id),
-                    "ConditionExpression": "workspaceId = :ws AND #st IN (:a, :r)",
-                    "ExpressionAttributeNames": _STATUS,
-                    "ExpressionAttributeValues": {":ws": string_value(fork.workspace_id), **live},
-                }
-            },
-        ]
         sources = fork.recall.from_sessions if fork.recall is not None else []
-        entries += [
-            {
-                "ConditionCheck": {
-                    "Key": items.head_key(source),
-                    "ConditionExpression": "#st IN (:a, :r)",
-                    "ExpressionAttributeNames": _STATUS,
-                    "ExpressionAttributeValues": live,
-                }
-            }
-            for source in sources
-        ]
-        if copy_below is not None:
-            marker = {
-                **items.fork_marker_key(parent_id, fork.id),
-                "atSeq": number_value(fork.fork_of.at_seq),
-                "versionsThrough": number_value(versions_through),
-                "createdAt": string_value(fork.created_at),
-            }
-            entries.append({"Put": {"Item": marker}})
+        entries = _commit_entries(fork, copy_below, versions_through, sources)
         reasons = self._table.transact(entries)
         if reasons is None:
             return
@@ -240,6 +197,56 @@ class DynamoForkStore:
             logger.warning("fork %s not cleaned up; retention finishes it", fork_id, exc_info=True)
 
 
+def _commit_entries(
+    fork: Session, copy_below: int | None, versions_through: int, sources: list[str]
+) -> list[Item]:
+    """A new fork's transaction: its head put over the placeholder, its parent (and the
+    sessions its recall came from) checked to be still there, and the parent's marker of
+    the copy due (when one is)."""
+    assert fork.fork_of is not None
+    parent_id = fork.fork_of.session_id
+    head = items.head_item(fork)
+    if copy_below is not None:
+        head[items.COPY_FROM] = string_value(parent_id)
+        head[items.COPY_BELOW] = number_value(copy_below)
+    live = {":a": string_value("active"), ":r": string_value("archived")}
+    deleting = {":del": string_value("deleting")}
+    entries: list[Item] = [
+        {"Put": {"Item": head, "ConditionExpression": "#st = :del", **_names(deleting)}},
+        {
+            "ConditionCheck": {
+                "Key": items.head_key(parent_id),
+                "ConditionExpression": "workspaceId = :ws AND #st IN (:a, :r)",
+                **_names({":ws": string_value(fork.workspace_id), **live}),
+            }
+        },
+    ]
+    entries += [
+        {
+            "ConditionCheck": {
+                "Key": items.head_key(source),
+                "ConditionExpression": "#st IN (:a, :r)",
+                **_names(live),
+            }
+        }
+        for source in sources
+    ]
+    if copy_below is not None:
+        marker = {
+            **items.fork_marker_key(parent_id, fork.id),
+            "atSeq": number_value(fork.fork_of.at_seq),
+            "versionsThrough": number_value(versions_through),
+            "createdAt": string_value(fork.created_at),
+        }
+        entries.append({"Put": {"Item": marker}})
+    return entries
+
+
+def _names(values: Item) -> Item:
+    """A condition's expression names (the status) and ``values``."""
+    return {"ExpressionAttributeNames": _STATUS, "ExpressionAttributeValues": values}
+
+
 # -- copying the rest ----------------------------------------------------------------------
 
 
@@ -251,12 +258,12 @@ def copy_inherited(
 ) -> CopyOutcome:
     """Copy what fork ``fork_id`` still lacks of ``parent_id`` (see the module's text)."""
     marker_key = items.fork_marker_key(parent_id, fork_id)
-    head = _fork_head(table, fork_id)
-    if head is None or items.head_status(head) == "deleting" or _copy_from(head) != parent_id:
+    head = fork_head(table, fork_id)
+    if head is None or items.head_status(head) == "deleting" or copy_from(head) != parent_id:
         table.call("delete_item", Key=marker_key)
         return "gone" if head is None or items.head_status(head) == "deleting" else "done"
     marker = table.get(marker_key)
-    below: int | CopyOutcome = _copy_mark(head)
+    below: int | CopyOutcome = copy_mark(head)
     while isinstance(below, int) and below > 1:
         if time_left is not None and time_left() < MIN_SECONDS_PER_STEP:
             return "partial"
@@ -282,11 +289,11 @@ def _copy_chunk(table: DynamoTable, parent_id: str, fork_id: str, below: int) ->
     the mark down: the new mark, or how the copy ended (another copier finished it, the
     fork is being deleted)."""
     low = max(1, below - 2 * CHUNK_TURNS)
-    found = _turn_range(table, parent_id, low, below - 2)
+    found = turn_range(table, parent_id, low, below - 2)
     if [items.user_seq_of_item(i) for i in found if not items.is_digest(i)] != list(
         range(low, below, 2)
     ):
-        if _copy_from(_fork_head(table, fork_id)) is None:
+        if copy_from(fork_head(table, fork_id)) is None:
             return "done"  # another copier (the parent's deletion) finished first
         raise StoreUnavailable(f"inherited turns of fork {fork_id} are not readable")
     table.put_items([_moved(item, fork_id) for item in found])
@@ -299,7 +306,7 @@ def _copy_chunk(table: DynamoTable, parent_id: str, fork_id: str, below: int) ->
     # Another copier moved it, or the fork is being deleted.
     if current is None or items.head_status(current) == "deleting":
         return "gone"
-    return _copy_mark(current) if items.COPY_FROM in current else "done"
+    return copy_mark(current) if items.COPY_FROM in current else "done"
 
 
 def _change_fork_head(
@@ -327,148 +334,7 @@ def hand_over_to_forks(table: DynamoTable, session_id: str, found: list[Item]) -
             copy_inherited(table, session_id, fork_id)
 
 
-# -- reading what a fork inherited -----------------------------------------------------------
-
-
-def copy_state(table: DynamoTable, session_id: str) -> tuple[str, int] | None:
-    """(parent, copy mark) of a live fork whose older inherited messages are still being
-    copied in (those below the mark); None for any other session."""
-    head = _fork_head(table, session_id)
-    if head is None or items.head_status(head) == "deleting" or items.COPY_FROM not in head:
-        return None
-    return head[items.COPY_FROM]["S"], _copy_mark(head)
-
-
-def turn_items(
-    table: DynamoTable, session_id: str, low: int, high: int, *, consistent: bool = True
-) -> list[Item]:
-    """Turn and digest items of user seqs ``low..high`` in sk order: from the session's
-    partition and, for a fork still copying, those below its copy mark from its parent.
-    A session's own turns are contiguous, so only a leading gap can be inherited."""
-    own = _turn_range(table, session_id, low, high, consistent=consistent)
-    first = _first_turn_seq(own)
-    if first == low:
-        return own
-    state = copy_state(table, session_id)
-    if state is None:
-        # No copy due (any more): what is missing is not stored, or the copy finished
-        # between the two reads and it landed just now (read again, consistently).
-        return _turn_range(table, session_id, low, high)
-    parent_id, below = state
-    upper = min(high, below - 2, high if first is None else first - 2)
-    inherited = _turn_range(table, parent_id, low, upper) if upper >= low else []
-    seqs = [items.user_seq_of_item(i) for i in inherited if not items.is_digest(i)]
-    if seqs != list(range(low, upper + 1, 2)):
-        return _turn_range(table, session_id, low, high)  # the copy finished meanwhile
-    return inherited + [i for i in own if items.user_seq_of_item(i) > upper]
-
-
-def stored_prompt(table: DynamoTable, session_id: str, user_seq: int) -> StoredPrompt | None:
-    """What is stored of the prompt of the turn at ``user_seq`` (``TurnStore.stored_prompt``)."""
-    turn = next(
-        (i for i in turn_items(table, session_id, user_seq, user_seq) if items.is_turn(i)),
-        None,
-    )
-    if turn is None:
-        return None
-    text = turn.get(items.PROMPT_RECORD, {}).get("S")
-    record = PromptRecord.decode(text, user_seq) if text is not None else None
-    user_input = turn["u"]["S"]
-    added = ResponseSettings.decode(turn.get(items.RESPONSE_SETTINGS, {}).get("S")).instructions
-    if record is None or not (record.first_seq or record.summary_through):
-        return StoredPrompt(user_seq, user_input, record, (), None, added_instructions=added)
-    window: list[Item] = []
-    if record.first_seq:
-        window = turn_items(
-            table, session_id, user_seq_of(record.first_seq), user_seq_of(record.last_seq)
-        )
-    messages = tuple(
-        m
-        for item in window
-        if items.is_turn(item)
-        for m in items.messages_from(item)
-        if record.first_seq <= m.seq <= record.last_seq
-    )
-    digests = {}
-    for item in window:
-        if items.is_digest(item):
-            digest, expires = items.digest_from(item)
-            if digest.seq in record.digest_seqs:
-                digests[digest.seq] = (digest, expires)
-    summary = summary_version(table, session_id, record.summary_through)
-    return StoredPrompt(user_seq, user_input, record, messages, summary, digests, added)
-
-
-def summary_version(table: DynamoTable, session_id: str, through_seq: int) -> Summary | None:
-    """The summary version that ends at ``through_seq`` (0: none), wherever it is kept:
-    its version item, the summary item (a version from before versions were kept), or,
-    for a fork still copying, its parent's."""
-    if through_seq <= 0:
-        return None
-    item = table.get(items.summary_version_key(session_id, through_seq))
-    if item is not None:
-        return items.summary_from(item)
-    current = table.get(items.summary_key(session_id))
-    if current is not None:
-        for version in items.summary_versions_from(current):
-            if version.summary.through_seq == through_seq:
-                return version.summary
-    state = copy_state(table, session_id)
-    if state is not None:
-        item = table.get(items.summary_version_key(state[0], through_seq))
-    if item is None:
-        item = table.get(items.summary_version_key(session_id, through_seq))  # copied meanwhile
-    return items.summary_from(item) if item is not None else None
-
-
 # -- helpers ----------------------------------------------------------------------------------
-
-
-def _fork_head(table: DynamoTable, session_id: str) -> Item | None:
-    return table.get(
-        items.head_key(session_id),
-        ProjectionExpression="#pk, #st, #from, #below",
-        ExpressionAttributeNames={
-            "#pk": "pk",
-            **_STATUS,
-            "#from": items.COPY_FROM,
-            "#below": items.COPY_BELOW,
-        },
-    )
-
-
-def _copy_mark(head: Item) -> int:
-    """The user seq below which a fork's inherited turns may still be in its parent."""
-    return int(head[items.COPY_BELOW]["N"]) if items.COPY_BELOW in head else 1
-
-
-def _copy_from(head: Item | None) -> str | None:
-    if head is None or items.COPY_FROM not in head:
-        return None
-    return str(head[items.COPY_FROM]["S"])
-
-
-def _turn_range(
-    table: DynamoTable, session_id: str, low: int, high: int, *, consistent: bool = True
-) -> list[Item]:
-    """Turn and digest items of user seqs ``low..high`` of one partition, in sk order."""
-    if high < low:
-        return []
-    return list(
-        table.query_all(
-            KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
-            ExpressionAttributeValues={
-                ":pk": items.session_pk(session_id),
-                ":lo": string_value(items.turn_sk(max(1, low))),
-                ":hi": string_value(items.turn_sk(high) + items.DIGEST_SUFFIX),
-            },
-            ConsistentRead=consistent,
-        )
-    )
-
-
-def _first_turn_seq(found: list[Item]) -> int | None:
-    return next((items.user_seq_of_item(i) for i in found if not items.is_digest(i)), None)
 
 
 def _versions_through(
@@ -480,8 +346,8 @@ def _versions_through(
         "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
         "ExpressionAttributeValues": {
             ":pk": items.session_pk(session_id),
-            ":lo": string_value(items.summary_version_sk(1)),
-            ":hi": string_value(items.summary_version_sk(through_seq)),
+            ":lo": string_value(summary_items.summary_version_sk(1)),
+            ":hi": string_value(summary_items.summary_version_sk(through_seq)),
         },
         "ConsistentRead": True,
     }

@@ -51,10 +51,8 @@ import zlib
 from typing import Any
 
 from convo_memory.adapters.dynamo.table import Item, number_value, string_value
-from convo_memory.domain.erasures import Erasure
-from convo_memory.domain.models import ForkPoint, Message, Recall, Session, Summary, ToolDigest
+from convo_memory.domain.models import ForkPoint, Message, Recall, Session, ToolDigest
 from convo_memory.domain.paused_turns import PendingTurn
-from convo_memory.domain.summary_plan import SummaryVersion
 from convo_memory.domain.turn_records import AppendResult, TurnRecord, turn_messages
 
 SESSION_SK = "SESSION"
@@ -69,15 +67,10 @@ RECALL_ATTRIBUTE = "recall"
 # The head's fence nonce (never shown by the API); the window the summary was made in,
 # and the version kept beside it (replay.alignment > 1).
 FENCE_NONCE = "fenceNonce"
-MADE_AT = "madeAtWindow"
-EARLIER_TEXT = "earlierText"
-EARLIER_THROUGH = "earlierThroughSeq"
-EARLIER_MADE_AT = "earlierMadeAtWindow"
 # Forks (v4): the marker of a copy due to a fork (in the parent's partition) and the
 # summary's versions; on a fork's head, its fork point and, while its older inherited
 # messages are still being copied in, where from and below which user seq.
 FORK_PREFIX = "FORK#"
-SUMMARY_VERSION_PREFIX = "HIST#SUMMARY#"
 FORK_OF = "forkOf"
 COPY_FROM = "copyFrom"
 COPY_BELOW = "copyBelow"
@@ -118,14 +111,6 @@ def turn_key(session_id: str, user_seq: int) -> Item:
 
 def fork_marker_key(parent_id: str, fork_id: str) -> Item:
     return {"pk": session_pk(parent_id), "sk": string_value(f"{FORK_PREFIX}{fork_id}")}
-
-
-def summary_version_sk(through_seq: int) -> str:
-    return f"{SUMMARY_VERSION_PREFIX}{through_seq:010d}"
-
-
-def summary_version_key(session_id: str, through_seq: int) -> Item:
-    return {"pk": session_pk(session_id), "sk": string_value(summary_version_sk(through_seq))}
 
 
 def is_fork_marker(item: Item) -> bool:
@@ -429,110 +414,6 @@ def digest_from(item: Item) -> tuple[ToolDigest, float]:
     seq = user_seq_of_item(item) + 1
     digest = ToolDigest(seq=seq, tools=list(item["tools"]["SS"]), text=item["text"]["S"])
     return digest, float(item["expiresAt"]["N"])
-
-
-# -- summary -------------------------------------------------------------------------
-
-
-def summary_from(item: Item) -> Summary:
-    return Summary(text=item["text"]["S"], through_seq=int(item["throughSeq"]["N"]))
-
-
-def summary_versions_from(item: Item) -> tuple[SummaryVersion, ...]:
-    """The stored version and the one kept beside it (when there is one), each with the
-    window it was made in (0 when not recorded)."""
-    versions = [SummaryVersion(summary_from(item), _number(item, MADE_AT))]
-    if EARLIER_THROUGH in item and int(item[EARLIER_THROUGH]["N"]) > 0:
-        earlier = Summary(
-            text=item.get(EARLIER_TEXT, {}).get("S", ""),
-            through_seq=int(item[EARLIER_THROUGH]["N"]),
-        )
-        versions.append(SummaryVersion(earlier, _number(item, EARLIER_MADE_AT)))
-    return tuple(versions)
-
-
-def summary_version_item(session_id: str, version: SummaryVersion) -> Item:
-    """A version of the rolling summary, as a fold wrote it (with the window it was made
-    in): kept for the session's life (a fork starts from one; a prompt record names one)."""
-    item: Item = {
-        **summary_version_key(session_id, version.summary.through_seq),
-        "text": string_value(version.summary.text),
-        "throughSeq": number_value(version.summary.through_seq),
-    }
-    if version.made_at_window:
-        item[MADE_AT] = number_value(version.made_at_window)
-    return item
-
-
-def summary_version_from(item: Item) -> SummaryVersion:
-    """A kept version (``summary_version_item``)."""
-    return SummaryVersion(summary_from(item), _number(item, MADE_AT))
-
-
-def _number(item: Item, name: str) -> int:
-    return int(item[name]["N"]) if name in item else 0
-
-
-def summary_item(
-    session_id: str,
-    summary: Summary,
-    earlier: SummaryVersion | None = None,
-    made_at_window: int = 0,
-) -> Item:
-    item: Item = {
-        **summary_key(session_id),
-        "text": string_value(summary.text),
-        "throughSeq": number_value(summary.through_seq),
-    }
-    if made_at_window:
-        item[MADE_AT] = number_value(made_at_window)
-    if earlier is not None:
-        item[EARLIER_THROUGH] = number_value(earlier.summary.through_seq)
-        if earlier.summary.text:
-            item[EARLIER_TEXT] = string_value(earlier.summary.text)
-        if earlier.made_at_window:
-            item[EARLIER_MADE_AT] = number_value(earlier.made_at_window)
-    return item
-
-
-# -- erasure receipts -------------------------------------------------------------------
-
-
-def erasure_key(workspace_id: str, erasure_id: str) -> Item:
-    return {"pk": string_value(f"WS#{workspace_id}"), "sk": string_value(f"ERASURE#{erasure_id}")}
-
-
-def erasure_item(erasure: Erasure, expires_at: int | None = None) -> Item:
-    item: Item = {
-        **erasure_key(erasure.workspace_id, erasure.id),
-        "externalRef": string_value(erasure.external_ref),
-        "traces": string_value(erasure.traces),
-        "status": string_value(erasure.status),
-        "createdAt": string_value(erasure.created_at),
-        "sessionsErased": number_value(erasure.sessions_erased),
-        "tracesErased": number_value(erasure.traces_erased),
-        "tracesKept": number_value(erasure.traces_kept),
-    }
-    if erasure.finished_at:
-        item["finishedAt"] = string_value(erasure.finished_at)
-    if expires_at is not None:
-        item["ttl"] = number_value(expires_at)
-    return item
-
-
-def erasure_from(item: Item) -> Erasure:
-    return Erasure(
-        id=item["sk"]["S"].removeprefix("ERASURE#"),
-        workspace_id=item["pk"]["S"].removeprefix("WS#"),
-        external_ref=item["externalRef"]["S"],
-        traces=item["traces"]["S"],
-        status=item["status"]["S"],
-        created_at=item["createdAt"]["S"],
-        finished_at=item.get("finishedAt", {}).get("S"),
-        sessions_erased=int(item.get("sessionsErased", {}).get("N", "0")),
-        traces_erased=int(item.get("tracesErased", {}).get("N", "0")),
-        traces_kept=int(item.get("tracesKept", {}).get("N", "0")),
-    )
 
 
 def compact(value: Any) -> str:

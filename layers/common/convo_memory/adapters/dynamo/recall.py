@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from convo_memory.adapters.dynamo import items
+from convo_memory.adapters.dynamo import items, summary_items
 from convo_memory.adapters.dynamo.table import DynamoTable, Item, string_value
 from convo_memory.domain.models import Principal
 from convo_memory.domain.recall import RecallSource, canonical_principal
@@ -93,7 +93,7 @@ class DynamoRecallStore:
             if sk == items.SESSION_SK:
                 head = item
             elif sk == items.SUMMARY_SK:
-                summary = items.summary_from(item).text
+                summary = summary_items.summary_from(item).text
             elif items.is_turn(item) and len(turns) < max_turns:
                 turns.append(item)
         if head is None or items.head_status(head) not in RECALLABLE:

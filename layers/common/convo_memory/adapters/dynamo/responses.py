@@ -13,7 +13,7 @@ fork point.
 from __future__ import annotations
 
 from convo_memory.adapters.dynamo import items
-from convo_memory.adapters.dynamo.forks import turn_items
+from convo_memory.adapters.dynamo.fork_reads import turn_items
 from convo_memory.adapters.dynamo.table import DynamoTable, Item, string_value
 from convo_memory.domain.prompt_record import PromptRecord
 from convo_memory.domain.responses import (

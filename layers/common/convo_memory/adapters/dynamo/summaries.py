@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from convo_memory.adapters.dynamo import items
+from convo_memory.adapters.dynamo import items, summary_items
 from convo_memory.adapters.dynamo.table import DynamoTable, number_value
 from convo_memory.domain.errors import StoreUnavailable
 from convo_memory.domain.models import Summary
@@ -22,7 +22,7 @@ class DynamoSummaryStore:
 
     def get_summary(self, session_id: str) -> Summary | None:
         item = self._table.get(items.summary_key(session_id))
-        return items.summary_from(item) if item else None
+        return summary_items.summary_from(item) if item else None
 
     def advance_summary(
         self,
@@ -43,7 +43,7 @@ class DynamoSummaryStore:
         meanwhile is removed by the deletion's final sweep."""
         made_at = window.omitted if window else 0
         put: dict[str, Any] = {
-            "Item": items.summary_item(session_id, summary, earlier, made_at),
+            "Item": summary_items.summary_item(session_id, summary, earlier, made_at),
             "ConditionExpression": (
                 f"({_previous(previous_through)}) AND "
                 "(attribute_not_exists(sk) OR throughSeq < :new)"
@@ -53,7 +53,7 @@ class DynamoSummaryStore:
                 ":new": number_value(summary.through_seq),
             },
         }
-        kept = items.summary_version_item(session_id, SummaryVersion(summary, made_at))
+        kept = summary_items.summary_version_item(session_id, SummaryVersion(summary, made_at))
         entries: list[dict[str, Any]] = [{"Put": put}, {"Put": {"Item": kept}}]
         if window is not None:
             no_later_turn = {

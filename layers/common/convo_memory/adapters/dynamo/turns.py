@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from convo_memory.adapters.dynamo import items
-from convo_memory.adapters.dynamo.forks import stored_prompt, turn_items
+from convo_memory.adapters.dynamo import items, summary_items
+from convo_memory.adapters.dynamo.fork_reads import stored_prompt, turn_items
 from convo_memory.adapters.dynamo.sessions import newest_turn
 from convo_memory.adapters.dynamo.table import DynamoTable, Item, string_value
 from convo_memory.domain.errors import PauseEnded, StoreUnavailable
@@ -79,7 +79,10 @@ class DynamoTurnStore:
                 if sk == items.SESSION_SK:
                     head = item
                 elif sk == items.SUMMARY_SK:
-                    summaries = (items.summary_from(item), items.summary_versions_from(item))
+                    summaries = (
+                        summary_items.summary_from(item),
+                        summary_items.summary_versions_from(item),
+                    )
                 elif not items.is_turn(item):
                     others.append(item)
                     per_turn = 2 if items.is_digest(item) else per_turn
