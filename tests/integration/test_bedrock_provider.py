@@ -18,11 +18,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from convo_memory.adapters.aws_clients import AwsClients
-from convo_memory.adapters.providers.bedrock import (
+from convo_memory.adapters.providers.bedrock import BedrockConverseProvider, GuardrailRef
+from convo_memory.adapters.providers.converse_messages import (
     EMPTY_CONTENT_PLACEHOLDER,
     LEADING_USER_PLACEHOLDER,
-    BedrockConverseProvider,
-    GuardrailRef,
     normalize_messages,
 )
 from convo_memory.domain.errors import ProviderError

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from convo_memory.adapters.providers.bedrock import BedrockConverseProvider, normalize_messages
+from convo_memory.adapters.providers.bedrock import BedrockConverseProvider
+from convo_memory.adapters.providers.converse_messages import normalize_messages
 from convo_memory.adapters.providers.embedded import EmbeddedAgentProvider, EmbeddedChatProvider
 from convo_memory.adapters.providers.openai_compat import OpenAICompatibleProvider
 from convo_memory.domain.errors import ProviderError, ToolCallsMismatch, ValidationFailed

@@ -27,29 +27,27 @@ become ``toolUse`` / ``toolResult`` blocks when tools are offered (else text).
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from convo_memory.adapters.providers.converse_messages import (
+    EMPTY_CONTENT_PLACEHOLDER,
+    cache_point,
+    cached_messages,
+    copy_point,
+    normalize_messages,
+)
 from convo_memory.adapters.providers.openai_http import shorten
 from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.generation import Completion, FinishReason, ModelStep, TokenUsage
-from convo_memory.domain.prompt import ChatMessage, Prompt
+from convo_memory.domain.prompt import Prompt
 from convo_memory.domain.tools import AUTO, ToolChoice, ToolDefinition, ToolRound, tool_request
 from convo_memory.ports import TextSink
 
 logger = logging.getLogger(__name__)
 
-# Bedrock requires conversations to start with a user turn. A replay window can start
-# with an assistant answer; rather than drop it (the model would see less than the
-# turn's reported context), it is kept behind this neutral user placeholder.
-LEADING_USER_PLACEHOLDER = "(continuing an earlier conversation)"
-# Bedrock rejects blank text blocks.
-EMPTY_CONTENT_PLACEHOLDER = "(empty message)"
-# Marks the end of a prefix the provider may cache (Converse's CachePointBlock).
-CACHE_POINT: dict[str, Any] = {"cachePoint": {"type": "default"}}
 # Converse's inferenceConfig names for a call's settings (GenerationOptions.call_settings).
 INFERENCE_CONFIG_NAMES = {
     "max_tokens": "maxTokens",
@@ -123,86 +121,6 @@ def _botocore_errors() -> tuple[type[Exception], ...]:
     return (ClientError, BotoCoreError)
 
 
-def normalize_messages(
-    messages: Iterable[ChatMessage], tool_blocks: bool = False
-) -> list[dict[str, Any]]:
-    """Converse messages: first role ``user``, roles alternating, no blank text.
-
-    Consecutive messages of one role are merged (texts with a blank line); a leading
-    assistant message is kept behind ``LEADING_USER_PLACEHOLDER``. A client's own tool
-    exchange (v4) becomes ``toolUse`` / ``toolResult`` blocks with ``tool_blocks``, else
-    text that says what was called and returned.
-    """
-    merged: list[tuple[str, list[dict[str, Any]]]] = []
-    for message in messages:
-        role, blocks = _blocks_of(message, tool_blocks)
-        if merged and merged[-1][0] == role:
-            last = merged[-1][1]
-            if "text" in last[-1] and "text" in blocks[0]:
-                last[-1] = {"text": f"{last[-1]['text']}\n\n{blocks[0]['text']}"}
-                blocks = blocks[1:]
-            last.extend(blocks)
-        else:
-            merged.append((role, blocks))
-    if merged and merged[0][0] != "user":
-        merged.insert(0, ("user", [{"text": LEADING_USER_PLACEHOLDER}]))
-    return [{"role": role, "content": blocks} for role, blocks in merged]
-
-
-def _blocks_of(message: ChatMessage, tool_blocks: bool) -> tuple[str, list[dict[str, Any]]]:
-    """A message's role and content blocks in Converse."""
-    text = message.content if message.content.strip() else EMPTY_CONTENT_PLACEHOLDER
-    if message.role == "tool":
-        if not tool_blocks:
-            return "user", [{"text": f"[result of tool call {message.tool_call_id}] {text}"}]
-        result = {"toolUseId": message.tool_call_id, "content": [{"text": text}]}
-        return "user", [{"toolResult": result}]
-    if not message.tool_calls:
-        return message.role, [{"text": text}]
-    if not tool_blocks:
-        called = "; ".join(
-            f"{r.name}({json.dumps(dict(r.input), ensure_ascii=False)}) as {r.call_id}"
-            for r in message.tool_calls
-        )
-        return message.role, [{"text": f"{message.content}\n[called tools: {called}]".strip()}]
-    blocks: list[dict[str, Any]] = [{"text": message.content}] if message.content.strip() else []
-    blocks.extend(
-        {"toolUse": {"toolUseId": r.call_id, "name": r.name, "input": dict(r.input)}}
-        for r in message.tool_calls
-    )
-    return message.role, blocks
-
-
-def cache_point(ttl: str | None = None) -> dict[str, Any]:
-    """A cache point block; with ``ttl`` (``5m`` or ``1h``) the cached prefix lives that
-    long after its last use (every cache point of a request gets the same TTL: Bedrock
-    refuses a later one that is longer than an earlier one)."""
-    return {"cachePoint": {**CACHE_POINT["cachePoint"], **({"ttl": ttl} if ttl else {})}}
-
-
-def _copy_point(point: dict[str, Any]) -> dict[str, Any]:
-    return {"cachePoint": dict(point["cachePoint"])}
-
-
-def cached_messages(
-    messages: Sequence[ChatMessage], point: dict[str, Any] = CACHE_POINT
-) -> list[dict[str, Any]]:
-    """``normalize_messages`` with a cache point (``point``) after the last replayed
-    message (every message but the last, the current input). The input stays a block of
-    its own after the cache point when it shares that message's role."""
-    replayed, current = list(messages[:-1]), list(messages[-1:])
-    if not replayed:
-        return normalize_messages(messages)
-    converse = normalize_messages(replayed)
-    converse[-1]["content"].append(_copy_point(point))
-    for message in normalize_messages(current):
-        if message["role"] == converse[-1]["role"]:
-            converse[-1]["content"].extend(message["content"])
-        else:
-            converse.append(message)
-    return converse
-
-
 class BedrockConverseProvider:
     """A chat model on Amazon Bedrock (Converse and ConverseStream)."""
 
@@ -261,7 +179,7 @@ class BedrockConverseProvider:
             ),
         }
         if prompt.system.strip():
-            point = [_copy_point(self.cache_point)] if caching else []
+            point = [copy_point(self.cache_point)] if caching else []
             kwargs["system"] = [{"text": prompt.system}, *point]
         # The client's options (OpenAI-compatible door) within the connection's settings.
         settings = prompt.options.call_settings(self.max_tokens, self.temperature)
