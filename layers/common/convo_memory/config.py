@@ -28,6 +28,48 @@ from convo_memory.domain.connections import (
 from convo_memory.domain.models import ProviderConfig
 from convo_memory.domain.time_budget import RECORDING_MARGIN_SECONDS
 
+# Each setting and the environment variable it is read from (the template sets them).
+ENVIRONMENT_VARIABLES: dict[str, str] = {
+    "table_name": "TABLE_NAME",
+    "runs_table_name": "RUNS_TABLE_NAME",
+    "idempotency_table_name": "IDEMPOTENCY_TABLE_NAME",
+    "turn_limits_table_name": "TURN_LIMITS_TABLE_NAME",
+    "summary_queue_url": "SUMMARY_QUEUE_URL",
+    "repair_queue_url": "REPAIR_QUEUE_URL",
+    "repair_function_name": "REPAIR_FUNCTION_NAME",
+    "erasure_queue_url": "ERASURE_QUEUE_URL",
+    "erasure_max_receive_count": "ERASURE_MAX_RECEIVE_COUNT",
+    "erasure_receipt_days": "ERASURE_RECEIPT_DAYS",
+    "max_input_chars": "MAX_INPUT_CHARS",
+    "max_stored_answer_chars": "MAX_STORED_ANSWER_CHARS",
+    "digest_max_chars": "DIGEST_MAX_CHARS",
+    "digest_retention_hours": "DIGEST_RETENTION_HOURS",
+    "idle_archive_days": "IDLE_ARCHIVE_DAYS",
+    "purge_after_days": "PURGE_AFTER_DAYS",
+    "cache_ttl_seconds": "CACHE_TTL_SECONDS",
+    "activity_granularity_seconds": "ACTIVITY_GRANULARITY_SECONDS",
+    "deletion_grace_seconds": "DELETION_GRACE_SECONDS",
+    "summary_coalesce_seconds": "SUMMARY_COALESCE_SECONDS",
+    "summary_delay_seconds": "SUMMARY_DELAY_SECONDS",
+    "summary_batch_turns": "SUMMARY_BATCH_TURNS",
+    "summary_connection": "SUMMARY_CONNECTION",
+    "summary_model_id": "SUMMARY_MODEL_ID",
+    "provider_connections": "PROVIDER_CONNECTIONS",
+    "provider_timeout_cap_seconds": "PROVIDER_TIMEOUT_CAP_SECONDS",
+    "tool_allowed_hosts": "TOOL_ALLOWED_HOSTS",
+    "tool_timeout_seconds": "TOOL_TIMEOUT_SECONDS",
+    "turn_deadline_seconds": "TURN_DEADLINE_SECONDS",
+    "stream_turn_deadline_seconds": "STREAM_TURN_DEADLINE_SECONDS",
+    "pending_turn_seconds": "PENDING_TURN_SECONDS",
+    "tool_secret_key_id": "TOOL_SECRET_KEY_ID",
+    "workspace_turns_per_second": "WORKSPACE_TURNS_PER_SECOND",
+    "workspace_turn_burst": "WORKSPACE_TURN_BURST",
+    "workspace_max_slow_turns": "WORKSPACE_MAX_SLOW_TURNS",
+    "bedrock_available": "BEDROCK_AVAILABLE",
+    "cursor_signing_key": "CURSOR_SIGNING_KEY",
+    "cursor_key_secret_arn": "CURSOR_KEY_SECRET_ARN",
+}
+
 
 class SettingsError(RuntimeError):
     """The environment does not describe a valid deployment (fails the cold start)."""
@@ -204,46 +246,7 @@ class Settings(BaseModel):
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
-        names = {
-            "table_name": "TABLE_NAME",
-            "runs_table_name": "RUNS_TABLE_NAME",
-            "idempotency_table_name": "IDEMPOTENCY_TABLE_NAME",
-            "turn_limits_table_name": "TURN_LIMITS_TABLE_NAME",
-            "summary_queue_url": "SUMMARY_QUEUE_URL",
-            "repair_queue_url": "REPAIR_QUEUE_URL",
-            "repair_function_name": "REPAIR_FUNCTION_NAME",
-            "erasure_queue_url": "ERASURE_QUEUE_URL",
-            "erasure_max_receive_count": "ERASURE_MAX_RECEIVE_COUNT",
-            "erasure_receipt_days": "ERASURE_RECEIPT_DAYS",
-            "max_input_chars": "MAX_INPUT_CHARS",
-            "max_stored_answer_chars": "MAX_STORED_ANSWER_CHARS",
-            "digest_max_chars": "DIGEST_MAX_CHARS",
-            "digest_retention_hours": "DIGEST_RETENTION_HOURS",
-            "idle_archive_days": "IDLE_ARCHIVE_DAYS",
-            "purge_after_days": "PURGE_AFTER_DAYS",
-            "cache_ttl_seconds": "CACHE_TTL_SECONDS",
-            "activity_granularity_seconds": "ACTIVITY_GRANULARITY_SECONDS",
-            "deletion_grace_seconds": "DELETION_GRACE_SECONDS",
-            "summary_coalesce_seconds": "SUMMARY_COALESCE_SECONDS",
-            "summary_delay_seconds": "SUMMARY_DELAY_SECONDS",
-            "summary_batch_turns": "SUMMARY_BATCH_TURNS",
-            "summary_connection": "SUMMARY_CONNECTION",
-            "summary_model_id": "SUMMARY_MODEL_ID",
-            "provider_connections": "PROVIDER_CONNECTIONS",
-            "provider_timeout_cap_seconds": "PROVIDER_TIMEOUT_CAP_SECONDS",
-            "tool_allowed_hosts": "TOOL_ALLOWED_HOSTS",
-            "tool_timeout_seconds": "TOOL_TIMEOUT_SECONDS",
-            "turn_deadline_seconds": "TURN_DEADLINE_SECONDS",
-            "stream_turn_deadline_seconds": "STREAM_TURN_DEADLINE_SECONDS",
-            "pending_turn_seconds": "PENDING_TURN_SECONDS",
-            "tool_secret_key_id": "TOOL_SECRET_KEY_ID",
-            "workspace_turns_per_second": "WORKSPACE_TURNS_PER_SECOND",
-            "workspace_turn_burst": "WORKSPACE_TURN_BURST",
-            "workspace_max_slow_turns": "WORKSPACE_MAX_SLOW_TURNS",
-            "bedrock_available": "BEDROCK_AVAILABLE",
-            "cursor_signing_key": "CURSOR_SIGNING_KEY",
-            "cursor_key_secret_arn": "CURSOR_KEY_SECRET_ARN",
-        }
+        names = dict(ENVIRONMENT_VARIABLES)
         # Allow-lists count as set even when empty (the template always sets them).
         lists = {
             "provider_secret_arns": "PROVIDER_SECRET_ARNS",

@@ -132,17 +132,33 @@ class Answerer:
         no content filter stands in between), each agent tool call's end and, when the
         turn pauses, the app's calls; ``deadline`` (a ``monotonic`` time) bounds the
         model and the tool loop; ``app`` what the turn brings of the app's tools."""
-        started = iso(utc_now())
         deadline = deadline if deadline is not None else self._monotonic() + DEFAULT_TURN_SECONDS
         if session is not None:
             # Every turn of the conversation: one prompt-cache routing key for them all.
             prompt = replace(prompt, lineage=lineage_of(session))
-        sink = None if events is None else _Deltas(events)
         if capability.kind != "agent" and app is None:
+            sink = None if events is None else _Deltas(events)
             completion = with_usage(self._generate(capability, prompt, sink, deadline), prompt)
             output, withheld = self._filtered(capability, completion.text, sink)
             return ModelAnswer(completion, output, withheld, None)
-        app = app or AppTurn(None)
+        return self._with_tools(
+            workspace_id, capability, session, prompt, events, deadline, app or AppTurn(None)
+        )
+
+    def _with_tools(
+        self,
+        workspace_id: str,
+        capability: Capability,
+        session: Session | None,
+        prompt: Prompt,
+        events: TurnSink | None,
+        deadline: float,
+        app: AppTurn,
+    ) -> ModelAnswer:
+        """An answer through the tool loop: an agent's turn, or one offered the app's
+        tools (paused when the model calls one of them), its run trace kept."""
+        started = iso(utc_now())
+        sink = None if events is None else _Deltas(events)
         context = ToolCallContext(
             workspace_id=workspace_id,
             capability_id=capability.id,
@@ -166,21 +182,13 @@ class Answerer:
             raise
         if run.pause is not None and events is not None:
             events.put(AppToolCalls(app_tool_calls(run.pause.step, run.pause.app_call_ids)))
-        traced = self._traced(capability, run, app)
+        traced = stores_trace(capability, run, app)
         if traced:
             whole = replace(run, calls=(*app.calls, *run.calls))
             ended = None if run.pause is not None else output
             self._record_run(context, capability, prompt.user_input, whole, started, ended)
         run_id = context.run_id if traced else None
         return ModelAnswer(completion, output, withheld, run_id, run, context.run_id)
-
-    @staticmethod
-    def _traced(capability: Capability, run: AgentRun, app: AppTurn) -> bool:
-        """Whether this request stores the turn's run trace: every agent turn and every
-        turn that paused, once it ends; at a pause, only once the service's tools ran."""
-        if run.pause is not None:
-            return any(call.kind == "service" for call in (*app.calls, *run.calls))
-        return capability.kind == "agent" or app.run_id is not None
 
     def check(
         self, capability: Capability, prompt_options: Any, app_tools: AppTools | None
@@ -259,7 +267,7 @@ class Answerer:
         forward = sink if self._streams_directly(capability, sink) else None
         if not isinstance(provider, ToolCallingModel):
             # Embedded and classic models answer at once: nothing to cut short.
-            return self._at_once(provider, prompt, forward)
+            return answer_at_once(provider, prompt, forward)
         parts: list[str] = []
 
         def collect(delta: str) -> None:
@@ -291,23 +299,6 @@ class Answerer:
             return self._cut_off(capability, parts, forward)  # the budget's own timeout
         text = "".join(parts) if forward is not None else scrub_text(step.text)
         return Completion(text, usage=step.usage, finish=step.finish)
-
-    @staticmethod
-    def _at_once(provider: ModelProvider, prompt: Prompt, forward: TextSink | None) -> Completion:
-        if forward is None:
-            completion = provider.complete(prompt)
-            return Completion(
-                scrub_text(completion.text),
-                completion.tool_calls,
-                completion.usage,
-                completion.finish,
-            )
-        parts: list[str] = []
-        for delta in provider.stream(prompt):
-            delta = scrub_text(delta)
-            parts.append(delta)
-            forward(delta)
-        return Completion(text="".join(parts))
 
     def _cut_off(
         self, capability: Capability, parts: list[str], forward: TextSink | None
@@ -351,29 +342,68 @@ class Answerer:
         """Store the run's trace: each tool call exactly as sent (tool, input, principal),
         what came back (truncated), its status and timing. Best effort: the answer is
         already paid for."""
-        completed = run.stop_reason != "failed"
-        trace: dict[str, Any] = {
-            "runId": context.run_id,
-            "workspaceId": context.workspace_id,
-            "capabilityId": capability.id,
-            "sessionId": context.session_id,
-            "principal": context.principal,
-            "input": user_input,
-            "output": output,
-            "status": _run_status(run),
-            "stopReason": run.stop_reason if completed else None,
-            "modelCalls": run.model_calls if completed else None,
-            "maxToolSteps": capability.tool_step_limit,
-            "steps": [_trace_step(call) for call in run.calls],
-            "startedAt": started,
-            "finishedAt": iso(utc_now()),
-        }
+        trace = run_trace(context, capability, user_input, run, started, output)
         try:
             self._runs.put_run(trace)
         except (StoreUnavailable, StoreRejected):
             # The trace is best effort on the request path; the answer is already paid for.
             logger.exception("could not store agent run trace %s", context.run_id)
             self._metrics.count("RunTraceWriteFailed")
+
+
+def stores_trace(capability: Capability, run: AgentRun, app: AppTurn) -> bool:
+    """Whether this request stores the turn's run trace: every agent turn and every
+    turn that paused, once it ends; at a pause, only once the service's tools ran."""
+    if run.pause is not None:
+        return any(call.kind == "service" for call in (*app.calls, *run.calls))
+    return capability.kind == "agent" or app.run_id is not None
+
+
+def answer_at_once(provider: ModelProvider, prompt: Prompt, forward: TextSink | None) -> Completion:
+    """An answer made at once (embedded and classic models): whole, or its pieces to
+    ``forward`` as they are made."""
+    if forward is None:
+        completion = provider.complete(prompt)
+        return Completion(
+            scrub_text(completion.text),
+            completion.tool_calls,
+            completion.usage,
+            completion.finish,
+        )
+    parts: list[str] = []
+    for delta in provider.stream(prompt):
+        delta = scrub_text(delta)
+        parts.append(delta)
+        forward(delta)
+    return Completion(text="".join(parts))
+
+
+def run_trace(
+    context: ToolCallContext,
+    capability: Capability,
+    user_input: str,
+    run: AgentRun,
+    started: str,
+    output: str | None,
+) -> dict[str, Any]:
+    """A run's trace as it is stored (``GET /v1/runs/{runId}``)."""
+    completed = run.stop_reason != "failed"
+    return {
+        "runId": context.run_id,
+        "workspaceId": context.workspace_id,
+        "capabilityId": capability.id,
+        "sessionId": context.session_id,
+        "principal": context.principal,
+        "input": user_input,
+        "output": output,
+        "status": _run_status(run),
+        "stopReason": run.stop_reason if completed else None,
+        "modelCalls": run.model_calls if completed else None,
+        "maxToolSteps": capability.tool_step_limit,
+        "steps": [_trace_step(call) for call in run.calls],
+        "startedAt": started,
+        "finishedAt": iso(utc_now()),
+    }
 
 
 def _run_status(run: AgentRun) -> str:

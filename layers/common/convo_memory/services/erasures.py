@@ -123,7 +123,9 @@ class ErasureService:
         )
         self._store.put_erasure(erasure)
         try:
-            self._send(ErasureJob(workspace_id=workspace_id, erasure_id=erasure.id).to_body())
+            send_job(
+                self._queue, ErasureJob(workspace_id=workspace_id, erasure_id=erasure.id).to_body()
+            )
         except Exception:
             # Nothing was done yet: no receipt that no job would ever finish.
             self._forget(erasure)
@@ -172,7 +174,8 @@ class ErasureService:
                 self._wait_for_turns_in_flight(erasure, time_left)
             self._erase_all(erasure, time_left)
             # The last sweep lists the end user once more, when writes in flight are over.
-            self._send(
+            send_job(
+                self._queue,
                 SweepJob(
                     workspace_id=erasure.workspace_id,
                     session_ids=(),
@@ -221,7 +224,8 @@ class ErasureService:
         """After a deletion: sweep the session again once no write in flight can land.
         Best effort: the retention run sweeps it again before removing its head."""
         try:
-            self._send(
+            send_job(
+                self._queue,
                 SweepJob(workspace_id=workspace_id, session_ids=(session_id,)).to_body(),
                 delay=self._policy.sweep_delay_seconds,
             )
@@ -296,9 +300,11 @@ class ErasureService:
         ours = self._claim(erasure, chunk, until=None)
         if not ours:
             return 0
-        emptied = self._parallel(lambda sid: self._empty(erasure, sid), ours)
+        at_once = self._policy.concurrency
+        emptied = in_parallel(lambda sid: self._empty(erasure, sid), ours, at_once)
         kept = dict(zip(ours, emptied, strict=True))
-        self._send(
+        send_job(
+            self._queue,
             SweepJob(
                 workspace_id=erasure.workspace_id,
                 session_ids=tuple(ours),
@@ -307,11 +313,11 @@ class ErasureService:
             ).to_body(),
             delay=self._policy.sweep_delay_seconds,
         )
-        removed = self._parallel(
-            lambda sid: self._store.remove_session(
-                sid, erasure.workspace_id, erasure.id, kept[sid]
-            ),
+        workspace_id = erasure.workspace_id
+        removed = in_parallel(
+            lambda sid: self._store.remove_session(sid, workspace_id, erasure.id, kept[sid]),
             ours,
+            at_once,
         )
         return sum(1 for done in removed if done)
 
@@ -333,37 +339,14 @@ class ErasureService:
     ) -> list[str]:
         """Claim the sessions not someone else's (until ``until``, if given): the ids
         this erasure now holds."""
-        at = iso_at(self._clock())
-
-        def claim(session: SessionOfEndUser) -> str | None:
-            if until is not None and self._clock() > until:
-                return None
-            held = self._store.claim_session(
-                session.session_id,
-                erasure.workspace_id,
-                erasure.external_ref,
-                erasure.id,
-                at,
-            )
-            return session.session_id if held else None
-
-        return [sid for sid in self._parallel(claim, list(sessions)) if sid is not None]
-
-    def _parallel(self, work: Callable[[_T], _R], inputs: Sequence[_T]) -> list[_R]:
-        if len(inputs) <= 1:
-            return [work(item) for item in inputs]
-        with ThreadPoolExecutor(max_workers=self._policy.concurrency) as pool:
-            return list(pool.map(work, inputs))
+        claims = SessionClaims(self._store, erasure, iso_at(self._clock()), self._clock, until)
+        held = in_parallel(claims.claim, list(sessions), self._policy.concurrency)
+        return [sid for sid in held if sid is not None]
 
     def _finish(self, erasure: Erasure, status: ErasureStatus) -> None:
         at = iso_at(self._clock())
         if self._store.finish_erasure(erasure.workspace_id, erasure.id, status, at):
             self._metrics.count("ErasuresInFlight", -1)
-
-    def _send(self, body: dict[str, object], delay: int = 0) -> None:
-        if self._queue is None:
-            raise StoreUnavailable("no erasure queue is configured")
-        self._queue.send(dict(body), delay_seconds=min(MAX_QUEUE_DELAY_SECONDS, delay))
 
     def _forget(self, erasure: Erasure) -> None:
         try:
@@ -376,3 +359,40 @@ def _chunks(items: Sequence[SessionOfEndUser], size: int) -> Iterable[list[Sessi
     size = max(1, min(size, MAX_SWEEP_SESSIONS))
     for start in range(0, len(items), size):
         yield list(items[start : start + size])
+
+
+@dataclass(frozen=True)
+class SessionClaims:
+    """An erasure's claims of its end user's sessions, made at ``at``, none after
+    ``until`` (when given)."""
+
+    store: ErasureStore
+    erasure: Erasure
+    at: str
+    clock: Callable[[], float]
+    until: float | None
+
+    def claim(self, session: SessionOfEndUser) -> str | None:
+        """The session's id when this erasure now holds it, else None."""
+        if self.until is not None and self.clock() > self.until:
+            return None
+        erasure = self.erasure
+        held = self.store.claim_session(
+            session.session_id, erasure.workspace_id, erasure.external_ref, erasure.id, self.at
+        )
+        return session.session_id if held else None
+
+
+def in_parallel(work: Callable[[_T], _R], inputs: Sequence[_T], concurrency: int) -> list[_R]:
+    """``work`` over ``inputs``, ``concurrency`` at a time, results in order."""
+    if len(inputs) <= 1:
+        return [work(item) for item in inputs]
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        return list(pool.map(work, inputs))
+
+
+def send_job(queue: QueuePort | None, body: dict[str, object], delay: int = 0) -> None:
+    """Put a job on the erasure queue (``StoreUnavailable`` when there is none)."""
+    if queue is None:
+        raise StoreUnavailable("no erasure queue is configured")
+    queue.send(dict(body), delay_seconds=min(MAX_QUEUE_DELAY_SECONDS, delay))
