@@ -193,7 +193,7 @@ class Answerer:
         ):
             raise ValidationFailed(
                 "response_format is not supported by this capability's model connection "
-                "(structured output reaches OpenAI-compatible connections only)",
+                "(structured output reaches OpenAI-compatible and embedded connections only)",
                 details=[
                     {"loc": ["response_format"], "msg": "not supported", "type": "value_error"}
                 ],
