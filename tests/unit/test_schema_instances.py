@@ -12,6 +12,8 @@ from uuid import UUID
 
 import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
 from convo_memory.domain.schema_instances import MAX_TOTAL_CHARS, MAX_VALUES, schema_instance
@@ -179,3 +181,113 @@ def test_a_self_referencing_required_chain_stops_at_the_depth_bound() -> None:
     while isinstance(made, dict) and "x" in made:
         made, depth = made["x"], depth + 1
     assert 5 <= depth <= 20
+
+
+# -- any schema of the followed keywords -----------------------------------------------
+
+FORMATS = ["date", "date-time", "time", "email", "uuid", "ipv4", "ipv6", "hostname", "uri"]
+
+
+def numbers() -> st.SearchStrategy[dict[str, Any]]:
+    def schema(kind: str, low: int, span: int, step: Any, exclusive: bool) -> dict[str, Any]:
+        made: dict[str, Any] = {"type": kind, "minimum": low, "maximum": low + span}
+        if step is not None and span >= step:
+            made["multipleOf"] = step
+        if exclusive and span > (step or 1) * 2:
+            made["exclusiveMinimum"] = made.pop("minimum")
+        return made
+
+    return st.builds(
+        schema,
+        st.sampled_from(["integer", "number"]),
+        st.integers(-50, 50),
+        st.integers(0, 30),
+        st.sampled_from([None, 1, 2, 5]),
+        st.booleans(),
+    )
+
+
+def strings() -> st.SearchStrategy[dict[str, Any]]:
+    lengths = st.builds(
+        lambda low, span: {"type": "string", "minLength": low, "maxLength": low + span},
+        st.integers(0, 30),
+        st.integers(0, 30),
+    )
+    formats = st.sampled_from(FORMATS).map(lambda f: {"type": "string", "format": f})
+    return st.one_of(lengths, formats)
+
+
+LEAVES = st.one_of(
+    numbers(),
+    strings(),
+    st.sampled_from([{"type": "boolean"}, {"type": "null"}, {}, {"const": [1, "a"]}]),
+    st.lists(
+        st.one_of(st.text(max_size=4), st.integers()), min_size=1, max_size=3, unique=True
+    ).map(lambda values: {"enum": values}),
+)
+
+
+def objects(
+    children: st.SearchStrategy[Any], letters: str = "a-z", closed: bool = True
+) -> st.SearchStrategy[dict[str, Any]]:
+    names = st.from_regex(rf"[{letters}]{{1,6}}", fullmatch=True)
+    return st.dictionaries(names, children, max_size=4).flatmap(
+        lambda props: (
+            st.lists(st.sampled_from(sorted(props)), unique=True).map(
+                lambda required: {
+                    "type": "object",
+                    "properties": props,
+                    "required": required,
+                    **({"additionalProperties": False} if closed else {}),
+                }
+            )
+            if props
+            else st.just({"type": "object"})
+        )
+    )
+
+
+SCHEMA_TREES = st.recursive(
+    LEAVES,
+    lambda children: st.one_of(
+        objects(children),
+        st.builds(
+            lambda items, fewest, unique: {
+                "type": "array",
+                "items": items,
+                "minItems": fewest,
+                # Unique strings can always be made; unique booleans or nulls not.
+                "uniqueItems": unique
+                and items.get("type") == "string"
+                and items.get("maxLength", 1) >= 1,
+            },
+            children,
+            st.integers(0, 3),
+            st.booleans(),
+        ),
+        st.lists(children, min_size=1, max_size=3).map(lambda branches: {"anyOf": branches}),
+        # Parts that can hold together: objects open to each other's properties.
+        st.tuples(objects(children, "a-m", False), objects(children, "n-z", False)).map(
+            lambda pair: {"allOf": list(pair)}
+        ),
+    ),
+    max_leaves=12,
+)
+# A definition referred to from the root's properties (and through allOf).
+WITH_DEFINITIONS = st.tuples(SCHEMA_TREES, SCHEMA_TREES).map(
+    lambda pair: {
+        "$defs": {"a": pair[0]},
+        "type": "object",
+        "properties": {"x": {"$ref": "#/$defs/a"}, "y": {"allOf": [{"$ref": "#/$defs/a"}]}},
+        "required": ["x", "y"],
+    }
+)
+INPUTS = st.text(alphabet="ab 0123456789-@.:xyz/", max_size=60)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(SCHEMA_TREES, WITH_DEFINITIONS), INPUTS)
+def test_any_schema_of_the_followed_keywords_gets_a_value_it_accepts(
+    schema: Any, text: str
+) -> None:
+    valid(schema, schema_instance(schema, text))

@@ -42,6 +42,8 @@ MAX_STRING_CHARS = 1_000
 MAX_TOTAL_CHARS = 16_000
 MIN_CHARS_LEFT = 8
 MAX_REF_HOPS = 16
+# How many variants of a repeated item an array with unique items tries.
+UNIQUE_TRIES = 8
 # How deep optional properties are still given a value (required ones always are).
 OPTIONAL_DEPTH = 4
 # Strings, numbers the input may lend: a word may be of interest to a format.
@@ -91,6 +93,7 @@ class _Maker:
         self.text = " ".join(text.split())
         self.numbers = [float(n) for n in _NUMBER.findall(self.text)]
         self.values_left = MAX_VALUES
+        self.resolutions_left = MAX_VALUES
         self.chars_left = MAX_TOTAL_CHARS
 
     def value(self, schema: Any, depth: int, name: str = "", index: int = 0) -> Any:
@@ -130,7 +133,12 @@ class _Maker:
         return self.string(schema, name, index)
 
     def resolved(self, schema: Any) -> Any:
-        """``schema`` with its ``$ref`` (into this document) and ``allOf`` folded in."""
+        """``schema`` with its ``$ref`` (into this document) and ``allOf`` folded in
+        (at most ``MAX_VALUES`` foldings a value: references that lead back into
+        themselves end as an empty schema)."""
+        self.resolutions_left -= 1
+        if self.resolutions_left < 0:
+            return {}
         for _ in range(MAX_REF_HOPS):
             if not isinstance(schema, dict) or not isinstance(schema.get("$ref"), str):
                 break
@@ -177,7 +185,9 @@ class _Maker:
         if items is False:
             count = min(count, len(prefix))
         contains = schema.get("contains")
+        unique = schema.get("uniqueItems") is True
         made: list[Any] = []
+        seen: set[str] = set()
         for index in range(count):
             if index < len(prefix):
                 item_schema = prefix[index]
@@ -185,9 +195,14 @@ class _Maker:
                 item_schema = contains
             else:
                 item_schema = items
-            made.append(self.value(item_schema, depth + 1, name, index))
-        if schema.get("uniqueItems") is True:
-            made = _unique(made)
+            # Unique items: a few other variants of an item that repeats an earlier one.
+            for variant in range(index, index + (count * UNIQUE_TRIES if unique else 1), count):
+                item = self.value(item_schema, depth + 1, name, variant)
+                if not unique or _json_key(item) not in seen:
+                    break
+            if not unique or _json_key(item) not in seen:
+                seen.add(_json_key(item))
+                made.append(item)
         return made
 
     def number(self, schema: Mapping[str, Any], integer: bool, index: int) -> int | float:
@@ -203,8 +218,8 @@ class _Maker:
         if isinstance(fmt, str) and (fmt in _FORMATS or fmt == "uuid"):
             return self.formatted(fmt, index)
         words = self.text or name or "text"
-        if index:
-            words = f"{words} {index + 1}"
+        if index:  # an array's later items differ from the first, at their start
+            words = f"{index + 1} {words}"
         fewest, most = schema.get("minLength"), schema.get("maxLength")
         most = min(most, self.chars_left) if isinstance(most, int) else self.chars_left
         pattern = schema.get("pattern")
@@ -226,10 +241,45 @@ class _Maker:
             "url": _URL,
             "date": _DATE,
         }.get(fmt)
-        match = found.findall(self.text) if found else []
+        match = [m for m in (found.findall(self.text) if found else []) if _well_formed(fmt, m)]
         if match and index < len(match):
             return str(match[index])
-        return _FORMATS[fmt]
+        return _FORMATS[fmt] if index == 0 else _nth(fmt, index)
+
+
+def _nth(fmt: str, index: int) -> str:
+    """Another value of ``fmt`` than the default, for an array's item ``index`` (unique
+    items differ)."""
+    n = index + 1
+    others = {
+        "date": f"2025-02-{min(n, 28):02d}",
+        "date-time": f"2025-02-{min(n, 28):02d}T09:30:00Z",
+        "time": f"09:{n % 60:02d}:00Z",
+        "duration": f"P{n}D",
+        "email": f"user{n}@example.com",
+        "idn-email": f"user{n}@example.com",
+        "hostname": f"host{n}.example.com",
+        "idn-hostname": f"host{n}.example.com",
+        "ipv4": f"192.0.2.{n % 256}",
+        "ipv6": f"2001:db8::{n:x}",
+        "json-pointer": f"/{n}",
+        "relative-json-pointer": str(n),
+    }
+    default = _FORMATS[fmt]
+    return others.get(fmt, f"{default}{n}" if default.endswith("/") else default)
+
+
+def _well_formed(fmt: str, text: str) -> bool:
+    """Whether the input's ``text`` is a value of ``fmt`` (a date must exist)."""
+    if fmt != "date":
+        return True
+    from datetime import date
+
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
 
 
 class _Bounds:
@@ -408,15 +458,8 @@ def _matching(pattern: str, candidates: Sequence[str], fallback: str) -> str:
     return string_matching(pattern) or fallback
 
 
-def _unique(items: list[Any]) -> list[Any]:
-    """``items`` without repeats (JSON equality, as ``uniqueItems`` compares)."""
+def _json_key(item: Any) -> str:
+    """``item`` as ``uniqueItems`` compares it (JSON equality)."""
     import json
 
-    seen: set[str] = set()
-    kept: list[Any] = []
-    for item in items:
-        key = json.dumps(item, sort_keys=True, default=str)
-        if key not in seen:
-            seen.add(key)
-            kept.append(item)
-    return kept
+    return json.dumps(item, sort_keys=True, default=str)
