@@ -11,7 +11,8 @@ Followed: ``type`` (a list: its first type other than null), ``const``, ``enum``
 ``additionalProperties``, ``min``/``maxProperties``, ``items``, ``prefixItems``,
 ``contains``, ``min``/``maxItems``, ``uniqueItems``, ``min``/``maxLength``, ``pattern``
 (the input's words when RE2 finds a match in them, else a string built from the
-pattern, ``pattern_strings``: a hostile pattern costs nothing), the common ``format``s,
+pattern, ``pattern_strings``: a hostile pattern costs nothing), the common ``format``s
+(``schema_formats``),
 ``minimum``, ``maximum``, their exclusive forms and ``multipleOf``.
 
 Bounded, so a hostile schema cannot make it run long or answer big: at most
@@ -26,12 +27,12 @@ from __future__ import annotations
 
 import math
 import re
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote
 
 from convo_memory.domain.pattern_strings import string_matching
+from convo_memory.domain.schema_formats import formatted_value
 
 MAX_DEPTH = 12
 MAX_VALUES = 400
@@ -46,38 +47,8 @@ MAX_REF_HOPS = 16
 UNIQUE_TRIES = 8
 # How deep optional properties are still given a value (required ones always are).
 OPTIONAL_DEPTH = 4
-# Strings, numbers the input may lend: a word may be of interest to a format.
 # A number standing alone (not a part of a date, a time, an id or a version).
 _NUMBER = re.compile(r"(?<![\w.:/-])-?\d+(?:\.\d+)?(?![\w:/-]|\.\d)")
-_EMAIL = re.compile(r"[\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63})+")
-_URL = re.compile(r"https?://[^\s\"'<>]{1,500}")
-_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
-# What a formatted string is when the input lends none (fixed, so answers repeat).
-_FORMATS: Mapping[str, str] = {
-    "date": "2025-01-31",
-    "date-time": "2025-01-31T09:30:00Z",
-    "time": "09:30:00Z",
-    "duration": "P1D",
-    "email": "user@example.com",
-    "idn-email": "user@example.com",
-    "hostname": "example.com",
-    "idn-hostname": "example.com",
-    "ipv4": "192.0.2.1",
-    "ipv6": "2001:db8::1",
-    "uri": "https://example.com/",
-    "iri": "https://example.com/",
-    "url": "https://example.com/",
-    "uri-reference": "https://example.com/",
-    "iri-reference": "https://example.com/",
-    "uri-template": "https://example.com/{id}",
-    "json-pointer": "/0",
-    "relative-json-pointer": "0",
-    "regex": ".*",
-    "byte": "dGV4dA==",
-    "binary": "text",
-    "password": "password",
-}
-_NAMESPACE = uuid.UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8")  # RFC 4122's URL namespace
 _ONE_OF_KEYS = ("anyOf", "oneOf")
 
 
@@ -215,8 +186,9 @@ class _Maker:
 
     def string(self, schema: Mapping[str, Any], name: str, index: int) -> str:
         fmt = schema.get("format")
-        if isinstance(fmt, str) and (fmt in _FORMATS or fmt == "uuid"):
-            return self.formatted(fmt, index)
+        formatted = formatted_value(fmt, self.text, index) if isinstance(fmt, str) else None
+        if formatted is not None:
+            return formatted
         words = self.text or name or "text"
         if index:  # an array's later items differ from the first, at their start
             words = f"{index + 1} {words}"
@@ -229,57 +201,6 @@ class _Maker:
             made = _matching(pattern, [c for c in candidates if _fits(c, fewest, most)], made)
         self.chars_left = max(self.chars_left - len(made), MIN_CHARS_LEFT)
         return made
-
-    def formatted(self, fmt: str, index: int) -> str:
-        if fmt == "uuid":
-            return str(uuid.uuid5(_NAMESPACE, f"{self.text}#{index}"))
-        found = {
-            "email": _EMAIL,
-            "idn-email": _EMAIL,
-            "uri": _URL,
-            "iri": _URL,
-            "url": _URL,
-            "date": _DATE,
-        }.get(fmt)
-        match = [m for m in (found.findall(self.text) if found else []) if _well_formed(fmt, m)]
-        if match and index < len(match):
-            return str(match[index])
-        return _FORMATS[fmt] if index == 0 else _nth(fmt, index)
-
-
-def _nth(fmt: str, index: int) -> str:
-    """Another value of ``fmt`` than the default, for an array's item ``index`` (unique
-    items differ)."""
-    n = index + 1
-    others = {
-        "date": f"2025-02-{min(n, 28):02d}",
-        "date-time": f"2025-02-{min(n, 28):02d}T09:30:00Z",
-        "time": f"09:{n % 60:02d}:00Z",
-        "duration": f"P{n}D",
-        "email": f"user{n}@example.com",
-        "idn-email": f"user{n}@example.com",
-        "hostname": f"host{n}.example.com",
-        "idn-hostname": f"host{n}.example.com",
-        "ipv4": f"192.0.2.{n % 256}",
-        "ipv6": f"2001:db8::{n:x}",
-        "json-pointer": f"/{n}",
-        "relative-json-pointer": str(n),
-    }
-    default = _FORMATS[fmt]
-    return others.get(fmt, f"{default}{n}" if default.endswith("/") else default)
-
-
-def _well_formed(fmt: str, text: str) -> bool:
-    """Whether the input's ``text`` is a value of ``fmt`` (a date must exist)."""
-    if fmt != "date":
-        return True
-    from datetime import date
-
-    try:
-        date.fromisoformat(text)
-    except ValueError:
-        return False
-    return True
 
 
 class _Bounds:
