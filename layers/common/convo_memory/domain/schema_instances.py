@@ -12,8 +12,7 @@ Followed: ``type`` (a list: its first type other than null), ``const``, ``enum``
 ``contains``, ``min``/``maxItems``, ``uniqueItems``, ``min``/``maxLength``, ``pattern``
 (the input's words when RE2 finds a match in them, else a string built from the
 pattern, ``pattern_strings``: a hostile pattern costs nothing), the common ``format``s
-(``schema_formats``),
-``minimum``, ``maximum``, their exclusive forms and ``multipleOf``.
+(``schema_formats``), ``minimum``, ``maximum``, their exclusive forms and ``multipleOf``.
 
 Bounded, so a hostile schema cannot make it run long or answer big: at most
 ``MAX_DEPTH`` levels (optional properties down to ``OPTIONAL_DEPTH``), ``MAX_VALUES``
