@@ -1,6 +1,8 @@
 """The benchmark: ``make bench`` (``python -m bench [--quick] [--json]``).
 
-Figures, all measured in one run, nothing leaves the machine (moto in process):
+Figures, all measured in one run, nothing leaves the machine (moto in process). The
+report opens with a headline (``bench/headline.py``): at most 12 plain lines, each
+computed from one figure of the same run and naming it.
 
 1. DynamoDB requests per turn on the serving path, warm, by door and operation, with
    and without an Idempotency-Key (the idempotency table's requests apart).
@@ -55,6 +57,10 @@ Figures, all measured in one run, nothing leaves the machine (moto in process):
     ``conversation``: DynamoDB requests and capacity units, and the handler's added time
     (median of interleaved turns); and what reading, listing the input of and deleting a
     stored response cost, and a response after an older one (a fork at its answer).
+21. A turn next to LangChain's ``DynamoDBChatMessageHistory`` at 10, 100 and 1,000
+    messages: DynamoDB requests, capacity units and dollars per million turns, and the
+    prompt tokens the model is sent (LangChain's requests replayed on moto, with its own
+    message format).
 
 It is a report: it exits 0 whatever the figures are (1 only when one could not be
 measured). While it measures, the service's own logs go to a file (``--log``, default

@@ -128,7 +128,7 @@ def render_app_tools(figure: dict[str, Any], table: Callable[..., str], title: s
             "one warm turn of a session with a full replay window, through the "
             "OpenAI-compatible door (by the app's key), every table",
             "",
-            table(["turn", "DynamoDB requests", "RCU", "WCU"], rows),
+            table(["turn", "DynamoDB requests", "RRU", "WRU"], rows),
             f"a turn offered the app's tools costs {same} a plain turn; a paused turn's "
             f"PutItems beyond a plain turn's, its digest and run trace apart: "
             f"{figure['pauseExtraWrites']} (the pause kept at its position, in the "

@@ -201,7 +201,7 @@ def render_doors(
         f"{setting}; handler time: median of {figure['turns']} interleaved turns each"
         " (PredictFunction, without the authorizer)",
         "",
-        table(["door", "DynamoDB requests", "RCU", "WCU", "handler ms"], rows),
+        table(["door", "DynamoDB requests", "RRU", "WRU", "handler ms"], rows),
     ]
     for r in figure["rows"]:
         if r["door"] == PREDICT:

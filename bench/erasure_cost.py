@@ -178,7 +178,7 @@ def render_erasure(figure: dict[str, Any], table: Callable[..., str], title: str
                     "WRU",
                     "SQS sent",
                     "Lambda",
-                    "USD per 1,000",
+                    "USD per 1,000 erasures",
                 ],
                 rows,
             ),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.cold import IMPORT_LIMIT, PREDICT_LIMIT
+from bench.headline import headline
 from bench.stats import ms, num, ops_text, table, times, verdict
 
 MAIN_TABLE = "conversations"
@@ -49,6 +51,8 @@ def render_requests(figure: dict[str, Any]) -> str:
         "doors: " + "; ".join(f"{door} = {label}" for door, label in doors),
         "key: none = no Idempotency-Key; new = a fresh key per turn; replay = a retry"
         " with a key that already completed",
+        "columns: DynamoDB requests per turn to the conversations table (conv) and to the"
+        " idempotency table (idem), and how many turns were measured",
         "",
         table(
             ["door", "key", "conv reads", "conv writes", "idem reads", "idem writes", "turns"],
@@ -94,9 +98,12 @@ def render_storage_cost(figure: dict[str, Any]) -> str:
     return "\n".join(
         [
             _title(2, "DynamoDB requests, capacity units and cost per turn against history"),
-            "warm predict turn, 120-character messages; units as DynamoDB bills them (reads per"
-            " 4 KB, writes per 1 KB of the larger item, index writes from template.yaml's"
-            " projections); on-demand us-east-1: $0.125 / M read units, $0.625 / M write units",
+            "warm predict turn, 120-character messages. Capacity units, as DynamoDB bills"
+            " them: RRU = read request units (one per 4 KB a read returns), WRU = write"
+            " request units (one per 1 KB of the larger of the item before and after; table"
+            " and index writes, the indexes from template.yaml's projections). On-demand"
+            " us-east-1: $0.125 per million RRU, $0.625 per million WRU; 'per M turns' = the"
+            " DynamoDB dollars of a million such turns",
             table(
                 [
                     "history msgs",
@@ -134,7 +141,10 @@ def render_cold(imports: dict[str, Any], first: dict[str, Any] | None) -> str:
         _title(3, "Cold import time of each handler, as a ratio to `import boto3`"),
         f"median of {imports['runs']} fresh interpreters each, interleaved; "
         f"import boto3 = {ms(imports['boto3Seconds'])} ms",
-        table(["function", "code", "import app ms", "vs boto3", ""], rows),
+        table(["function", "code", "import app ms", "vs boto3", "check"], rows),
+        "check: PASS when the import takes at most its limit, as a ratio to boto3's own"
+        f" import ({PREDICT_LIMIT}x for a function behind an API route, {IMPORT_LIMIT}x for"
+        " the others, which do less), FAIL otherwise",
     ]
     if first is not None:
         f = first["medianSeconds"]
@@ -179,7 +189,7 @@ def render_built(built: dict[str, Any]) -> str:
             " machine's build of the same versions);",
             f"median of {built['runs']} fresh interpreters each, interleaved;"
             f" import boto3 = {ms(built['boto3Seconds'])} ms",
-            table(["function", "import app ms", "vs boto3", ""], rows),
+            table(["function", "import app ms", "vs boto3", "check"], rows),
             "the layer ships unchecked-hash bytecode (layers/common/Makefile), so a cold start"
             " compiles only the handler's app.py (about 1 ms); 'no bytecode' is the same"
             " layer without it, as a build without the compile step would be.",
@@ -212,13 +222,14 @@ def render_authorizer(figure: dict[str, Any]) -> str:
         [
             _title(9, "The missing-header 401: the authorizer's cost per million requests"),
             f"authorizer warm duration (median of {figure['runs']}, in process): {durations};"
-            f" billed {figure['billedMs']} ms (the minimum) at {figure['memoryMb']} MB, arm64",
+            f" billed {figure['billedMs']} ms (the minimum) at {figure['memoryMb']} MB, arm64;"
+            " USD per million requests",
             table(["design", "authorizer runs", "authorizer USD", "+ API Gateway USD"], rows),
             "uncached: every 401 is the contract's body; cached: a request without the header"
             ' gets API Gateway\'s own {"message":"Unauthorized"} and the authorizer never runs.',
-            "prices: HTTP API $1.00/M requests, Lambda $0.20/M requests + $0.0000133334/GB-s"
-            " (arm64), us-east-1. Token look-ups are cached per container either way"
-            " (CacheTtlSeconds); at worst one read per request,"
+            "prices: HTTP API $1.00/M requests, Lambda $0.20/M requests + $0.0000133334 per"
+            " GB-s (a gigabyte of memory for a second; arm64), us-east-1. Token look-ups are"
+            " cached per container either way (CacheTtlSeconds); at worst one read per request,"
             f" ${figure['tokenReadUsdPerMillionWorstCase']:.3f}/M.",
         ]
     )
@@ -243,7 +254,9 @@ def render_stream(figure: dict[str, Any]) -> str:
         [
             _title(4, "Stream: time to first event as a ratio of the full response"),
             f"slow embedded provider: {figure['chunkDelaySeconds'] * 1000:.0f} ms before each"
-            f" chunk; median of {figure['rows'][0]['runs']} turns per door, interleaved",
+            f" chunk; median of {figure['rows'][0]['runs']} turns per door, interleaved;"
+            " first/full = the first event's time over the whole response's; reads and writes:"
+            " DynamoDB requests per turn",
             table(
                 [
                     "door",
@@ -284,7 +297,9 @@ def render_summarizer(figure: dict[str, Any]) -> str:
     out = [
         title,
         "SummarizeFunction consumes the summary queue in a background thread (as its SQS"
-        " event source would) while predict turns are timed; failing = CONVO_SUMMARIZER_FAIL=1",
+        " event source would) while predict turns are timed; failing = CONVO_SUMMARIZER_FAIL=1;"
+        " p95 = the time 95% of turns beat; jobs: summary jobs that ran and failed;"
+        " summarized: sessions that got their summary",
         table(
             [
                 "summarizer",
@@ -300,7 +315,8 @@ def render_summarizer(figure: dict[str, Any]) -> str:
         ),
         f"failing / working: median {times(figure['medianRatio'])},"
         f" p95 {times(figure['p95Ratio'])}",
-        "the worker shares this process with the timed turns (one GIL, moto's one lock),"
+        "the worker shares this process with the timed turns: one Python interpreter, and"
+        " moto (the local AWS emulator every figure runs on) serving one request at a time,"
         " so its work slows the foreground in both modes; in AWS it runs in containers of"
         " its own. The deterministic check is the request count below: the same in both.",
     ]
@@ -435,8 +451,10 @@ def render_summary_cost(figure: dict[str, Any]) -> str:
             f" {mark} (limit {figure['shareLimit']:.0%}); without the model (DynamoDB, SQS,"
             f" Lambda): {_share_text(share.get('infrastructureDollars'))}; turns whose prompt"
             " lacked an omitted"
-            f" message: {figure['turnsWithAGap']}; at the end the summary covers through seq"
-            f" {figure['finalThroughSeq']} of {figure['finalOmitted']} omitted",
+            f" message (one neither replayed nor yet summarized): {figure['turnsWithAGap']};"
+            f" at the end the summary folds messages 1 to {figure['finalThroughSeq']} and the"
+            f" replay window leaves out messages 1 to {figure['finalOmitted']} (the summary"
+            " works a batch ahead)",
             "prices: model $0.80 / M input and $4 / M output tokens (a Claude 3.5 Haiku class"
             " model), SQS $0.40 / M requests, Lambda $0.20 / M requests (duration: figure"
             " 10), DynamoDB on demand as in figure 2. SQS requests: the trigger's send"
@@ -472,6 +490,9 @@ def render_million_turns(figure: dict[str, Any]) -> str:
             f"the counts of figure 8 (the turn and its share of the summary, over"
             f" {figure['turns']} turns) times published prices; Lambda duration is the"
             " handler time measured here (moto in process, a local model answering at once)",
+            "GB-ms: gigabyte-milliseconds, what Lambda bills (memory x time); RRU and WRU as"
+            " in figure 2; EMF: CloudWatch's Embedded Metric Format, metrics written as log"
+            " lines (one record per invocation)",
             table(["component", "per turn", "per M turns", "share"], rows),
             f"invocations per turn x billed time: {functions}",
             f"log bytes per turn: functions {logs['functions']:,.0f} ({within} the budget of"
@@ -493,7 +514,7 @@ def render(results: dict[str, Any]) -> str:
     )
     if meta.get("log"):
         header += f"\nthe service's own logs while measuring: {meta['log']}"
-    parts = [header]
+    parts = [headline(results), header]
     serving = results.get("serving")
     if serving:
         parts.append(render_requests(serving["requestsPerTurn"]))
@@ -566,6 +587,11 @@ def render(results: dict[str, Any]) -> str:
 
         title = _title(20, "The Responses door next to predict: one turn, and its other calls")
         parts.append(render_responses_door(results["responsesDoor"], table, title))
+    if "langchainHistory" in results:
+        from bench.langchain_history import render_langchain_history
+
+        title = _title(21, "A turn next to LangChain's DynamoDB chat history")
+        parts.append(render_langchain_history(results["langchainHistory"], table, title))
     where = f" (its traceback is in {meta['log']})" if meta.get("log") else ""
     for name, error in (results.get("errors") or {}).items():
         parts.append(f"[{name}] not measured: {error}{where}")

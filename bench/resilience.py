@@ -106,7 +106,8 @@ def render_rate_limit(figure: dict[str, Any], table: Callable[..., str], title: 
         [
             title,
             f"defaults: {figure['rate']:g} turns a second, {figure['burst']} at once;"
-            f" DynamoDB on demand ${DYNAMODB_USD_PER_MILLION_WRITE_UNITS} per million write units",
+            f" DynamoDB on demand ${DYNAMODB_USD_PER_MILLION_WRITE_UNITS} per million write units"
+            " (WRU); admitted: turns let through; UpdateItem: the limit's requests",
             "",
             table(["scenario", "turns", "admitted", "UpdateItem", "WRU/turn", "USD/M turns"], rows),
             "an admitted turn is one conditional UpdateItem (1 WRU); a refusal the container"
@@ -135,6 +136,11 @@ def render_outage(figure: dict[str, Any], table: Callable[..., str], title: str)
             title,
             f"{figure['turns']} turns over 20 sessions, 4 a second; transcript writes and SQS"
             " sends fail at random, then stop (tests/support/outage_soak.py)",
+            "faults: writes and sends that failed; recorded: false: answers given before their"
+            " transcript write landed, repaired through the RepairQueue or, when it too"
+            " failed, by invoking RepairFunction; lost: answered but never recorded;"
+            " duplicated: recorded twice; all landed after: seconds from the faults' end until"
+            " every repair landed",
             "",
             table(
                 [

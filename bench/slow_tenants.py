@@ -199,7 +199,9 @@ def render_slow_tenants(figure: dict[str, Any], table: Callable[..., str], title
             f"tenant slow: {figure['slowClients']} clients, an agent whose tool answers in"
             f" {figure['toolSeconds']:g} s; tenant fast: plain turns, five a second; both for"
             f" {figure['windowSeconds']:g} s through PredictFunction (50 environments),"
-            " rate limit 10 a second, 40 at once",
+            " rate limit 10 a second, 40 at once; 429: turns refused as over a limit (the"
+            " client waits Retry-After and tries again); p90: the time 90% of turns beat; the"
+            " slow-turn cap: WorkspaceMaxSlowTurns",
             "",
             table(
                 [

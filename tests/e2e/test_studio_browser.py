@@ -134,7 +134,7 @@ def page(browser: Browser) -> Iterator[Page]:
 
 
 # The two sizes every Studio item is checked at: a laptop and a phone.
-SIZES = {"desktop": (1280, 800), "phone": (390, 844)}
+SIZES = {"desktop": (1366, 900), "phone": (390, 844)}
 
 
 @dataclass
@@ -355,13 +355,15 @@ def test_regenerating_an_answer_and_editing_a_message_open_forks_the_conversatio
     label = page.locator("#session-label")
     original = str(label.text_content())
     log = page.get_by_role("log")
+    before = wait_done(page, 1)
 
     log.get_by_role("button", name="Regenerate seq 4").click()
 
     expect(label).not_to_have_text(original)
     again = wait_done(page, 1)
     regenerated = str(label.text_content())
-    assert again.startswith('You said: "Can I still cancel it?".')
+    # Another answer, not the same one again: the embedded model's fork answers differ.
+    assert 'You said: "Can I still cancel it?".' in again and again != before
     expect(log.locator(".msg")).to_have_count(4)
     expect(page.locator("#lineage")).to_contain_text(f"Fork of {original} after message 2")
     status, _, fork = studio_runtime.call(
@@ -387,7 +389,7 @@ def test_regenerating_an_answer_and_editing_a_message_open_forks_the_conversatio
     expect(page.get_by_label("Message")).to_have_value("Can I still cancel it?")
     send_with_enter(page, "Can I change the address instead?")
     expect(label).not_to_have_text(original)
-    assert wait_done(page, 1).startswith('You said: "Can I change the address instead?".')
+    assert 'You said: "Can I change the address instead?".' in wait_done(page, 1)
     page.get_by_role("button", name="Open the original conversation").click()
     expect(forks.locator("button[data-session-id]")).to_have_count(2)
     expect(log.locator(".msg").nth(2)).to_contain_text("Can I still cancel it?")
@@ -541,6 +543,13 @@ def test_the_recent_list_is_per_capability_even_under_newer_sessions_of_another(
     expect(page.get_by_role("log").locator(".msg")).to_have_count(2)
     expect(page.get_by_role("log")).to_contain_text("older conversation 1")
 
+    # A session opened by its id brings its capability, and the list follows it.
+    page.get_by_label("Session id").fill(buried_sessions["newer"][0])
+    page.get_by_role("button", name="Open session").click()
+    expect(page.get_by_role("log")).to_contain_text("newer conversation 0")
+    expect(page.get_by_label("Capability")).to_have_value("cap-agent")
+    expect(listed).to_have_count(22)
+
 
 def test_the_recent_list_reads_a_bounded_number_of_pages_then_offers_older_ones(
     sized: Sized, studio_runtime: RuntimeProcess
@@ -611,32 +620,75 @@ def test_the_message_box_starts_and_stays_in_view(
     sized.shoot("studio-message-in-view-after-error", full_page=False)
 
 
-def test_long_unbroken_text_wraps_inside_its_bubble(
+# A first message of 300 characters with no space: the width of four phone screens.
+UNBROKEN = ("Pneumonoultramicroscopicsilicovolcanoconiosis" * 7)[:300]
+
+
+def assert_nothing_wider_than_its_box(page: Page) -> None:
+    """No sideways scrolling, and no bubble or listed conversation clipped."""
+    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
+    clipped = page.evaluate(
+        """() => [...document.querySelectorAll('.msg, .session-list button, #lineage')]
+          .filter(n => n.offsetParent !== null && n.scrollWidth > n.clientWidth + 1)
+          .map(n => n.textContent.slice(0, 40))"""
+    )
+    assert clipped == []
+
+
+def test_long_unbroken_text_wraps_and_forks_are_told_apart(
     sized: Sized, studio_runtime: RuntimeProcess
 ) -> None:
     page = sized.page
-    url = "https://docs.example.com/a/very/long/path?" + "&".join(
-        f"key{n}=value{n}" for n in range(40)
-    )
     load_token(page, studio_runtime, studio_runtime.tokens["dev"])
     pick(page, "cap-generative")
+    log = page.get_by_role("log")
+    label = page.locator("#session-label")
 
-    send_with_enter(page, url)
-    assert url in wait_done(page, 0)
+    send_with_enter(page, UNBROKEN)
+    first = wait_done(page, 0)
+    original = str(label.text_content())
+    assert UNBROKEN in first
+    expect(recent(page).locator(f'button[data-session-id="{original}"]')).to_have_count(1)
+    assert_nothing_wider_than_its_box(page)
 
-    overflow = page.get_by_role("log").evaluate(
-        """log => {
-          const frame = log.getBoundingClientRect();
-          return [...log.querySelectorAll('.msg')].map(m => {
-            const r = m.getBoundingClientRect();
-            return {scroll: m.scrollWidth, client: m.clientWidth,
-                    inside: r.left >= frame.left && r.right <= frame.right};
-          }).concat([{scroll: log.scrollWidth, client: log.clientWidth, inside: true}]);
-        }"""
-    )
-    assert len(overflow) == 3
-    assert all(o["scroll"] <= o["client"] and o["inside"] for o in overflow), overflow
-    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
+    # Regenerate: a fork titled by the new answer's first words, with another answer.
+    log.get_by_role("button", name="Regenerate seq 2").click()
+    expect(label).not_to_have_text(original)
+    regenerated = str(label.text_content())
+    assert wait_done(page, 0) != first
+    lineage = page.locator("#lineage")
+    expect(lineage).to_contain_text("Regenerated answer 2: Another take")
+
+    # Edit of message 1 from the original: another fork, titled by the new text.
+    page.get_by_role("button", name="Open the original conversation").click()
+    expect(label).to_have_text(original)
+    log.get_by_role("button", name="Edit seq 1").click()
+    send_with_enter(page, UNBROKEN[::-1])
+    expect(label).not_to_have_text(original)
+    wait_done(page, 0)
+    edited = str(label.text_content())
+    expect(lineage).to_contain_text(f"Edit of message 1: {UNBROKEN[::-1][:20]}")
+
+    # The edited fork lists its sibling, the regenerated one, by its own title.
+    siblings = page.get_by_role("region", name="Other forks of the original")
+    sibling = siblings.locator(f'button[data-session-id="{regenerated}"]')
+    expect(sibling).to_contain_text("Regenerated answer 2: Another take")
+    expect(siblings.locator("button[data-session-id]")).to_have_count(1)
+    assert_nothing_wider_than_its_box(page)
+    sized.shoot("studio-fork-siblings")
+
+    # The original lists both forks, with titles that tell them apart.
+    sibling.click()
+    expect(label).to_have_text(regenerated)
+    expect(siblings.locator(f'button[data-session-id="{edited}"]')).to_have_count(1)
+    page.get_by_role("button", name="Open the original conversation").click()
+    forks = page.get_by_role("region", name="Forks of this conversation")
+    titles = forks.locator("button[data-session-id]")
+    expect(titles).to_have_count(2)
+    texts = titles.all_text_contents()
+    assert len({t.split(" \u00b7 ")[0] for t in texts}) == 2, texts
+    expect(siblings).to_be_hidden()  # the original is no fork
+    assert_nothing_wider_than_its_box(page)
     sized.shoot("studio-long-text-wraps")
 
 

@@ -11,6 +11,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import jsonschema
 import pytest
 
 from tests.support import fake_aws
@@ -226,12 +227,36 @@ def test_a_stateless_call_passes_tools_through_and_opens_nothing(
     assert items(api) == before
 
 
-def test_structured_output_is_422_on_the_embedded_connection(
-    api: InProcessApi, tenant: Tenant
+FORECAST = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "minLength": 3},
+        "days": {"type": "integer", "minimum": 1, "maximum": 7},
+        "unit": {"enum": ["C", "F"]},
+    },
+    "required": ["city", "days", "unit"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_structured_output_on_the_embedded_connection_is_json_of_its_schema(
+    api: InProcessApi, tenant: Tenant, door: Any
 ) -> None:
-    body = chat_body(MODEL, user("hi"), user="customer-9", response_format={"type": "json_object"})
-    answer = chat_http(api, tenant, body, keyed("conv-json"))
-    assert answer.status == 422 and "response_format" in answer.body["error"]["message"]
+    schema_format = {"type": "json_schema", "json_schema": {"name": "forecast", "schema": FORECAST}}
+    ask = "Paris for 3 days"
+    keyed_body = chat_body(MODEL, user(ask), user="customer-9", response_format=schema_format)
+    answer = door(api, tenant, keyed_body, keyed(f"conv-json-{door.__name__}"))
+    stateless = chat_body(MODEL, user(ask), response_format={"type": "json_object"})
+    plain = door(api, tenant, stateless)
+
+    assert answer.status == 200, answer.body
+    forecast = json.loads(answer.body["choices"][0]["message"]["content"])
+    jsonschema.validate(forecast, FORECAST)
+    assert forecast == {"city": ask, "days": 3, "unit": "C"}  # the input's words and number
+    assert answer.body["convo"]["recorded"] is True
+    as_object = json.loads(plain.body["choices"][0]["message"]["content"])
+    assert isinstance(as_object, dict) and ask in as_object["answer"]
 
 
 def test_an_app_tool_named_like_the_agents_own_is_422(api: InProcessApi, tenant: Tenant) -> None:

@@ -190,7 +190,6 @@ def test_a_key_belongs_to_its_workspace_and_capability(
     [
         ({"functions": [{"name": "f"}]}, "functions"),
         ({"n": 2}, "n"),
-        ({"response_format": {"type": "json_object"}}, "response_format"),
         ({"audio": {"voice": "alloy", "format": "wav"}}, "audio"),
         ({"modalities": ["text", "audio"]}, "modalities"),
         ({"logprobs": True}, "logprobs"),

@@ -303,3 +303,24 @@ def test_a_creation_cut_short_leaves_only_a_tombstone_the_retention_run_removes(
 
     assert placeholder.startswith("SESSION#ses_")
     assert {i["pk"]["S"] for i in conversation_items(api)} == keys_before
+
+
+def test_a_regenerated_answer_on_the_embedded_model_differs_from_its_parents(
+    api: InProcessApi, tenant: Tenant
+) -> None:
+    # Given an answer on a plain session (the embedded model, deterministic)
+    parent = open_session(api, tenant)
+    first = send(api, tenant, parent, "Tell me a joke")["output"]
+    again = send(api, tenant, parent, "Tell me a joke")["output"]
+
+    # When it is regenerated twice: forks before it, the same input sent again
+    regenerated = [
+        send(api, tenant, fork(api, tenant, parent, 0)["id"], "Tell me a joke")["output"]
+        for _ in range(2)
+    ]
+
+    # Then each fork's answer is its own; outside forks the answer stays as it was
+    assert first == 'You said: "Tell me a joke". I remember 0 earlier messages.'
+    assert again == 'You said: "Tell me a joke". I remember 2 earlier messages.'
+    assert len({first, *regenerated}) == 3
+    assert all('You said: "Tell me a joke".' in answer for answer in regenerated)

@@ -45,7 +45,11 @@ const streamedId = errors.length ? null : (await streamed.providerMetadata)?.ope
 
 const getWeather = tool({
   description: "The weather in a city.",
-  inputSchema: jsonSchema({ type: "object", properties: { query: { type: "string" } } }),
+  inputSchema: jsonSchema({
+    type: "object",
+    properties: { city: { type: "string" } },
+    required: ["city"],
+  }),
   execute: async () => "Foggy in Oslo",
 });
 const toolLoop = await generateText({

@@ -40,6 +40,9 @@
     lineage: $("lineage"),
     forks: $("forks"),
     forksEmpty: $("forks-empty"),
+    siblingsSection: $("siblings-section"),
+    siblings: $("siblings"),
+    siblingsEmpty: $("siblings-empty"),
     editing: $("editing"),
     editingText: $("editing-text"),
     cancelEdit: $("cancel-edit"),
@@ -638,6 +641,7 @@
     ui.lineage.hidden = true;
     ui.lineage.replaceChildren();
     showForks([]);
+    showSiblings(null, []);
     markCurrentSession();
   }
 
@@ -648,8 +652,12 @@
     ui.sessionLabel.textContent = state.sessionId ? state.sessionId : "(new)";
   }
 
+  function titleOf(session) {
+    return session.metadata && typeof session.metadata.title === "string" ? session.metadata.title : "";
+  }
+
   function sessionButton(session) {
-    const title = session.metadata && typeof session.metadata.title === "string" ? session.metadata.title : "";
+    const title = titleOf(session);
     const label = `${title ? `${title} \u00b7 ` : ""}${when(session.createdAt)} \u00b7 ${
       session.messageCount
     } messages${session.forkOf ? " \u00b7 fork" : ""}${session.status === "archived" ? " \u00b7 archived" : ""}`;
@@ -766,7 +774,7 @@
     placeholder(ui.trace, "The next agent turn shows its tool calls here.");
     const context = await refreshContext(session.id);
     if (context && context.pendingTurn) appendPendingTurn(context.pendingTurn);
-    await loadForks(session.id, generation);
+    await loadForks(session, generation);
   }
 
   // A turn that waits for the app's own tools (OpenAI-compatible doors): it is recorded
@@ -780,13 +788,15 @@
     }
   }
 
+  // A session by its id; the capability and the recent list follow it.
   async function openSessionById(id) {
     if (!id) return setStatus("Enter a session id.");
     const session = await api("GET", `/v1/sessions/${encodeURIComponent(id)}`);
-    if (state.capabilities.some((cap) => cap.id === session.capabilityId)) {
-      ui.capability.value = session.capabilityId;
-    }
+    const known = state.capabilities.some((cap) => cap.id === session.capabilityId);
+    const moved = known && ui.capability.value !== session.capabilityId;
+    if (known) ui.capability.value = session.capabilityId;
     await openSession(session);
+    if (moved) await loadSessions();
   }
 
   // ------------------------------------------------------------------ forks
@@ -802,24 +812,44 @@
         .then(openSession)
         .catch(showError);
     });
-    ui.lineage.replaceChildren(`Fork of ${fork.sessionId} after message ${fork.atSeq}. `, open);
+    const title = titleOf(session);
+    ui.lineage.replaceChildren(
+      `${title ? `${title}${/[.\u2026]$/.test(title) ? "" : "."} ` : ""}Fork of ${fork.sessionId} after message ${fork.atSeq}. `,
+      open,
+    );
+  }
+
+  // A fork as the lists show it: where it branches (its title: "Edit of message 3: ...",
+  // "Regenerated answer 4: ..."), then its size and age.
+  function forkButton(fork) {
+    const title = titleOf(fork);
+    const label = `${title ? `${title} \u00b7 ` : ""}after message ${fork.forkOf.atSeq} \u00b7 ${
+      fork.messageCount
+    } messages \u00b7 ${when(fork.createdAt)}`;
+    const button = el("button", { type: "button", "data-session-id": fork.id, text: label });
+    button.addEventListener("click", () => openSession(fork).catch(showError));
+    return el("li", {}, button);
   }
 
   function showForks(forks) {
-    ui.forks.replaceChildren(
-      ...forks.map((fork) => {
-        const label = `${when(fork.createdAt)} \u00b7 after message ${fork.forkOf.atSeq} \u00b7 ${fork.messageCount} messages`;
-        const button = el("button", { type: "button", "data-session-id": fork.id, text: label });
-        button.addEventListener("click", () => openSession(fork).catch(showError));
-        return el("li", {}, button);
-      }),
-    );
+    ui.forks.replaceChildren(...forks.map(forkButton));
     ui.forksEmpty.hidden = forks.length > 0;
   }
 
-  // The forks of the open conversation, newest first, among the newest Studio sessions.
-  async function loadForks(sessionId, generation) {
+  // A fork's siblings: the other forks of the conversation it branches from (hidden for
+  // a conversation that is no fork).
+  function showSiblings(session, siblings) {
+    ui.siblingsSection.hidden = !(session && session.forkOf);
+    ui.siblings.replaceChildren(...siblings.map(forkButton));
+    ui.siblingsEmpty.hidden = siblings.length > 0;
+  }
+
+  // The forks of the open conversation and, for a fork, its siblings, newest first,
+  // among the newest Studio sessions (one pass over the same pages).
+  async function loadForks(session, generation) {
     const forks = [];
+    const siblings = [];
+    const parent = session.forkOf ? session.forkOf.sessionId : null;
     let nextToken = null;
     for (let page = 0; page < SESSION_PAGES_PER_LOAD; page += 1) {
       const query = `externalRef=${encodeURIComponent(EXTERNAL_REF)}&limit=${SESSION_PAGE_SIZE}${
@@ -827,18 +857,27 @@
       }`;
       const body = await api("GET", `/v1/sessions?${query}`);
       if (generation !== state.generation) return;
-      forks.push(...(body.sessions || []).filter((s) => s.forkOf && s.forkOf.sessionId === sessionId));
+      for (const other of body.sessions || []) {
+        if (!other.forkOf) continue;
+        if (other.forkOf.sessionId === session.id) forks.push(other);
+        else if (parent && other.forkOf.sessionId === parent && other.id !== session.id) siblings.push(other);
+      }
       nextToken = body.nextToken || null;
       if (!nextToken) break;
     }
     showForks(forks);
+    showSiblings(session, siblings);
   }
 
-  // A fork of the open conversation after its answer `atSeq`, which the page then shows.
-  async function branch(atSeq) {
+  // A fork of the open conversation after its answer `atSeq`, titled by where it
+  // branches, which the page then shows.
+  async function branch(atSeq, title) {
     const parent = state.sessionId;
     setStatus("Opening a fork\u2026");
-    const fork = await api("POST", `/v1/sessions/${encodeURIComponent(parent)}/forks`, { atSeq });
+    const fork = await api("POST", `/v1/sessions/${encodeURIComponent(parent)}/forks`, {
+      atSeq,
+      metadata: { title },
+    });
     await showSession(fork);
     setStatus(`A fork of the conversation after message ${atSeq}: it goes on from here.`);
   }
@@ -865,8 +904,16 @@
     if (!question) return;
     const input = question.textContent;
     clearError();
-    await branch(seq - 2);
-    await sendText(input);
+    await branch(seq - 2, `Regenerated answer ${seq}`);
+    const prediction = await sendText(input);
+    const sessionId = state.sessionId;
+    if (!prediction || !prediction.turn || !sessionId) return;
+    // Titled by the new answer's first words, so that siblings tell themselves apart.
+    const title = `Regenerated answer ${seq}: ${firstWords(prediction.output)}`;
+    const fork = await api("PATCH", `/v1/sessions/${encodeURIComponent(sessionId)}`, { metadata: { title } });
+    if (sessionId !== state.sessionId) return;
+    showLineage(fork);
+    await Promise.all([loadSessions(), loadForks(fork, state.generation)]);
   }
 
   // ------------------------------------------------------------------ sending
@@ -891,9 +938,9 @@
     }
     clearError();
     if (state.editing) {
-      const atSeq = state.editing.seq - 1;
+      const { seq } = state.editing;
       try {
-        await branch(atSeq);
+        await branch(seq - 1, `Edit of message ${seq}: ${firstWords(input)}`);
       } catch (err) {
         showError(err);
         return;
@@ -902,7 +949,8 @@
     await sendText(input);
   }
 
-  // One turn of `input` on the open conversation (a new one when none is open).
+  // One turn of `input` on the open conversation (a new one when none is open); its
+  // prediction, or null when the turn failed.
   async function sendText(input) {
     const cap = selectedCapability();
     setBusy(true);
@@ -949,16 +997,18 @@
       setStatus("The turn failed.");
       showError(err);
       if (opened && generation === state.generation) await discardIfEmpty(opened);
+      prediction = null;
     } finally {
       if (generation === state.generation) setBusy(false);
     }
-    if (generation !== state.generation || !state.sessionId) return;
+    if (generation !== state.generation || !state.sessionId) return prediction;
     const followUps = [refreshContext(state.sessionId), loadSessions()];
     if (prediction && prediction.runId) followUps.push(refreshTrace(prediction.runId));
     else if (prediction && cap.kind === "agent") placeholder(ui.trace, "This turn left no run trace.");
     for (const result of await Promise.allSettled(followUps)) {
       if (result.status === "rejected") showError(result.reason);
     }
+    return prediction;
   }
 
   // A first turn that failed leaves its new session empty: delete it, so that no empty

@@ -195,7 +195,8 @@ def _chat_request_schema(schema: dict[str, Any]) -> None:
     )
     schema["properties"]["response_format"]["description"] = (
         "Structured output: json_object or json_schema on connections whose provider takes "
-        "it (openai), 422 elsewhere; text is the default."
+        "it (openai; the embedded models answer JSON of the schema), 422 elsewhere; text is "
+        "the default."
     )
 
 

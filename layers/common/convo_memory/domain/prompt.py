@@ -76,6 +76,16 @@ class Prompt:
     # The conversation whose prompts this one continues (``lineage_of``; "" for none):
     # what a provider's prompt-cache routing key is derived from, never sent as such.
     lineage: str = field(default="", repr=False)
+    # (v5) The fork this prompt's turn is served in (``branch_of``; "" outside forks):
+    # how a deterministic model (the embedded ones) tells a regenerated answer from its
+    # parent's. Never sent.
+    branch: str = field(default="", repr=False)
+
+
+def branch_of(session: Session) -> str:
+    """The fork a session's turns are served in: the session itself when it is a fork,
+    "" otherwise."""
+    return session.id if session.fork_of is not None else ""
 
 
 def lineage_of(session: Session) -> str:

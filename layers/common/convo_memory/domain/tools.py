@@ -6,7 +6,7 @@ a paused turn hands it (``AppToolCall``)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -34,11 +34,13 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class ToolDefinition:
-    """A tool as a model is offered it."""
+    """A tool as a model is offered it, and (v5) whose it is: the service's (an agent
+    capability's webhooks and built-ins) or the app's (``AppTools.offered``)."""
 
     name: str
     description: str
     input_schema: Mapping[str, Any]
+    kind: ToolKind = "service"
 
 
 @dataclass(frozen=True)
@@ -148,8 +150,11 @@ class AppTools:
 
     @property
     def offered(self) -> tuple[ToolDefinition, ...]:
-        """What the model is offered: nothing when the app chose ``none``."""
-        return () if self.choice.mode == "none" else self.definitions
+        """What the model is offered (marked as the app's): nothing when the app chose
+        ``none``."""
+        if self.choice.mode == "none":
+            return ()
+        return tuple(replace(tool, kind="app") for tool in self.definitions)
 
 
 @dataclass(frozen=True)

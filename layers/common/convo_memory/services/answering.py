@@ -28,7 +28,7 @@ from convo_memory.domain.generation import Completion, FinishReason
 from convo_memory.domain.ids import new_id
 from convo_memory.domain.models import Capability, Session, iso, utc_now
 from convo_memory.domain.paused_turns import app_tool_calls
-from convo_memory.domain.prompt import Prompt, estimated_usage, lineage_of
+from convo_memory.domain.prompt import Prompt, branch_of, estimated_usage, lineage_of
 from convo_memory.domain.tools import AppTools, ToolCall, ToolCallContext
 from convo_memory.domain.turn_records import scrub_text
 from convo_memory.domain.turns import AnswerDelta, AppToolCalls, ToolFinished, TurnSink
@@ -135,7 +135,7 @@ class Answerer:
         deadline = deadline if deadline is not None else self._monotonic() + DEFAULT_TURN_SECONDS
         if session is not None:
             # Every turn of the conversation: one prompt-cache routing key for them all.
-            prompt = replace(prompt, lineage=lineage_of(session))
+            prompt = replace(prompt, lineage=lineage_of(session), branch=branch_of(session))
         if capability.kind != "agent" and app is None:
             sink = None if events is None else _Deltas(events)
             completion = with_usage(self._generate(capability, prompt, sink, deadline), prompt)
@@ -201,7 +201,7 @@ class Answerer:
         ):
             raise ValidationFailed(
                 "response_format is not supported by this capability's model connection "
-                "(structured output reaches OpenAI-compatible connections only)",
+                "(structured output reaches OpenAI-compatible and embedded connections only)",
                 details=[
                     {"loc": ["response_format"], "msg": "not supported", "type": "value_error"}
                 ],

@@ -5,11 +5,16 @@ short note that shows what the model was given (how many earlier messages, wheth
 summary or tool results were in the prompt), so tests and demos can see memory at work.
 
 (v4) Both call tools the same way (``step``): each offered tool whose name occurs in
-the user's input, once each, with ``{"query": "<input>"}`` (the agent's built-in tools
-by their own rule), then they answer quoting what the tools returned. So the app's own
-tools work on ``make run`` with no network. ``tool_choice`` is followed (``required``:
-the first tool when no name occurs; a named function: that one), and
-``parallel_tool_calls: false`` makes one call per step.
+the user's input, once each (the agent's built-in tools by their own rule), then they
+answer quoting what the tools returned. So the app's own tools work on ``make run`` with
+no network. ``tool_choice`` is followed (``required``: the first tool when no name
+occurs; a named function: that one), and ``parallel_tool_calls: false`` makes one call
+per step.
+
+(v5) They follow the app's schemas (``embedded_shapes``): an app tool's arguments
+conform to its ``parameters`` (an agent's webhooks keep ``{"query": "<input>"}``), an
+answer under structured output is JSON of its schema, and in a fork every answer opens
+by naming the fork, so a regenerated answer differs from its parent's.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
+from convo_memory.adapters.providers.embedded_shapes import shaped_answer, tool_arguments
 from convo_memory.adapters.tools.builtin import (
     BUILTIN_DEFINITIONS,
     kb_fact,
@@ -111,6 +117,9 @@ def split_chunks(text: str) -> list[str]:
 
 
 class _EmbeddedBase:
+    # (v5) Structured output (``response_format``) is answered as JSON of its schema.
+    takes_response_format = True
+
     def __init__(
         self,
         *,
@@ -171,7 +180,8 @@ class _EmbeddedBase:
         ``choice`` allows); answer once there are none."""
         self._check_fail()
         if not final:
-            requests = planned_calls(self._plan(prompt, rounds, tools), rounds, tools, choice)
+            planned = self._plan(prompt, rounds, tools)
+            requests = planned_calls(planned, rounds, tools, choice, latest_input(prompt))
             if requests:
                 return ModelStep("", requests, estimated_usage(prompt, ""))
         text = self._answer(prompt, rounds)
@@ -197,7 +207,7 @@ class EmbeddedChatProvider(_EmbeddedBase):
 
     def _answer(self, prompt: Prompt, rounds: Sequence[ToolRound]) -> str:
         parts = [f'You said: "{latest_input(prompt)}".', *_described(rounds), memory_note(prompt)]
-        return " ".join(parts)
+        return shaped_answer(prompt, " ".join(parts), latest_input(prompt))
 
 
 # --- the agent ----------------------------------------------------------------------
@@ -217,7 +227,7 @@ def quote(text: str, limit: int = QUOTE_CHARS) -> str:
 def plan_tool_requests(text: str, tools: Sequence[ToolDefinition]) -> tuple[ToolRequest, ...]:
     """The embedded agent's deterministic plan for an input: each offered webhook tool
     (or app tool, v4) whose name occurs in it (case-insensitively), once each in order of
-    occurrence, with ``{"query": <input>}``; then ``lookup_order`` when the input holds
+    occurrence (``named_calls``); then ``lookup_order`` when the input holds
     an order number (3-12 digits), else ``search_kb``, if offered."""
     named = named_calls(text, [tool for tool in tools if tool.name not in BUILTIN_TOOLS])
     planned: list[tuple[str, dict[str, Any]]] = [(r.name, dict(r.input)) for r in named]
@@ -235,16 +245,17 @@ def plan_tool_requests(text: str, tools: Sequence[ToolDefinition]) -> tuple[Tool
 
 def named_calls(text: str, tools: Sequence[ToolDefinition]) -> tuple[ToolRequest, ...]:
     """A call of each tool whose name occurs in ``text`` (case-insensitively), in order
-    of occurrence, with ``{"query": <text>}``."""
+    of occurrence, with ``tool_arguments`` (the app's tools: of their schema; webhooks:
+    ``{"query": <text>}``)."""
     folded = text.casefold()
     found = sorted(
-        (folded.find(tool.name.casefold()), position, tool.name)
+        (folded.find(tool.name.casefold()), position, tool)
         for position, tool in enumerate(tools)
         if tool.name.casefold() in folded
     )
     return tuple(
-        ToolRequest(f"call_{index + 1}", name, {"query": text})
-        for index, (_, _, name) in enumerate(found)
+        ToolRequest(f"call_{index + 1}", tool.name, tool_arguments(tool, text))
+        for index, (_, _, tool) in enumerate(found)
     )
 
 
@@ -253,19 +264,19 @@ def planned_calls(
     rounds: Sequence[ToolRound],
     tools: Sequence[ToolDefinition],
     choice: ToolChoice,
+    text: str = "",
 ) -> tuple[ToolRequest, ...]:
     """What a step calls of ``planned``: the calls of tools not called yet this turn, as
     ``choice`` asks (a named function: only it; ``required``: the first tool when none
-    was planned; ``parallel`` false: one call); ids unique within the turn."""
+    was planned; ``parallel`` false: one call), a forced call made with the arguments
+    ``tool_arguments`` gives for the input ``text``; ids unique within the turn."""
     called = {request.name for round_ in rounds for request in round_.requests}
-    query = {"query": planned[0].input.get("query", "")} if planned else {}
     if choice.mode == "function":
         named = [r for r in planned if r.name == choice.function]
-        offered = any(tool.name == choice.function for tool in tools)
-        fallback = [ToolRequest("call_1", str(choice.function), query)] if offered else []
-        planned = named or fallback
+        forced = [t for t in tools if t.name == choice.function][:1]
+        planned = named or [ToolRequest("call_1", t.name, tool_arguments(t, text)) for t in forced]
     elif choice.mode == "required" and not planned and tools:
-        planned = [ToolRequest("call_1", tools[0].name, query)]
+        planned = [ToolRequest("call_1", tools[0].name, tool_arguments(tools[0], text))]
     todo = [r for r in planned if r.name not in called]
     if choice.parallel is False:
         todo = todo[:1]
@@ -341,7 +352,7 @@ class EmbeddedAgentProvider(_EmbeddedBase):
         if earlier:
             note += " They say: " + " | ".join(quote(t, DIGEST_QUOTE_CHARS) for t in earlier)
         parts.append(note)
-        return " ".join(parts)
+        return shaped_answer(prompt, " ".join(parts), latest_input(prompt))
 
     def complete(self, prompt: Prompt) -> Completion:
         """One turn without a tool loop: the built-in tools in ``tools`` run here."""
