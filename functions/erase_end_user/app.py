@@ -18,80 +18,61 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from convo_memory.domain.time_budget import time_left
-from convo_memory.observability import (
-    job_handler,
-    logger,
-    record_correlation_id,
-    set_correlation_id,
-)
+from convo_memory.observability import job_handler, logger
 from convo_memory.workers.batches import (
-    JobBatch,
     PartialItemFailureResponse,
-    backoff_seconds,
     count_metric,
     fail_malformed_erasure_job,
-    receive_count,
-    redeliver_after,
 )
+from convo_memory.workers.worker import Backoff, Delivery, Worker
 
 if TYPE_CHECKING:
-    from convo_memory.workers.records import ErasureJobRecord
+    from convo_memory.domain.jobs import ErasureJob, ErasureWork, ForkCopyJob, SweepJob
 
-REDELIVER_FIRST_SECONDS = 5
-REDELIVER_MAX_SECONDS = 120
-
-
-processor = JobBatch("erasure", fail_malformed_erasure_job(count_metric))
-
-
-def redeliver_seconds(deliveries: int) -> int:
-    """How long a job that failed its ``deliveries``-th delivery waits for the next."""
-    return backoff_seconds(deliveries, REDELIVER_FIRST_SECONDS, REDELIVER_MAX_SECONDS)
+# A failed job comes back after 5, 10, 20 ... up to 120 seconds.
+worker: Worker[ErasureWork] = Worker(
+    "erasure",
+    fail_malformed_erasure_job(count_metric),
+    backoff=Backoff(first_seconds=5, most_seconds=120),
+)
 
 
-def erase_record(record: ErasureJobRecord, lambda_context: Any = None) -> None:
+def erase(job: ErasureWork, delivery: Delivery) -> None:
+    """An erasure, a sweep or a fork's copy, whichever the record holds."""
     from convo_memory.domain.jobs import ErasureJob, ForkCopyJob
-    from convo_memory.execution_environment import get_container
 
-    set_correlation_id(record_correlation_id(record) or record.messageId)
-    container = get_container()
-    job = record.body
-    deliveries = receive_count(record)
-    seconds_left = time_left(lambda_context, default=900.0)
-    try:
-        if isinstance(job, ErasureJob):
-            last = deliveries >= container.settings.erasure_max_receive_count
-            erasure = container.erasures.run(job, last_delivery=last, time_left=seconds_left)
-            logger.info(
-                "erasure job",
-                extra={
-                    "erasureId": job.erasure_id,
-                    "status": erasure.status if erasure else None,
-                    "sessionsErased": erasure.sessions_erased if erasure else None,
-                },
-            )
-        elif isinstance(job, ForkCopyJob):
-            outcome = container.forks.copy(job, time_left=seconds_left)
-            logger.info("fork copy job", extra={"forkId": job.fork_id, "outcome": outcome})
-        else:
-            removed = container.erasures.sweep(job, time_left=seconds_left)
-            logger.info(
-                "sweep job",
-                extra={"sessions": len(job.session_ids), "removed": removed},
-            )
-    except Exception:
-        wait = redeliver_seconds(deliveries)
-        logger.warning(
-            "erasure worker job failed; retried in %d s",
-            wait,
-            exc_info=True,
-            extra={"messageId": record.messageId, "deliveries": deliveries},
-        )
-        redeliver_after(container.adapters.erasure_queue, record, wait)
-        raise
+    if isinstance(job, ErasureJob):
+        finish_erasure(job, delivery)
+    elif isinstance(job, ForkCopyJob):
+        copy_fork(job, delivery)
+    else:
+        sweep(job, delivery)
+
+
+def finish_erasure(job: ErasureJob, delivery: Delivery) -> None:
+    container = delivery.container
+    last = delivery.deliveries >= container.settings.erasure_max_receive_count
+    erasure = container.erasures.run(job, last_delivery=last, time_left=delivery.time_left)
+    logger.info(
+        "erasure job",
+        extra={
+            "erasureId": job.erasure_id,
+            "status": erasure.status if erasure else None,
+            "sessionsErased": erasure.sessions_erased if erasure else None,
+        },
+    )
+
+
+def copy_fork(job: ForkCopyJob, delivery: Delivery) -> None:
+    outcome = delivery.container.forks.copy(job, time_left=delivery.time_left)
+    logger.info("fork copy job", extra={"forkId": job.fork_id, "outcome": outcome})
+
+
+def sweep(job: SweepJob, delivery: Delivery) -> None:
+    removed = delivery.container.erasures.sweep(job, time_left=delivery.time_left)
+    logger.info("sweep job", extra={"sessions": len(job.session_ids), "removed": removed})
 
 
 @job_handler
 def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
-    return processor.process(event, erase_record, context)
+    return worker.handle(event, erase, context)

@@ -18,58 +18,28 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from convo_memory.domain.time_budget import time_left
-from convo_memory.observability import (
-    job_handler,
-    logger,
-    record_correlation_id,
-    set_correlation_id,
-)
-from convo_memory.workers.batches import (
-    JobBatch,
-    backoff_seconds,
-    count_metric,
-    fail_malformed_repair_job,
-    receive_count,
-    redeliver_after,
-)
+from convo_memory.observability import job_handler, logger
+from convo_memory.workers.batches import count_metric, fail_malformed_repair_job
+from convo_memory.workers.worker import Backoff, Delivery, Worker
 
 if TYPE_CHECKING:
-    from convo_memory.workers.records import RepairJobRecord
+    from convo_memory.domain.jobs import RepairJob
 
-REDELIVER_FIRST_SECONDS = 2
-REDELIVER_MAX_SECONDS = 60
-
-
-processor = JobBatch("repair", fail_malformed_repair_job(count_metric))
-
-
-def redeliver_seconds(deliveries: int) -> int:
-    """How long a repair that failed its ``deliveries``-th delivery waits for the next."""
-    return backoff_seconds(deliveries, REDELIVER_FIRST_SECONDS, REDELIVER_MAX_SECONDS)
+# A failed repair comes back after 2, 4, 8 ... up to 60 seconds.
+worker: Worker[RepairJob] = Worker(
+    "repair",
+    fail_malformed_repair_job(count_metric),
+    backoff=Backoff(first_seconds=2, most_seconds=60),
+    retried_metric="TranscriptRepairRetried",
+)
 
 
-def repair_record(record: RepairJobRecord, lambda_context: Any = None) -> None:
-    from convo_memory.execution_environment import get_container
-
-    set_correlation_id(record_correlation_id(record) or record.messageId)
-    container = get_container()
-    job = record.body
-    try:
-        outcome = container.recorder.repair(job)
-    except Exception:
-        wait = redeliver_seconds(receive_count(record))
-        logger.warning(
-            "transcript repair failed; retried in %d s",
-            wait,
-            exc_info=True,
-            extra={"messageId": record.messageId, "sessionId": job.session_id},
-        )
-        container.adapters.metrics.count("TranscriptRepairRetried")
-        redeliver_after(container.adapters.repair_queue, record, wait)
-        raise
+def repair(job: RepairJob, delivery: Delivery) -> None:
+    """Land one turn whose transcript write failed (once, wherever it came from)."""
+    outcome = delivery.container.recorder.repair(job)
     logger.info(
         "transcript repair",
-        extra={"outcome": outcome, "messageId": record.messageId, "sessionId": job.session_id},
+        extra={"outcome": outcome, "messageId": delivery.message_id, "sessionId": job.session_id},
     )
 
 
@@ -90,5 +60,5 @@ def repair_event(event: dict[str, Any], context: Any) -> dict[str, str]:
 @job_handler
 def handler(event: dict[str, Any], context: Any) -> Any:
     if isinstance(event, dict) and "Records" in event:
-        return processor.process(event, repair_record, context)
+        return worker.handle(event, repair, context)
     return repair_event(event, context)

@@ -18,54 +18,31 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from convo_memory.domain.time_budget import time_left
-from convo_memory.observability import (
-    job_handler,
-    logger,
-    record_correlation_id,
-    set_correlation_id,
-)
+from convo_memory.observability import job_handler, logger
 from convo_memory.workers.batches import (
-    JobBatch,
     PartialItemFailureResponse,
     count_metric,
     drop_malformed_summary_job,
-    redeliver_after,
 )
+from convo_memory.workers.worker import Delivery, RedeliverSoon, Worker
 
 if TYPE_CHECKING:
-    from convo_memory.workers.records import SummaryJobRecord
+    from convo_memory.domain.jobs import SummaryJob
 
-processor = JobBatch("summary", drop_malformed_summary_job(count_metric))
-# How soon an unfinished backlog is picked up again.
+# A failed job waits for the queue's visibility timeout (a summarizer outage is not
+# retried within seconds); an unfinished backlog is picked up again this soon.
 REDELIVER_SECONDS = 10
+worker: Worker[SummaryJob] = Worker("summary", drop_malformed_summary_job(count_metric))
 
 
-class BacklogRemaining(RuntimeError):
-    """The job stopped for lack of time with messages left to fold: redeliver it."""
-
-
-def fold_record(record: SummaryJobRecord, lambda_context: Any = None) -> None:
-    from convo_memory.execution_environment import get_container
-
-    # The turn's correlation id, carried by the message: its logs and the job's match.
-    set_correlation_id(record_correlation_id(record) or record.messageId)
-    job = record.body
-    container = get_container()
-    try:
-        outcome = container.summaries.fold(
-            job.workspace_id, job.session_id, time_left(lambda_context)
-        )
-    except Exception:
-        logger.exception(
-            "summary job failed",
-            extra={"messageId": record.messageId, "sessionId": job.session_id},
-        )
-        raise
+def fold(job: SummaryJob, delivery: Delivery) -> None:
+    """Fold the session's summary ahead of its window, as far as the time allows."""
+    container = delivery.container
+    outcome = container.summaries.fold(job.workspace_id, job.session_id, delivery.time_left)
     logger.info(
         "summary job done",
         extra={
-            "messageId": record.messageId,
+            "messageId": delivery.message_id,
             "sessionId": job.session_id,
             "status": outcome.status,
             "throughSeq": outcome.through_seq,
@@ -76,13 +53,13 @@ def fold_record(record: SummaryJobRecord, lambda_context: Any = None) -> None:
     )
     if outcome.status == "partial":
         container.adapters.metrics.count("SummaryBacklogRedelivered")
-        redeliver_after(container.adapters.summary_queue, record, REDELIVER_SECONDS)
-        raise BacklogRemaining(
+        raise RedeliverSoon(
+            REDELIVER_SECONDS,
             f"session {job.session_id}: folded through {outcome.through_seq} of "
-            f"{outcome.target_seq}; the rest on redelivery"
+            f"{outcome.target_seq}; the rest on redelivery",
         )
 
 
 @job_handler
 def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
-    return processor.process(event, fold_record, context)
+    return worker.handle(event, fold, context)

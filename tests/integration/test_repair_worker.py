@@ -37,7 +37,7 @@ def _receive(api: InProcessApi) -> dict[str, Any]:
 
 
 def test_the_redelivery_delay_doubles_up_to_a_minute() -> None:
-    delays = [_worker().redeliver_seconds(count) for count in range(1, 9)]
+    delays = [_worker().worker.redeliver_seconds(count) for count in range(1, 9)]
     assert delays == [2, 4, 8, 16, 32, 60, 60, 60]
 
 

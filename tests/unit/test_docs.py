@@ -1,5 +1,6 @@
-"""The README is a newcomer's document, and every relative link of it and of docs/
-resolves: to a file of the repository, and to a heading of that file when it names one."""
+"""The README is a newcomer's document, every relative link of it and of docs/ resolves
+(to a file of the repository, and to a heading of that file when it names one), and the
+architecture's module map names every module of the layer, and only those."""
 
 from __future__ import annotations
 
@@ -63,3 +64,29 @@ def test_a_broken_link_is_caught(tmp_path: Path) -> None:
     page.write_text("# Title\n\n[ok](#title) [bad](#nothing) [gone](missing.md)\n")
     assert links(page) == ["#title", "#nothing", "missing.md"]
     assert "title" in anchors(page) and "nothing" not in anchors(page)
+
+
+LAYER = REPO / "layers" / "common" / "convo_memory"
+MAP_ENTRY = re.compile(r"^- `([\w/]+\.py)`: ", re.M)
+
+
+def module_map(text: str) -> list[str]:
+    """The modules docs/architecture.md's "Module map" section lists, in order."""
+    section = text.split("## Module map", 1)[1].split("\n## ", 1)[0]
+    return MAP_ENTRY.findall(section)
+
+
+def test_the_module_map_names_every_module_of_the_layer_once() -> None:
+    listed = module_map((REPO / "docs" / "architecture.md").read_text(encoding="utf-8"))
+    modules = {
+        str(path.relative_to(LAYER))
+        for path in LAYER.rglob("*.py")
+        if path.name != "__init__.py" and "__pycache__" not in path.parts
+    }
+    assert len(listed) == len(set(listed))
+    assert set(listed) == modules
+
+
+def test_the_module_map_reader_sees_only_its_section() -> None:
+    text = "## Module map\n\n- `a.py`: one\n- `b/c.py`: two\n\n## Tests\n\n- `d.py`: three\n"
+    assert module_map(text) == ["a.py", "b/c.py"]

@@ -275,7 +275,7 @@ ROOMS_MAY_IMPORT: dict[str, set[str]] = {
     "bootstrap": {"domain", "ports", "services", "adapters", "config", "observability"},
     "execution_environment": {"domain", "ports", "services", "adapters", "bootstrap", "config"},
     "cli": {"domain", "ports", "services", "adapters", "execution_environment"},
-    "workers": {"domain", "ports", "observability", "execution_environment"},
+    "workers": {"domain", "ports", "observability", "bootstrap", "execution_environment"},
     "edge": {
         "domain",
         "ports",
@@ -392,3 +392,23 @@ def test_the_collaborator_check_sees_a_service_building_another() -> None:
         "        self._policy = TurnPolicy()\n"
     )
     assert constructed_in_init(tree, {"PausedTurns"}) == ["Turns.__init__ builds PausedTurns"]
+
+
+WORKERS = ("summarize", "repair_transcript", "erase_end_user")
+
+
+def test_the_worker_handlers_leave_their_queues_to_the_worker_policy() -> None:
+    """A worker's handler says what a job does; redelivery, its queue, correlation and
+    the failure's log line are the worker policy's (``workers.worker``)."""
+    offenders = {
+        name: found
+        for name in WORKERS
+        if (
+            found := [
+                word
+                for word in ("redeliver_after", "_queue", "set_correlation_id", "receive_count(")
+                if word in (HANDLERS / name / "app.py").read_text()
+            ]
+        )
+    }
+    assert offenders == {}
