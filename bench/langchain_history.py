@@ -75,7 +75,7 @@ def _our_turn(api: Any, size: int) -> dict[str, Any]:
         assert api.container.adapters.stores.summaries.advance_summary(session["id"], 0, summary)
     side = boto3.client("dynamodb", region_name="us-east-1")
     specs = table_specs(ROOT / "template.yaml", api.resources.tables)
-    meter = CapacityMeter(api.container.adapters.clients["dynamodb"], side, specs)
+    meter = CapacityMeter(api.container.infrastructure.clients["dynamodb"], side, specs)
     body = {"model": CAP, "messages": [{"role": "user", "content": QUESTION}]}
     headers = {"X-Convo-Session-Id": session["id"]}
     _chat(api, token, body, headers)  # warm: the container, the token and capability caches
@@ -96,7 +96,7 @@ def _chat(api: Any, token: str, body: dict[str, Any], headers: dict[str, str]) -
 
 
 def _detach(api: Any, meter: Any) -> None:
-    events = api.container.adapters.clients["dynamodb"].meta.events
+    events = api.container.infrastructure.clients["dynamodb"].meta.events
     events.unregister("provide-client-params.dynamodb", meter._before)
     events.unregister("after-call.dynamodb", meter._after)
 
