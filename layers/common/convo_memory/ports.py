@@ -10,9 +10,8 @@ Storage ports raise ``StoreUnavailable`` for capacity and availability errors an
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from convo_memory.domain.erasures import Erasure, ErasureStatus, SessionOfEndUser
 from convo_memory.domain.generation import Completion, FilterVerdict, ModelStep
@@ -32,6 +31,8 @@ from convo_memory.domain.tools import (
     ToolRound,
 )
 from convo_memory.domain.turn_records import AppendResult, TurnRecord, TurnState
+
+_T = TypeVar("_T")
 
 # -- model providers, filters, summarizers --------------------------------------------
 
@@ -164,14 +165,14 @@ TurnsInFlight = Callable[[str], "Mapping[str, float] | None"]
 
 class TurnLimiter(Protocol):
     """Admits a workspace's next turn, or refuses it with ``RateLimited`` (429): over
-    its rate, or with its cap of slow turns in flight. ``slow_turn`` wraps a turn's run:
+    its rate, or with its cap of slow turns in flight. ``run`` runs an admitted turn:
     past its first second the turn counts as slow until it ends (``seconds_left``: the
-    most it may still run, so that a turn killed mid-way stops counting then)."""
+    most it may still run, so that a turn killed mid-way stops counting then), or, when
+    the workspace holds its cap of slow turns, it is given up there and ``RateLimited``
+    raised."""
 
     def admit(self, workspace_id: str) -> None: ...
-    def slow_turn(
-        self, workspace_id: str, seconds_left: float | None = None
-    ) -> AbstractContextManager[None]: ...
+    def run(self, workspace_id: str, turn: Callable[[], _T], seconds_left: float | None) -> _T: ...
     def turns_in_flight(self, workspace_id: str) -> Mapping[str, float] | None: ...
 
 
@@ -181,10 +182,8 @@ class NoTurnLimit:
     def admit(self, workspace_id: str) -> None:
         return None
 
-    def slow_turn(
-        self, workspace_id: str, seconds_left: float | None = None
-    ) -> AbstractContextManager[None]:
-        return nullcontext()
+    def run(self, workspace_id: str, turn: Callable[[], _T], seconds_left: float | None) -> _T:
+        return turn()
 
     def turns_in_flight(self, workspace_id: str) -> Mapping[str, float] | None:
         return None
