@@ -112,6 +112,7 @@ def run(plan: Plan, quick: bool, progress: Callable[[str], None]) -> dict[str, A
     from bench.costs import cost_figure
     from bench.erasure_cost import erasure_figure
     from bench.forks_cost import forks_figure
+    from bench.limiter_scale import FULL_PLAN, QUICK_PLAN, limiter_scale_figure
     from bench.prompt_cache import prompt_cache_figure
     from bench.recall_cost import recall_cost_figure
     from bench.resilience import outage_figure, rate_limit_figure
@@ -185,6 +186,8 @@ def run(plan: Plan, quick: bool, progress: Callable[[str], None]) -> dict[str, A
         lambda: responses_door_figure(plan.door_turns, progress),
         errors,
     )
+    scale_plan = QUICK_PLAN if quick else FULL_PLAN
+    _attempt(results, "limiterScale", lambda: limiter_scale_figure(progress, scale_plan), errors)
     results["meta"] = {
         "quick": quick,
         "python": platform.python_version(),
@@ -213,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = QUICK if args.quick else FULL
     with logs_to(args.log) as terminal:
         progress = Progress(terminal)
-        progress.done(f"measuring 20 figures; the service's logs go to {args.log}")
+        progress.done(f"measuring 21 figures; the service's logs go to {args.log}")
         results = run(plan, args.quick, progress)
         progress.done(f"done in {results['meta']['seconds']:.0f} s")
     results["meta"]["log"] = str(args.log)
