@@ -61,6 +61,12 @@ computed from one figure of the same run and naming it.
     messages: DynamoDB requests, capacity units and dollars per million turns, and the
     prompt tokens the model is sent (LangChain's requests replayed on moto, with its own
     message format).
+22. The turn limiter at scale (``bench/limiter_scale.py``): one workspace at its limit
+    of 10, 100, 1,000, 5,000 and 10,000 turns a second through many simulated Lambda
+    environments, each with a limiter of its own, on moto with a simulated clock: every
+    write on the limiter's table counted per item and second; the hottest item's writes
+    per turn against the contract's ``200 / R``; the share refused at 90% of the limit;
+    floods from 20 and 1,000 environments against one exact limiter, second by second.
 
 It is a report: it exits 0 whatever the figures are (1 only when one could not be
 measured). While it measures, the service's own logs go to a file (``--log``, default

@@ -113,6 +113,7 @@ def run(plan: Plan, quick: bool, progress: Callable[[str], None]) -> dict[str, A
     from bench.erasure_cost import erasure_figure
     from bench.forks_cost import forks_figure
     from bench.langchain_history import langchain_history_figure
+    from bench.limiter_scale import FULL_PLAN, QUICK_PLAN, limiter_scale_figure
     from bench.prompt_cache import prompt_cache_figure
     from bench.recall_cost import recall_cost_figure
     from bench.resilience import outage_figure, rate_limit_figure
@@ -187,6 +188,8 @@ def run(plan: Plan, quick: bool, progress: Callable[[str], None]) -> dict[str, A
         errors,
     )
     _attempt(results, "langchainHistory", lambda: langchain_history_figure(progress), errors)
+    scale_plan = QUICK_PLAN if quick else FULL_PLAN
+    _attempt(results, "limiterScale", lambda: limiter_scale_figure(progress, scale_plan), errors)
     results["meta"] = {
         "quick": quick,
         "python": platform.python_version(),

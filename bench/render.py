@@ -592,6 +592,11 @@ def render(results: dict[str, Any]) -> str:
 
         title = _title(21, "A turn next to LangChain's DynamoDB chat history")
         parts.append(render_langchain_history(results["langchainHistory"], table, title))
+    if "limiterScale" in results:
+        from bench.limiter_scale import render_limiter_scale
+
+        title = _title(22, "The turn limiter at scale: one workspace through many environments")
+        parts.append(render_limiter_scale(results["limiterScale"], table, title))
     where = f" (its traceback is in {meta['log']})" if meta.get("log") else ""
     for name, error in (results.get("errors") or {}).items():
         parts.append(f"[{name}] not measured: {error}{where}")

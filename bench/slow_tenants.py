@@ -135,25 +135,19 @@ class _Tenant:
 
 
 def _units() -> dict[str, float]:
-    """Write units of the rate limit's item: a fast turn, and a slow turn (admission,
-    its entry after a second, its removal at the end)."""
+    """Write units of the limiter's item: a fast turn (its admission), and a slow turn
+    (its admission, its registration at its first second, its removal at its end)."""
     from bench.capacity import CapacityMeter, TableSpec
     from convo_memory.adapters.dynamo.rate_limit import RateLimit, WorkspaceRateLimiter
     from convo_memory.adapters.dynamo.slow_turns import SlowTurnCap, SlowTurns
     from convo_memory.adapters.dynamo.table import DynamoTable
-    from tests.fakes.adapters import FakeClock, FakeMetrics, ManualTimers
+    from tests.fakes.adapters import FakeClock, FakeMetrics
     from tests.support.turn_limits import turn_limits_table
 
     with turn_limits_table("limits") as (client, side):
-        table, clock, timers = DynamoTable(client, "limits"), FakeClock(), ManualTimers()
+        table, clock = DynamoTable(client, "limits"), FakeClock()
         slow = SlowTurns(
-            table,
-            SlowTurnCap(8, 300),
-            FakeMetrics(),
-            clock,
-            timers,
-            item_expiry_seconds=360,
-            sets_item_expiry=False,
+            table, SlowTurnCap(8, 300), FakeMetrics(), clock, item_expiry_seconds=360, rate=10
         )
         limiter = WorkspaceRateLimiter(table, RateLimit(10, 40), FakeMetrics(), clock, slow)
         meter = CapacityMeter(client, side, {"limits": TableSpec(("id",))})
@@ -163,18 +157,15 @@ def _units() -> dict[str, float]:
             if kind == "slowWithSevenInFlight":
                 for _ in range(7):  # left in flight: the item at its fullest below the cap
                     limiter.admit("ws")
-                    in_flight.append(limiter.slow_turn("ws", 30))
-                    in_flight[-1].__enter__()
-                    timers.fire()
+                    in_flight.append(slow.register("ws", slow.new_entry(30)))
             meter.reset()
             limiter.admit("ws")
-            with limiter.slow_turn("ws", 30):
-                if kind != "fast":
-                    timers.fire()
+            if kind != "fast":  # what the watch does at its first second and its end
+                slow.release("ws", slow.register("ws", slow.new_entry(30)))
             found[kind] = meter.reset().table_write_units
             clock.advance(0.1)
-        for turn in in_flight:
-            turn.__exit__(None, None, None)
+        for registration in in_flight:
+            slow.release("ws", registration)
     return found
 
 

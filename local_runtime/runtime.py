@@ -176,7 +176,7 @@ def parse_tool_allowed_hosts(raw: str) -> tuple[str, ...]:
 TURN_LIMIT_RANGES = {
     "CONVO_WORKSPACE_TURNS_PER_SECOND": (0, 10_000),  # WorkspaceTurnsPerSecond; 0: off
     "CONVO_WORKSPACE_TURN_BURST": (1, 100_000),  # WorkspaceTurnBurst
-    "CONVO_WORKSPACE_MAX_SLOW_TURNS": (0, 32),  # WorkspaceMaxSlowTurns; 0: off
+    "CONVO_WORKSPACE_MAX_SLOW_TURNS": (0, 10_000),  # WorkspaceMaxSlowTurns; 0: off
 }
 
 

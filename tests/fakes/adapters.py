@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -265,32 +266,26 @@ class FakeClock:
         self.now += seconds
 
 
-class ManualTimers:
-    """An injectable ``start_timer(delay, callback)``: nothing fires on its own; ``fire``
-    runs every pending callback (a turn's first second has passed), in the caller's
-    thread, and a cancelled one never runs."""
+class FirstSecond:
+    """An injectable ``first_second(done, seconds)`` for the slow-turn watch: while
+    ``slow`` is False a turn is fast (its end is waited for, whatever it takes); once it
+    is True every turn has run past its first second when asked (unless it has ended
+    already)."""
 
     def __init__(self) -> None:
-        self.pending: list[tuple[float, Callable[[], None]]] = []
-        self.started = 0
+        self.slow = False
+        self.asked = 0
+        # When set: the first second ends once this event is set (whatever ``slow``).
+        self.until: threading.Event | None = None
 
-    def __call__(self, delay: float, callback: Callable[[], None]) -> Callable[[], None]:
-        entry = (delay, callback)
-        self.pending.append(entry)
-        self.started += 1
-
-        def cancel() -> None:
-            if entry in self.pending:
-                self.pending.remove(entry)
-
-        return cancel
-
-    def fire(self) -> int:
-        """Run the pending callbacks; how many ran."""
-        due, self.pending = self.pending, []
-        for _, callback in due:
-            callback()
-        return len(due)
+    def __call__(self, done: threading.Event, seconds: float) -> bool:
+        self.asked += 1
+        if self.until is not None:
+            self.until.wait(30)
+            return done.is_set()
+        if self.slow:
+            return done.is_set()
+        return done.wait(30)
 
 
 class ScriptedModel:

@@ -67,7 +67,7 @@ from convo_memory.domain.turn_records import (
 from convo_memory.ports import CopyOutcome, Stores
 
 _T = TypeVar("_T")
-ACTIVITY_SHARDS = 16
+ACTIVITY_SHARDS = 64
 WRITES = (
     "put_",
     "create_",

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from convo_memory.adapters.dynamo import items
-from convo_memory.bootstrap import Adapters
+from convo_memory.bootstrap import Adapters, Infrastructure
 from convo_memory.domain.generation import Completion
 from convo_memory.domain.prompt import Prompt
 from tests.support.erasure_jobs import receive_jobs, release_delayed, run_erasure_jobs
@@ -167,7 +167,7 @@ def head_of(api: InProcessApi, session_id: str) -> dict[str, Any]:
 def test_a_turn_in_flight_when_the_delete_lands_leaves_nothing_but_the_bare_tombstone() -> None:
     held = HeldProvider()
 
-    def hold_turns(adapters: Adapters) -> Adapters:
+    def hold_turns(adapters: Adapters, infrastructure: Infrastructure) -> Adapters:
         return dataclasses.replace(adapters, provider_for=lambda capability: held)
 
     with inprocess_stack(adapt=hold_turns) as api:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from convo_memory.adapters.dynamo.items import ACTIVITY_SHARDS
 from convo_memory.domain.models import iso
 from tests.support.dynamo_meter import DynamoMeter
 from tests.support.inprocess_api import InProcessApi
@@ -157,13 +158,13 @@ def test_the_run_reads_the_activity_index_and_never_scans(
     # One page per shard for each of the three states and the paused turns; per
     # candidate, one read of its last turn (the head's activity mark is coarse) and one
     # conditional write.
-    assert meter.requests == {"Query": 4 * 16 + 3, "UpdateItem": 3}
+    assert meter.requests == {"Query": 4 * ACTIVITY_SHARDS + 3, "UpdateItem": 3}
     index_reads = [p for p in seen if "IndexName" in p]
     assert {p["IndexName"] for p in index_reads} == {"byActivity"}
     assert {p["ExpressionAttributeValues"][":p"]["S"] for p in index_reads} == {
         f"{state}#{shard:02d}"
         for state in ("ACTIVE", "ARCHIVED", "DELETING", "PENDING")
-        for shard in range(16)
+        for shard in range(ACTIVITY_SHARDS)
     }
     last_turn_reads = [p for p in seen if "IndexName" not in p]
     assert all(p["Limit"] == 1 for p in last_turn_reads) and len(last_turn_reads) == 3

@@ -215,6 +215,40 @@ def test_a_turn_not_recorded_raises_an_alarm(stack: Stack) -> None:
     assert (props["Threshold"], props["ComparisonOperator"]) == (0, "GreaterThanThreshold")
 
 
+def test_throttled_writes_of_every_table_and_index_raise_an_alarm(stack: Stack) -> None:
+    # No item is written by every turn of a workspace, so a throttled write is a flood
+    # (the turn limiter refuses it) or the account's quota: either way an operator's call.
+    (props,) = (
+        p
+        for p in alarms(stack).values()
+        if any(
+            query.get("MetricStat", {}).get("Metric", {}).get("MetricName") == "WriteThrottleEvents"
+            for query in p.get("Metrics") or []
+        )
+    )
+    watched = set()
+    for query in props["Metrics"]:
+        if "MetricStat" not in query:
+            assert query["Expression"] == "SUM(METRICS())" and query["ReturnData"] is True
+            continue
+        metric = query["MetricStat"]["Metric"]
+        assert (metric["Namespace"], metric["MetricName"]) == (
+            "AWS/DynamoDB",
+            "WriteThrottleEvents",
+        )
+        assert query["MetricStat"]["Stat"] == "Sum" and query["ReturnData"] is False
+        dimensions = {d["Name"]: d["Value"] for d in metric["Dimensions"]}
+        watched.add((dimensions["TableName"], dimensions.get("GlobalSecondaryIndexName")))
+
+    expected = set()
+    for table in stack.of_type("AWS::DynamoDB::Table"):
+        expected.add((table, None))
+        for index in stack.properties(table).get("GlobalSecondaryIndexes") or []:
+            expected.add((table, index["IndexName"]))
+    assert watched == expected and ("TurnLimitsTable", None) in watched
+    assert (props["Threshold"], props["ComparisonOperator"]) == (0, "GreaterThanThreshold")
+
+
 def test_the_api_answering_5xx_raises_an_alarm(stack: Stack) -> None:
     (props,) = (p for p in alarms(stack).values() if p.get("Namespace") == "AWS/ApiGateway")
 

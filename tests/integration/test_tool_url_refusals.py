@@ -18,7 +18,7 @@ import pytest
 
 from convo_memory.adapters.tools.toolbox import ToolAdapters
 from convo_memory.adapters.tools.url_policy import NOT_ALLOWED, UrlPolicy
-from convo_memory.bootstrap import Adapters
+from convo_memory.bootstrap import Adapters, Infrastructure
 from convo_memory.services.admin import create_workspace
 from tests.fakes.adapters import FakeResolver
 from tests.support.agent_api import (
@@ -70,7 +70,7 @@ def resolver() -> FakeResolver:
 
 @pytest.fixture
 def api(resolver: FakeResolver) -> Iterator[InProcessApi]:
-    def with_fake_dns(adapters: Adapters) -> Adapters:
+    def with_fake_dns(adapters: Adapters, infrastructure: Infrastructure) -> Adapters:
         tools = ToolAdapters(UrlPolicy(resolve=resolver), adapters.sealer)
         return replace(adapters, tool_urls=tools.policy, toolbox_for=tools.toolbox)
 

@@ -7,7 +7,7 @@ instant, "20 a second" is 50 ms steps, and nothing sleeps."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -220,20 +220,26 @@ def test_each_workspace_is_one_item_of_its_own_table_that_expires_by_ttl(
     ]
 
 
+def _failing_counters(api: InProcessApi, code: str, status: int) -> Callable[[], None]:
+    """Every write of the turn limits table answers DynamoDB's error ``code``."""
+    client = api.container.infrastructure.clients["dynamodb"]
+    counters = api.container.settings.turn_limits_table_name
+
+    def failing(params: dict[str, Any]) -> Any:
+        if counters not in str(params.get("body", b"")):
+            return None
+        return dynamodb_error(code, status)
+
+    return inject(client, "UpdateItem", failing)
+
+
 def test_an_unavailable_counter_admits_the_turn_and_is_counted(
     limited: InProcessApi, metrics: FakeMetrics
 ) -> None:
     tenant = _tenant(limited, "unlucky")
     session_id = _session(limited, tenant)
-    client = limited.container.infrastructure.clients["dynamodb"]
-    counters = limited.container.settings.turn_limits_table_name
 
-    def throttled(params: dict[str, Any]) -> Any:
-        if counters not in str(params.get("body", b"")):
-            return None
-        return dynamodb_error("ProvisionedThroughputExceededException", 400)
-
-    heal = inject(client, "UpdateItem", throttled)
+    heal = _failing_counters(limited, "InternalServerError", 500)
     try:
         responses = [_turn(limited, tenant, "predict", session_id) for _ in range(BURST + 1)]
     finally:
@@ -241,6 +247,29 @@ def test_an_unavailable_counter_admits_the_turn_and_is_counted(
 
     assert [response.status for response in responses] == [200] * (BURST + 1)
     assert metrics.counts["TurnLimiterUnavailable"] == BURST + 1
+
+
+def test_a_throttled_counter_is_a_flood_and_refuses_the_turn(
+    limited: InProcessApi, metrics: FakeMetrics
+) -> None:
+    # DynamoDB throttles an item that takes more writes than it can: only a flood does
+    # that to a limiter's shard, so the turn is refused, not let through.
+    tenant = _tenant(limited, "flooding")
+    session_id = _session(limited, tenant)
+    stored = _message_count(limited, tenant, session_id)
+
+    heal = _failing_counters(limited, "ProvisionedThroughputExceededException", 400)
+    try:
+        refused = _turn(limited, tenant, "predict", session_id)
+    finally:
+        heal()
+
+    _assert_rate_limited(refused)
+    assert _retry_after(refused) == 1
+    assert metrics.counts["TurnLimiterThrottled"] == 1
+    assert metrics.counts["TurnLimiterUnavailable"] == 0
+    assert _message_count(limited, tenant, session_id) == stored  # nothing ran
+    assert _turn(limited, tenant, "predict", session_id).status == 200  # healed
 
 
 def test_zero_turns_the_limit_off(backend: AwsBackend) -> None:

@@ -16,7 +16,13 @@ from urllib.parse import urlencode
 import boto3
 
 from convo_memory.adapters.aws_clients import AwsClients
-from convo_memory.bootstrap import Adapters, Container, build_adapters, build_services
+from convo_memory.bootstrap import (
+    Adapters,
+    Container,
+    Infrastructure,
+    build_adapters,
+    build_services,
+)
 from convo_memory.config import Settings
 from convo_memory.execution_environment import set_container
 from convo_memory.ports import MetricsPort
@@ -205,7 +211,7 @@ def serving(
     monotonic: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     metrics: MetricsPort | None = None,
-    adapt: Callable[[Adapters], Adapters] | None = None,
+    adapt: Callable[[Adapters, Infrastructure], Adapters] | None = None,
     **clients: Any,
 ) -> Iterator[InProcessApi]:
     """A container the handlers use, built from the backend's environment plus ``env``,
@@ -220,7 +226,7 @@ def serving(
             settings, AwsClients(clients), clock=clock, metrics=metrics
         )
         container = build_services(
-            adapt(adapters) if adapt else adapters,
+            adapt(adapters, infrastructure) if adapt else adapters,
             infrastructure,
             settings,
             clock,

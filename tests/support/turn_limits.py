@@ -1,6 +1,7 @@
 """The turn limiter's table alone on moto (as template.yaml's TurnLimitsTable: key ``id``),
 for the limiter's own tests and the benchmark: two clients on it, one whose requests are
-measured, and one to look at the table without being measured."""
+measured (serialized, as DynamoDB applies each write to an item atomically: turns race
+on their own threads), and one to look at the table without being measured."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import Any
 
 import boto3
 from moto import mock_aws
+
+from tests.support.inprocess_api import serialized
 
 TABLE = "turn-limits"
 
@@ -33,4 +36,4 @@ def turn_limits_table(name: str = TABLE) -> Iterator[tuple[Any, Any]]:
             KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
             BillingMode="PAY_PER_REQUEST",
         )
-        yield client, side
+        yield serialized(client), side

@@ -580,7 +580,7 @@ class TestDevTokens:
             {"CONVO_WORKSPACE_TURN_BURST": "0"},
             {"CONVO_WORKSPACE_TURN_BURST": "100001"},
             {"CONVO_WORKSPACE_TURN_BURST": "many"},
-            {"CONVO_WORKSPACE_MAX_SLOW_TURNS": "33"},
+            {"CONVO_WORKSPACE_MAX_SLOW_TURNS": "10001"},
             {"CONVO_WORKSPACE_MAX_SLOW_TURNS": "-1"},
         ],
     )

@@ -129,8 +129,8 @@ class Settings(BaseModel):
     workspace_turns_per_second: int = Field(default=10, ge=0, le=10_000)
     workspace_turn_burst: int = Field(default=40, ge=1, le=100_000)
     # Turns of one workspace that have run for more than a second, in flight at once
-    # (0: no cap). At most 32: the counter item stays one write unit.
-    workspace_max_slow_turns: int = Field(default=8, ge=0, le=32)
+    # (0: no cap); spread over items of at most 32 (adapters/dynamo/limiter_layout.py).
+    workspace_max_slow_turns: int = Field(default=8, ge=0, le=10_000)
     # Whether Amazon Bedrock can be called (the local runtime's emulation has none): a
     # Bedrock guardrail is refused at a capability's creation without it.
     bedrock_available: bool = True

@@ -14,7 +14,10 @@ of an invocation, written as one CloudWatch EMF record when it ends.
 - Metrics go through the services' metrics port, implemented here by ``metrics``
   (``InvocationMetrics``): what an invocation counts is kept and written as one EMF
   record by ``flush_metrics()``, which every door calls in a ``finally`` (the handler
-  decorators below, the streaming door), so a failed invocation still counts.
+  decorators below, the streaming door), so a failed invocation still counts. What is
+  kept per request (the metrics, the correlation id, a turn's token tally) lives in the
+  thread's context, so a turn run on a thread of its own in a copy of that context
+  (``adapters/dynamo/slow_turn_watch.py``) counts into its request's record.
 - Each line carries the function's name and request id, not its ARN, memory size or cold
   start (the log group and Lambda's REPORT line carry those), to keep lines short.
 - Tracer is off by default (template parameter ``Tracing``): the serving path's own
@@ -26,10 +29,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import wraps
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -99,7 +102,8 @@ class InvocationMetrics:
 
     def __init__(self, namespace: str | None = None) -> None:
         self._namespace = namespace
-        self._local = threading.local()
+        # Per context: each thread starts with its own; a copy shares its list.
+        self._kept: ContextVar[list[Sample] | None] = ContextVar("metric_samples", default=None)
 
     def count(self, name: str, value: int = 1, **dimensions: str) -> None:
         self._add(name, "Count", value, dimensions)
@@ -109,10 +113,16 @@ class InvocationMetrics:
         self._add(name, "Milliseconds", round(milliseconds, 1), dimensions)
 
     def _samples(self) -> list[Sample]:
-        samples: list[Sample] | None = getattr(self._local, "samples", None)
+        samples = self._kept.get()
         if samples is None:
-            samples = self._local.samples = []
+            samples = []
+            self._kept.set(samples)
         return samples
+
+    def open(self) -> None:
+        """Keep this context's samples in a list that a copy of the context (a turn's
+        own thread) shares."""
+        self._samples()
 
     def _add(self, name: str, unit: str, value: float, dimensions: Mapping[str, str]) -> None:
         samples = self._samples()
@@ -123,7 +133,9 @@ class InvocationMetrics:
     def flush(self) -> None:
         """Write what this thread's invocation counted (nothing when it counted nothing).
         Never raises: it runs in a ``finally``, after the answer is decided."""
-        samples, self._local.samples = self._samples(), []
+        kept = self._samples()
+        samples = list(kept)
+        kept.clear()
         if not samples:
             return
         try:
@@ -204,13 +216,13 @@ def record_correlation_id(record: Any) -> str | None:
     return str(value) if value else None
 
 
-_turn_tokens = threading.local()
+_turn_tally: ContextVar[list[int] | None] = ContextVar("turn_tally", default=None)
 
 
 def note_cached_tokens(cached_tokens: int) -> None:
     """Add the prompt tokens a model call read from the provider's prompt cache to the
     turn this thread is serving, for its log line; outside a turn, nothing."""
-    tally: list[int] | None = getattr(_turn_tokens, "tally", None)
+    tally = _turn_tally.get()
     if tally is not None:
         tally[0] += cached_tokens
 
@@ -258,7 +270,10 @@ def turn_count(metrics: MetricsPort, door: DoorId) -> Iterator[TurnCount]:
     any other failure). When the provider read part of the prompt from its cache, the
     turn's line says how many tokens (``cachedTokens``; the prompt's are in the
     ``ModelInputTokens`` metric)."""
-    tally = _turn_tokens.tally = [0]
+    tally = [0]
+    token = _turn_tally.set(tally)
+    if isinstance(metrics, InvocationMetrics):
+        metrics.open()  # the turn's own thread counts into this request's record
     try:
         yield TurnCount(metrics, door, tally)
     except Exception as exc:
@@ -267,7 +282,7 @@ def turn_count(metrics: MetricsPort, door: DoorId) -> Iterator[TurnCount]:
         _turn_line("turn failed", door=door, outcome=outcome)
         raise
     finally:
-        _turn_tokens.tally = None
+        _turn_tally.reset(token)
 
 
 def _turn_line(message: str, **fields: Any) -> None:

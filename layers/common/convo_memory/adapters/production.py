@@ -5,11 +5,13 @@ client is built on its first call, so a function pays only for what it uses."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from convo_memory.adapters.aws_clients import AwsClients
+    from convo_memory.adapters.dynamo.rate_limit import RateLimit
     from convo_memory.adapters.idempotency import IdempotentRunner
     from convo_memory.adapters.registry import AdapterRegistry
     from convo_memory.adapters.tools.toolbox import ToolAdapters
@@ -114,8 +116,9 @@ def turn_limiter(
     settings: StoreSettings, clients: AwsClients, metrics: MetricsPort, clock: Callable[[], float]
 ) -> TurnLimiter:
     """The workspace's turn rate (turns a second and burst) and its cap of slow turns in
-    flight, on one item per workspace; none when both are off (0) or there is no table.
-    A turn runs and writes for at most the settings' ``turn_lifetime``."""
+    flight, on shards sized from them (``adapters/dynamo/limiter_layout.py``); none when
+    both are off (0) or there is no table. A turn runs and writes for at most the
+    settings' ``turn_lifetime``."""
     from convo_memory.ports import NoTurnLimit
 
     table_name, turn_lifetime = settings.turn_limits_table_name, settings.turn_lifetime
@@ -124,15 +127,12 @@ def turn_limiter(
     rated = turns_per_second > 0
     if not table_name or not (rated or max_slow_turns > 0):
         return NoTurnLimit()
-    from convo_memory.adapters.dynamo.rate_limit import (
-        COUNTER_TTL_SECONDS,
-        RateLimit,
-        WorkspaceRateLimiter,
-    )
+    from convo_memory.adapters.dynamo.rate_limit import RateLimit, WorkspaceRateLimiter
     from convo_memory.adapters.dynamo.slow_turns import SlowTurnCap, SlowTurnLimiter, SlowTurns
     from convo_memory.adapters.dynamo.table import DynamoTable
 
     table = DynamoTable(clients["dynamodb"], table_name)
+    limit = RateLimit(turns_per_second, burst) if rated else None
     slow = None
     if max_slow_turns > 0:
         slow = SlowTurns(
@@ -140,20 +140,30 @@ def turn_limiter(
             SlowTurnCap(max_slow_turns, turn_lifetime),
             metrics,
             clock,
-            item_expiry_seconds=turn_lifetime + COUNTER_TTL_SECONDS,
-            sets_item_expiry=not rated,
+            item_expiry_seconds=item_lifetime(limit, turn_lifetime),
+            rate=turns_per_second if rated else 0,
         )
-    if not rated:
+    if limit is None:
         assert slow is not None
         return SlowTurnLimiter(slow)
     return WorkspaceRateLimiter(
-        table,
-        RateLimit(turns_per_second, burst),
-        metrics,
-        clock,
-        slow,
-        min_item_seconds=turn_lifetime if slow is not None else 0,
+        table, limit, metrics, clock, slow, min_item_seconds=turn_lifetime if slow else 0
     )
+
+
+def item_lifetime(limit: RateLimit | None, turn_lifetime: float) -> float:
+    """How long a limiter item outlives its last write when it holds slow turns: the
+    longest a turn runs or a rate shard drains, then a minute (what both kinds of write
+    set, so that neither shortens the other's)."""
+    from convo_memory.adapters.dynamo.limiter_layout import LimiterLayout
+    from convo_memory.adapters.dynamo.rate_limit import COUNTER_TTL_SECONDS, RateLimit
+
+    drained = 0.0
+    if limit is not None:
+        layout = LimiterLayout(limit.rate, limit.burst)
+        shard = RateLimit(layout.shard_rate, layout.shard_burst)
+        drained = math.ceil((shard.tolerance_us + shard.interval_us) / 1_000_000)
+    return max(math.ceil(turn_lifetime), drained) + COUNTER_TTL_SECONDS
 
 
 def idempotency(table_name: str, clients: AwsClients) -> IdempotentRunner | None:

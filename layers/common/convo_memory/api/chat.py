@@ -45,7 +45,7 @@ class ToolCallIn(BaseModel):
 
 class ChatMessageIn(BaseModel):
     """One message of a chat-completions request (OpenAI's field names). What a message
-    may hold depends on where it is: ``convo_memory.chat_completions`` reads it. (v4) An
+    may hold depends on where it is: ``convo_memory.doors.chat_completions`` reads it. (v4) An
     assistant message may carry the model's ``tool_calls``; a ``tool`` message answers
     one (``tool_call_id``)."""
 

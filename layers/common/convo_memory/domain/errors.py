@@ -179,6 +179,13 @@ class StoreUnavailable(Exception):
     absorbed (the transcript write, which is repaired durably)."""
 
 
+class StoreThrottled(StoreUnavailable):
+    """The store refused for capacity: the item's partition (or the table) took more
+    writes or reads than DynamoDB allows it. Callers that treat a throttled item as too
+    much traffic (the turn limiter: a flood) tell it apart; to everyone else it is
+    ``StoreUnavailable``."""
+
+
 class SessionKeyTaken(Exception):
     """A session key is already claimed: another session was opened on it first (a race
     on first use). Not a ServiceError: the caller turns to the winner's session."""

@@ -125,19 +125,18 @@ class TurnEdge:
         idempotency_record: str | None,
     ) -> TurnResult:
         adapters = self._container.adapters
-        # Past its first second, the turn counts among the workspace's slow turns (for at
-        # most the invocation's time left).
-        with (
-            adapters.turn_limiter.slow_turn(workspace_id, self._seconds_left()),
-            observability.turn_count(adapters.metrics, door) as count,
-        ):
-            result = self._container.turns.serve(
-                workspace_id,
-                command,
-                sink,
-                budget_seconds=self._budget(),
-                idempotency_record=idempotency_record,
-            )
+        turn = partial(
+            self._container.turns.serve,
+            workspace_id,
+            command,
+            sink,
+            budget_seconds=self._budget(),
+            idempotency_record=idempotency_record,
+        )
+        with observability.turn_count(adapters.metrics, door) as count:
+            # Past its first second, the turn counts among the workspace's slow turns
+            # (for at most the invocation's time left), or is refused there (429).
+            result = adapters.turn_limiter.run(workspace_id, turn, self._seconds_left())
             return count.served(result)
 
     def _seconds_left(self) -> float | None:

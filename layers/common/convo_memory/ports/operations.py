@@ -4,8 +4,9 @@ invocations, metrics and the workspace's turn limits."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager, nullcontext
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+_T = TypeVar("_T")
 
 
 class QueuePort(Protocol):
@@ -48,14 +49,14 @@ TurnsInFlight = Callable[[str], "Mapping[str, float] | None"]
 
 class TurnLimiter(Protocol):
     """Admits a workspace's next turn, or refuses it with ``RateLimited`` (429): over
-    its rate, or with its cap of slow turns in flight. ``slow_turn`` wraps a turn's run:
+    its rate, or with its cap of slow turns in flight. ``run`` runs an admitted turn:
     past its first second the turn counts as slow until it ends (``seconds_left``: the
-    most it may still run, so that a turn killed mid-way stops counting then)."""
+    most it may still run, so that a turn killed mid-way stops counting then), or, when
+    the workspace holds its cap of slow turns, it is given up there and ``RateLimited``
+    raised."""
 
     def admit(self, workspace_id: str) -> None: ...
-    def slow_turn(
-        self, workspace_id: str, seconds_left: float | None = None
-    ) -> AbstractContextManager[None]: ...
+    def run(self, workspace_id: str, turn: Callable[[], _T], seconds_left: float | None) -> _T: ...
     def turns_in_flight(self, workspace_id: str) -> Mapping[str, float] | None: ...
 
 
@@ -65,10 +66,8 @@ class NoTurnLimit:
     def admit(self, workspace_id: str) -> None:
         return None
 
-    def slow_turn(
-        self, workspace_id: str, seconds_left: float | None = None
-    ) -> AbstractContextManager[None]:
-        return nullcontext()
+    def run(self, workspace_id: str, turn: Callable[[], _T], seconds_left: float | None) -> _T:
+        return turn()
 
     def turns_in_flight(self, workspace_id: str) -> Mapping[str, float] | None:
         return None

@@ -48,6 +48,7 @@ from convo_memory.domain.tools import (
     ToolRequest,
     ToolRound,
 )
+from convo_memory.domain.turn_abandonment import check_not_abandoned
 from convo_memory.domain.turn_records import scrub_text
 from convo_memory.ports import TextSink, Toolbox, ToolCallingModel, ToolEventSink
 
@@ -72,6 +73,7 @@ def deadline_guard(sink: TextSink, deadline: float, monotonic: Callable[[], floa
     def guarded(delta: str) -> None:
         if monotonic() >= deadline:
             raise OutOfTime
+        check_not_abandoned()  # a turn given up stops streaming here
         sink(delta)
 
     return guarded
@@ -286,6 +288,7 @@ class AgentLoop:
     def _ask(self, run: _Run, final: bool) -> ModelStep | None:
         """One model call, given the run's rounds so far; None when the deadline leaves
         no time for it, or cut it off (what was written is kept)."""
+        check_not_abandoned()  # a turn given up asks the model nothing more
         left = run.deadline - self._monotonic()
         if left < MIN_MODEL_CALL_SECONDS:
             return None
@@ -329,6 +332,7 @@ class AgentLoop:
         calls: list[ToolCall],
         on_tool: ToolEventSink | None,
     ) -> ToolReply:
+        check_not_abandoned()  # a turn given up calls no more tools
         started_at = iso(utc_now())
         began = self._monotonic()
         left = deadline - began

@@ -30,6 +30,7 @@ from convo_memory.domain.models import Capability, Session, iso, utc_now
 from convo_memory.domain.paused_turns import app_tool_calls
 from convo_memory.domain.prompt import Prompt, branch_of, estimated_usage, lineage_of
 from convo_memory.domain.tools import AppTools, ToolCall, ToolCallContext
+from convo_memory.domain.turn_abandonment import before_writing, check_not_abandoned
 from convo_memory.domain.turn_records import scrub_text
 from convo_memory.domain.turns import AnswerDelta, AppToolCalls, ToolFinished, TurnSink
 from convo_memory.ports import (
@@ -343,6 +344,7 @@ class Answerer:
         what came back (truncated), its status and timing. Best effort: the answer is
         already paid for."""
         trace = run_trace(context, capability, user_input, run, started, output)
+        before_writing()  # a turn given up writes no trace
         try:
             self._runs.put_run(trace)
         except (StoreUnavailable, StoreRejected):
@@ -372,6 +374,7 @@ def answer_at_once(provider: ModelProvider, prompt: Prompt, forward: TextSink | 
         )
     parts: list[str] = []
     for delta in provider.stream(prompt):
+        check_not_abandoned()  # a turn given up stops streaming here
         delta = scrub_text(delta)
         parts.append(delta)
         forward(delta)

@@ -35,6 +35,7 @@ from convo_memory.domain.errors import PauseEnded, StoreRejected, StoreUnavailab
 from convo_memory.domain.jobs import RepairJob
 from convo_memory.domain.models import Session
 from convo_memory.domain.paused_turns import PendingTurn
+from convo_memory.domain.turn_abandonment import before_writing
 from convo_memory.domain.turn_records import AppendResult, TurnRecord
 from convo_memory.domain.turns import TurnPosition
 from convo_memory.ports import AsyncInvokePort, MetricsPort, QueuePort, SessionStore, TurnStore
@@ -115,7 +116,8 @@ class TurnRecorder:
         the digest on turns that called tools), retrying a capacity or availability
         failure until ``until`` (a ``monotonic`` time: the turn's end) at the latest.
         A turn that ends a pause is written at ``session.message_count + 1``, the pause's
-        position. Never raises."""
+        position. Never raises (but a turn given up is not recorded: ``TurnAbandoned``)."""
+        before_writing()
         try:
             result = self._turns.append_turn(session.id, session.message_count, turn)
         except PauseEnded:
@@ -188,6 +190,7 @@ class TurnRecorder:
         availability failure like a transcript write: the state as kept, or None when the
         pause ``replaces`` was ended meanwhile. Raises the store's error when it cannot
         be kept."""
+        before_writing()  # a turn given up keeps no pause
         stop = self._monotonic() + self._policy.write_seconds
         if until is not None:
             stop = min(stop, until)

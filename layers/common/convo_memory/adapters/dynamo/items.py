@@ -61,7 +61,11 @@ MSG_PREFIX = "MSG#"
 DIGEST_SUFFIX = "#DIGEST"
 # Above every turn key ("MSG#" + ten digits [+ "#DIGEST"]).
 MSG_UPPER = "MSG#~"
-ACTIVITY_SHARDS = 16
+# The byActivity index's partitions of each kind, shared by every workspace: written
+# when a session opens or moves its hourly mark (so at 10,000 turns a second that each
+# open a session, about 160 writes a second each). From 16 (v4): those items keep their
+# keys, which are among these.
+ACTIVITY_SHARDS = 64
 INDEX_PREFIX = {"active": "ACTIVE", "archived": "ARCHIVED", "deleting": "DELETING"}
 RECALL_ATTRIBUTE = "recall"
 # The head's fence nonce (never shown by the API); the window the summary was made in,

@@ -1,69 +1,88 @@
-"""Per-workspace turn rate limit on DynamoDB: a rate with room for bursts (GCRA).
+"""Per-workspace turn rate limit on DynamoDB: a rate with room for bursts (GCRA), spread
+over shards so that no item is written by every turn (``limiter_layout.py``).
 
-The generic cell rate algorithm keeps one number per workspace, the *theoretical arrival
-time* (``tat``): when the workspace's bucket will be empty again if nothing more comes.
-A turn at ``now`` is admitted when ``tat <= now + (burst - 1) * interval`` and moves it
-to ``max(tat, now) + interval`` (``interval`` = 1 / rate). So ``burst`` turns may start
-at the same moment, then ``rate`` a second; a quiet workspace earns its burst back at
-the rate.
+The generic cell rate algorithm keeps one number per shard, the *theoretical arrival
+time* (``tat``): when the shard's bucket will be empty again if nothing more comes. A
+turn at ``now`` is admitted when ``tat <= now + (burst - 1) * interval`` and moves it to
+``max(tat, now) + interval`` (the shard's ``interval`` = shards / rate). So ``burst``
+turns may start at the same moment, then ``rate`` a second; a quiet workspace earns its
+burst back at the rate. A turn picks its shard at random; with one shard (the defaults)
+this is exactly the workspace's limit.
 
-Cost: one conditional ``UpdateItem`` per turn, at most one write unit (the item is far
-below 1 KB), never a read. DynamoDB's update expressions have no ``max``, so the write
-takes one of two forms, chosen from what this container last saw of the item (``tat``
-only grows, so "busy" is never a wrong guess):
+Cost: one conditional ``UpdateItem`` on the shard's item per admitted turn, at most one
+write unit (the item is far below 1 KB). DynamoDB's update expressions have no ``max``,
+so the write takes one of two forms:
 
-- busy (the last ``tat`` seen is not in the past): ``tat = tat + interval`` under
-  ``tat <= now + tolerance``;
-- idle (never seen, or in the past): ``tat = now + interval`` under ``tat <= now``.
+- busy: ``tat = tat + interval`` under ``tat BETWEEN now - credit AND now + tolerance``;
+- idle: ``tat = now + interval`` under ``tat <= now`` (or no ``tat`` yet).
 
-A failed condition returns the current item (``ReturnValuesOnConditionCheckFailure``),
-which settles the turn without a second write: over the limit it is refused (with the
-exact ``Retry-After``); under it (another container moved the item since) it is
-admitted and its interval is added to this container's next write for that workspace
-(``debt``), so the count stays right across containers. A workspace this container
-already knows to be over its limit is refused without any request at all, so a flood
-costs nothing once each container has seen it.
+(``credit``, a tenth of a second or one interval, lets a shard that went idle a moment
+ago take the busy form: it gives back at most that much unused rate.) The form is
+chosen from what this environment last saw of the shard, else from whether it saw the
+workspace busy lately. A failed condition returns the item
+(``ReturnValuesOnConditionCheckFailure``): over the limit the turn is refused (with the
+exact ``Retry-After``), else the other form is written, so every admitted turn is
+counted, whichever environment serves it (Lambda runs thousands of them, each seeing a
+turn now and then: a limiter that trusted each environment's memory would count almost
+nothing). A right guess is one write; a wrong one two (``TurnLimiterSecondWrites``).
+A workspace this environment already knows to be over its limit is refused without any
+request, so a flood costs little once each environment has seen it.
 
-The counters live in a table of their own (``TurnLimitsTable``), one item per
-workspace, and expire by its TTL a minute after the bucket is full again. Nothing is
-released after a turn, so a turn that Lambda kills leaks nothing.
+The counters live in a table of their own (``TurnLimitsTable``), and each item expires
+by its TTL a minute after its bucket is full again. Nothing is released after a turn,
+so a turn that Lambda kills leaks nothing.
 
-The same item holds the workspace's slow turns in flight (``slow_turns.py``): with that
-cap on, the admission's condition also asks for room among them, so a fast turn still
-costs one write, and the item outlives the longest turn it admitted.
+The slow turns in flight (``slow_turns.py``) live on the same items: with one slow set,
+the admission's condition also asks for room among them, so a fast turn still costs one
+write.
 
-Ceiling: DynamoDB writes one item at most about 1,000 times a second (its per-partition
-limit). Above that, its writes are throttled; the limiter then fails open (see
-``admit``), and the HttpApi's throttle and the serving functions' reserved concurrency
-bound what gets through (docs/architecture.md, "The turn rate limit").
+Failures: when DynamoDB is unavailable (5xx, timeouts, no connection) the limiter fails
+open, since refusing every tenant's turns for the limiter's sake would be the larger
+outage (``TurnLimiterUnavailable``). When it throttles the shard's item, the workspace
+sends more than the item can take, which only a flood does: the turn is refused
+(``TurnLimiterThrottled``, ``429`` with ``Retry-After: 1``).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import threading
+import random
 from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from typing import TypeVar
 
+from convo_memory.adapters.dynamo.limiter_layout import LimiterLayout, item_id, item_key
+from convo_memory.adapters.dynamo.limiter_memory import LimiterMemory
 from convo_memory.adapters.dynamo.slow_turns import ADMISSION_CONDITION, SlowTurns
-from convo_memory.adapters.dynamo.table import DynamoTable, Item, number_value, string_value
-from convo_memory.domain.errors import RateLimited, StoreRejected, StoreUnavailable
+from convo_memory.adapters.dynamo.table import DynamoTable, Item, number_value
+from convo_memory.domain.errors import (
+    RateLimited,
+    StoreRejected,
+    StoreThrottled,
+    StoreUnavailable,
+)
 from convo_memory.ports import MetricsPort
 
 logger = logging.getLogger(__name__)
 
+_T = TypeVar("_T")
 MICROS = 1_000_000
 # The item outlives its bucket's last backlog by this long (then TTL deletes it, free).
 COUNTER_TTL_SECONDS = 60
-# Workspaces whose last counter this container remembers (then it starts over).
-MAX_REMEMBERED_WORKSPACES = 10_000
+# A shard that went idle less than this share of its tolerance ago may still take the
+# busy form: it gives back at most that share of the burst, so a flood that begins then
+# gets less than 10% more than an exact limiter would give it.
+CREDIT_SHARE = 10
+# Conditional writes one admission makes at most (a wrong guess, then a race).
+MAX_ATTEMPTS = 3
+THROTTLED_RETRY_AFTER_SECONDS = 1
 
 
-def counter_key(workspace_id: str) -> dict[str, dict[str, str]]:
-    """The one item that holds ``workspace_id``'s theoretical arrival time."""
-    return {"id": string_value(workspace_id)}
+def counter_key(workspace_id: str, shard: int = 0) -> dict[str, dict[str, str]]:
+    """The item that holds ``workspace_id``'s counter of ``shard`` (the only one of a
+    workspace whose limit needs one shard)."""
+    return item_key(workspace_id, shard)
 
 
 @dataclass(frozen=True)
@@ -83,16 +102,24 @@ class RateLimit:
         """How far ahead of now ``tat`` may be for a turn to be admitted."""
         return (self.burst - 1) * self.interval_us
 
+    @property
+    def credit_us(self) -> int:
+        """How long ago a shard may have gone idle for the busy form to count a turn."""
+        return max(self.interval_us, self.tolerance_us // CREDIT_SHARE)
 
-@dataclass
-class _Seen:
-    tat_us: int  # the item's tat as last seen, plus any debt
-    debt: int = 0  # admitted turns not yet written (a lost race)
+
+@dataclass(frozen=True)
+class _Write:
+    """One admission attempt: the shard, whether it takes the busy form, and now."""
+
+    shard: int
+    busy: bool
+    now: int
 
 
 class WorkspaceRateLimiter:
     """Admits a workspace's turns at ``limit.rate`` a second with bursts of
-    ``limit.burst``, counted in one DynamoDB item per workspace; with ``slow``, only
+    ``limit.burst``, counted in the shards of ``limiter_layout``; with ``slow``, only
     while the workspace has room among its slow turns in flight too."""
 
     def __init__(
@@ -104,25 +131,33 @@ class WorkspaceRateLimiter:
         slow: SlowTurns | None = None,
         *,
         min_item_seconds: float = 0,
+        rng: random.Random | None = None,
     ) -> None:
         self._table = table
+        self._layout = LimiterLayout(limit.rate, limit.burst, slow.cap if slow else 0)
+        if slow is not None and slow.shards != self._layout.slow_shards:
+            raise ValueError("the slow-turn sets were laid out for another rate")
         self._limit = limit
+        self._shard = RateLimit(self._layout.shard_rate, self._layout.shard_burst)
         self._metrics = metrics
         self._clock = clock
         self._slow = slow
         # The item lives at least this long after a turn (the longest a turn runs, when
         # it holds slow turns).
         self._min_item_seconds = min_item_seconds
-        self._seen: dict[str, _Seen] = {}
-        self._lock = threading.Lock()
+        self._rng = rng or random.Random()
+        self._memory = LimiterMemory(self._shard.credit_us)
 
-    def slow_turn(
-        self, workspace_id: str, seconds_left: float | None = None
-    ) -> AbstractContextManager[None]:
-        """The turn run inside this block counts as slow after its first second."""
+    @property
+    def layout(self) -> LimiterLayout:
+        return self._layout
+
+    def run(self, workspace_id: str, turn: Callable[[], _T], seconds_left: float | None) -> _T:
+        """Run an admitted turn: past its first second it counts among the workspace's
+        slow turns, or is refused there when they are at their cap."""
         if self._slow is None:
-            return nullcontext()
-        return self._slow.watch(workspace_id, seconds_left)
+            return turn()
+        return self._slow.run(workspace_id, turn, seconds_left)
 
     def turns_in_flight(self, workspace_id: str) -> Mapping[str, float] | None:
         """The workspace's slow turns in flight now (None: not tracked, the cap is off)."""
@@ -130,71 +165,89 @@ class WorkspaceRateLimiter:
 
     def admit(self, workspace_id: str) -> None:
         """Count the turn, or raise ``RateLimited`` (with ``Retry-After``) when the
-        workspace is over its rate and burst.
-
-        Fails open: when the counter cannot be written (throttling, an outage) the turn
-        goes ahead and ``TurnLimiterUnavailable`` is counted, because refusing every
-        tenant's turns for the limiter's sake would be the larger outage (and a hot
-        partition holds other workspaces' counters too)."""
-        limit = self._limit
+        workspace is over its rate and burst (or its shard's item is throttled: a flood).
+        Fails open when DynamoDB is unavailable (``TurnLimiterUnavailable``)."""
         now = round(self._clock() * MICROS)
-        allowed_until = now + limit.tolerance_us
-        with self._lock:
-            seen = self._seen.get(workspace_id)
-            known_tat, debt = (seen.tat_us, seen.debt) if seen is not None else (None, 0)
-        if known_tat is not None and known_tat > allowed_until:
-            self._refuse(known_tat, now)  # tat only grows: no need to ask
+        refused_until = self._memory.refused_until(workspace_id)
+        if refused_until > now:
+            self._refuse(refused_until, now)  # tat only grows: no need to ask
         if self._slow is not None:
             self._slow.refuse_if_known_full(workspace_id)
-        busy = known_tat is not None and known_tat >= now
-        if not busy:
-            debt = 0  # whatever was owed has drained by now
-        try:
-            admitted, item = self._write(workspace_id, now, busy, debt)
-        except (StoreUnavailable, StoreRejected) as exc:
-            logger.warning("turn limiter unavailable, admitting the turn: %s", exc)
-            self._metrics.count("TurnLimiterUnavailable")
-            return
-        tat = _tat_of(item)
-        if admitted and tat is not None:
-            self._remember(workspace_id, _Seen(tat))
-            if self._slow is not None:
-                self._slow.settle(workspace_id, item)  # room was there: only sweeps
-            return
-        if tat is not None and tat > allowed_until:
-            self._remember(workspace_id, _Seen(tat, debt))
-            self._refuse(tat, now)
-        if self._slow is not None:
-            self._slow.settle(workspace_id, item)  # refuses at the cap
-        # Room, but another container wrote first (or the item expired): admit, and
-        # write this turn's interval with this container's next turn of the workspace.
-        self._metrics.count("TurnLimiterDeferredWrites")
-        owed = debt + 1
-        self._remember(workspace_id, _Seen(max(tat or 0, now) + owed * limit.interval_us, owed))
+        shard = self._layout.rate_shard(self._rng)
+        item = item_id(workspace_id, shard)
+        seen = self._memory.known_tat(item)
+        if seen is not None and seen > now + self._shard.tolerance_us:
+            self._note_refusal(workspace_id, seen, now)
+        busy = self._memory.guess_busy(workspace_id, item, now)
+        self._admit(workspace_id, _Write(shard, busy, now))
 
-    def _write(
-        self, workspace_id: str, now: int, busy: bool, debt: int
-    ) -> tuple[bool, Item | None]:
-        limit = self._limit
-        drained = math.ceil((limit.tolerance_us + (debt + 1) * limit.interval_us) / MICROS)
+    def _admit(self, workspace_id: str, write: _Write) -> None:
+        for attempt in range(MAX_ATTEMPTS):
+            if attempt:
+                self._metrics.count("TurnLimiterSecondWrites")
+            try:
+                admitted, item = self._write(workspace_id, write)
+            except StoreThrottled as exc:
+                logger.warning("turn limiter throttled, refusing the turn: %s", exc)
+                self._metrics.count("TurnLimiterThrottled")
+                raise RateLimited(
+                    "this workspace is sending more turns than its limit takes; retry after "
+                    f"{THROTTLED_RETRY_AFTER_SECONDS} second",
+                    retry_after=THROTTLED_RETRY_AFTER_SECONDS,
+                ) from None
+            except (StoreUnavailable, StoreRejected) as exc:
+                logger.warning("turn limiter unavailable, admitting the turn: %s", exc)
+                self._metrics.count("TurnLimiterUnavailable")
+                return
+            tat = _tat_of(item)
+            self._remember(workspace_id, write, tat, admitted, first=not attempt)
+            if admitted:
+                if self._slow is not None and self._checks_slow(write.shard):
+                    self._slow.settle(workspace_id, item)  # room was there: only sweeps
+                return
+            if tat is not None and tat > write.now + self._shard.tolerance_us:
+                self._note_refusal(workspace_id, tat, write.now)
+            if self._fits(write, tat) and self._slow is not None:
+                self._slow.settle(workspace_id, item)  # the slow set refused: 429, or swept
+            busy = tat is not None and tat >= write.now - self._shard.credit_us
+            write = _Write(write.shard, busy, write.now)
+        # Raced more than twice on one shard: the turn is admitted uncounted.
+        self._metrics.count("TurnLimiterRaces")
+
+    def _fits(self, write: _Write, tat: int | None) -> bool:
+        """Whether the rate's own condition held (so the slow set's failed)."""
+        if write.busy:
+            return tat is not None and tat >= write.now - self._shard.credit_us
+        return tat is None or tat <= write.now
+
+    def _checks_slow(self, shard: int) -> bool:
+        return self._layout.admission_checks_slow(shard)
+
+    def _write(self, workspace_id: str, write: _Write) -> tuple[bool, Item | None]:
+        limit, now = self._shard, write.now
+        drained = math.ceil((limit.tolerance_us + limit.interval_us) / MICROS)
         expires = now // MICROS + max(drained, math.ceil(self._min_item_seconds))
-        values = {":expires": number_value(expires + COUNTER_TTL_SECONDS)}
-        if busy:
+        values = {
+            ":expires": number_value(expires + COUNTER_TTL_SECONDS),
+            ":step": number_value(limit.interval_us),
+            ":allowed": number_value(now + limit.tolerance_us),
+        }
+        if write.busy:
             update = "SET tat = tat + :step, expiresAt = :expires"
-            condition = "tat <= :allowed"
-            values[":step"] = number_value((debt + 1) * limit.interval_us)
-            values[":allowed"] = number_value(now + limit.tolerance_us)
+            condition = "tat BETWEEN :floor AND :allowed"
+            values[":floor"] = number_value(now - limit.credit_us)
         else:
             update = "SET tat = :next, expiresAt = :expires"
             condition = "attribute_not_exists(tat) OR tat <= :now"
             values[":next"] = number_value(now + limit.interval_us)
             values[":now"] = number_value(now)
-        if self._slow is not None:
+            del values[":allowed"], values[":step"]
+        if self._slow is not None and self._checks_slow(write.shard):
             condition = f"({condition}) AND {ADMISSION_CONDITION}"
-            values.update(self._slow.condition_values())
+            values.update(self._slow.condition_values(0))
         return self._table.conditional(
             "update_item",
-            Key=counter_key(workspace_id),
+            Key=item_key(workspace_id, write.shard),
             UpdateExpression=update,
             ConditionExpression=condition,
             ExpressionAttributeValues=values,
@@ -202,15 +255,31 @@ class WorkspaceRateLimiter:
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
 
-    def _remember(self, workspace_id: str, seen: _Seen) -> None:
-        with self._lock:
-            if workspace_id not in self._seen and len(self._seen) >= MAX_REMEMBERED_WORKSPACES:
-                self._seen.clear()
-            self._seen[workspace_id] = seen
+    def _remember(
+        self, workspace_id: str, write: _Write, tat: int | None, admitted: bool, *, first: bool
+    ) -> None:
+        """Tell the memory what the write found: a failed one returned the shard as it
+        was; an admitted busy one added one interval to it; an admitted idle one found it
+        idle (by its condition), how idle unknown. A second write found what the first
+        one told: only its ``tat`` is news."""
+        item = item_id(workspace_id, write.shard)
+        before = tat - self._shard.interval_us if admitted and tat is not None else tat
+        known = not (admitted and not write.busy)
+        self._memory.observe(
+            workspace_id, item, write.now, before, tat, known_before=known, learn=first
+        )
 
-    def _refuse(self, tat_us: int, now_us: int) -> None:
+    def _note_refusal(self, workspace_id: str, tat_us: int, now_us: int) -> None:
+        """Refuse: the shard is over its limit until ``tat - tolerance``; until then this
+        environment refuses the workspace without asking (its other shards take the same
+        flood)."""
+        until = tat_us - self._shard.tolerance_us
+        self._memory.note_refusal(workspace_id, until)
+        self._refuse(until, now_us)
+
+    def _refuse(self, until_us: int, now_us: int) -> None:
         self._metrics.count("TurnsRateLimited")
-        wait = max(1, math.ceil((tat_us - self._limit.tolerance_us - now_us) / MICROS))
+        wait = max(1, math.ceil((until_us - now_us) / MICROS))
         raise RateLimited(
             f"this workspace is over its turn rate ({self._limit.rate:g} a second, "
             f"{self._limit.burst} at once); retry after {wait} second{'s' * (wait != 1)}",

@@ -1,69 +1,66 @@
-"""Slow turns in flight, capped per workspace, on the turn limiter's item.
+"""Slow turns in flight, capped per workspace, on the turn limiter's items.
 
 A turn that has run for more than ``after_seconds`` (one second) is *slow*: a tool that
-stalls, a slow model. One workspace may have at most ``max_turns`` of them in flight;
-while it has that many, its new turns are refused (``429 rate_limited``, ``Retry-After``)
-so that it cannot hold the serving functions' concurrency that other workspaces need.
+stalls, a slow model. One workspace may have at most ``max_turns`` of them in flight, so
+that it cannot hold the serving functions' concurrency that other workspaces need.
 
-The set lives on the workspace's item of ``TurnLimitsTable`` (``rate_limit.py``), as
-the String Set ``slow``: one entry ``"<expires, epoch seconds>.<6 hex>"`` per slow turn.
+The set lives on the workspace's items of ``TurnLimitsTable`` (``limiter_layout.py``:
+one item for caps under 16, else 8 to 32 entries an item, the shards' caps adding up to
+the workspace's), as the String Set ``slow``: one entry ``"<expires, epoch
+seconds>.<6 hex>"`` per slow turn.
 
-- Admission reads it for free: the rate limit's one conditional ``UpdateItem`` per turn
-  adds ``size(slow) < :slowCap`` to its condition (``ADMISSION_CONDITION``). Without a
-  rate limit, admission is one eventually consistent ``GetItem`` (half a read unit).
-- A turn still running after a second adds its entry (``ADD``: one write), and removes
-  it when it ends (``DELETE``: one write). A fast turn writes nothing. So the cap costs
-  two write units per slow turn (the item stays under 1 KB: ``MAX_SLOW_TURNS``) and
-  nothing for a fast one.
-- An entry carries the latest its turn can end (the invocation's time left): a container
-  that Lambda kills mid-turn leaves an entry that stops counting at that time, and the
-  next admission that sees it removes it (``SlowTurnsExpired``).
+- **At its first second** a turn still running registers: ``ADD`` its entry under
+  ``size(slow) < :slowCap`` (one conditional write), on one shard and then, when that
+  one is full, on another. When every shard it tried is full, the turn is given up:
+  ``429 rate_limited`` at once, and nothing of it is recorded
+  (``slow_turn_watch.py``). So at no moment does a workspace hold more than its cap of
+  turns past their first second, however many start together.
+- **Admission** reads the set for free while there is one shard: the rate limit's
+  conditional ``UpdateItem`` adds ``size(slow) < :slowCap`` to its condition
+  (``ADMISSION_CONDITION``), so a workspace at its cap is refused before anything runs.
+  Without a rate limit it is one eventually consistent ``GetItem`` (half a read unit).
+  An environment that saw the cap reached refuses the workspace for a second without
+  asking.
+- **At its end** a registered turn removes its entry (``DELETE``: one write). A fast
+  turn writes nothing; a slow one two write units (the item stays under 1 KB).
+- An entry carries the latest its turn can end (the invocation's time left): an entry
+  that Lambda's killing of an environment left behind stops counting then, and the next
+  write that finds it removes it (``SlowTurnsExpired``).
 
-The cap binds from a turn's first second on: turns admitted while the workspace was under
-it may all turn slow, so a burst can briefly hold a few more than ``max_turns``.
+Throttling of a set's item is a flood of slow turns: the registration is refused. An
+unavailable table lets the turn run uncounted (``TurnLimiterUnavailable``).
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import secrets
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from convo_memory.adapters.dynamo.table import DynamoTable, Item, number_value, string_value
-from convo_memory.domain.errors import RateLimited, StoreRejected, StoreUnavailable
+from convo_memory.adapters.dynamo.limiter_layout import LimiterLayout, item_key
+from convo_memory.adapters.dynamo.slow_turn_watch import FirstSecond, run_watched, wait_first_second
+from convo_memory.adapters.dynamo.table import DynamoTable, Item, number_value
+from convo_memory.domain.errors import RateLimited, StoreRejected, StoreThrottled, StoreUnavailable
 from convo_memory.ports import MetricsPort
 
 logger = logging.getLogger(__name__)
 
-# The stack parameter's ceiling: the item (id, tat, expiresAt and ~18 bytes per entry)
-# stays below 1 KB, one write unit, with this many slow turns and a burst beyond them.
-MAX_SLOW_TURNS = 32
-# The condition the rate limit's admission adds (``:slowCap`` = the cap).
+_T = TypeVar("_T")
+# The condition the rate limit's admission adds (``:slowCap`` = the shard's cap).
 ADMISSION_CONDITION = "(attribute_not_exists(slow) OR size(slow) < :slowCap)"
-# How long a refusal stands: its Retry-After, and how long this container refuses the
-# workspace's turns without asking again (another container's slow turn may end any
+REGISTRATION_CONDITION = "attribute_not_exists(slow) OR size(slow) < :slowCap"
+# How long a refusal stands: its Retry-After, and how long this environment refuses the
+# workspace's turns without asking again (another environment's slow turn may end any
 # moment, so no longer).
 RETRY_AFTER_SECONDS = 1
-# An entry outlives its turn's time left by this much (clocks of containers differ).
+# An entry outlives its turn's time left by this much (clocks of environments differ).
 EXPIRY_SLACK_SECONDS = 5
 MAX_REMEMBERED = 10_000
-
-Cancel = Callable[[], None]
-# ``start_timer(delay, callback)`` runs ``callback`` once after ``delay`` seconds, on a
-# thread of its own, unless the returned function is called first.
-StartTimer = Callable[[float, Callable[[], None]], Cancel]
-
-
-def thread_timer(delay: float, callback: Callable[[], None]) -> Cancel:
-    """``threading.Timer`` as a ``StartTimer``: a daemon thread that waits ``delay``."""
-    timer = threading.Timer(delay, callback)
-    timer.daemon = True
-    timer.start()
-    return timer.cancel
+BATCH_KEYS = 100
 
 
 @dataclass(frozen=True)
@@ -75,6 +72,16 @@ class SlowTurnCap:
     max_turns: int
     lifetime_seconds: float
     after_seconds: float = 1.0
+
+
+@dataclass(frozen=True)
+class Registration:
+    """A slow turn's place: its ``entry`` on shard ``shard`` (None: not counted, the
+    table was unavailable), or ``refused`` (every shard it tried was full)."""
+
+    entry: str
+    shard: int | None
+    refused: bool = False
 
 
 def entry_expiry(entry: str) -> int:
@@ -91,8 +98,8 @@ def slow_entries(item: Mapping[str, Any] | None) -> list[str]:
 
 
 class SlowTurns:
-    """The slow-turn set of each workspace's limiter item: the admission check, the
-    refusal, and each turn's entry while it is slow."""
+    """The slow-turn sets of each workspace's limiter items: the admission check, the
+    registration at a turn's first second, its removal, and the sets as they are."""
 
     def __init__(
         self,
@@ -100,20 +107,24 @@ class SlowTurns:
         cap: SlowTurnCap,
         metrics: MetricsPort,
         clock: Callable[[], float],
-        start_timer: StartTimer = thread_timer,
         *,
         item_expiry_seconds: float,
-        sets_item_expiry: bool,
+        rate: float = 0,
+        rng: random.Random | None = None,
+        first_second: FirstSecond = wait_first_second,
     ) -> None:
         self._table = table
         self._cap = cap
         self._metrics = metrics
         self._clock = clock
-        self._start_timer = start_timer
-        # The limiter item outlives every turn: a turn's entry never outlasts its item.
+        # ``rate``: the workspace's turn rate (0: none), which sizes the shards.
+        self._layout = LimiterLayout(rate, 1, cap.max_turns)
+        # The items outlive every turn: a turn's entry never outlasts its item (and the
+        # rate limit's writes set the same expiry, so this one never shortens theirs).
         self._item_expiry_seconds = item_expiry_seconds
-        # Without a rate limit nothing else writes the item's expiresAt.
-        self._sets_item_expiry = sets_item_expiry
+        self._rng = rng or random.Random()
+        # How a turn's first second is waited for (tests decide when it has passed).
+        self._first_second = first_second
         self._full_until: dict[str, float] = {}
         self._lock = threading.Lock()
 
@@ -121,46 +132,64 @@ class SlowTurns:
     def cap(self) -> int:
         return self._cap.max_turns
 
+    @property
+    def after_seconds(self) -> float:
+        """How long a turn runs before it counts as slow."""
+        return self._cap.after_seconds
+
+    @property
+    def shards(self) -> int:
+        return self._layout.slow_shards
+
+    def run(self, workspace_id: str, turn: Callable[[], _T], seconds_left: float | None) -> _T:
+        """Run ``turn``: past its first second it registers as slow, or is given up."""
+        return run_watched(self, workspace_id, turn, seconds_left, self._first_second)
+
     # -- admission ------------------------------------------------------------------------
 
-    def condition_values(self) -> dict[str, dict[str, str]]:
-        """The values ``ADMISSION_CONDITION`` needs."""
-        return {":slowCap": number_value(self._cap.max_turns)}
+    def condition_values(self, shard: int) -> dict[str, dict[str, str]]:
+        """The values ``ADMISSION_CONDITION`` needs on ``shard``."""
+        return {":slowCap": number_value(self._layout.slow_cap(shard))}
 
     def refuse_if_known_full(self, workspace_id: str) -> None:
-        """Refuse without a request while this container's last refusal stands."""
+        """Refuse without a request while this environment's last refusal stands."""
         with self._lock:
             until = self._full_until.get(workspace_id)
         if until is not None and self._clock() < until:
-            self._refuse()
+            self.refuse(workspace_id, remember=False)
 
-    def settle(self, workspace_id: str, item: Item | None) -> None:
-        """Given the item as admission saw it: refuse when the workspace has its cap of
-        slow turns in flight; remove the entries that expired (a killed turn's)."""
+    def settle(self, workspace_id: str, item: Item | None, shard: int = 0) -> None:
+        """Given a shard's item as a write saw it: refuse when its set is at its cap;
+        remove the entries that expired (a killed turn's)."""
         now = self._clock()
         entries = slow_entries(item)
         expired = [e for e in entries if entry_expiry(e) < now]
         if expired:
-            self._sweep(workspace_id, expired)
-        if len(entries) - len(expired) >= self._cap.max_turns:
-            with self._lock:
-                if len(self._full_until) >= MAX_REMEMBERED:
-                    self._full_until.clear()
-                self._full_until[workspace_id] = now + RETRY_AFTER_SECONDS
-            self._refuse()
+            self._sweep(workspace_id, shard, expired)
+        if len(entries) - len(expired) >= self._layout.slow_cap(shard):
+            self.refuse(workspace_id)
 
     def admit_alone(self, workspace_id: str) -> None:
-        """Admission without a rate limit: one eventually consistent read of the set."""
+        """Admission without a rate limit: one eventually consistent read of the set
+        (with several shards, none: the first second decides)."""
         self.refuse_if_known_full(workspace_id)
+        if self.shards != 1:
+            return
         try:
-            item = self._table.get({"id": string_value(workspace_id)}, consistent=False)
+            item = self._table.get(item_key(workspace_id, 0), consistent=False)
         except (StoreUnavailable, StoreRejected) as exc:
             logger.warning("turn limiter unavailable, admitting the turn: %s", exc)
             self._metrics.count("TurnLimiterUnavailable")
             return
         self.settle(workspace_id, item)
 
-    def _refuse(self) -> None:
+    def refuse(self, workspace_id: str, *, remember: bool = True) -> None:
+        """Raise the refusal of a workspace at its cap (and refuse it here for a second)."""
+        if remember:
+            with self._lock:
+                if len(self._full_until) >= MAX_REMEMBERED:
+                    self._full_until.clear()
+                self._full_until[workspace_id] = self._clock() + RETRY_AFTER_SECONDS
         self._metrics.count("TurnsOverSlowCap")
         cap = self._cap.max_turns
         raise RateLimited(
@@ -169,11 +198,82 @@ class SlowTurns:
             retry_after=RETRY_AFTER_SECONDS,
         )
 
-    def _sweep(self, workspace_id: str, expired: list[str]) -> None:
+    # -- a turn at its first second, and at its end ---------------------------------------
+
+    def new_entry(self, seconds_left: float | None) -> str:
+        """A turn's entry: it stops counting when the turn must have ended."""
+        lifetime = self._cap.lifetime_seconds if seconds_left is None else seconds_left
+        expires = int(self._clock() + lifetime) + EXPIRY_SLACK_SECONDS
+        return f"{expires}.{secrets.token_hex(3)}"
+
+    def register(self, workspace_id: str, entry: str) -> Registration:
+        """Take a place among the workspace's slow turns, on one of two shards: refused
+        when both are full (or throttled: a flood of slow turns); uncounted when the
+        table is unavailable."""
+        for shard in self._layout.slow_shard_order(self._rng):
+            try:
+                if self._register_on(workspace_id, shard, entry):
+                    self._metrics.count("SlowTurns")
+                    return Registration(entry, shard)
+            except StoreThrottled as exc:
+                logger.warning("slow-turn set throttled, refusing the turn: %s", exc)
+                self._metrics.count("TurnLimiterThrottled")
+                break
+            except (StoreUnavailable, StoreRejected) as exc:
+                logger.warning("slow turn not counted: %s", exc)
+                self._metrics.count("TurnLimiterUnavailable")
+                return Registration(entry, None)
+        return Registration(entry, None, refused=True)
+
+    def _register_on(self, workspace_id: str, shard: int, entry: str) -> bool:
+        """One shard: a conditional ``ADD``; when the set is full only of expired
+        entries, they are removed and the ``ADD`` tried once more."""
+        for _ in range(2):
+            added, item = self._table.conditional(
+                "update_item",
+                Key=item_key(workspace_id, shard),
+                UpdateExpression="ADD slow :entry SET expiresAt = :itemExpires",
+                ConditionExpression=REGISTRATION_CONDITION,
+                ExpressionAttributeValues={
+                    ":entry": {"SS": [entry]},
+                    ":slowCap": number_value(self._layout.slow_cap(shard)),
+                    ":itemExpires": number_value(int(self._clock() + self._item_expiry_seconds)),
+                },
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+            if added:
+                return True
+            now = self._clock()
+            expired = [e for e in slow_entries(item) if entry_expiry(e) < now]
+            if not expired:
+                return False
+            self._sweep(workspace_id, shard, expired)
+        return False
+
+    def release(self, workspace_id: str, registration: Registration) -> None:
+        """Remove a registered turn's entry at its end (it stops counting at its expiry
+        anyway, when this write fails)."""
+        if registration.shard is None:
+            return
+        with self._lock:
+            self._full_until.pop(workspace_id, None)  # a place is free again
+        try:
+            self._table.conditional(
+                "update_item",
+                Key=item_key(workspace_id, registration.shard),
+                UpdateExpression="DELETE slow :entry",
+                ConditionExpression="attribute_exists(id)",
+                ExpressionAttributeValues={":entry": {"SS": [registration.entry]}},
+            )
+        except (StoreUnavailable, StoreRejected) as exc:
+            logger.warning("slow turn not removed: %s", exc)
+            self._metrics.count("TurnLimiterUnavailable")
+
+    def _sweep(self, workspace_id: str, shard: int, expired: list[str]) -> None:
         try:
             self._table.call(
                 "update_item",
-                Key={"id": string_value(workspace_id)},
+                Key=item_key(workspace_id, shard),
                 UpdateExpression="DELETE slow :expired",
                 ExpressionAttributeValues={":expired": {"SS": expired}},
             )
@@ -182,84 +282,22 @@ class SlowTurns:
             return
         self._metrics.count("SlowTurnsExpired", len(expired))
 
+    # -- what an erasure waits for ---------------------------------------------------------
+
     def in_flight(self, workspace_id: str) -> dict[str, float]:
-        """The workspace's slow turns now (a consistent read), each with the epoch
-        second it stops counting."""
-        item = self._table.get({"id": string_value(workspace_id)})
+        """The workspace's slow turns now (consistent reads of every shard), each with
+        the epoch second it stops counting."""
+        keys = [item_key(workspace_id, shard) for shard in range(self.shards)]
+        items: list[Item] = []
+        for begin in range(0, len(keys), BATCH_KEYS):
+            items += self._table.batch_get(keys[begin : begin + BATCH_KEYS])
         now = self._clock()
         return {
             entry: float(entry_expiry(entry))
+            for item in items
             for entry in slow_entries(item)
             if entry_expiry(entry) >= now
         }
-
-    # -- a turn ---------------------------------------------------------------------------
-
-    @contextmanager
-    def watch(self, workspace_id: str, seconds_left: float | None = None) -> Iterator[None]:
-        """Count the turn run inside this block as slow once it has run for a second,
-        until it ends (``seconds_left``: the most it may still run)."""
-        lifetime = self._cap.lifetime_seconds if seconds_left is None else seconds_left
-        expires = int(self._clock() + lifetime) + EXPIRY_SLACK_SECONDS
-        entry = f"{expires}.{secrets.token_hex(3)}"
-        state = {"ended": False, "registered": False, "failed": False}
-        lock = threading.Lock()
-
-        def register() -> None:
-            with lock:
-                if state["ended"]:
-                    return
-                try:
-                    self._register(workspace_id, entry)
-                    state["registered"] = True
-                except (StoreUnavailable, StoreRejected) as exc:
-                    logger.warning("slow turn not counted: %s", exc)
-                    state["failed"] = True
-
-        cancel = self._start_timer(self._cap.after_seconds, register)
-        try:
-            yield
-        finally:
-            cancel()
-            with lock:
-                state["ended"] = True
-            self._end(workspace_id, entry, registered=state["registered"], failed=state["failed"])
-
-    def _end(self, workspace_id: str, entry: str, *, registered: bool, failed: bool) -> None:
-        # Counted here, on the turn's thread: metrics are kept per invocation thread.
-        if failed:
-            self._metrics.count("TurnLimiterUnavailable")
-        if not registered:
-            return
-        self._metrics.count("SlowTurns")
-        with self._lock:
-            self._full_until.pop(workspace_id, None)  # a slot is free again
-        try:
-            self._table.conditional(
-                "update_item",
-                Key={"id": string_value(workspace_id)},
-                UpdateExpression="DELETE slow :entry",
-                ConditionExpression="attribute_exists(id)",
-                ExpressionAttributeValues={":entry": {"SS": [entry]}},
-            )
-        except (StoreUnavailable, StoreRejected) as exc:
-            # The entry stops counting at its expiry; the next admission removes it.
-            logger.warning("slow turn not removed: %s", exc)
-            self._metrics.count("TurnLimiterUnavailable")
-
-    def _register(self, workspace_id: str, entry: str) -> None:
-        expiry = "expiresAt = :itemExpires"
-        if not self._sets_item_expiry:
-            expiry = "expiresAt = if_not_exists(expiresAt, :itemExpires)"
-        self._table.call(
-            "update_item",
-            Key={"id": string_value(workspace_id)},
-            UpdateExpression=f"ADD slow :entry SET {expiry}",
-            ExpressionAttributeValues={
-                ":entry": {"SS": [entry]},
-                ":itemExpires": number_value(int(self._clock() + self._item_expiry_seconds)),
-            },
-        )
 
 
 class SlowTurnLimiter:
@@ -272,11 +310,9 @@ class SlowTurnLimiter:
         """Refuse the turn while the workspace has its cap of slow turns in flight."""
         self._slow.admit_alone(workspace_id)
 
-    def slow_turn(
-        self, workspace_id: str, seconds_left: float | None = None
-    ) -> AbstractContextManager[None]:
-        """The turn run inside this block counts as slow after its first second."""
-        return self._slow.watch(workspace_id, seconds_left)
+    def run(self, workspace_id: str, turn: Callable[[], _T], seconds_left: float | None) -> _T:
+        """Run ``turn``: past its first second it registers as slow, or is given up."""
+        return self._slow.run(workspace_id, turn, seconds_left)
 
     def turns_in_flight(self, workspace_id: str) -> Mapping[str, float] | None:
         """The workspace's slow turns in flight now."""

@@ -2,7 +2,8 @@
 store shares: nothing above this module sees a ``ClientError`` or a ``BotoCoreError``.
 
 - capacity and availability errors (throttling, 5xx, timeouts, connection errors)
-  become ``StoreUnavailable``: the request may succeed later;
+  become ``StoreUnavailable``: the request may succeed later (throttling is its
+  subclass ``StoreThrottled``, for the turn limiter, to which it means a flood);
 - a failed condition is reported by ``conditional`` as ``None`` (callers decide);
 - everything else (validation errors, item size, unknown codes) becomes
   ``StoreRejected``: the request can never succeed as sent.
@@ -16,7 +17,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from convo_memory.domain.errors import StoreRejected, StoreUnavailable
+from convo_memory.domain.errors import StoreRejected, StoreThrottled, StoreUnavailable
 
 Item = dict[str, Any]
 
@@ -36,6 +37,8 @@ UNAVAILABLE_CODES = frozenset(
         "RequestTimeoutException",
     }
 )
+# Of those, the ones that say the item's partition or the table took too much traffic.
+THROTTLED_CODES = frozenset({"ProvisionedThroughputExceededException", "ThrottlingException"})
 CONDITION_FAILED = "ConditionalCheckFailedException"
 TRANSACTION_CANCELED = "TransactionCanceledException"
 BATCH_SIZE = 25
@@ -50,6 +53,8 @@ def translate(exc: Exception) -> Exception:
     """The domain error for a botocore error (chosen by code, never by message text)."""
     if isinstance(exc, ClientError):
         code = error_code(exc)
+        if code in THROTTLED_CODES:
+            return StoreThrottled(f"DynamoDB throttled the request ({code})")
         if code in UNAVAILABLE_CODES:
             return StoreUnavailable(f"DynamoDB unavailable ({code})")
         return StoreRejected(f"DynamoDB refused the request ({code or 'unknown error'})")
