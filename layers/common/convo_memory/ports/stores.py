@@ -231,10 +231,10 @@ class ForkStore(Protocol):
         and the newest summary version that ends at or before atSeq (with the version
         before it as the summary's earlier one when ``keep_earlier_summary``). True when
         older inherited turns or summary versions remain to copy (``copy_inherited``).
-        The parent must hold its own inherited messages (no copy of its own due).
-        Raises ``SessionNotFound`` when the parent was deleted meanwhile and
-        ``RecallSourceGone`` as ``SessionStore.create_session`` does; nothing is left
-        stored then."""
+        The parent may itself be a fork whose copy is due (what it lacks is read
+        through its own parent). Raises ``SessionNotFound`` when the parent was deleted
+        meanwhile and ``RecallSourceGone`` as ``SessionStore.create_session`` does;
+        nothing is left stored then."""
         ...
 
     def copy_inherited(
@@ -242,7 +242,13 @@ class ForkStore(Protocol):
     ) -> CopyOutcome:
         """Copy what fork ``fork_id`` still lacks of parent ``parent_id``: ``done``
         (also when nothing was due), ``partial`` (stopped for lack of time, resumes from
-        where it stopped), ``gone`` (the fork was deleted: nothing more to copy)."""
+        where it stopped), ``gone`` (the fork was deleted: nothing more to copy).
+        A parent whose own copy is still due finishes it first."""
+        ...
+
+    def copies_due(self, session_id: str, most: int) -> int:
+        """How many sessions, from ``session_id`` up its chain of parents, still have
+        a copy due (``session_id`` included), counting at most ``most``."""
         ...
 
 
