@@ -22,6 +22,7 @@ from dataclasses import replace
 from functools import partial
 
 from convo_memory.domain.errors import (
+    CapabilityNotConversational,
     SessionNotFound,
     ToolCallsMismatch,
 )
@@ -73,6 +74,7 @@ from convo_memory.services.turn_steps import (
 
 logger = logging.getLogger(__name__)
 PAUSE_ENDED_FIRST = "another request continued or ended this paused turn first"
+NO_PAUSE = "this conversation has no turn waiting for tool results"
 
 
 class TurnService:
@@ -136,6 +138,8 @@ class TurnService:
             return self._after_response(turn, conversation)
         if isinstance(conversation, NewConversation):
             assert command.capability_id is not None  # the Responses door names its model
+            # A refused request opens nothing: what the request alone refuses comes first.
+            self._check_before_opening(turn)
             opened = self._conversations.open(workspace_id, command.capability_id, conversation)
             conversation = SessionById(opened)
         capability, state = self._states.session_turn(
@@ -158,27 +162,44 @@ class TurnService:
     def _keyed(self, turn: TurnInFlight, by_key: SessionByKey) -> TurnResult:
         """A turn of the session of an app's key. A key whose session was deleted
         meanwhile opens a new one (refused before the model was called: nothing was paid
-        or recorded)."""
+        or recorded). A refused call opens nothing: tool results for a key without a
+        session answer no pause (409), and what the request alone refuses (422) is
+        refused before a session is opened."""
         workspace_id, capability_id = turn.workspace_id, turn.command.capability_id
         assert capability_id is not None  # a key belongs to a capability
         continues = continues_a_pause(turn.command)
         history = partial(self._conversations.records, by_key.history)
-        session_id = self._keys.resolve(
-            workspace_id, capability_id, by_key.key, by_key.owner, history
+        key, owner = by_key.key, by_key.owner
+        if not continues:
+            self._check_before_opening(turn)
+        found = self._keys.resolve(
+            workspace_id, capability_id, key, owner, history, opens=not continues
         )
         for attempt in range(2):
+            if found is None:
+                raise ToolCallsMismatch(NO_PAUSE)
             try:
                 capability, state = self._states.session_turn(
-                    workspace_id, capability_id, session_id, by_key.owner, continues
+                    workspace_id, capability_id, found, owner, continues
                 )
                 return self._converse(turn, capability, state)
             except SessionNotFound:
                 if attempt:
                     raise
-                session_id = self._keys.reopen(
-                    workspace_id, capability_id, by_key.key, by_key.owner, session_id, history
+                found = self._keys.reopen(
+                    workspace_id, capability_id, key, owner, found, history, opens=not continues
                 )
         raise AssertionError("unreachable")
+
+    def _check_before_opening(self, turn: TurnInFlight) -> None:
+        """What the request alone refuses (an unknown or classic capability, options or
+        tools its model cannot take), before a conversation is opened for it."""
+        command = turn.command
+        assert command.capability_id is not None
+        capability = self._catalog.get(turn.workspace_id, command.capability_id)
+        if not capability.conversational:
+            raise CapabilityNotConversational.of(capability.id)
+        self._answerer.check(capability, command.options, command.app_tools)
 
     def _after_response(self, turn: TurnInFlight, after: SessionByResponse) -> TurnResult:
         """A turn after a stored response: in its session when it is the newest there (or
@@ -195,6 +216,8 @@ class TurnService:
             )
         except SessionNotFound:
             raise no_response(ref) from None
+        # Refused before a fork is opened at an older response: a refusal opens nothing.
+        self._answerer.check(capability, turn.command.options, turn.command.app_tools)
         fork = self._conversations.after_response(turn.workspace_id, state, ref, continues)
         if fork is not None:
             capability, state = self._states.session_turn(
