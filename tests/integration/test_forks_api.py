@@ -123,6 +123,30 @@ def test_creating_a_fork_makes_the_same_requests_whatever_the_parents_length(
     assert receive_jobs(api) == []  # none on the erasure queue: forks have their own
 
 
+def test_a_fork_of_a_fork_whose_copy_is_due_does_bounded_work_whatever_its_length(
+    api: InProcessApi, tenant: Tenant, meter: DynamoMeter
+) -> None:
+    requests, grandchildren = {}, {}
+    for messages in (100, 1000):
+        child = fork(api, tenant, session_with(api, tenant, messages), messages)["id"]
+        child_turns = stored_turn_seqs(api, child)
+        meter.reset()
+        grandchildren[messages] = fork(api, tenant, child, messages)["id"]
+        requests[messages] = dict(meter.requests)
+        # The child's own copy is still due: the request did not do it.
+        assert stored_turn_seqs(api, child) == child_turns
+        assert stored_turn_seqs(api, grandchildren[messages]) == child_turns
+
+    assert requests[100] == requests[1000]
+    assert requests[1000]["BatchWriteItem"] == 1  # ten turns and nothing else
+    # Its copy is queued after its parent's: the job finishes both.
+    run_fork_copy_jobs(api)
+    for messages, grandchild in grandchildren.items():
+        assert stored_turn_seqs(api, grandchild) == list(range(1, messages, 2))
+        listed = [m["seq"] for m in transcript(api, tenant, grandchild)]
+        assert listed == list(range(1, min(messages, 100) + 1))  # its first page
+
+
 def test_a_turn_on_a_fork_makes_the_requests_and_reads_of_a_turn_on_any_session(
     api: InProcessApi, tenant: Tenant, meter: DynamoMeter
 ) -> None:
