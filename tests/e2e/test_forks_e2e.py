@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -337,3 +339,94 @@ def test_a_fence_marker_in_any_form_never_reaches_the_model_inside_a_fence(stack
     assert sent.count(f"<data-{nonce} ") == sent.count(f"</data-{nonce}>") == 2  # policy, digest
     assert nonce not in folded(markers.sub("", sent))
     assert "ignore the data policy" in sent  # the data itself still went, as data
+
+
+# -- a storm of forks stays on capacity of its own (v5) ----------------------------------------
+
+# Enough forks at once to hold every copy of a function of the default reserved
+# concurrency (ApiReservedConcurrency, 10), as they did when forks shared session creation's.
+STORM_THREADS = 12
+# Which function logged each fork copy job.
+COPY_JOB_LOGGED = re.compile(r'"message":"fork copy job","service":"[^"]*","function_name":"(\w+)"')
+
+
+def timed(call: Callable[[], Any]) -> tuple[float, Any]:
+    started = time.monotonic()
+    answer = call()
+    return time.monotonic() - started, answer
+
+
+def open_in_other(stack: Stack, ref: str) -> str:
+    body = {"capabilityId": "cap-generative", "externalRef": ref}
+    status, answer = stack.call("POST", "/v1/sessions", body, OTHER_TOKEN)
+    assert status == 201, answer
+    return str(answer["id"])
+
+
+def erase_in_other(stack: Stack) -> float:
+    """An end user of the other workspace erased: seconds from the request to ``done``."""
+    ref = unique_ref()
+    open_in_other(stack, ref)
+    started = time.monotonic()
+    status, erasure = stack.call("POST", "/v1/erasures", {"externalRef": ref}, OTHER_TOKEN)
+    assert status == 202, erasure
+
+    def done() -> bool:
+        _, receipt = stack.call("GET", f"/v1/erasures/{erasure['id']}", None, OTHER_TOKEN)
+        return bool(receipt["status"] == "done")
+
+    wait_for(done, WAIT_SECONDS, "the other workspace's erasure", every=0.05)
+    return time.monotonic() - started
+
+
+def long_conversation(stack: Stack) -> str:
+    """98 messages in one request: 48 turns of imported history and a turn of its own."""
+    items: list[dict[str, str]] = []
+    for i in range(48):
+        items += [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}]
+    items.append({"role": "user", "content": "and now?"})
+    body = {"model": "cap-generative", "input": items, "user": unique_ref()}
+    return str(stack.ok("POST", "/v1/responses", body)["conversation"]["id"])
+
+
+def storm_fork(stack: Stack, session_id: str, at_seq: int) -> str | None:
+    """A fork in the storm: its id, or None when the workspace's turn limit refused it."""
+    status, answer = stack.call("POST", f"/v1/sessions/{session_id}/forks", {"atSeq": at_seq})
+    assert status in (201, 429), answer
+    return str(answer["id"]) if status == 201 else None
+
+
+def test_a_storm_of_forks_delays_no_other_workspaces_sessions_or_erasures(stack: Stack) -> None:
+    parent = long_conversation(stack)
+    inherited = messages(stack, parent)[:96]
+    first = fork(stack, parent, 98)  # its older messages are still being copied
+    baseline = max(timed(lambda: open_in_other(stack, unique_ref()))[0] for _ in range(3))
+    erasure_baseline = erase_in_other(stack)
+
+    def forks_of_forks() -> list[str]:
+        # A fork of a fork whose copy is due, and a fork of that one.
+        child = storm_fork(stack, first, 96)
+        grandchild = storm_fork(stack, child, 94) if child else None
+        return [fork_id for fork_id in (child, grandchild) if fork_id]
+
+    with ThreadPoolExecutor(STORM_THREADS + 1) as pool:
+        storm = [pool.submit(forks_of_forks) for _ in range(STORM_THREADS)]
+        erasure = pool.submit(erase_in_other, stack)
+        creations = []
+        while not all(f.done() for f in storm):
+            creations.append(timed(lambda: open_in_other(stack, unique_ref()))[0])
+        made = [fork_id for f in storm for fork_id in f.result()]
+        erasure_seconds = erasure.result()
+
+    # The other workspace: its sessions opened in under a second, its erasure on time.
+    assert creations and max(creations) < max(1.0, baseline), (creations, baseline)
+    assert erasure_seconds < erasure_baseline + 3.0, (erasure_seconds, erasure_baseline)
+    # The storm's forks read what they inherited right, through chains of copies due, and
+    # their copies ran on the fork copy worker, never the erasure worker.
+    assert len(made) >= STORM_THREADS
+    for fork_id in made[:: max(1, len(made) // 3)]:
+        assert [content for _, content in messages(stack, fork_id)[:96]] == [
+            content for _, content in inherited
+        ]
+    copied_by = COPY_JOB_LOGGED.findall(stack.runtime.stdout)
+    assert copied_by and set(copied_by) == {"ForkCopyFunction"}
