@@ -1014,10 +1014,12 @@ class FakeTurnStore(_Port):
 class FakeResponseStore(_Port):
     """Responses as ``DynamoResponseStore`` finds them: by their turn."""
 
-    def find_response(self, ref: ResponseRef) -> StoredResponse | None:
+    def find_response(
+        self, ref: ResponseRef, workspace_id: str | None = None
+    ) -> StoredResponse | None:
         self.db.enter("find_response")
         session = self.db.session(ref.session_id)
-        if session is None:
+        if session is None or workspace_id not in (None, session.workspace_id):
             return None
         turns = self.db.lineage_turns(ref.session_id)
         seq = next(

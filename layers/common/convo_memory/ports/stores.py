@@ -367,10 +367,14 @@ class ErasureStore(Protocol):
 class ResponseStore(Protocol):
     """(v4) Stored responses: each is its turn (no item of its own)."""
 
-    def find_response(self, ref: ResponseRef) -> StoredResponse | None:
+    def find_response(
+        self, ref: ResponseRef, workspace_id: str | None = None
+    ) -> StoredResponse | None:
         """The response ``ref`` names, with its session's head, its turn and the turn
         before it, in one read (a turn a racing one pushed further on is looked for
-        there); None when there is none (a missing or deleted session or turn)."""
+        there); None when there is none (a missing or deleted session or turn) and, given
+        ``workspace_id``, when the session is another workspace's, known from that one
+        read: nothing more is read for it."""
         ...
 
     def mark_deleted(self, ref: ResponseRef, user_seq: int) -> bool:
