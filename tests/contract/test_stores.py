@@ -653,6 +653,17 @@ def test_only_a_running_erasure_finishes(stores: Stores) -> None:
     assert stores.erasures.finish_erasure(WS, "era_1", "done", T0) is False  # already
 
 
+def test_the_newest_activity_of_an_end_users_sessions_is_read_claimed_or_not(
+    stores: Stores,
+) -> None:
+    for sid, at in (("s1", "2026-01-01T00:00:00.000Z"), ("s2", "2026-01-03T00:00:00.000Z")):
+        stores.sessions.create_session(session(sid).model_copy(update={"last_active_at": at}))
+    assert stores.sessions.begin_deletion("s2", WS, T0)  # a claimed head keeps its mark
+
+    assert stores.erasures.newest_activity(["s1", "s2", "gone"]) == "2026-01-03T00:00:00.000Z"
+    assert stores.erasures.newest_activity(["gone"]) is None
+
+
 # -- forks ------------------------------------------------------------------------------------
 
 

@@ -719,6 +719,11 @@ class FakeErasureStore(_Port):
     """Receipts, and the steps of erasing a session, as ``DynamoErasureStore`` does them
     (conditional on the claim; counters move with what they count)."""
 
+    def newest_activity(self, session_ids: list[str]) -> str | None:
+        self.db.enter("newest_activity")
+        heads = [self.db.heads.get(session_id) or {} for session_id in session_ids]
+        return max((str(h["lastActiveAt"]) for h in heads if "lastActiveAt" in h), default=None)
+
     def _receipt(self, workspace_id: str, erasure_id: str) -> Erasure | None:
         return self.db.erasures.get((workspace_id, erasure_id))
 

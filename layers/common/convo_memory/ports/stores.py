@@ -330,6 +330,11 @@ class ErasureStore(Protocol):
         False: gone, another end user's, or being deleted or erased by someone else."""
         ...
 
+    def newest_activity(self, session_ids: list[str]) -> str | None:
+        """The newest activity mark (``lastActiveAt``) among these sessions' heads, claimed
+        or not; None when none of them has a head any more."""
+        ...
+
     def session_runs(self, session_id: str) -> list[str]:
         """The run ids of the session's agent turns: those its turns name, and those of
         turns that failed (and so are in no transcript)."""
