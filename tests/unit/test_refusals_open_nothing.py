@@ -131,3 +131,18 @@ def test_a_refused_turn_after_an_older_response_opens_no_fork(app: FakeApp) -> N
         respond(app, {**older, "tools": tools})
 
     assert opened(app) == before
+
+
+def test_a_refused_first_response_binds_no_conversation(app: FakeApp) -> None:
+    conversation = app.container.conversations.create(WS, {}, ())
+    tools = [{"type": "function", "name": "lookup_order", "parameters": {}}]
+
+    with pytest.raises(ValidationFailed):
+        respond(
+            app, {"model": "agent", "input": "hi", "conversation": conversation.id, "tools": tools}
+        )
+
+    bound = app.container.conversations.get(WS, conversation.id)
+    assert (bound.capability_id, bound.external_ref) == (None, None)
+    respond(app, {"model": "agent", "input": "hi", "conversation": conversation.id})
+    assert app.container.conversations.get(WS, conversation.id).capability_id == "agent"

@@ -130,16 +130,18 @@ class TurnService:
         # Before anything is looked up or opened: a refused first call on a key opens nothing.
         check_turn_input(self._policy, command)
         conversation = command.conversation
-        if isinstance(conversation, SessionByKey):
-            return self._keyed(turn, conversation)
         if conversation is None:
             return serve_stateless(self._catalog, self._answerer, turn)
+        if command.capability_id is not None:
+            # A refused request opens, binds or forks nothing: what the request alone
+            # refuses comes before any conversation is found, opened or bound.
+            self._check_before_opening(turn)
+        if isinstance(conversation, SessionByKey):
+            return self._keyed(turn, conversation)
         if isinstance(conversation, SessionByResponse):
             return self._after_response(turn, conversation)
         if isinstance(conversation, NewConversation):
             assert command.capability_id is not None  # the Responses door names its model
-            # A refused request opens nothing: what the request alone refuses comes first.
-            self._check_before_opening(turn)
             opened = self._conversations.open(workspace_id, command.capability_id, conversation)
             conversation = SessionById(opened)
         capability, state = self._states.session_turn(
@@ -170,8 +172,6 @@ class TurnService:
         continues = continues_a_pause(turn.command)
         history = partial(self._conversations.records, by_key.history)
         key, owner = by_key.key, by_key.owner
-        if not continues:
-            self._check_before_opening(turn)
         found = self._keys.resolve(
             workspace_id, capability_id, key, owner, history, opens=not continues
         )
@@ -193,7 +193,8 @@ class TurnService:
 
     def _check_before_opening(self, turn: TurnInFlight) -> None:
         """What the request alone refuses (an unknown or classic capability, options or
-        tools its model cannot take), before a conversation is opened for it."""
+        tools its model cannot take), before a conversation is opened, bound (a
+        conversation's first response binds it) or forked for it."""
         command = turn.command
         assert command.capability_id is not None
         capability = self._catalog.get(turn.workspace_id, command.capability_id)
@@ -216,8 +217,6 @@ class TurnService:
             )
         except SessionNotFound:
             raise no_response(ref) from None
-        # Refused before a fork is opened at an older response: a refusal opens nothing.
-        self._answerer.check(capability, turn.command.options, turn.command.app_tools)
         fork = self._conversations.after_response(turn.workspace_id, state, ref, continues)
         if fork is not None:
             capability, state = self._states.session_turn(
