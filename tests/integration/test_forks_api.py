@@ -26,7 +26,7 @@ from tests.support.erasure_jobs import (
     run_fork_copy_jobs,
 )
 from tests.support.faults import dynamodb_error, inject
-from tests.support.inprocess_api import InProcessApi, new_workspace, seed_history
+from tests.support.inprocess_api import InProcessApi, inprocess_stack, new_workspace, seed_history
 from tests.support.table_scan import every_item, items_naming
 from tests.support.tenants import Tenant, open_session, transcript
 
@@ -354,3 +354,26 @@ def test_a_regenerated_answer_on_the_embedded_model_differs_from_its_parents(
     assert again == 'You said: "Tell me a joke". I remember 2 earlier messages.'
     assert len({first, *regenerated}) == 3
     assert all('You said: "Tell me a joke".' in answer for answer in regenerated)
+
+
+def test_forks_count_against_the_workspaces_turn_limit_and_a_refused_one_opens_nothing() -> None:
+    limits = {"WORKSPACE_TURNS_PER_SECOND": "1", "WORKSPACE_TURN_BURST": "3"}
+    with inprocess_stack(limits) as stack:
+        tenant = Tenant(*new_workspace(stack, "metered"))
+        parent = open_session(stack, tenant)
+        seed_history(stack, parent, 4)
+        answers = [
+            stack.call(
+                "POST", f"/v1/sessions/{parent}/forks", token=tenant.token, json_body={"atSeq": 4}
+            )
+            for _ in range(4)
+        ]
+        listed = stack.call(
+            "GET", "/v1/sessions", token=tenant.token, query={"externalRef": "customer-4471"}
+        ).body["sessions"]
+
+    assert [a.status for a in answers] == [201, 201, 201, 429]
+    refused = answers[-1]
+    assert refused.body["error"]["code"] == "rate_limited"
+    assert int({k.lower(): v for k, v in refused.headers.items()}["retry-after"]) >= 1
+    assert len(listed) == 1 + 3  # the parent and the three forks served: nothing more
