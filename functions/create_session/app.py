@@ -1,6 +1,6 @@
 """``POST /v1/sessions``: open a session for an end user on a conversational capability;
-``POST /v1/sessions/{id}/forks``: open one that branches off another after an answer;
-(v4) ``POST /v1/conversations``: open a conversation its first response binds."""
+(v4) ``POST /v1/conversations``: open a conversation its first response binds. (Forks
+have a function of their own: ``functions/fork_session``.)"""
 
 from __future__ import annotations
 
@@ -8,11 +8,7 @@ from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from convo_memory.domain.errors import (
-    CapabilityNotConversational,
-    CapabilityNotFound,
-    SessionNotFound,
-)
+from convo_memory.domain.errors import CapabilityNotConversational, CapabilityNotFound
 from convo_memory.edge.api_contract import answers
 from convo_memory.edge.resolver import (
     ApiResolver,
@@ -36,18 +32,6 @@ app = ApiResolver()
 def create_session(body: Annotated[api.SessionCreate, Body()]) -> Response[api.Session]:
     session = container().sessions.create(workspace_id(app), body.new_session())
     return json_response(201, session.to_json_dict())
-
-
-@app.post(
-    "/v1/sessions/<session_id>/forks",
-    summary="Branch the conversation after an answer (atSeq): a new session with the same "
-    "end user, principal and capability, whose history is the messages up to atSeq",
-    tags=["sessions"],
-    responses=answers(201, SessionNotFound),
-)
-def fork_session(session_id: str, body: Annotated[api.ForkCreate, Body()]) -> Response[api.Session]:
-    fork = container().forks.fork(workspace_id(app), session_id, body.at_seq, body.metadata)
-    return json_response(201, fork.to_json_dict())
 
 
 @app.post(

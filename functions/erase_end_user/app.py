@@ -8,8 +8,9 @@
   from which a redrive resumes it;
 - a ``SweepJob`` sweeps deleted or erased sessions once no write that was in flight can
   still land (``ErasureService.sweep``);
-- a ``ForkCopyJob`` copies a new fork's older inherited messages in from its parent
-  (``ForkService.copy``): resumable, it goes on from the fork's copy mark.
+- a ``ForkCopyJob`` is a fork's copy queued here before forks had their own queue
+  (ForkCopyQueue, ``functions/copy_forks``): still copied (``ForkService.copy``), so an
+  upgrade loses none.
 
 A body that is neither is failed, not dropped (``convo_memory.workers.batches``).
 """

@@ -653,6 +653,17 @@ def test_only_a_running_erasure_finishes(stores: Stores) -> None:
     assert stores.erasures.finish_erasure(WS, "era_1", "done", T0) is False  # already
 
 
+def test_the_newest_activity_of_an_end_users_sessions_is_read_claimed_or_not(
+    stores: Stores,
+) -> None:
+    for sid, at in (("s1", "2026-01-01T00:00:00.000Z"), ("s2", "2026-01-03T00:00:00.000Z")):
+        stores.sessions.create_session(session(sid).model_copy(update={"last_active_at": at}))
+    assert stores.sessions.begin_deletion("s2", WS, T0)  # a claimed head keeps its mark
+
+    assert stores.erasures.newest_activity(["s1", "s2", "gone"]) == "2026-01-03T00:00:00.000Z"
+    assert stores.erasures.newest_activity(["gone"]) is None
+
+
 # -- forks ------------------------------------------------------------------------------------
 
 
@@ -729,6 +740,69 @@ def test_a_fork_of_a_parent_deleted_meanwhile_is_not_stored(stores: Stores) -> N
 
     assert stores.sessions.get_session("f1") is None
     assert stores.turns.list_messages("f1", 0, 100) == ([], False)
+
+
+def chain(stores: Stores) -> list[tuple[int, str]]:
+    """p1 (5 turns, summaries to 2 and 6) <- f1 at 10 <- f2 at 8, both copies still due."""
+    with_turns(stores, "p1", 5)
+    assert stores.summaries.advance_summary("p1", 0, Summary(text="to 2", through_seq=2))
+    assert stores.summaries.advance_summary("p1", 2, Summary(text="to 6", through_seq=6))
+    assert stores.forks.create_fork(fork_of("p1", "f1", 10), 1, keep_earlier_summary=False)
+    assert stores.forks.create_fork(fork_of("f1", "f2", 8), 1, keep_earlier_summary=True)
+    return [(m.seq, m.content) for m in stores.turns.list_messages("p1", 0, 8)[0]]
+
+
+def listed(stores: Stores, sid: str) -> list[tuple[int, str]]:
+    return [(m.seq, m.content) for m in stores.turns.list_messages(sid, 0, 100)[0]]
+
+
+def test_a_fork_of_a_fork_still_copying_reads_and_copies_through_the_chain(
+    stores: Stores,
+) -> None:
+    expected = chain(stores)
+
+    assert stores.forks.copies_due("f2", 4) == 2 and stores.forks.copies_due("p1", 4) == 0
+    state = stores.turns.load_turn_state("f2", 2, with_digests=False)
+    assert state is not None and state.session.copying_from == "f1"
+    assert [m.seq for m in state.recent] == [7, 8]
+    assert state.summary == Summary(text="to 6", through_seq=6)
+    assert [v.summary.through_seq for v in state.summary_versions] == [6, 2]
+    assert listed(stores, "f2") == expected
+    assert [m.seq for m in stores.turns.read_messages("f2", 1, 8)] == list(range(1, 9))
+    # Its copy comes after its parent's: both are done by it.
+    assert stores.forks.copy_inherited("f1", "f2") == "done"
+    assert stores.forks.copies_due("f2", 4) == 0
+    assert listed(stores, "f2") == expected and listed(stores, "f1")[:8] == expected
+
+
+@pytest.mark.parametrize("first", ["f1", "p1"])
+def test_a_chain_of_copies_survives_the_deletion_of_each_session_above(
+    stores: Stores, first: str
+) -> None:
+    expected = chain(stores)
+
+    for sid in [first, "p1" if first == "f1" else "f1"]:
+        assert stores.sessions.begin_deletion(sid, WS, T0)
+        stores.sessions.delete_contents(sid)
+
+    assert listed(stores, "f2") == expected
+    assert stores.forks.copies_due("f2", 4) == 0
+    assert listed(stores, "p1") == [] and listed(stores, "f1") == []
+
+
+def test_a_fork_being_deleted_hands_its_forks_over_when_its_parent_goes_first(
+    stores: Stores,
+) -> None:
+    expected = chain(stores)
+    assert stores.sessions.begin_deletion("f1", WS, T0)  # marked, not emptied yet
+
+    assert stores.sessions.begin_deletion("p1", WS, T0)
+    stores.sessions.delete_contents("p1")  # f2 reads through f1 into p1: handed over
+
+    assert listed(stores, "f2") == expected
+    stores.sessions.delete_contents("f1")
+    assert listed(stores, "f2") == expected
+    assert stores.forks.copies_due("f2", 4) == 0
 
 
 def test_a_turns_prompt_record_and_the_parts_it_names_are_read_back(stores: Stores) -> None:

@@ -56,6 +56,7 @@ class FakeApp:
     toolbox: FakeToolbox
     sealer: FakeSealer
     resolver: FakeResolver
+    fork_copy_queue: FakeQueue
 
     def capability(self, cap_id: str, kind: str = "generative", ws: str = WS, **extra: Any) -> str:
         body = CapabilityCreate.model_validate({"name": cap_id, "kind": kind, **extra})
@@ -102,7 +103,7 @@ def fake_app(
     provider = provider or FakeProvider("the answer")
     content_filter = FakeContentFilter(blocked)
     summary_queue, repair_queue, metrics = FakeQueue(), FakeQueue(), FakeMetrics()
-    erasure_queue = FakeQueue()
+    erasure_queue, fork_copy_queue = FakeQueue(), FakeQueue()
     toolbox, sealer, resolver = (
         FakeToolbox(provider=provider),
         FakeSealer(),
@@ -134,6 +135,7 @@ def fake_app(
         toolbox_for=toolbox_for or (lambda capability: toolbox),
         tool_urls=tool_urls,
         sealer=sealer,
+        fork_copy_queue=fork_copy_queue,
     )
     infrastructure = Infrastructure(
         cursors=CursorCodec(lambda: b"unit-tier-cursor-key-0123456789abcdef"),
@@ -159,4 +161,5 @@ def fake_app(
         toolbox,
         sealer,
         resolver,
+        fork_copy_queue,
     )

@@ -87,8 +87,9 @@ PERSONAL_HEAD_FIELDS = (
     "recall",
     "fenceNonce",
     "forkOf",
-    "copyBelow",
 )
+# Reads follow a chain of forks still copying at most this deep (``fork_reads.MAX_CHAIN``).
+MAX_CHAIN = 6
 
 
 @dataclass
@@ -229,32 +230,49 @@ class FakeDatabase:
             head["forkOf"] = _json_safe(session.fork_of.to_json_dict())
         return head
 
-    def lineage_turns(self, session_id: str) -> dict[int, StoredTurn]:
-        """A session's turns by user seq: its own and, for a fork still copying, the
-        parent's below its copy mark (what the DynamoDB store reads through)."""
-        own = dict(self.turns.get(session_id) or {})
+    def copy_due(self, session_id: str) -> tuple[str, int] | None:
+        """(parent, copy mark) of a fork whose copy is due, deleting or not (as
+        ``fork_reads.copy_state``)."""
         head = self.heads.get(session_id) or {}
-        parent = head.get("copyFrom") if head.get("status") != "deleting" else None
-        if parent is not None:
-            below = int(head.get("copyBelow", 1))
-            inherited = self.turns.get(parent) or {}
+        if head.get("copyFrom") is None:
+            return None
+        return str(head["copyFrom"]), int(head.get("copyBelow", 1))
+
+    def lineage_turns(self, session_id: str, depth: int = 0) -> dict[int, StoredTurn]:
+        """A session's turns by user seq: its own and, for a fork still copying, the
+        parent's below its copy mark, up the chain (what the DynamoDB store reads through)."""
+        own = dict(self.turns.get(session_id) or {})
+        due = self.copy_due(session_id) if depth < MAX_CHAIN else None
+        if due is not None:
+            parent, below = due
+            inherited = self.lineage_turns(parent, depth + 1)
             own |= {seq: t for seq, t in inherited.items() if seq < below and seq not in own}
         return own
 
-    def lineage_digests(self, session_id: str) -> dict[int, StoredDigest]:
+    def lineage_digests(self, session_id: str, depth: int = 0) -> dict[int, StoredDigest]:
         own = dict(self.digests.get(session_id) or {})
-        head = self.heads.get(session_id) or {}
-        if head.get("copyFrom") is not None and head.get("status") != "deleting":
-            below = int(head.get("copyBelow", 1))
-            inherited = self.digests.get(head["copyFrom"]) or {}
+        due = self.copy_due(session_id) if depth < MAX_CHAIN else None
+        if due is not None:
+            parent, below = due
+            inherited = self.lineage_digests(parent, depth + 1)
             own |= {seq: d for seq, d in inherited.items() if seq < below and seq not in own}
         return own
 
+    def lineage_versions(self, session_id: str, depth: int = 0) -> dict[int, SummaryVersion]:
+        """A session's kept summary versions: its own and, for a fork still copying, its
+        parent's up to the newest its marker says it inherited, up the chain."""
+        own = dict(self.kept_versions.get(session_id) or {})
+        due = self.copy_due(session_id) if depth < MAX_CHAIN else None
+        marker = (self.fork_markers.get(due[0]) or {}).get(session_id) if due else None
+        if due is not None and marker is not None:
+            inherited = self.lineage_versions(due[0], depth + 1)
+            own |= {t: v for t, v in inherited.items() if t <= marker[1] and t not in own}
+        return own
+
     def summary_version(self, session_id: str, through: int) -> Summary | None:
-        for sid in (session_id, (self.heads.get(session_id) or {}).get("copyFrom")):
-            found = (self.kept_versions.get(sid or "") or {}).get(through)
-            if found is not None:
-                return _copy(found.summary)
+        found = self.lineage_versions(session_id).get(through)
+        if found is not None:
+            return _copy(found.summary)
         for version in self.summary_versions(session_id):
             if version.summary.through_seq == through:
                 return _copy(version.summary)
@@ -277,29 +295,39 @@ class FakeDatabase:
             )
         return out
 
-    def copy_inherited(self, parent_id: str, fork_id: str) -> CopyOutcome:
-        """Copy what a fork still lacks of its parent (``DynamoForkStore.copy_inherited``)."""
-        due = (self.fork_markers.get(parent_id) or {}).pop(fork_id, None)
+    def copy_inherited(self, parent_id: str, fork_id: str, depth: int = 0) -> CopyOutcome:
+        """Copy what a fork still lacks of its parent (``DynamoForkStore.copy_inherited``):
+        a live parent's own copy first; a deleting fork's own forks first."""
         head = self.heads.get(fork_id)
         if head is None or head["status"] == "deleting":
+            if head is not None and head.get("copyFrom") == parent_id and depth < MAX_CHAIN:
+                for grandchild in list(self.fork_markers.get(fork_id) or {}):
+                    self.copy_inherited(fork_id, grandchild, depth + 1)
+            (self.fork_markers.get(parent_id) or {}).pop(fork_id, None)
             return "gone"
         if head.get("copyFrom") != parent_id:
+            (self.fork_markers.get(parent_id) or {}).pop(fork_id, None)
             return "done"
+        parent = self.heads.get(parent_id) or {}
+        if parent.get("copyFrom") is not None and parent.get("status") != "deleting":
+            self.copy_inherited(parent["copyFrom"], parent_id, depth + 1)
+        due = (self.fork_markers.get(parent_id) or {}).get(fork_id)
         below = int(head.get("copyBelow", 1))
         turns = self.turns.setdefault(fork_id, {})
-        for seq, stored in (self.turns.get(parent_id) or {}).items():
+        for seq, stored in self.lineage_turns(parent_id).items():
             if seq < below:
                 turns[seq] = _copy(stored)
         digests = self.digests.setdefault(fork_id, {})
-        for seq, digest in (self.digests.get(parent_id) or {}).items():
+        for seq, digest in self.lineage_digests(parent_id).items():
             if seq < below:
                 digests[seq] = _copy(digest)
         versions = self.kept_versions.setdefault(fork_id, {})
-        for through, version in (self.kept_versions.get(parent_id) or {}).items():
+        for through, version in self.lineage_versions(parent_id).items():
             if due is not None and through <= due[1]:
                 versions.setdefault(through, _copy(version))
         head.pop("copyFrom", None)
         head.pop("copyBelow", None)
+        (self.fork_markers.get(parent_id) or {}).pop(fork_id, None)
         return "done"
 
     def delete_contents(self, session_id: str) -> int:
@@ -314,6 +342,7 @@ class FakeDatabase:
         self.summary_made_at.pop(session_id, None)
         head = self.heads.get(session_id) or {}
         parent = head.pop("copyFrom", None)
+        head.pop("copyBelow", None)
         if parent is not None:  # a fork still copying owns its marker in the parent
             (self.fork_markers.get(parent) or {}).pop(session_id, None)
         key = head.pop("sessionKey", None)
@@ -690,6 +719,11 @@ class FakeErasureStore(_Port):
     """Receipts, and the steps of erasing a session, as ``DynamoErasureStore`` does them
     (conditional on the claim; counters move with what they count)."""
 
+    def newest_activity(self, session_ids: list[str]) -> str | None:
+        self.db.enter("newest_activity")
+        heads = [self.db.heads.get(session_id) or {} for session_id in session_ids]
+        return max((str(h["lastActiveAt"]) for h in heads if "lastActiveAt" in h), default=None)
+
     def _receipt(self, workspace_id: str, erasure_id: str) -> Erasure | None:
         return self.db.erasures.get((workspace_id, erasure_id))
 
@@ -985,10 +1019,12 @@ class FakeTurnStore(_Port):
 class FakeResponseStore(_Port):
     """Responses as ``DynamoResponseStore`` finds them: by their turn."""
 
-    def find_response(self, ref: ResponseRef) -> StoredResponse | None:
+    def find_response(
+        self, ref: ResponseRef, workspace_id: str | None = None
+    ) -> StoredResponse | None:
         self.db.enter("find_response")
         session = self.db.session(ref.session_id)
-        if session is None:
+        if session is None or workspace_id not in (None, session.workspace_id):
             return None
         turns = self.db.lineage_turns(ref.session_id)
         seq = next(
@@ -1055,12 +1091,13 @@ class FakeForkStore(_Port):
             for source in fork.recall.from_sessions
         ):
             raise RecallSourceGone(f"a session recalled by {parent_id} was deleted")
-        turns = {seq: t for seq, t in (self.db.turns.get(parent_id) or {}).items() if seq < at_seq}
+        lineage = self.db.lineage_turns(parent_id)
+        turns = {seq: t for seq, t in lineage.items() if seq < at_seq}
         copied = sorted(turns)[-copy_turns:] if at_seq else []
         self.db.turns[fork.id] = {seq: _copy(turns[seq]) for seq in copied}
-        digests = self.db.digests.get(parent_id) or {}
+        digests = self.db.lineage_digests(parent_id)
         self.db.digests[fork.id] = {seq: _copy(digests[seq]) for seq in copied if seq in digests}
-        versions = list((self.db.kept_versions.get(parent_id) or {}).values())
+        versions = list(self.db.lineage_versions(parent_id).values())
         candidates = versions + list(self.db.summary_versions(parent_id))
         base = summary_behind(candidates, at_seq)
         older = None
@@ -1085,6 +1122,16 @@ class FakeForkStore(_Port):
     ) -> CopyOutcome:
         self.db.enter("copy_inherited")
         return self.db.copy_inherited(parent_id, fork_id)
+
+    def copies_due(self, session_id: str, most: int) -> int:
+        self.db.enter("copies_due")
+        count, current = 0, session_id
+        while count < most:
+            due = self.db.copy_due(current)
+            if due is None:
+                break
+            count, current = count + 1, due[0]
+        return count
 
 
 class FakeSummaryStore(_Port):

@@ -23,9 +23,10 @@ from tests.support.erasure_jobs import (
     job_record,
     receive_jobs,
     run_erasure_jobs,
+    run_fork_copy_jobs,
 )
 from tests.support.faults import dynamodb_error, inject
-from tests.support.inprocess_api import InProcessApi, new_workspace, seed_history
+from tests.support.inprocess_api import InProcessApi, inprocess_stack, new_workspace, seed_history
 from tests.support.table_scan import every_item, items_naming
 from tests.support.tenants import Tenant, open_session, transcript
 
@@ -117,8 +118,33 @@ def test_creating_a_fork_makes_the_same_requests_whatever_the_parents_length(
     assert requests[100] == requests[1000]
     assert requests[1000]["BatchWriteItem"] == 1  # ten turns and nothing else
     # The older inherited turns are a job's to copy, one job per fork.
-    kinds = [json.loads(job["body"])["kind"] for job in receive_jobs(api)]
-    assert kinds.count("fork_copy") == 2
+    kinds = [json.loads(job["body"])["kind"] for job in receive_jobs(api, "fork_copy")]
+    assert kinds == ["fork_copy", "fork_copy"]
+    assert receive_jobs(api) == []  # none on the erasure queue: forks have their own
+
+
+def test_a_fork_of_a_fork_whose_copy_is_due_does_bounded_work_whatever_its_length(
+    api: InProcessApi, tenant: Tenant, meter: DynamoMeter
+) -> None:
+    requests, grandchildren = {}, {}
+    for messages in (60, 300):
+        child = fork(api, tenant, session_with(api, tenant, messages), messages)["id"]
+        child_turns = stored_turn_seqs(api, child)
+        meter.reset()
+        grandchildren[messages] = fork(api, tenant, child, messages)["id"]
+        requests[messages] = dict(meter.requests)
+        # The child's own copy is still due: the request did not do it.
+        assert stored_turn_seqs(api, child) == child_turns
+        assert stored_turn_seqs(api, grandchildren[messages]) == child_turns
+
+    assert requests[60] == requests[300]
+    assert requests[300]["BatchWriteItem"] == 1  # ten turns and nothing else
+    # Its copy is queued after its parent's: the job finishes both.
+    run_fork_copy_jobs(api)
+    for messages, grandchild in grandchildren.items():
+        assert stored_turn_seqs(api, grandchild) == list(range(1, messages, 2))
+        listed = [m["seq"] for m in transcript(api, tenant, grandchild)]
+        assert listed == list(range(1, min(messages, 100) + 1))  # its first page
 
 
 def test_a_turn_on_a_fork_makes_the_requests_and_reads_of_a_turn_on_any_session(
@@ -147,7 +173,7 @@ def test_the_copy_job_makes_every_inherited_message_the_forks_own(
 ) -> None:
     parent = session_with(api, tenant, 100)
     forked = fork(api, tenant, parent, 60)["id"]
-    [job] = [json_job for json_job in run_erasure_jobs(api) if json_job["kind"] == "fork_copy"]
+    [job] = run_fork_copy_jobs(api)
 
     assert (job["parentId"], job["forkId"]) == (parent, forked)
     assert stored_turn_seqs(api, forked) == list(range(1, 60, 2))
@@ -170,7 +196,8 @@ def test_a_parent_deleted_while_its_forks_copy_is_due_finishes_it_and_leaves_not
     assert [i["sk"]["S"] for i in left] == ["SESSION"]  # a tombstone
     assert [m["content"] for m in transcript(api, tenant, forked)] == before
     assert stored_turn_seqs(api, forked) == list(range(1, 80, 2))
-    run_erasure_jobs(api, sweeps=True)  # the copy job finds nothing left to do
+    run_fork_copy_jobs(api)  # the copy job finds nothing left to do
+    run_erasure_jobs(api, sweeps=True)
     assert [m["content"] for m in transcript(api, tenant, forked)] == before
     assert send(api, tenant, forked, "still there?")["turn"]["userSeq"] == 81
 
@@ -190,7 +217,7 @@ def test_a_copy_cut_short_resumes_and_a_duplicate_delivery_changes_nothing(
     assert stored_turn_seqs(api, forked)[0] == 100 - 2 * CEILING_TURNS - 2 * 2 * 5 + 1
 
     for delivery in (2, 3):  # the redelivery finishes; a duplicate finds it done
-        assert invoke_worker(api, job_record(job.to_body(), delivery))
+        assert invoke_worker(api, job_record(job.to_body(), delivery), "fork_copy")
     assert stored_turn_seqs(api, forked) == list(range(1, 100, 2))
     assert [m["seq"] for m in transcript(api, tenant, forked)] == list(range(1, 101))
 
@@ -202,9 +229,9 @@ def test_a_fork_deleted_while_its_copy_runs_keeps_nothing_once_swept(
     forked = fork(api, tenant, parent, 100)["id"]
     # The copy's first write is in flight when the delete lands.
     heal = deleted_before_the_next(api, tenant, "BatchWriteItem", forked)
-    jobs = [job for job in receive_jobs(api) if '"fork_copy"' in job["body"]]
-    assert invoke_worker(api, jobs[0])
-    ack(api, jobs[0])
+    jobs = receive_jobs(api, "fork_copy")
+    assert invoke_worker(api, jobs[0], "fork_copy")
+    ack(api, jobs[0], "fork_copy")
     heal()
     assert stored_turn_seqs(api, forked)  # the write in flight landed after the deletion
 
@@ -242,6 +269,9 @@ def test_an_erasure_takes_the_end_users_forks_and_forks_of_forks(
     assert (receipt["status"], receipt["sessionsErased"]) == ("done", 3)
     for session_id in (parent, child, grandchild):
         assert api.call("GET", f"/v1/sessions/{session_id}", token=tenant.token).status == 404
+    assert items_naming(conversation_items(api), [parent, child, grandchild]) == []
+    # The copies still queued (the grandchild's was made through its parent) find them gone.
+    assert len(run_fork_copy_jobs(api)) == 2
     assert items_naming(conversation_items(api), [parent, child, grandchild]) == []
 
 
@@ -324,3 +354,26 @@ def test_a_regenerated_answer_on_the_embedded_model_differs_from_its_parents(
     assert again == 'You said: "Tell me a joke". I remember 2 earlier messages.'
     assert len({first, *regenerated}) == 3
     assert all('You said: "Tell me a joke".' in answer for answer in regenerated)
+
+
+def test_forks_count_against_the_workspaces_turn_limit_and_a_refused_one_opens_nothing() -> None:
+    limits = {"WORKSPACE_TURNS_PER_SECOND": "1", "WORKSPACE_TURN_BURST": "3"}
+    with inprocess_stack(limits) as stack:
+        tenant = Tenant(*new_workspace(stack, "metered"))
+        parent = open_session(stack, tenant)
+        seed_history(stack, parent, 4)
+        answers = [
+            stack.call(
+                "POST", f"/v1/sessions/{parent}/forks", token=tenant.token, json_body={"atSeq": 4}
+            )
+            for _ in range(4)
+        ]
+        listed = stack.call(
+            "GET", "/v1/sessions", token=tenant.token, query={"externalRef": "customer-4471"}
+        ).body["sessions"]
+
+    assert [a.status for a in answers] == [201, 201, 201, 429]
+    refused = answers[-1]
+    assert refused.body["error"]["code"] == "rate_limited"
+    assert int({k.lower(): v for k, v in refused.headers.items()}["retry-after"]) >= 1
+    assert len(listed) == 1 + 3  # the parent and the three forks served: nothing more

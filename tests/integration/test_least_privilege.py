@@ -22,7 +22,7 @@ import pytest
 
 from convo_memory.doors.stream import StreamDoor
 from tests.support.aws_calls import AwsCallRecorder, table_arn
-from tests.support.erasure_jobs import run_erasure_jobs
+from tests.support.erasure_jobs import run_erasure_jobs, run_fork_copy_jobs
 from tests.support.inprocess_api import InProcessApi, inprocess_stack, new_workspace
 from tests.support.stack_template import (
     Request,
@@ -47,6 +47,8 @@ FUNCTIONS = (
     "RetentionFunction",
     "ErasuresFunction",
     "EraseEndUserFunction",
+    "ForkSessionFunction",
+    "ForkCopyFunction",
 )
 MODEL_CALLERS = {"PredictFunction", "StreamFunction", "SummarizeFunction"}
 
@@ -191,11 +193,13 @@ def run_every_function(api: InProcessApi, recorder: AwsCallRecorder) -> None:
     call("PATCH", f"/v1/sessions/{session}", 200, json_body={"metadata": {"plan": "pro"}})
     call("DELETE", f"/v1/sessions/{second}", 204)
 
-    # Forks: one whose older messages a job copies, a fork of it (that copy finished
-    # first), what a turn was sent; a parent deleted with its fork's copy still due.
+    # Forks: one whose older messages a job copies, a fork of it (made through it while
+    # that copy is due, its own copy after it), what a turn was sent; a parent deleted
+    # with its fork's copy still due.
     forked = call("POST", f"/v1/sessions/{session}/forks", 201, json_body={"atSeq": 4})["id"]
     call("POST", f"/v1/sessions/{forked}/forks", 201, json_body={"atSeq": 2})
     call("GET", f"/v1/sessions/{forked}/messages", 200)
+    assert run_fork_copy_jobs(api)
     call("GET", f"/v1/sessions/{session}/messages/2/prompt", 200)
     doomed = call("POST", "/v1/sessions", 201, json_body=opened)["id"]
     for text in ("a", "b", "c"):
@@ -322,6 +326,8 @@ def test_the_authorizer_reads_token_items_and_nothing_else(stack: Stack) -> None
         "ModifySessionFunction",
         "ErasuresFunction",
         "EraseEndUserFunction",
+        "ForkSessionFunction",
+        "ForkCopyFunction",
     ],
 )
 def test_functions_that_call_no_model_may_not_invoke_one(stack: Stack, function: str) -> None:

@@ -150,6 +150,7 @@ def test_stateful_tables_survive_stack_deletion_and_replacement() -> None:
         ("SummaryQueue", "SummaryDLQ", 5),
         ("RepairQueue", "RepairDLQ", 20),
         ("ErasureQueue", "ErasureDLQ", 5),
+        ("ForkCopyQueue", "ForkCopyDLQ", 10),
     ],
 )
 def test_work_queues_redrive_to_their_dead_letter_queue_after_their_receives(
@@ -170,6 +171,8 @@ def test_work_queues_redrive_to_their_dead_letter_queue_after_their_receives(
         ("RepairFunction", "RepairQueue", 10),
         # One erasure job per invocation: its time check covers the whole invocation.
         ("EraseEndUserFunction", "ErasureQueue", 1),
+        # Forks' copies: a queue and a worker of their own, apart from erasures.
+        ("ForkCopyFunction", "ForkCopyQueue", 1),
     ],
 )
 def test_each_worker_consumes_its_queue_with_partial_batch_failures(
@@ -204,7 +207,7 @@ def test_creating_the_resources_twice_changes_nothing(
     assert sorted(session.client("dynamodb").list_tables()["TableNames"]) == sorted(
         resources.tables.values()
     )
-    assert len(session.client("sqs").list_queues()["QueueUrls"]) == 6
+    assert len(session.client("sqs").list_queues()["QueueUrls"]) == 8
 
 
 def test_physical_names_carry_the_configured_prefix(session: boto3.session.Session) -> None:
@@ -223,6 +226,8 @@ def test_physical_names_carry_the_configured_prefix(session: boto3.session.Sessi
         "RepairDLQ",
         "ErasureQueue",
         "ErasureDLQ",
+        "ForkCopyQueue",
+        "ForkCopyDLQ",
     }
     assert all(name.startswith("e2e-7-") for name in created.tables.values())
     assert all(url.rsplit("/", 1)[1].startswith("e2e-7-") for url in created.queue_urls.values())
@@ -242,6 +247,7 @@ def test_function_environment_points_at_the_local_resources_with_documented_defa
     assert env["REPAIR_DLQ_URL"] == resources.queue_urls["RepairDLQ"]
     assert env["ERASURE_QUEUE_URL"] == resources.queue_urls["ErasureQueue"]
     assert env["ERASURE_DLQ_URL"] == resources.queue_urls["ErasureDLQ"]
+    assert env["FORK_COPY_QUEUE_URL"] == resources.queue_urls["ForkCopyQueue"]
     assert {name: env[name] for name in DOCUMENTED_DEFAULTS} == DOCUMENTED_DEFAULTS
     assert all(isinstance(value, str) for value in env.values())
 
@@ -278,6 +284,8 @@ def test_functions_point_at_their_code_and_share_one_handler_name() -> None:
         "OpenApiFunction",
         "ErasuresFunction",
         "EraseEndUserFunction",
+        "ForkSessionFunction",
+        "ForkCopyFunction",
     }
     assert specs["CreateSessionFunction"].code_uri == ROOT / "functions" / "create_session"
     assert specs["ReadSessionsFunction"].code_uri == ROOT / "functions" / "read_sessions"
@@ -285,6 +293,8 @@ def test_functions_point_at_their_code_and_share_one_handler_name() -> None:
     assert specs["RepairFunction"].code_uri == ROOT / "functions" / "repair_transcript"
     assert specs["ErasuresFunction"].code_uri == ROOT / "functions" / "erasures"
     assert specs["EraseEndUserFunction"].code_uri == ROOT / "functions" / "erase_end_user"
+    assert specs["ForkSessionFunction"].code_uri == ROOT / "functions" / "fork_session"
+    assert specs["ForkCopyFunction"].code_uri == ROOT / "functions" / "copy_forks"
     # The streaming door runs behind the Lambda Web Adapter: run.sh starts app.py's server.
     stream = specs.pop("StreamFunction")
     assert stream.handler == "run.sh" and (stream.code_uri / "app.py").is_file()
@@ -349,6 +359,8 @@ def test_the_authorizer_can_only_read_token_items_of_the_conversations_table() -
         ("ErasuresFunction", {"ErasureQueue"}),
         ("EraseEndUserFunction", {"ErasureQueue"}),
         ("ModifySessionFunction", {"ErasureQueue"}),
+        ("ForkSessionFunction", {"ForkCopyQueue", "SummaryQueue"}),
+        ("PredictFunction", {"ForkCopyQueue"}),
     ],
 )
 def test_functions_that_enqueue_may_send_to_their_queues(function: str, queues: set[str]) -> None:

@@ -34,6 +34,7 @@ SERVING = (
     "PredictFunction",
     "StreamFunction",
     "StudioFunction",
+    "ForkSessionFunction",
 )
 # CloudFormation's allowed values of AWS::Logs::LogGroup RetentionInDays.
 RETENTION_DAYS = [1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827]
@@ -276,6 +277,8 @@ def test_serving_functions_reserve_concurrency_from_parameters(template: dict[st
         "PredictFunction": 50,
         "StreamFunction": 20,  # the public Function URL's cap
         "StudioFunction": 10,
+        # Forks on copies of their own: a storm of them leaves CreateSession's alone.
+        "ForkSessionFunction": 5,
     }
     chosen = Stack(
         template,
@@ -284,11 +287,17 @@ def test_serving_functions_reserve_concurrency_from_parameters(template: dict[st
             "ApiReservedConcurrency": 0,
             "PredictReservedConcurrency": 0,
             "StreamReservedConcurrency": 3,
+            "ForkReservedConcurrency": 0,
         },
     )
     assert chosen.properties("AuthorizerFunction")["ReservedConcurrentExecutions"] == 7
     assert chosen.properties("StreamFunction")["ReservedConcurrentExecutions"] == 3
-    for name in ("CapabilitiesFunction", "PredictFunction", "StudioFunction"):
+    for name in (
+        "CapabilitiesFunction",
+        "PredictFunction",
+        "StudioFunction",
+        "ForkSessionFunction",
+    ):
         assert "ReservedConcurrentExecutions" not in chosen.properties(name)
 
 

@@ -18,7 +18,7 @@ EXPECTED_ROUTES = {
     ("GET", "/v1/sessions/{sessionId}/messages"): "ReadSessionsFunction",
     ("GET", "/v1/sessions/{sessionId}/context"): "ReadSessionsFunction",
     ("GET", "/v1/sessions/{sessionId}/messages/{seq}/prompt"): "ReadSessionsFunction",
-    ("POST", "/v1/sessions/{sessionId}/forks"): "CreateSessionFunction",
+    ("POST", "/v1/sessions/{sessionId}/forks"): "ForkSessionFunction",
     ("POST", "/v1/capabilities/{capabilityId}/predict"): "PredictFunction",
     ("POST", "/v1/capabilities/{capabilityId}/predict/stream"): "PredictFunction",
     ("POST", "/v1/sessions/{sessionId}/messages"): "PredictFunction",

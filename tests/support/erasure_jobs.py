@@ -1,7 +1,8 @@
 """EraseEndUserFunction's SQS event source for the in-process stack, by hand: what the
 ErasureQueue holds, received, handed to the worker one record per invocation (its
 BatchSize) and deleted when the worker did not report it failed. Delayed messages (the
-sweeps, up to 900 s) can be made visible at once: the test's way of letting time pass."""
+sweeps, up to 900 s) can be made visible at once: the test's way of letting time pass.
+The same for ForkCopyFunction and the ForkCopyQueue (``queue="fork_copy"``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,11 @@ from tests.support.fake_aws import REGION
 from tests.support.inprocess_api import InProcessApi
 
 QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:ErasureQueue"
+# Each queue's URL setting and the function its event source invokes.
+QUEUES = {
+    "erasure": ("erasure_queue_url", "EraseEndUserFunction"),
+    "fork_copy": ("fork_copy_queue_url", "ForkCopyFunction"),
+}
 
 
 def release_delayed(api: InProcessApi) -> int:
@@ -61,11 +67,15 @@ def job_record(body: dict[str, Any], deliveries: int = 1) -> dict[str, Any]:
     }
 
 
-def receive_jobs(api: InProcessApi) -> list[dict[str, Any]]:
-    """Every visible message of the ErasureQueue as a record (they stay in the queue,
-    invisible, until ``ack``)."""
+def _url(api: InProcessApi, queue: str) -> str:
+    return str(getattr(api.container.settings, QUEUES[queue][0]))
+
+
+def receive_jobs(api: InProcessApi, queue: str = "erasure") -> list[dict[str, Any]]:
+    """Every visible message of the ErasureQueue (or ``queue``) as a record (they stay
+    in the queue, invisible, until ``ack``)."""
     sqs = api.container.infrastructure.clients["sqs"]
-    url = api.container.settings.erasure_queue_url
+    url = _url(api, queue)
     records: list[dict[str, Any]] = []
     while True:
         out = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"])
@@ -75,15 +85,14 @@ def receive_jobs(api: InProcessApi) -> list[dict[str, Any]]:
         records += [sqs_record(message) for message in messages]
 
 
-def ack(api: InProcessApi, record: dict[str, Any]) -> None:
+def ack(api: InProcessApi, record: dict[str, Any], queue: str = "erasure") -> None:
     sqs = api.container.infrastructure.clients["sqs"]
-    url = api.container.settings.erasure_queue_url
-    sqs.delete_message(QueueUrl=url, ReceiptHandle=record["receiptHandle"])
+    sqs.delete_message(QueueUrl=_url(api, queue), ReceiptHandle=record["receiptHandle"])
 
 
-def invoke_worker(api: InProcessApi, record: dict[str, Any]) -> bool:
-    """One invocation of the worker with ``record``: whether it succeeded."""
-    result = api.invoke("EraseEndUserFunction", {"Records": [record]})
+def invoke_worker(api: InProcessApi, record: dict[str, Any], queue: str = "erasure") -> bool:
+    """One invocation of the queue's worker with ``record``: whether it succeeded."""
+    result = api.invoke(QUEUES[queue][1], {"Records": [record]})
     return not (result or {}).get("batchItemFailures")
 
 
@@ -101,3 +110,14 @@ def run_erasure_jobs(api: InProcessApi, *, sweeps: bool = False) -> list[dict[st
             assert invoke_worker(api, record), record["body"]
             ack(api, record)
             ran.append(json.loads(record["body"]))
+
+
+def run_fork_copy_jobs(api: InProcessApi) -> list[dict[str, Any]]:
+    """Run ForkCopyFunction on the ForkCopyQueue's jobs until none is left: their bodies."""
+    ran: list[dict[str, Any]] = []
+    while records := receive_jobs(api, "fork_copy"):
+        for record in records:
+            assert invoke_worker(api, record, "fork_copy"), record["body"]
+            ack(api, record, "fork_copy")
+            ran.append(json.loads(record["body"]))
+    return ran

@@ -361,6 +361,32 @@ def test_given_no_tracked_turns_then_the_job_waits_the_turn_budget(app: FakeApp)
     assert 243 in sleeps
 
 
+@pytest.mark.parametrize(
+    ("idle_seconds", "waited"),
+    [
+        (0, 243.0),  # active just now: a turn may still be writing, for the whole budget
+        (3600 + 100, 243 + 5 - 100),  # the mark moves hourly: a turn began in that hour
+        (3600 + 243 + 5, 0.0),  # idle longer than an hour and a turn: nothing in flight
+        (86_400, 0.0),
+    ],
+)
+def test_given_no_tracked_turns_then_the_wait_ends_when_no_turn_can_still_write(
+    app: FakeApp, idle_seconds: float, waited: float
+) -> None:
+    session_id = app.session("cap-gen")
+    app.clock.advance(idle_seconds)  # the session's activity mark is where it was
+    erasure = request(app)
+    sleeps: list[float] = []
+
+    done = waiting_service(app, None, sleeps).run(the_job(app, erasure))
+
+    assert done is not None and done.status == "done" and done.sessions_erased == 1
+    assert not app.db.holds_session(session_id)
+    # After the claims' own settling, the one wait for turns in flight.
+    assert sleeps[-1] == pytest.approx(waited, abs=2.5)
+    assert max(sleeps) <= 243
+
+
 def test_given_an_end_user_without_sessions_then_the_job_waits_for_nothing(
     app: FakeApp,
 ) -> None:

@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 
 from convo_memory.api import SessionCreate
-from convo_memory.domain.errors import SessionNotFound, ValidationFailed
+from convo_memory.domain.errors import RateLimited, SessionNotFound, ValidationFailed
+from convo_memory.domain.forks import COPIES_DUE_RETRY_SECONDS, MAX_COPIES_DUE
 from convo_memory.domain.jobs import ForkCopyJob
 from convo_memory.domain.models import Recall, Session, Summary
+from convo_memory.services.forks import ForkService
 from tests.fakes.adapters import FakeProvider
 from tests.fakes.app import WS, FakeApp, fake_app
 from tests.support.prompts import nonce_blind
@@ -68,7 +70,7 @@ def contents(app: FakeApp, session_id: str) -> list[tuple[int, str]]:
 def copy_jobs(app: FakeApp) -> list[ForkCopyJob]:
     return [
         ForkCopyJob.model_validate(body)
-        for body in app.erasure_queue.bodies
+        for body in app.fork_copy_queue.bodies
         if body.get("kind") == "fork_copy"
     ]
 
@@ -123,7 +125,7 @@ def test_a_point_that_is_not_a_recorded_answer_is_refused_and_nothing_is_stored(
         app.container.forks.fork(WS, parent.id, at_seq)
 
     assert set(app.db.heads) == heads
-    assert app.erasure_queue.bodies == []
+    assert app.fork_copy_queue.bodies == []
 
 
 def test_a_missing_deleted_or_other_workspaces_parent_is_not_found(app: FakeApp) -> None:
@@ -264,10 +266,10 @@ def test_a_fork_holds_what_a_turn_reads_and_a_job_copies_the_rest(app: FakeApp) 
 
 def test_a_copy_not_queued_is_finished_by_the_parents_deletion(app: FakeApp) -> None:
     parent = conversation(app, 4, cap="cap-short")
-    app.erasure_queue.fail_with = RuntimeError("SQS down")
+    app.fork_copy_queue.fail_with = RuntimeError("SQS down")
 
     fork = app.container.forks.fork(WS, parent.id, 8)
-    app.erasure_queue.fail_with = None
+    app.fork_copy_queue.fail_with = None
     app.container.sessions.delete(WS, parent.id)
 
     assert app.metrics.counts["ForkCopyNotQueued"] == 1
@@ -290,15 +292,88 @@ def test_the_copy_job_of_a_deleted_fork_does_nothing(app: FakeApp) -> None:
     assert app.db.fork_markers.get(parent.id) == {}
 
 
-def test_forking_a_fork_whose_copy_is_due_finishes_that_copy_first(app: FakeApp) -> None:
+def test_a_fork_of_a_fork_whose_copy_is_due_is_made_without_that_copy(app: FakeApp) -> None:
     parent = conversation(app, 4, cap="cap-short")
     child = app.container.forks.fork(WS, parent.id, 8)
-    assert app.container.sessions.get(WS, child.id).copying_from == parent.id
+    app.settle()
 
     grandchild = app.container.forks.fork(WS, child.id, 6)
 
+    # Bounded work: the child's copy is still due, nothing but the new fork was copied.
+    assert "copy_inherited" not in app.db.calls
+    assert app.container.sessions.get(WS, child.id).copying_from == parent.id
+    assert sorted(app.db.turns[grandchild.id]) == [5]
+    # Its older messages read through the chain meanwhile, exactly.
+    assert contents(app, grandchild.id) == contents(app, parent.id)[:6]
+    say(app, grandchild.id, "and now?")
+    assert contents(app, grandchild.id)[-2:] == [(7, "and now?"), (8, "answer to and now?")]
+
+
+def test_a_fork_of_a_fork_queues_its_copy_after_its_parents(app: FakeApp) -> None:
+    parent = conversation(app, 4, cap="cap-short")
+    child = app.container.forks.fork(WS, parent.id, 8)
+    grandchild = app.container.forks.fork(WS, child.id, 6)
+    _, second = copy_jobs(app)
+    assert (second.parent_id, second.fork_id) == (child.id, grandchild.id)
+
+    # The grandchild's job runs first: the child's own copy is finished before it.
+    assert app.container.forks.copy(second) == "done"
+
     assert app.container.sessions.get(WS, child.id).copying_from is None
+    assert app.container.sessions.get(WS, grandchild.id).copying_from is None
     assert sorted(app.db.turns[child.id]) == [1, 3, 5, 7]
-    app.container.sessions.delete(WS, child.id)
-    app.container.sessions.delete(WS, parent.id)
-    assert [seq for seq, _ in contents(app, grandchild.id)] == list(range(1, 7))
+    assert sorted(app.db.turns[grandchild.id]) == [1, 3, 5]
+    assert app.db.fork_markers.get(parent.id) == {} and app.db.fork_markers.get(child.id) == {}
+
+
+@pytest.mark.parametrize("deleted_first", ["child", "parent"])
+def test_a_chain_of_copies_due_survives_the_deletion_of_any_session_above(
+    app: FakeApp, deleted_first: str
+) -> None:
+    parent = conversation(app, 4, cap="cap-short")
+    child = app.container.forks.fork(WS, parent.id, 8)
+    grandchild = app.container.forks.fork(WS, child.id, 6)
+    expected = contents(app, parent.id)[:6]
+    order = [child, parent] if deleted_first == "child" else [parent, child]
+
+    for session in order:
+        app.container.sessions.delete(WS, session.id)
+
+    assert contents(app, grandchild.id) == expected
+    assert app.container.sessions.get(WS, grandchild.id).copying_from is None
+    assert not app.db.turns.get(parent.id) and not app.db.turns.get(child.id)
+
+
+def test_a_chain_of_copies_due_too_long_to_read_waits_for_them(app: FakeApp) -> None:
+    session = conversation(app, 4, cap="cap-short")
+    for _ in range(MAX_COPIES_DUE):
+        session = app.container.forks.fork(WS, session.id, 8)
+    heads = set(app.db.heads)
+
+    with pytest.raises(RateLimited) as refused:
+        app.container.forks.fork(WS, session.id, 8)
+
+    assert refused.value.headers() == {"Retry-After": str(COPIES_DUE_RETRY_SECONDS)}
+    assert set(app.db.heads) == heads  # nothing opened
+    app.container.forks.copy(copy_jobs(app)[-1])  # the copies catch up (the chain first)
+    assert app.container.forks.fork(WS, session.id, 8).message_count == 8
+
+
+def test_a_fork_on_its_route_counts_against_the_workspaces_turn_limit(app: FakeApp) -> None:
+    admitted: list[str] = []
+
+    def refuse(workspace_id: str) -> None:
+        admitted.append(workspace_id)
+        raise RateLimited("over the limit", retry_after=3)
+
+    parent = conversation(app, 2)
+    limited = ForkService(
+        app.db.stores.sessions, app.db.stores.forks, app.container.catalog, admit=refuse
+    )
+    heads = set(app.db.heads)
+
+    with pytest.raises(RateLimited):
+        limited.branch(WS, parent.id, 2)
+
+    assert admitted == [WS] and set(app.db.heads) == heads  # refused before anything
+    assert app.container.forks.branch(WS, parent.id, 2).message_count == 2

@@ -142,7 +142,7 @@ def test_a_records_correlation_id_is_read_from_its_attributes() -> None:
 
 def test_a_workers_cold_import_takes_neither_pydantic_nor_powertools_batch() -> None:
     root = Path(__file__).resolve().parents[2]
-    for function in ("summarize", "repair_transcript", "erase_end_user"):
+    for function in ("summarize", "repair_transcript", "erase_end_user", "copy_forks"):
         code = (
             "import sys\n"
             "import app\n"

@@ -394,7 +394,7 @@ def test_the_collaborator_check_sees_a_service_building_another() -> None:
     assert constructed_in_init(tree, {"PausedTurns"}) == ["Turns.__init__ builds PausedTurns"]
 
 
-WORKERS = ("summarize", "repair_transcript", "erase_end_user")
+WORKERS = ("summarize", "repair_transcript", "erase_end_user", "copy_forks")
 
 
 def test_the_worker_handlers_leave_their_queues_to_the_worker_policy() -> None:

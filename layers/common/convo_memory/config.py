@@ -38,6 +38,7 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "repair_queue_url": "REPAIR_QUEUE_URL",
     "repair_function_name": "REPAIR_FUNCTION_NAME",
     "erasure_queue_url": "ERASURE_QUEUE_URL",
+    "fork_copy_queue_url": "FORK_COPY_QUEUE_URL",
     "erasure_max_receive_count": "ERASURE_MAX_RECEIVE_COUNT",
     "erasure_receipt_days": "ERASURE_RECEIPT_DAYS",
     "max_input_chars": "MAX_INPUT_CHARS",
@@ -90,6 +91,9 @@ class Settings(BaseModel):
     # Erasure jobs and the delayed sweeps of deleted and erased sessions; a job reports
     # ``failed`` on its last delivery (the queue's maxReceiveCount).
     erasure_queue_url: str = ""
+    # Fork copies (``ForkCopyJob``), on a queue and a worker of their own: a tenant's
+    # storm of forks delays no one's erasures.
+    fork_copy_queue_url: str = ""
     erasure_max_receive_count: int = Field(default=5, ge=1, le=1000)
     # A finished erasure's receipt (it names the end user) is deleted this long after.
     erasure_receipt_days: float = Field(default=30, ge=1, le=3650)

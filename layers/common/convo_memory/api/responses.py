@@ -50,6 +50,18 @@ def _response_request_schema(schema: dict[str, Any]) -> None:
     properties["safety_identifier"]["description"] = end_user
 
 
+class ResponseTextIn(BaseModel):
+    """``text``: the shape of the answer (``format``; OpenAI's ``verbosity``). Typed, so
+    that ``7``, ``"x"``, ``[]`` or ``true`` are refused naming it (422)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    format: dict[str, Any] | None = Field(
+        default=None, description='The answer\'s format: {"type": "text"} (the default).'
+    )
+    verbosity: Literal["low", "medium", "high"] | None = None
+
+
 class ResponseCreate(BaseModel):
     """``POST /v1/responses`` as OpenAI's SDKs send it. Strict, as the chat door's body:
     a known field of the wrong JSON type is refused (naming it), never coerced. The
@@ -85,6 +97,7 @@ class ResponseCreate(BaseModel):
     )
     safety_identifier: str | None = None
     user: str | None = None
+    text: ResponseTextIn | None = None
 
     @field_validator("max_output_tokens", mode="before")
     @classmethod

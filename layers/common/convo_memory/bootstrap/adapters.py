@@ -44,6 +44,8 @@ class Adapters:
     # Where webhook tools may be called, and how their signing secrets are kept.
     tool_urls: ports.ToolUrlPolicy
     sealer: ports.SecretSealer
+    # New forks' copies of their older inherited messages (``ForkCopyJob``).
+    fork_copy_queue: ports.QueuePort | None = None
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,7 @@ def build_adapters(
         toolbox_for=tools.toolbox,
         tool_urls=tools.policy,
         sealer=tools.sealer,
+        fork_copy_queue=production.sqs_queue(settings.fork_copy_queue_url, clients),
     )
     infrastructure = Infrastructure(
         # The key signs cursors and keys prompt caches: functions that do neither read none.

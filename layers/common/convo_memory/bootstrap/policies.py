@@ -51,4 +51,8 @@ def erasure_policy(settings: Settings) -> ErasurePolicy:
     # A deletion's sweep runs once no write in flight can land: DeletionGraceSeconds
     # (at least 360 s, longer than any function runs) or SQS's longest delay, 900 s.
     delay = min(MAX_QUEUE_DELAY_SECONDS, int(settings.deletion_grace_seconds))
-    return ErasurePolicy(sweep_delay_seconds=delay, turn_budget_seconds=settings.turn_lifetime)
+    return ErasurePolicy(
+        sweep_delay_seconds=delay,
+        turn_budget_seconds=settings.turn_lifetime,
+        activity_granularity_seconds=settings.activity_granularity_seconds,
+    )

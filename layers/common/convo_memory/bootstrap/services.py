@@ -208,15 +208,17 @@ def _erasures(
 def _forks(
     adapters: Adapters, catalog: CapabilityCatalog, trigger: SummaryTrigger, clock: Clock
 ) -> ForkService:
-    """Forks, and the job (on the erasure queue) that copies their older messages in."""
+    """Forks (counted against the workspace's turn limit on their route), and the job
+    (on the fork copy queue) that copies their older messages in."""
     return ForkService(
         adapters.stores.sessions,
         adapters.stores.forks,
         catalog,
         clock,
-        copy_queue=adapters.erasure_queue,
+        copy_queue=adapters.fork_copy_queue,
         summarize=trigger.after_fork,
         metrics=adapters.metrics,
+        admit=adapters.turn_limiter.admit,
     )
 
 

@@ -20,6 +20,13 @@ from collections.abc import Iterable
 from convo_memory.domain.errors import ValidationFailed
 from convo_memory.domain.summary_plan import SummaryVersion
 
+# A fork may be made of a fork whose copy is still due, and so on: reads of inherited
+# messages go up that chain (one head read and one Query a level), so a chain of this
+# many copies due refuses the next fork (429) until the copies, a few seconds' work on
+# their own queue, have caught up.
+MAX_COPIES_DUE = 4
+COPIES_DUE_RETRY_SECONDS = 2
+
 
 def check_fork_point(at_seq: int, message_count: int) -> None:
     """``atSeq`` must be 0 or the seq of a recorded answer of the parent (even, at most

@@ -173,5 +173,6 @@ class ForkCopyJob(JobModel):
     fork_id: str = Field(min_length=1)
 
 
-# What the erasure queue carries: the data-lifecycle jobs (erasures, sweeps, fork copies).
+# What the erasure queue carries: erasures and sweeps (and fork copies queued there
+# before forks had a queue of their own, ForkCopyQueue, which the deployment drains).
 ErasureWork = Annotated[ErasureJob | SweepJob | ForkCopyJob, Field(discriminator="kind")]

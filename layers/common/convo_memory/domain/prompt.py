@@ -9,8 +9,9 @@ changes nothing before its own messages.
 The summary, the recall and the digests are derived from what users and tools said, so
 they are presented as data inside a fence whose markers carry the session's nonce
 (generated once when the session is created, never shown by the API). Every copy of the
-nonce inside data, and inside the replayed messages and the input, is removed, so no text
-that reaches the model but the service's own can close a fence or open one.
+nonce inside data, and inside the replayed messages and the input, is broken, in any case,
+width or split form (``fence_marks``), so no text that reaches the model but the
+service's own can close a fence or open one.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from convo_memory.domain.fence_marks import without_nonce
 from convo_memory.domain.generation import (
     NO_OPTIONS,
     GenerationOptions,
@@ -113,9 +115,9 @@ def fence(kind: str, body: str, nonce: str, attrs: Mapping[str, object] | None =
 
 
 def _without(nonce: str, text: str) -> str:
-    while nonce in text:  # removing one copy can splice together another
-        text = text.replace(nonce, "")
-    return text
+    """``text`` with the nonce broken wherever it occurs, in any case, width or split
+    form (``fence_marks``), so no data can close a fence or open one."""
+    return without_nonce(text, nonce)
 
 
 def _attribute_value(value: object, nonce: str) -> str:

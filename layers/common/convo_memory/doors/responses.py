@@ -74,6 +74,8 @@ TEXT_PARTS = frozenset({"input_text", "output_text", "text"})
 MEDIA_PARTS = frozenset({"input_image", "input_file", "input_audio"})
 # Items an SDK resends that carry no text for the model: skipped.
 SKIPPED_ITEMS = frozenset({"reasoning", "item_reference"})
+# The longest call_id an app may send back (the service mints ones of at most 40).
+MAX_CALL_ID_CHARS = 256
 
 
 @dataclass(frozen=True)
@@ -351,22 +353,23 @@ def _item(entry: Mapping[str, Any], where: str) -> InputItem:
         kind = "message"
     if kind == "message":
         role = entry.get("role")
-        if role not in MESSAGE_ROLES:
+        if not isinstance(role, str) or role not in MESSAGE_ROLES:
             raise invalid(f"{where}.role", "must be user, assistant, system or developer")
-        return InputItem("message", where, str(role), message_text(entry.get("content"), where))
+        return InputItem("message", where, role, message_text(entry.get("content"), where))
     if kind == "function_call":
         call_id, name = _call_id(entry, where), entry.get("name")
         if not isinstance(name, str) or not name:
             raise invalid(f"{where}.name", "is required on a function_call item")
-        arguments = entry.get("arguments")
-        text = arguments if isinstance(arguments, str) else ""
-        return InputItem("function_call", where, call_id=call_id, name=name, text=text)
+        arguments = entry.get("arguments", "")
+        if not isinstance(arguments, str):
+            raise invalid(f"{where}.arguments", "must be a string: the call's arguments as JSON")
+        return InputItem("function_call", where, call_id=call_id, name=name, text=arguments)
     if kind == "function_call_output":
         output = entry.get("output")
         text = output if isinstance(output, str) else message_text(output, f"{where}.output")
         return InputItem("function_call_output", where, call_id=_call_id(entry, where), text=text)
-    if kind in SKIPPED_ITEMS:
-        return InputItem(str(kind), where)
+    if isinstance(kind, str) and kind in SKIPPED_ITEMS:
+        return InputItem(kind, where)
     raise invalid(
         f"{where}.type",
         "is not supported: this service takes message, function_call and "
@@ -376,8 +379,13 @@ def _item(entry: Mapping[str, Any], where: str) -> InputItem:
 
 def _call_id(entry: Mapping[str, Any], where: str) -> str:
     call_id = entry.get("call_id")
-    if not isinstance(call_id, str) or not 1 <= len(call_id) <= 256:
-        raise invalid(f"{where}.call_id", "is required: the id of the call it answers")
+    if not isinstance(call_id, str) or not call_id:
+        raise invalid(f"{where}.call_id", "is required: the id of the call, a string")
+    if len(call_id) > MAX_CALL_ID_CHARS:
+        raise invalid(
+            f"{where}.call_id",
+            f"is {len(call_id)} characters long; a call id has at most {MAX_CALL_ID_CHARS}",
+        )
     return call_id
 
 
@@ -390,13 +398,15 @@ def message_text(content: Any, where: str) -> str:
         raise invalid(f"{where}.content", "must be a string or a list of text parts")
     texts = []
     for index, part in enumerate(content):
+        # Any JSON may arrive here: only a part that is an object with a string type is one.
         kind = part.get("type") if isinstance(part, dict) else None
+        kind = kind if isinstance(kind, str) else None
         if kind in MEDIA_PARTS:
             raise invalid(
                 f"{where}.content.{index}",
                 f"is not supported ({kind}): this service answers text, from text",
             )
-        text = part.get("refusal") if kind == "refusal" else (part or {}).get("text")
+        text = part.get("refusal" if kind == "refusal" else "text") if kind else None
         if not (kind in TEXT_PARTS or kind == "refusal") or not isinstance(text, str):
             raise invalid(f"{where}.content.{index}", "must be a text part (input_text)")
         texts.append(text)
@@ -420,8 +430,6 @@ def _refuse_unsupported(request: ResponseCreate) -> None:
                 f"is not supported ({kind}): built-in tools do not run here; offer function "
                 "tools, which your app runs",
             )
-    text_format = (
-        (extra.get("text") or {}).get("format") if isinstance(extra.get("text"), dict) else None
-    )
-    if isinstance(text_format, dict) and text_format.get("type") not in (None, "text"):
+    text_format = request.text.format if request.text is not None else None
+    if text_format is not None and text_format.get("type") not in (None, "text"):
         raise invalid("text.format", "is not supported: answers are text")

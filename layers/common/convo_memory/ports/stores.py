@@ -231,10 +231,10 @@ class ForkStore(Protocol):
         and the newest summary version that ends at or before atSeq (with the version
         before it as the summary's earlier one when ``keep_earlier_summary``). True when
         older inherited turns or summary versions remain to copy (``copy_inherited``).
-        The parent must hold its own inherited messages (no copy of its own due).
-        Raises ``SessionNotFound`` when the parent was deleted meanwhile and
-        ``RecallSourceGone`` as ``SessionStore.create_session`` does; nothing is left
-        stored then."""
+        The parent may itself be a fork whose copy is due (what it lacks is read
+        through its own parent). Raises ``SessionNotFound`` when the parent was deleted
+        meanwhile and ``RecallSourceGone`` as ``SessionStore.create_session`` does;
+        nothing is left stored then."""
         ...
 
     def copy_inherited(
@@ -242,7 +242,13 @@ class ForkStore(Protocol):
     ) -> CopyOutcome:
         """Copy what fork ``fork_id`` still lacks of parent ``parent_id``: ``done``
         (also when nothing was due), ``partial`` (stopped for lack of time, resumes from
-        where it stopped), ``gone`` (the fork was deleted: nothing more to copy)."""
+        where it stopped), ``gone`` (the fork was deleted: nothing more to copy).
+        A parent whose own copy is still due finishes it first."""
+        ...
+
+    def copies_due(self, session_id: str, most: int) -> int:
+        """How many sessions, from ``session_id`` up its chain of parents, still have
+        a copy due (``session_id`` included), counting at most ``most``."""
         ...
 
 
@@ -324,6 +330,11 @@ class ErasureStore(Protocol):
         False: gone, another end user's, or being deleted or erased by someone else."""
         ...
 
+    def newest_activity(self, session_ids: list[str]) -> str | None:
+        """The newest activity mark (``lastActiveAt``) among these sessions' heads, claimed
+        or not; None when none of them has a head any more."""
+        ...
+
     def session_runs(self, session_id: str) -> list[str]:
         """The run ids of the session's agent turns: those its turns name, and those of
         turns that failed (and so are in no transcript)."""
@@ -361,10 +372,14 @@ class ErasureStore(Protocol):
 class ResponseStore(Protocol):
     """(v4) Stored responses: each is its turn (no item of its own)."""
 
-    def find_response(self, ref: ResponseRef) -> StoredResponse | None:
+    def find_response(
+        self, ref: ResponseRef, workspace_id: str | None = None
+    ) -> StoredResponse | None:
         """The response ``ref`` names, with its session's head, its turn and the turn
         before it, in one read (a turn a racing one pushed further on is looked for
-        there); None when there is none (a missing or deleted session or turn)."""
+        there); None when there is none (a missing or deleted session or turn) and, given
+        ``workspace_id``, when the session is another workspace's, known from that one
+        read: nothing more is read for it."""
         ...
 
     def mark_deleted(self, ref: ResponseRef, user_seq: int) -> bool:

@@ -151,8 +151,8 @@ class ConversationService:
             if state.newest_response_deleted:
                 raise _no_response(ref)
             return None
-        found = self._responses.find_response(ref)
-        if found is None or found.deleted or found.session.workspace_id != workspace_id:
+        found = self._responses.find_response(ref, workspace_id)
+        if found is None or found.deleted:
             raise _no_response(ref)
         if continues:
             return None

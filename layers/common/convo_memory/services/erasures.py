@@ -76,6 +76,12 @@ class ErasurePolicy:
     in_flight_poll_seconds: float = 1.0
     # The longest a turn can run and write: waited out when turns in flight are unknown.
     turn_budget_seconds: float = 243.0
+    # How often a turn moves a head's activity mark at most (ActivityGranularitySeconds):
+    # without the slow-turn set, no turn that read an end user's sessions is still in
+    # flight once their newest mark is older than this plus the turn budget.
+    activity_granularity_seconds: float = 3600.0
+    # Clocks of different containers may differ by this much.
+    clock_slack_seconds: float = 5.0
 
 
 class ErasureIncomplete(RuntimeError):
@@ -170,8 +176,9 @@ class ErasureService:
             self._metrics.count("ErasuresInFlight", 1)  # redriven from the DLQ
         erasure = before.model_copy(update={"status": "running", "finished_at": None})
         try:
-            if self._claim_all(erasure):
-                self._wait_for_turns_in_flight(erasure, time_left)
+            claimed = self._claim_all(erasure)
+            if claimed:
+                self._wait_for_turns_in_flight(erasure, claimed, time_left)
             self._erase_all(erasure, time_left)
             # The last sweep lists the end user once more, when writes in flight are over.
             send_job(
@@ -235,10 +242,11 @@ class ErasureService:
 
     # -- the steps ----------------------------------------------------------------------
 
-    def _claim_all(self, erasure: Erasure) -> bool:
+    def _claim_all(self, erasure: Erasure) -> list[str]:
         """Claim every session of the end user, the ones the index shows late included
         (it has settled by ``index_settle_seconds`` after the request), and let a second
-        and a half pass since the last claim: whether there is any session to erase."""
+        and a half pass since the last claim: the sessions to erase (none: nothing to
+        wait for)."""
         policy = self._policy
         listed = self._listed(erasure)
         claimed_at = self._clock()
@@ -249,7 +257,7 @@ class ErasureService:
         late = self._listed(erasure)
         if any(session.live for session in late):
             self._sleep(policy.in_flight_settle_seconds)
-        return bool(listed or late)
+        return list(dict.fromkeys(session.session_id for session in [*listed, *late]))
 
     def _listed(self, erasure: Erasure) -> list[SessionOfEndUser]:
         """The end user's sessions, the live ones among them claimed now."""
@@ -260,15 +268,16 @@ class ErasureService:
         return listed
 
     def _wait_for_turns_in_flight(
-        self, erasure: Erasure, time_left: Callable[[], float] | None
+        self, erasure: Erasure, sessions: list[str], time_left: Callable[[], float] | None
     ) -> None:
         """Wait until the workspace's slow turns now in flight have ended (or expired):
         among them is every turn that read one of the sessions before its claim. Without
-        that set, wait the longest a turn can run."""
+        that set (the cap off), wait as long as a turn that read them can still write
+        (``_untracked_wait``)."""
         tracker, policy = self._turns_in_flight, self._policy
         seen = tracker(erasure.workspace_id) if tracker is not None else None
         if tracker is None or seen is None:
-            self._sleep(policy.turn_budget_seconds)
+            self._sleep(self._untracked_wait(sessions))
             return
         while seen:
             if time_left is not None and time_left() < policy.min_seconds_left:
@@ -276,6 +285,22 @@ class ErasureService:
             self._sleep(policy.in_flight_poll_seconds)
             now, current = self._clock(), tracker(erasure.workspace_id) or {}
             seen = {turn: ends for turn, ends in seen.items() if turn in current and ends > now}
+
+    def _untracked_wait(self, sessions: list[str]) -> float:
+        """How long a turn that read one of ``sessions`` may still write, found without
+        the slow-turn set. A turn moves its session's activity mark (conditional on the
+        session being active, so after a claim it is refused) whenever the mark is a
+        granularity old; so a turn still in flight started less than a granularity after
+        the newest mark the claimed heads hold, and ends by then plus the turn budget.
+        An end user idle that long is erased at once; one active lately waits at most
+        the turn budget."""
+        policy = self._policy
+        newest = self._store.newest_activity(sessions)
+        if newest is None:
+            return 0.0  # no head left to read: no turn can be writing to one
+        ends = parse_iso(newest) + policy.activity_granularity_seconds + policy.turn_budget_seconds
+        left = ends + policy.clock_slack_seconds - self._clock()
+        return min(policy.turn_budget_seconds, max(0.0, left))
 
     def _erase_all(self, erasure: Erasure, time_left: Callable[[], float] | None) -> int:
         """List and erase until a listing gives nothing more to erase: how many sessions

@@ -6,8 +6,14 @@ A fork is a session like any other: the parent's workspace, capability, end user
 principal and recall (never taken anew: the parent's own later turns would be in it),
 its metadata unless the request gives some, and its own fence nonce; no app key. Its
 history is the parent's messages up to ``atSeq``; what a turn on it reads is copied when
-it is created, the rest by a ``ForkCopyJob`` on the erasure queue (and, failing that,
-when the parent is deleted, purged or erased: see ``ports.ForkStore``).
+it is created (a bounded copy, whatever the parent's own copy state), the rest by a
+``ForkCopyJob`` on the fork copy queue, which runs on capacity of its own (and, failing
+that, when the parent is deleted, purged or erased: see ``ports.ForkStore``). A fork of
+a fork whose copy is still due queues its own copy after its parent's; a chain of more
+than ``MAX_COPIES_DUE`` such forks waits for the copies (429).
+
+A fork asked for on its route counts against the workspace's turn limit as a turn does
+(``branch``); one opened inside a turn (the Responses door's) is that turn's.
 """
 
 from __future__ import annotations
@@ -17,8 +23,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from convo_memory.domain.errors import RecallSourceGone, SessionNotFound
-from convo_memory.domain.forks import check_fork_point, turns_copied_at_creation
+from convo_memory.domain.errors import RateLimited, RecallSourceGone, SessionNotFound
+from convo_memory.domain.forks import (
+    COPIES_DUE_RETRY_SECONDS,
+    MAX_COPIES_DUE,
+    check_fork_point,
+    turns_copied_at_creation,
+)
 from convo_memory.domain.ids import new_id
 from convo_memory.domain.jobs import ForkCopyJob
 from convo_memory.domain.models import ForkPoint, Session, iso_at
@@ -51,6 +62,7 @@ class ForkService:
         copy_queue: QueuePort | None = None,
         summarize: Callable[[str, str], object] | None = None,
         metrics: MetricsPort | None = None,
+        admit: Callable[[str], None] | None = None,
     ) -> None:
         self._sessions = sessions
         self._forks = forks
@@ -60,6 +72,22 @@ class ForkService:
         # Told (workspace, fork): a summary run for the new fork (it decides if one is due).
         self._summarize = summarize
         self._metrics = metrics or NullMetrics()
+        # The workspace's turn limit (``TurnLimiter.admit``): RateLimited over it.
+        self._admit = admit
+
+    def branch(
+        self,
+        workspace_id: str,
+        session_id: str,
+        at_seq: int,
+        metadata: dict[str, Any] | None = None,
+    ) -> Session:
+        """``POST /v1/sessions/{id}/forks``: a fork (``fork``) that counts against the
+        workspace's turn limit as a turn does, refused (429) over it before anything is
+        read or written."""
+        if self._admit is not None:
+            self._admit(workspace_id)
+        return self.fork(workspace_id, session_id, at_seq, metadata)
 
     def fork(
         self,
@@ -77,9 +105,7 @@ class ForkService:
         check_fork_point(at_seq, parent.message_count)
         policy = self._catalog.replay_policy_of(workspace_id, parent.capability_id)
         if parent.copying_from is not None:
-            # A fork of a fork: the parent first holds all it inherited, so the new
-            # fork's copy reads one partition that has every message it needs.
-            self._forks.copy_inherited(parent.copying_from, parent.id)
+            self._refuse_a_long_chain(parent.id)
         now = iso_at(self._clock())
         # The parent's workspace, capability, end user, principal and recall; its own rest.
         fork = parent.model_copy(
@@ -121,9 +147,21 @@ class ForkService:
             raise ForkCopyIncomplete(f"fork {job.fork_id}: out of time, the copy resumes")
         return outcome
 
+    def _refuse_a_long_chain(self, parent_id: str) -> None:
+        """A fork of a fork whose copy is due is created from what a read through the
+        parent finds, its own copy queued after the parent's. Reads go up a chain of such
+        forks, so a long one waits for the copies (a few seconds): 429."""
+        if self._forks.copies_due(parent_id, MAX_COPIES_DUE) >= MAX_COPIES_DUE:
+            self._metrics.count("ForksRefusedForCopies")
+            raise RateLimited(
+                "this conversation's earlier forks are still being copied; retry in a moment",
+                retry_after=COPIES_DUE_RETRY_SECONDS,
+            )
+
     def _queue_copy(self, job: ForkCopyJob) -> None:
         """Best effort: a copy not queued is finished when the parent is deleted, purged
-        or erased, or when the fork is forked; the fork reads through its parent till then."""
+        or erased, or by the copy job of a fork of this fork; the fork reads through its
+        parent till then."""
         if self._copy_queue is None:
             return
         try:

@@ -22,10 +22,9 @@ class ResponseService:
         paused one (its turn is recorded, as the response that continued it, once it
         ends)."""
         ref = ResponseRef.parse(response_id)
-        found = self._responses.find_response(ref) if ref is not None else None
+        # Scoped to the workspace: another's is known from the first read, and read no more.
+        found = self._responses.find_response(ref, workspace_id) if ref is not None else None
         if found is None or found.deleted or found.pause:
-            raise ResponseNotFound(f"response {response_id!r} not found")
-        if found.session.workspace_id != workspace_id:
             raise ResponseNotFound(f"response {response_id!r} not found")
         return found
 

@@ -57,11 +57,15 @@ class SessionKeys:
         session_key: str,
         owner: SessionOwner,
         history: History = tuple,
-    ) -> str:
+        *,
+        opens: bool = True,
+    ) -> str | None:
         """The id of the key's session: remembered, read, or opened now (``owner``'s
         externalRef and principal, ``history()`` its first turns: the app's messages before
         its input, imported by the call that opens it and only then read, so later calls
-        ignore them). Whether ``owner`` may use it is the turn's check."""
+        ignore them); with ``opens`` False, None when the key has no session (a call that
+        can only be refused opens nothing). Whether ``owner`` may use it is the turn's
+        check."""
         capability = self._catalog.get(workspace_id, capability_id)  # 404 first
         if not capability.conversational:
             raise CapabilityNotConversational.of(capability.id)
@@ -70,7 +74,9 @@ class SessionKeys:
         if known is not None:
             return known
         found = self._store.session_for_key(*claim)
-        return self._remember(claim, found) if found else self._open(claim, owner, history)
+        if found:
+            return self._remember(claim, found)
+        return self._open(claim, owner, history) if opens else None
 
     def reopen(
         self,
@@ -80,9 +86,12 @@ class SessionKeys:
         owner: SessionOwner,
         gone: str,
         history: History = tuple,
-    ) -> str:
+        *,
+        opens: bool = True,
+    ) -> str | None:
         """The key's session after its session ``gone`` turned out deleted: the key is
-        released (if it still names ``gone``) and opens a new session."""
+        released (if it still names ``gone``) and opens a new session (with ``opens``
+        False, None instead)."""
         claim = (workspace_id, capability_id, session_key)
         self._known.pop(claim, None)
         found = self._store.session_for_key(*claim)
@@ -90,7 +99,7 @@ class SessionKeys:
             return self._remember(claim, found)
         if found == gone:
             self._store.release_session_key(*claim, gone)
-        return self._open(claim, owner, history)
+        return self._open(claim, owner, history) if opens else None
 
     def _open(self, claim: tuple[str, str, str], owner: SessionOwner, history: History) -> str:
         workspace_id, capability_id, session_key = claim

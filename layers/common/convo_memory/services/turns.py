@@ -22,6 +22,7 @@ from dataclasses import replace
 from functools import partial
 
 from convo_memory.domain.errors import (
+    CapabilityNotConversational,
     SessionNotFound,
     ToolCallsMismatch,
 )
@@ -73,6 +74,7 @@ from convo_memory.services.turn_steps import (
 
 logger = logging.getLogger(__name__)
 PAUSE_ENDED_FIRST = "another request continued or ended this paused turn first"
+NO_PAUSE = "this conversation has no turn waiting for tool results"
 
 
 class TurnService:
@@ -128,10 +130,14 @@ class TurnService:
         # Before anything is looked up or opened: a refused first call on a key opens nothing.
         check_turn_input(self._policy, command)
         conversation = command.conversation
-        if isinstance(conversation, SessionByKey):
-            return self._keyed(turn, conversation)
         if conversation is None:
             return serve_stateless(self._catalog, self._answerer, turn)
+        if command.capability_id is not None:
+            # A refused request opens, binds or forks nothing: what the request alone
+            # refuses comes before any conversation is found, opened or bound.
+            self._check_before_opening(turn)
+        if isinstance(conversation, SessionByKey):
+            return self._keyed(turn, conversation)
         if isinstance(conversation, SessionByResponse):
             return self._after_response(turn, conversation)
         if isinstance(conversation, NewConversation):
@@ -158,27 +164,43 @@ class TurnService:
     def _keyed(self, turn: TurnInFlight, by_key: SessionByKey) -> TurnResult:
         """A turn of the session of an app's key. A key whose session was deleted
         meanwhile opens a new one (refused before the model was called: nothing was paid
-        or recorded)."""
+        or recorded). A refused call opens nothing: tool results for a key without a
+        session answer no pause (409), and what the request alone refuses (422) is
+        refused before a session is opened."""
         workspace_id, capability_id = turn.workspace_id, turn.command.capability_id
         assert capability_id is not None  # a key belongs to a capability
         continues = continues_a_pause(turn.command)
         history = partial(self._conversations.records, by_key.history)
-        session_id = self._keys.resolve(
-            workspace_id, capability_id, by_key.key, by_key.owner, history
+        key, owner = by_key.key, by_key.owner
+        found = self._keys.resolve(
+            workspace_id, capability_id, key, owner, history, opens=not continues
         )
         for attempt in range(2):
+            if found is None:
+                raise ToolCallsMismatch(NO_PAUSE)
             try:
                 capability, state = self._states.session_turn(
-                    workspace_id, capability_id, session_id, by_key.owner, continues
+                    workspace_id, capability_id, found, owner, continues
                 )
                 return self._converse(turn, capability, state)
             except SessionNotFound:
                 if attempt:
                     raise
-                session_id = self._keys.reopen(
-                    workspace_id, capability_id, by_key.key, by_key.owner, session_id, history
+                found = self._keys.reopen(
+                    workspace_id, capability_id, key, owner, found, history, opens=not continues
                 )
         raise AssertionError("unreachable")
+
+    def _check_before_opening(self, turn: TurnInFlight) -> None:
+        """What the request alone refuses (an unknown or classic capability, options or
+        tools its model cannot take), before a conversation is opened, bound (a
+        conversation's first response binds it) or forked for it."""
+        command = turn.command
+        assert command.capability_id is not None
+        capability = self._catalog.get(turn.workspace_id, command.capability_id)
+        if not capability.conversational:
+            raise CapabilityNotConversational.of(capability.id)
+        self._answerer.check(capability, command.options, command.app_tools)
 
     def _after_response(self, turn: TurnInFlight, after: SessionByResponse) -> TurnResult:
         """A turn after a stored response: in its session when it is the newest there (or

@@ -19,7 +19,8 @@ retries it. What happens to it is each worker's choice:
   ``RepairJobsMalformed``): it may hold a turn an operator can still read, so it goes
   through its retries into RepairDLQ (kept 14 days, alarmed) rather than away;
 - an erasure job is **failed** too (``ErasureJobsMalformed``): into ErasureDLQ, alarmed,
-  where an operator sees what it was.
+  where an operator sees what it was; so is a fork copy job (``ForkCopyJobsMalformed``,
+  into ForkCopyDLQ).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 BODY_LOG_CHARS = 200
 # Which record model a worker's batch parses (``convo_memory.workers.records``, imported on
 # the first batch: a cold start imports neither pydantic nor the job models).
-JobKind = Literal["summary", "repair", "erasure"]
+JobKind = Literal["summary", "repair", "erasure", "fork_copy"]
 
 
 def record_model(kind: JobKind) -> type[SqsJobRecord[Any]]:
@@ -48,6 +49,7 @@ def record_model(kind: JobKind) -> type[SqsJobRecord[Any]]:
         "summary": job_records.SummaryJobRecord,
         "repair": job_records.RepairJobRecord,
         "erasure": job_records.ErasureJobRecord,
+        "fork_copy": job_records.ForkCopyJobRecord,
     }
     return models[kind]
 
@@ -168,6 +170,19 @@ def fail_malformed_repair_job(count: Callable[[str], None]) -> Callable[[Any, An
     return fail
 
 
+def fail_malformed_fork_copy_job(count: Callable[[str], None]) -> Callable[[Any, Any], bool]:
+    def fail(record: Any, error: ValidationError) -> bool:
+        message_id, body = _raw(record)
+        logger.error(
+            "a fork copy job that is no ForkCopyJob: failed, on to ForkCopyDLQ",
+            extra={"messageId": message_id, "body": body, "problems": error.error_count()},
+        )
+        count("ForkCopyJobsMalformed")
+        return False
+
+    return fail
+
+
 def fail_malformed_erasure_job(count: Callable[[str], None]) -> Callable[[Any, Any], bool]:
     def fail(record: Any, error: ValidationError) -> bool:
         message_id, body = _raw(record)
@@ -186,6 +201,7 @@ __all__ = [
     "PartialItemFailureResponse",
     "drop_malformed_summary_job",
     "fail_malformed_erasure_job",
+    "fail_malformed_fork_copy_job",
     "fail_malformed_repair_job",
     "receive_count",
 ]

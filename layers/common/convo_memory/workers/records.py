@@ -8,7 +8,7 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, Json
 
-from convo_memory.domain.jobs import ErasureWork, RepairJob, SummaryJob
+from convo_memory.domain.jobs import ErasureWork, ForkCopyJob, RepairJob, SummaryJob
 
 Job = TypeVar("Job")
 
@@ -46,4 +46,8 @@ class RepairJobRecord(SqsJobRecord[Json[RepairJob]]):
 
 
 class ErasureJobRecord(SqsJobRecord[Json[ErasureWork]]):
+    pass
+
+
+class ForkCopyJobRecord(SqsJobRecord[Json[ForkCopyJob]]):
     pass

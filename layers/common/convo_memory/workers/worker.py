@@ -70,6 +70,7 @@ QUEUE_OF: dict[JobKind, str] = {
     "summary": "summary_queue",
     "repair": "repair_queue",
     "erasure": "erasure_queue",
+    "fork_copy": "fork_copy_queue",
 }
 
 

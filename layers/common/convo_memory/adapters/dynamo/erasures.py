@@ -34,6 +34,7 @@ from convo_memory.domain.models import parse_iso
 
 # A claimed head keeps its index keys (so the job can list it again) and nothing personal
 # the job does not need: the externalRef stays for the claim's condition.
+_MARK = "lastActiveAt"
 _CLAIM_REMOVES = ("principal", "metadata", "recall", "gsi2pk", "gsi2sk")
 
 
@@ -212,6 +213,15 @@ class DynamoErasureStore:
             },
         )
         return claimed
+
+    def newest_activity(self, session_ids: list[str]) -> str | None:
+        # One small read a head (only when the slow-turn set is off: see ErasureService).
+        marks = []
+        for session_id in session_ids:
+            head = self._table.get(items.head_key(session_id), ProjectionExpression=_MARK)
+            if head is not None and _MARK in head:
+                marks.append(str(head[_MARK]["S"]))
+        return max(marks, default=None)
 
     def session_runs(self, session_id: str) -> list[str]:
         runs = {item["r"]["S"] for item in session_items(self._table, session_id) if "r" in item}

@@ -21,22 +21,33 @@ fork point; then it removes the head's copy attributes and the marker. Every wri
 copy of the same item, so two copiers (a redelivered job, the parent's deletion) agree.
 
 **Until then** reads of inherited messages below ``copyBelow`` go to the parent
-(``turn_items``). The parent never deletes a message a copy still needs: every path that
-empties a partition (a deletion, a purge, an erasure, a sweep) first finishes the copies
-its markers name (``hand_over_to_forks``), for forks still alive. So a message missing
-from both the fork and the parent has been copied into the fork meanwhile: it is read
-again there. Forking a fork whose own copy is due first finishes that copy (the
-service does), so a copy's source always holds the whole range it copies from.
+(``fork_reads.turn_items``). A fork may be made of a fork whose own copy is still due:
+it is created from what a read through its parent finds, and its copy job first lets
+the parent's own copy finish (``copy_inherited`` goes up the chain first), so its copy
+comes after its parent's; reads go up the chain meanwhile (bounded: ``copies_due``).
+The parent never deletes a message a copy still needs: every path that empties a
+partition (a deletion, a purge, an erasure, a sweep) first finishes the copies its
+markers name (``hand_over_to_forks``), for forks still alive, and for a fork being
+deleted those of its own forks (which read through it into this partition). So a
+message missing from both the fork and the parent has been copied into the fork
+meanwhile: it is read again there.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from convo_memory.adapters.dynamo import items, summary_items
-from convo_memory.adapters.dynamo.fork_reads import copy_from, copy_mark, fork_head, turn_range
+from convo_memory.adapters.dynamo.fork_reads import (
+    MAX_CHAIN,
+    copy_from,
+    copy_mark,
+    copy_state,
+    fork_head,
+    summary_versions_through,
+    turn_items,
+)
 from convo_memory.adapters.dynamo.table import DynamoTable, Item, number_value, string_value
 from convo_memory.domain.errors import (
     RecallSourceGone,
@@ -78,6 +89,17 @@ class DynamoForkStore:
     ) -> CopyOutcome:
         return copy_inherited(self._table, parent_id, fork_id, time_left)
 
+    def copies_due(self, session_id: str, most: int) -> int:
+        """How many sessions from ``session_id`` up its chain of parents still have a
+        copy due (itself included), counting at most ``most`` (one head read each)."""
+        count, current = 0, session_id
+        while count < most:
+            state = copy_state(self._table, current)
+            if state is None:
+                break
+            count, current = count + 1, state.parent
+        return count
+
     # -- creating -------------------------------------------------------------------------
 
     def _put_placeholder(self, fork: Session) -> None:
@@ -114,9 +136,10 @@ class DynamoForkStore:
         parent_id, at_seq = fork.fork_of.session_id, fork.fork_of.at_seq
         if at_seq == 0:
             return None, 0
-        # The newest copy_turns turns up to atSeq (and their digests): one bounded Query.
+        # The newest copy_turns turns up to atSeq (and their digests): one bounded Query
+        # (and, for a parent still copying, one up its chain for what it lacks).
         low = max(1, at_seq - 2 * copy_turns + 1)
-        turns = turn_range(self._table, parent_id, low, at_seq - 1)
+        turns = turn_items(self._table, parent_id, low, at_seq - 1)
         seqs = [items.user_seq_of_item(t) for t in turns if not items.is_digest(t)]
         if seqs != list(range(low, at_seq, 2)):
             raise SessionNotFound(f"session {parent_id!r} not found")  # deleted meanwhile
@@ -140,7 +163,7 @@ class DynamoForkStore:
         """The parent's newest summary version that ends at or before ``at_seq``, the one
         before it (kept beside it, as the parent's summary item keeps one, when
         ``keep_earlier``), and whether older versions exist (to be copied later)."""
-        newest = _versions_through(self._table, parent_id, at_seq, newest=2)
+        newest = summary_versions_through(self._table, parent_id, at_seq, newest=2)
         candidates = [summary_items.summary_version_from(item) for item in newest]
         # A summary folded before versions were kept has none: its item is a candidate.
         current = self._table.get(items.summary_key(parent_id))
@@ -255,13 +278,23 @@ def copy_inherited(
     parent_id: str,
     fork_id: str,
     time_left: Callable[[], float] | None = None,
+    depth: int = 0,
 ) -> CopyOutcome:
-    """Copy what fork ``fork_id`` still lacks of ``parent_id`` (see the module's text)."""
+    """Copy what fork ``fork_id`` still lacks of ``parent_id`` (see the module's text):
+    after the parent's own copy, when a live parent still has one due."""
     marker_key = items.fork_marker_key(parent_id, fork_id)
     head = fork_head(table, fork_id)
-    if head is None or items.head_status(head) == "deleting" or copy_from(head) != parent_id:
+    if head is None or items.head_status(head) == "deleting":
+        if head is not None and copy_from(head) == parent_id and depth < MAX_CHAIN:
+            # Its own forks may read through it into this parent: their copies first.
+            hand_over_to_forks(table, fork_id, fork_markers(table, fork_id), depth + 1)
         table.call("delete_item", Key=marker_key)
-        return "gone" if head is None or items.head_status(head) == "deleting" else "done"
+        return "gone"
+    if copy_from(head) != parent_id:
+        table.call("delete_item", Key=marker_key)
+        return "done"
+    if _parents_copy_first(table, parent_id, time_left, depth) == "partial":
+        return "partial"
     marker = table.get(marker_key)
     below: int | CopyOutcome = copy_mark(head)
     while isinstance(below, int) and below > 1:
@@ -272,7 +305,7 @@ def copy_inherited(
         return below
     through = int(marker["versionsThrough"]["N"]) if marker is not None else 0
     if through:
-        versions = _versions_through(table, parent_id, through)
+        versions = summary_versions_through(table, parent_id, through)
         table.put_items([_moved(item, fork_id) for item in versions])
     done = {":parent": string_value(parent_id)}
     finished, current = _change_fork_head(
@@ -284,12 +317,24 @@ def copy_inherited(
     return "done"
 
 
+def _parents_copy_first(
+    table: DynamoTable, parent_id: str, time_left: Callable[[], float] | None, depth: int
+) -> CopyOutcome | None:
+    """A fork's copy comes after its parent's: a live parent still copying finishes its
+    own first (so the fork's copy reads one partition); None when it has none due. A
+    parent being deleted is read through instead (its deletion hands its copies over)."""
+    parent = copy_state(table, parent_id) if depth < MAX_CHAIN else None
+    if parent is None or parent.deleting:
+        return None
+    return copy_inherited(table, parent.parent, parent_id, time_left, depth + 1)
+
+
 def _copy_chunk(table: DynamoTable, parent_id: str, fork_id: str, below: int) -> int | CopyOutcome:
     """Copy the chunk of inherited turns just below the fork's copy mark ``below`` and move
     the mark down: the new mark, or how the copy ended (another copier finished it, the
     fork is being deleted)."""
     low = max(1, below - 2 * CHUNK_TURNS)
-    found = turn_range(table, parent_id, low, below - 2)
+    found = turn_items(table, parent_id, low, below - 2)
     if [items.user_seq_of_item(i) for i in found if not items.is_digest(i)] != list(
         range(low, below, 2)
     ):
@@ -325,36 +370,34 @@ def _change_fork_head(
     )
 
 
-def hand_over_to_forks(table: DynamoTable, session_id: str, found: list[Item]) -> None:
+def hand_over_to_forks(
+    table: DynamoTable, session_id: str, found: list[Item], depth: int = 0
+) -> None:
     """Before a session's messages are deleted: finish every copy its markers (among
-    ``found``, its items) say is still due to a live fork."""
+    ``found``, its items) say is still due to a live fork, or, through a fork being
+    deleted, to that fork's own live forks."""
     for item in found:
         if items.is_fork_marker(item):
             fork_id = item["sk"]["S"].removeprefix(items.FORK_PREFIX)
-            copy_inherited(table, session_id, fork_id)
+            copy_inherited(table, session_id, fork_id, depth=depth)
+
+
+def fork_markers(table: DynamoTable, session_id: str) -> list[Item]:
+    """The keys of a session's markers of copies still due to its forks."""
+    return list(
+        table.query_all(
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :fork)",
+            ExpressionAttributeValues={
+                ":pk": items.session_pk(session_id),
+                ":fork": string_value(items.FORK_PREFIX),
+            },
+            ProjectionExpression="pk, sk",
+            ConsistentRead=True,
+        )
+    )
 
 
 # -- helpers ----------------------------------------------------------------------------------
-
-
-def _versions_through(
-    table: DynamoTable, session_id: str, through_seq: int, *, newest: int | None = None
-) -> list[Item]:
-    """The session's summary versions that end at or before ``through_seq``: all, oldest
-    first, or the ``newest`` few, newest first (one request)."""
-    args: dict[str, Any] = {
-        "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
-        "ExpressionAttributeValues": {
-            ":pk": items.session_pk(session_id),
-            ":lo": string_value(summary_items.summary_version_sk(1)),
-            ":hi": string_value(summary_items.summary_version_sk(through_seq)),
-        },
-        "ConsistentRead": True,
-    }
-    if newest is None:
-        return list(table.query_all(**args))
-    found: list[Item] = table.query(**args, ScanIndexForward=False, Limit=newest).get("Items", [])
-    return found
 
 
 def _moved(item: Item, fork_id: str) -> Item:

@@ -287,13 +287,15 @@ PERSONAL_HEAD_ATTRIBUTES: tuple[str, ...] = (
     # Not personal, but no more than keys, status and times stay on a tombstone.
     FENCE_NONCE,
     FORK_OF,
-    COPY_BELOW,
 )
 # Head attributes that name an item outside the session's partition which the session
 # owns (the OpenAI-compatible door's session-key pointer, say): they stay on the head
 # until ``owned_item_keys`` has been deleted, so an interrupted deletion can resume.
 SESSION_KEY = "sessionKey"
 OWNER_ATTRIBUTES: tuple[str, ...] = (SESSION_KEY, COPY_FROM)
+# Removed with them: a fork being deleted keeps its copy mark beside ``COPY_FROM`` while
+# its own marker stands, so that its forks can read through it (``fork_reads``).
+OWNER_COMPANIONS: dict[str, str] = {COPY_FROM: COPY_BELOW}
 
 
 def owned_item_keys(head: Item) -> list[Item]:

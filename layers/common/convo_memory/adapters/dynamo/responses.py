@@ -28,9 +28,12 @@ class DynamoResponseStore:
     def __init__(self, table: DynamoTable) -> None:
         self._table = table
 
-    def find_response(self, ref: ResponseRef) -> StoredResponse | None:
-        """The response ``ref`` names (None: no such session or turn, or the session is
-        being deleted; a deleted response is returned marked ``deleted``)."""
+    def find_response(
+        self, ref: ResponseRef, workspace_id: str | None = None
+    ) -> StoredResponse | None:
+        """The response ``ref`` names (None: no such session or turn, the session is
+        being deleted, or it is not ``workspace_id``'s, which the first read says: no
+        other read follows; a deleted response is returned marked ``deleted``)."""
         sid, seq = ref.session_id, ref.user_seq
         keys = [items.head_key(sid), items.turn_key(sid, seq)]
         if seq > 2:
@@ -39,6 +42,8 @@ class DynamoResponseStore:
         head = found.get(items.SESSION_SK)
         if head is None or items.head_status(head) == "deleting":
             return None
+        if workspace_id is not None and head.get("workspaceId", {}).get("S") != workspace_id:
+            return None  # another workspace's: indistinguishable from a missing one
         turn = found.get(items.turn_sk(seq))
         if turn is None or ref.reply_id not in _ids(turn):
             turn = self._pushed_on(sid, seq, ref.reply_id)  # a racing turn took its place

@@ -334,6 +334,7 @@ def delete_contents(table: DynamoTable, session_id: str, found: list[Item] | Non
         release_session_key(table, key, session_id)
         deleted += 1
     owners = [name for name in items.OWNER_ATTRIBUTES if head is not None and name in head]
+    owners += [items.OWNER_COMPANIONS[name] for name in owners if name in items.OWNER_COMPANIONS]
     if owners:
         table.conditional(
             "update_item",
