@@ -108,7 +108,7 @@ def get_context(session_id: str) -> Response[api.ContextView]:
     from convo_memory.api import ContextView
 
     preview = container().sessions.context(workspace_id(app), session_id)
-    return json_response(200, ContextView.of(preview).to_json_dict())
+    return json_response(200, ContextView.of(preview, session_id).to_json_dict())
 
 
 @app.get(

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from convo_memory.domain.app_call_ids import shown_calls
 from convo_memory.domain.erasures import Erasure, ErasureStatus, SessionOfEndUser
 from convo_memory.domain.errors import (
     PauseEnded,
@@ -1023,6 +1024,40 @@ class FakeResponseStore(_Port):
             previous=previous,
             pause=turn.turn_id != ref.reply_id,
             ended_pause=turn.resolves,
+        )
+
+    def turn_at(self, session: Session, user_seq: int) -> StoredResponse | None:
+        self.db.enter("turn_at")
+        paused = (self.db.paused.get(session.id) or {}).get(user_seq)
+        if paused is not None:
+            user, answer = turn_messages(
+                user_seq, paused.user_input, paused.text, paused.since, paused.withheld, False
+            )
+            return StoredResponse(
+                session=session,
+                ref=ResponseRef(session.id, user_seq, paused.pause_id),
+                user_seq=user_seq,
+                user=user,
+                answer=answer,
+                settings=ResponseSettings(),
+                waiting=shown_calls(session.id, paused),
+            )
+        stored = (self.db.turns.get(session.id) or {}).get(user_seq)
+        if stored is None:
+            return None
+        turn = stored.turn
+        user, answer = turn_messages(
+            user_seq, turn.user_content, turn.answer, turn.created_at, turn.withheld, turn.truncated
+        )
+        return StoredResponse(
+            session=session,
+            ref=ResponseRef(session.id, user_seq, turn.turn_id),
+            user_seq=user_seq,
+            user=user,
+            answer=answer,
+            settings=ResponseSettings.decode(turn.response),
+            run_id=turn.run_id,
+            deleted=stored.response_deleted,
         )
 
     def mark_deleted(self, ref: ResponseRef, user_seq: int) -> bool:

@@ -35,6 +35,7 @@ from convo_memory.services.session_states import SessionStates
 from convo_memory.services.sessions import SessionService
 from convo_memory.services.summaries import SummaryService
 from convo_memory.services.summary_trigger import SummaryTrigger
+from convo_memory.services.turn_routing import TurnRouter
 from convo_memory.services.turns import TurnService
 
 Clock = Callable[[], float]
@@ -162,6 +163,13 @@ def _turns(
         monotonic=monotonic,
     )
     stores = adapters.stores
+    states = SessionStates(
+        catalog,
+        stores.sessions,
+        stores.turns,
+        policy.activity_granularity_seconds,
+        conversations.bind,
+    )
     return TurnService(
         catalog=catalog,
         sessions=stores.sessions,
@@ -177,13 +185,8 @@ def _turns(
             pending_turn_seconds=policy.pending_turn_seconds,
             clock=clock,
         ),
-        states=SessionStates(
-            catalog,
-            stores.sessions,
-            stores.turns,
-            policy.activity_granularity_seconds,
-            conversations.bind,
-        ),
+        states=states,
+        router=TurnRouter(states, conversations),
         policy=policy,
         clock=clock,
         monotonic=monotonic,

@@ -372,6 +372,12 @@ class ResponseStore(Protocol):
         when that turn is not the response's."""
         ...
 
+    def turn_at(self, session: Session, user_seq: int) -> StoredResponse | None:
+        """(v5) The response of the turn at ``user_seq`` of ``session`` (whose head the
+        caller read), in one read: a recorded turn's, or a pause's that still waits;
+        None when no turn is there."""
+        ...
+
 
 @dataclass
 class Stores:

@@ -17,13 +17,20 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from convo_memory.domain.errors import ResponseNotFound, ValidationFailed
-from convo_memory.domain.imported_history import ImportedTurn, imported_records
-from convo_memory.domain.models import Capability, Message, Session, iso_at
-from convo_memory.domain.responses import ResponseRef, message_item_seq
+from convo_memory.domain.errors import (
+    ItemNotFound,
+    ResponseNotFound,
+    SessionNotFound,
+    ValidationFailed,
+)
+from convo_memory.domain.imported_history import ImportedTurn, imported_records, imported_turns
+from convo_memory.domain.item_ids import ItemPlace, place_of_message
+from convo_memory.domain.models import Capability, Message, Session, iso_at, parse_iso
+from convo_memory.domain.prompt import ChatMessage
+from convo_memory.domain.responses import ResponseRef, StoredResponse, message_item_seq
 from convo_memory.domain.sessions import NewSession, SessionChanges
 from convo_memory.domain.turn_records import TurnRecord, TurnState
-from convo_memory.domain.turns import NewConversation, SessionOwner
+from convo_memory.domain.turns import REFERENCE_ROLE, NewConversation, SessionOwner
 from convo_memory.ports import ResponseStore, TurnStore
 from convo_memory.services.forks import ForkService
 from convo_memory.services.sessions import SessionService
@@ -38,6 +45,9 @@ class ImportLimits:
 
     max_input_chars: int = 32_000
     max_stored_answer_chars: int = 100_000
+    # (v5) A request with the same input after the same item, this soon after the turn
+    # was recorded, is that turn's retry (the idempotency records' window).
+    retry_window_seconds: float = 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -126,7 +136,11 @@ class ConversationService:
         owner at once, the history it brought as its first turns: its id."""
         owner = new.owner
         opened = NewSession(capability_id, owner.external_ref, owner.principal)
-        records = self.records(new.history)
+        history = new.history
+        if new.said:  # (v5) references among the history: their messages, read first
+            said = self.read_references(workspace_id, new.said)
+            history = imported_turns((message.role, message.content) for message in said)
+        records = self.records(history)
         return self._sessions.create(workspace_id, opened, history=records).id
 
     def bind(self, session: Session, capability: Capability, owner: SessionOwner | None) -> Session:
@@ -134,31 +148,160 @@ class ConversationService:
         return self._sessions.bind(session, capability, owner)
 
     def after_response(
-        self, workspace_id: str, state: TurnState, ref: ResponseRef, continues: bool = False
-    ) -> str | None:
+        self,
+        workspace_id: str,
+        state: TurnState,
+        ref: ResponseRef,
+        continues: bool = False,
+        user_input: str = "",
+    ) -> Placement:
         """Where a turn after the response ``ref`` goes, ``state`` being its session's:
-        None when ``ref`` is the session's newest response, or the pause waiting for the
-        app's tools (the turn continues there); else the id of a fork opened at its
-        answer. Tool results (``continues``) always stay in the session: only its pause
-        can take them (a fork has none), and a client may chain them to the response
-        before the pause, as Vercel's AI SDK does; results that answer no pause are 409
-        there, before anything is opened. A pause that has ended names its turn (the app's
-        calls were answered, or abandoned, there). 404 for a deleted or unknown one."""
+        in place when ``ref`` is the session's newest response, or the pause waiting for
+        the app's tools; else (v5) the same turn answered again when the request is a
+        retry of the turn after it; else a fork opened at its answer. Tool results
+        (``continues``) always stay in the session: only its pause can take them (a fork
+        has none), and a client may chain them to the response before the pause, as
+        Vercel's AI SDK does; results that answer no pause are 409 there, before anything
+        is opened. A pause that has ended names its turn (the app's calls were answered,
+        or abandoned, there). 404 for a deleted or unknown one."""
         pending = state.pending
         if pending is not None and pending.pause_id == ref.reply_id:
-            return None
+            return Placement()
         if state.newest_turn_id == ref.reply_id and (pending is None or continues):
             if state.newest_response_deleted:
                 raise _no_response(ref)
-            return None
+            return Placement()
         found = self._responses.find_response(ref)
         if found is None or found.deleted or found.session.workspace_id != workspace_id:
             raise _no_response(ref)
         if continues:
-            return None
+            return Placement()
         if found.pause and pending is None and found.answer.seq == state.session.message_count:
-            return None  # the turn that ended the pause is the newest: go on in place
-        return self._forks.fork(workspace_id, ref.session_id, found.user_seq + 1).id
+            return Placement()  # the turn that ended the pause is the newest: go on in place
+        again = self.retried(state, found.answer.seq, user_input)
+        if again is not None:
+            return Placement(again=again)
+        return Placement(fork=self._forks.fork(workspace_id, ref.session_id, found.user_seq + 1).id)
+
+    # -- (v5) turns bound by the items they name -----------------------------------------
+
+    def at_place(
+        self,
+        workspace_id: str,
+        state: TurnState,
+        place: ItemPlace,
+        continues: bool,
+        user_input: str,
+    ) -> Placement:
+        """Where a turn after the newest item a request named (``place``) goes, as if
+        ``previous_response_id`` named that item's response: in place when it is the
+        conversation's newest answer or its waiting pause (tool results always stay:
+        only the pause can take them), the same turn answered again when the request
+        is a retry of the turn after it, else a fork at its answer. ``unrecorded``: the
+        place names no recorded position (the caller opens a new conversation)."""
+        count, pending = state.session.message_count, state.pending
+        if continues or place.answer_seq == count:
+            return Placement()
+        if pending is not None and pending.user_seq + 1 == place.answer_seq:
+            return Placement()
+        if place.answer_seq > count:
+            return Placement(unrecorded=True)
+        again = self.retried(state, place.answer_seq, user_input)
+        if again is not None:
+            return Placement(again=again)
+        return Placement(fork=self._forks.fork(workspace_id, state.session.id, place.answer_seq).id)
+
+    def retried(self, state: TurnState, answer_seq: int, user_input: str) -> StoredResponse | None:
+        """The response of the turn after the answer ``answer_seq`` when it has the same
+        input and was recorded within the retry window (or is a pause still waiting):
+        the request is that turn's retry (SDKs retry timeouts without an
+        Idempotency-Key), answered again rather than forked. Reads the turn only when
+        the state does not already show that its input differs."""
+        after = answer_seq + 1
+        shown = {message.seq: message for message in state.recent}
+        if after in shown and shown[after].content != user_input:
+            return None
+        pending = state.pending
+        if pending is not None and pending.user_seq == after and pending.user_input != user_input:
+            return None
+        found = self._responses.turn_at(state.session, after)
+        if found is None or found.user.content != user_input or found.deleted:
+            return None
+        if self._clock() - parse_iso(found.answer.created_at) > self._limits.retry_window_seconds:
+            return None
+        return found
+
+    def check_references(
+        self, workspace_id: str, references: Sequence[ItemPlace], state: TurnState | None = None
+    ) -> None:
+        """Each ``item_reference`` names a recorded item of a conversation of this
+        workspace (404 ``item_not_found``): checked against the turn's own ``state``
+        where it names that conversation (or what a fork inherited), else by reading
+        the head of the conversation it names."""
+        for place in references:
+            if state is not None and _within(state, place):
+                continue
+            try:
+                session = self._sessions.get(workspace_id, place.session_id)
+            except SessionNotFound:
+                raise _no_item(place) from None
+            if place.seq > session.message_count + (2 if place.call else 0):
+                raise _no_item(place)
+
+    def read_references(
+        self, workspace_id: str, said: Sequence[ChatMessage]
+    ) -> tuple[ChatMessage, ...]:
+        """An app's history with each reference replaced by the message it names, where
+        the model sees the history as given (404 ``item_not_found`` for one that names
+        no recorded message of this workspace)."""
+        read: list[ChatMessage] = []
+        for message in said:
+            if message.role != REFERENCE_ROLE:
+                read.append(message)
+                continue
+            place = place_of_message(message.content)
+            if place is None:
+                raise ItemNotFound(f"item {message.content!r} not found", param="input")
+            try:
+                self._sessions.get(workspace_id, place.session_id)
+            except SessionNotFound:
+                raise _no_item(place) from None
+            found = self._turns.read_messages(place.session_id, place.seq, place.seq)
+            if not found:
+                raise _no_item(place)
+            read.append(ChatMessage(found[0].role, found[0].content))
+        return tuple(read)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a turn bound by the items it names goes: in place (the default), in the
+    fork ``fork``, nowhere new (``again``: a retry, answered with that turn's response),
+    or (``unrecorded``) into a new conversation."""
+
+    fork: str | None = None
+    again: StoredResponse | None = None
+    unrecorded: bool = False
+
+
+def _within(state: TurnState, place: ItemPlace) -> bool:
+    """Whether ``place`` is a recorded item of the conversation ``state`` is of (or one
+    it inherited as a fork, or a call of its waiting pause)."""
+    session = state.session
+    if place.session_id == session.id:
+        pending = state.pending
+        waiting = pending is not None and place.call and pending.user_seq == place.seq
+        return place.seq <= session.message_count or waiting
+    fork = session.fork_of
+    return fork is not None and place.session_id == fork.session_id and place.seq <= fork.at_seq
+
+
+def _no_item(place: ItemPlace) -> ItemNotFound:
+    kind = "call" if place.call else "message"
+    return ItemNotFound(
+        f"no {kind} {place.seq} of conversation {place.session_id!r} is recorded here",
+        param="input",
+    )
 
 
 def _no_response(ref: ResponseRef) -> ResponseNotFound:

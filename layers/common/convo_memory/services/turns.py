@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
+from convo_memory.domain.app_call_ids import provider_outputs, shown_calls
 from convo_memory.domain.errors import (
     SessionNotFound,
     ToolCallsMismatch,
@@ -40,6 +41,7 @@ from convo_memory.domain.turns import (
     NewConversation,
     ReplayStats,
     SessionById,
+    SessionByItems,
     SessionByKey,
     SessionByResponse,
     ToolResults,
@@ -50,12 +52,14 @@ from convo_memory.domain.turns import (
 from convo_memory.ports import SessionStore, TurnStore
 from convo_memory.services.answering import Answerer, AppTurn, ModelAnswer
 from convo_memory.services.catalog import CapabilityCatalog
+from convo_memory.services.chained_turns import serve_unrecorded
 from convo_memory.services.conversations import ConversationService
 from convo_memory.services.paused_turns import FirstCall, PausedTurns
 from convo_memory.services.recording import TurnRecorder
 from convo_memory.services.session_keys import SessionKeys
 from convo_memory.services.session_states import SessionStates
 from convo_memory.services.summary_trigger import SummaryTrigger
+from convo_memory.services.turn_routing import Routed, TurnRouter
 from convo_memory.services.turn_steps import (
     TurnInFlight,
     TurnPolicy,
@@ -63,7 +67,6 @@ from convo_memory.services.turn_steps import (
     check_turn_input,
     continues_a_pause,
     final_record,
-    no_response,
     replay_stats,
     replay_stats_at_pause,
     serve_stateless,
@@ -89,6 +92,7 @@ class TurnService:
         conversations: ConversationService,
         pauses: PausedTurns,
         states: SessionStates,
+        router: TurnRouter,
         policy: TurnPolicy,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
@@ -107,6 +111,8 @@ class TurnService:
         # A turn paused for the app's tools, and the session state a turn reads.
         self._pauses = pauses
         self._states = states
+        # (v5) Where a turn after a response, or after the items it names, goes.
+        self._router = router
 
     def serve(
         self,
@@ -125,16 +131,26 @@ class TurnService:
         removes it too."""
         deadline, now = self._deadline(budget_seconds), self._clock()
         turn = TurnInFlight.start(workspace_id, command, sink, deadline, idempotency_record, now)
+        result = self._serve(turn)
+        if result.completed is not None:  # a turn answered again keeps its own
+            return result
+        return replace(result, completed=int(self._clock()))
+
+    def _serve(self, turn: TurnInFlight) -> TurnResult:
+        workspace_id, command = turn.workspace_id, turn.command
         # Before anything is looked up or opened: a refused first call on a key opens nothing.
         check_turn_input(self._policy, command)
         conversation = command.conversation
         if isinstance(conversation, SessionByKey):
             return self._keyed(turn, conversation)
         if conversation is None:
-            return serve_stateless(self._catalog, self._answerer, turn)
+            return serve_stateless(self._catalog, self._answerer, self._router.read_history(turn))
         if isinstance(conversation, SessionByResponse):
-            return self._after_response(turn, conversation)
+            return self._routed(turn, self._router.after_response(turn, conversation))
+        if isinstance(conversation, SessionByItems):
+            return self._routed(turn, self._router.by_items(turn, conversation))
         if isinstance(conversation, NewConversation):
+            self._conversations.check_references(workspace_id, command.references)
             assert command.capability_id is not None  # the Responses door names its model
             opened = self._conversations.open(workspace_id, command.capability_id, conversation)
             conversation = SessionById(opened)
@@ -180,33 +196,25 @@ class TurnService:
                 )
         raise AssertionError("unreachable")
 
-    def _after_response(self, turn: TurnInFlight, after: SessionByResponse) -> TurnResult:
-        """A turn after a stored response: in its session when it is the newest there (or
-        the pause this turn continues), else in a fork opened at its answer; 404
-        ``response_not_found`` for one not stored (any more) in this workspace."""
-        ref, continues = after.ref, continues_a_pause(turn.command)
-        try:
-            capability, state = self._states.session_turn(
-                turn.workspace_id,
-                turn.command.capability_id,
-                ref.session_id,
-                after.owner,
-                continues,
-            )
-        except SessionNotFound:
-            raise no_response(ref) from None
-        fork = self._conversations.after_response(turn.workspace_id, state, ref, continues)
-        if fork is not None:
-            capability, state = self._states.session_turn(
-                turn.workspace_id, capability.id, fork, after.owner, continues
-            )
-        return self._converse(turn, capability, state)
+    def _routed(self, turn: TurnInFlight, routed: Routed) -> TurnResult:
+        """A turn where the router placed it: in a session (or fork), answered again (a
+        retry), or served as another command (a new conversation instead)."""
+        if isinstance(routed, TurnResult):
+            return routed
+        if isinstance(routed, TurnCommand):
+            return self._serve(replace(turn, command=routed))
+        return self._converse(turn, *routed)
 
     # -- the one serving path ---------------------------------------------------------
 
     def _converse(self, turn: TurnInFlight, capability: Capability, state: TurnState) -> TurnResult:
         command = turn.command
         self._answerer.check(capability, command.options, command.app_tools)
+        self._conversations.check_references(turn.workspace_id, command.references, state)
+        if not command.record:
+            return serve_unrecorded(
+                self._answerer, self._states, turn, capability, state, self._clock()
+            )
         if isinstance(command.input, ToolResults):
             return self._continue(turn, capability, state, command.input)
         now = self._clock()
@@ -255,7 +263,7 @@ class TurnService:
         or kept again when it pauses again."""
         self._states.refuse_archived(state)
         pending = self._pauses.waiting(turn.workspace_id, state, turn.until)
-        answered = pending.answered(results.results)
+        answered = pending.answered(provider_outputs(state.session.id, pending, results.results))
         now = self._clock()
         self._states.mark_active(state, now)  # once the results are known to fit
         sent = self._pauses.sent_at_pause(state, capability, pending, now)
@@ -317,7 +325,10 @@ class TurnService:
         kept = self._recorder.keep_pause(state.session, pending, replaces, until=turn.until)
         if kept is None:
             raise ToolCallsMismatch(PAUSE_ENDED_FIRST)
-        return turn.result(answer, state.session.id, None, False, stats)
+        result = turn.result(answer, state.session.id, None, False, stats)
+        # The app is shown ids the service minted, naming where the pause landed.
+        shown = shown_calls(state.session.id, kept)
+        return replace(result, tool_calls=shown, begun_seq=kept.user_seq)
 
     def _record(
         self,
