@@ -81,6 +81,24 @@ def update_conversation(
     return json_response(200, conversation_json(session))
 
 
+@app.post(
+    "/v1/conversations/<conversation_id>/items",
+    summary="OpenAI-compatible: add items to a conversation (imported history, each once)",
+    tags=["openai"],
+    responses=answers(200, SessionNotFound, openai=True),
+)
+def add_conversation_items(
+    conversation_id: str, body: Annotated[api.ConversationItemsAdd, Body()]
+) -> Response[api.ItemList]:
+    from convo_memory.doors.response_frames import item_list, transcript_item
+    from convo_memory.doors.responses import added_items
+
+    session_id, messages = container().conversations.add_items(
+        workspace_id(app), conversation_id, added_items(body)
+    )
+    return json_response(200, item_list([transcript_item(session_id, m) for m in messages], False))
+
+
 @app.delete(
     "/v1/conversations/<conversation_id>",
     summary="OpenAI-compatible: delete a conversation (as DELETE /v1/sessions/{id})",

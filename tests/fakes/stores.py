@@ -886,6 +886,9 @@ class FakeTurnStore(_Port):
                 del paused[at]
                 turns[at] = StoredTurn(_copy(turn))
                 return AppendResult(at, at + 1)
+            if at in turns and turns[at].turn.turn_id == turn.resolves:  # (v5) a placeholder
+                turns[at] = StoredTurn(_copy(turn))
+                return AppendResult(at, at + 1)
             if at in turns and turns[at].turn.turn_id == turn.turn_id:
                 return AppendResult(at, at + 1, already_recorded=True)
             raise PauseEnded(f"the pause at {at} has ended")
@@ -1058,6 +1061,7 @@ class FakeResponseStore(_Port):
             settings=ResponseSettings.decode(turn.response),
             run_id=turn.run_id,
             deleted=stored.response_deleted,
+            imported=turn.prompt_record is None,
         )
 
     def mark_deleted(self, ref: ResponseRef, user_seq: int) -> bool:

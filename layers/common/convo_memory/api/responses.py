@@ -204,6 +204,20 @@ class ConversationCreate(BaseModel):
         return self
 
 
+class ConversationItemsAdd(BaseModel):
+    """(v5) ``POST /v1/conversations/{id}/items``: items to add as imported history."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    items: list[dict[str, Any]] = Field(
+        min_length=1,
+        max_length=20,
+        description="user and assistant message items are recorded (once: those the "
+        "conversation already holds, by id or by role and text in order after its newest "
+        "messages, are not added again); other item types are accepted and not recorded.",
+    )
+
+
 class ConversationUpdate(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
 

@@ -189,6 +189,8 @@ class StoredResponse:
     ended_pause: str | None = None
     # (v5) A pause that still waits: the calls the app is asked for (ids as shown).
     waiting: tuple[AppToolCall, ...] = ()
+    # (v5) Imported history (added as items, not served): it kept no prompt record.
+    imported: bool = False
 
 
 def previous_response(

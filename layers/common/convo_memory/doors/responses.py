@@ -68,7 +68,7 @@ from convo_memory.edge.errors import json_text
 from convo_memory.edge.turn_edge import BufferedEvents
 
 if TYPE_CHECKING:
-    from convo_memory.api import ConversationCreate, ResponseCreate
+    from convo_memory.api import ConversationCreate, ConversationItemsAdd, ResponseCreate
     from convo_memory.domain.turns import DoorId
     from convo_memory.edge.input_gate import GatedRequest
     from convo_memory.edge.turn_edge import TurnEdge
@@ -203,6 +203,20 @@ def conversation_history(request: ConversationCreate) -> tuple[ImportedTurn, ...
         for index, item in enumerate(request.items or ())
     ]
     return imported_turns(messages)
+
+
+def added_items(request: ConversationItemsAdd) -> list[tuple[str, str, str | None]]:
+    """(v5) The items of ``POST /v1/conversations/{id}/items`` that are recorded: each
+    user and assistant message's role, text and id (if it carried one); other items
+    (calls, their outputs, references, reasoning) are accepted and not recorded. 422
+    naming an item the door cannot read."""
+    said = []
+    for index, entry in enumerate(request.items):
+        item = _item(entry, f"items.{index}")
+        if item.kind == "message" and item.role in ("user", "assistant"):
+            item_id = entry.get("id")
+            said.append((item.role, item.text, item_id if isinstance(item_id, str) else None))
+    return said
 
 
 # -- the turn's input: a user message, or the app's tool results ---------------------------

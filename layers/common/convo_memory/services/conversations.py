@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from convo_memory.domain.errors import (
@@ -120,6 +120,49 @@ class ConversationService:
         more = last < count if order == "asc" else first > 1
         return ItemPage(session_id, page, more)
 
+    def add_items(
+        self, workspace_id: str, session_id: str, said: Sequence[tuple[str, str, str | None]]
+    ) -> tuple[str, tuple[Message, ...]]:
+        """(v5) ``POST /v1/conversations/{id}/items``: the user and assistant messages
+        ``said`` (role, text, the item's id if it carried one) appended as imported
+        history, except those already there: an item with the id of one of its messages,
+        and the run of messages that repeats, by role and text in order, its newest
+        messages (an SDK that strips ids adds a run's output after the run, whose turn
+        was recorded through responses). An answer added after an imported user message
+        still without one is that message's answer. Its messages as they now stand for
+        those items, in order."""
+        session = self._sessions.get(workspace_id, session_id)
+        fresh = [(r, t) for r, t, i in said if message_item_seq(i or "", session_id) is None]
+        count = session.message_count
+        first = max(1, count - 2 * len(fresh) - 1)
+        newest = self._turns.read_messages(session_id, first, count) if count and fresh else []
+        tail = [(m.role, m.content) for m in newest]
+        repeated = next(
+            (k for k in range(len(fresh), 0, -1) if tail[len(tail) - k :] == fresh[:k]), 0
+        )
+        remaining, after, changed = fresh[repeated:], count, count + 1
+        if remaining and remaining[0][0] == "assistant" and count:
+            waiting = self._responses.turn_at(session, count - 1)
+            if waiting is not None and awaits_its_answer(waiting, count):
+                [record] = self.records([ImportedTurn(waiting.user.content, remaining[0][1])])
+                fill = replace(record, resolves=waiting.ref.reply_id)
+                self._turns.append_turn(session_id, count - 2, fill)
+                remaining, changed = remaining[1:], count
+        for record in self.records(imported_turns(remaining)):
+            after = self._turns.append_turn(session_id, after, record).assistant_seq
+        added = self._turns.read_messages(session_id, changed, after) if changed <= after else []
+        kept = newest[len(newest) - repeated :] if repeated else []
+        return session_id, (*kept, *added)
+
+    def item(self, workspace_id: str, session_id: str, item_id: str) -> Message:
+        """(v5) One of a conversation's messages by its item id (404 ``item_not_found``)."""
+        self._sessions.get(workspace_id, session_id)
+        seq = message_item_seq(item_id, session_id)
+        found = self._turns.read_messages(session_id, seq, seq) if seq is not None else []
+        if not found:
+            raise ItemNotFound(f"item {item_id!r} not found in conversation {session_id!r}")
+        return found[0]
+
     # -- what a turn of the Responses door needs ----------------------------------------
 
     def records(self, history: Iterable[ImportedTurn]) -> tuple[TurnRecord, ...]:
@@ -207,6 +250,8 @@ class ConversationService:
         if place.answer_seq > count:
             return Placement(unrecorded=True)
         again = self.retried(state, place.answer_seq, user_input)
+        if again is not None and awaits_its_answer(again, count):
+            return Placement(fill=again)
         if again is not None:
             return Placement(again=again)
         return Placement(fork=self._forks.fork(workspace_id, state.session.id, place.answer_seq).id)
@@ -282,6 +327,15 @@ class Placement:
     fork: str | None = None
     again: StoredResponse | None = None
     unrecorded: bool = False
+    # (v5) An imported user message still without its answer (an SDK adds a run's input
+    # before the run): the turn is written over it, its answer filled in.
+    fill: StoredResponse | None = None
+
+
+def awaits_its_answer(found: StoredResponse, message_count: int) -> bool:
+    """Whether ``found`` is the newest turn, imported with its user message alone (the
+    input an SDK added to the conversation before the run that answers it)."""
+    return found.imported and not found.answer.content and found.answer.seq == message_count
 
 
 def _within(state: TurnState, place: ItemPlace) -> bool:

@@ -25,9 +25,9 @@ from convo_memory.services.conversations import ConversationService, Placement
 from convo_memory.services.session_states import SessionStates
 from convo_memory.services.turn_steps import TurnInFlight, continues_a_pause, no_response
 
-# A turn placed in a session (its capability and state), answered again, or another
-# command to serve instead.
-Routed = tuple[Capability, TurnState] | TurnResult | TurnCommand
+# A turn placed in a session (its capability, state and the imported user message it is
+# written over, if any), answered again, or another command to serve instead.
+Routed = tuple[Capability, TurnState, str | None] | TurnResult | TurnCommand
 NO_CONVERSATION = (
     "names items of a conversation that cannot take this turn, and has no user message to "
     "open a new one with"
@@ -100,12 +100,21 @@ class TurnRouter:
         """A turn where it was placed: in place, in a fork, or answered again."""
         if placed.again is not None:
             return answered_again(placed.again)
+        if placed.fill is not None:  # the turn takes the place of its imported input
+            at = placed.fill.user_seq
+            session = state.session.model_copy(update={"message_count": at - 1})
+            recent = tuple(m for m in state.recent if m.seq < at)
+            return (
+                capability,
+                replace(state, session=session, recent=recent),
+                placed.fill.ref.reply_id,
+            )
         if placed.fork is not None:
             continues = continues_a_pause(turn.command)
             capability, state = self._states.session_turn(
                 turn.workspace_id, capability.id, placed.fork, owner, continues
             )
-        return capability, state
+        return capability, state, None
 
     def read_history(self, turn: TurnInFlight) -> TurnInFlight:
         """A stateless turn with the messages its references name read into its history."""

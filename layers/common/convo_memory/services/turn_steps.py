@@ -83,6 +83,8 @@ class TurnInFlight:
     created: int
     # Where it begins, in a session (a response id names it): set by ``begun``.
     begun_seq: int | None = None
+    # (v5) The id of the imported user message it is written over (its answer filled in).
+    fills: str | None = None
 
     @classmethod
     def start(
@@ -142,6 +144,7 @@ class TurnInFlight:
             turn_id=self.reply_id,
             prompt_record=replace(sent, chained=chained),
             response=self.settings_kept(answer),
+            resolves=self.fills or record.resolves,
         )
 
     def settings_kept(self, answer: ModelAnswer) -> str | None:

@@ -203,7 +203,8 @@ class TurnService:
             return routed
         if isinstance(routed, TurnCommand):
             return self._serve(replace(turn, command=routed))
-        return self._converse(turn, *routed)
+        capability, state, fills = routed
+        return self._converse(replace(turn, fills=fills), capability, state)
 
     # -- the one serving path ---------------------------------------------------------
 

@@ -123,6 +123,7 @@ def _stored(session: Session, ref: ResponseRef, turn: Item, before: Item | None)
         previous=previous,
         pause=items.turn_id_of(turn) != ref.reply_id,
         ended_pause=ended_pause,
+        imported=record is None,
     )
 
 
