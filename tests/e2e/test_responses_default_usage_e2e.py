@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from convo_memory.domain.responses import ResponseRef
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.support.docs_recipes import NODE_DIR, node_command, recipe_output
 from tests.support.runtime_process import DEV_TOKEN, FakeModelStack, runtime_on_fake_model
 
 pytestmark = pytest.mark.e2e
@@ -224,3 +225,27 @@ def test_responses_parse_gets_its_parsed_object(stack: Stack) -> None:
 
     assert parsed.output_parsed == Forecast(**FORECAST)
     assert parsed.text.format.type == "json_schema"  # type: ignore[union-attr]
+
+
+# -- Vercel's AI SDK under Node -------------------------------------------------------------
+
+
+def test_the_ai_sdk_with_the_apps_messages_keeps_one_conversation_and_gets_objects(
+    stack: Stack,
+) -> None:
+    env = {"CONVO_BASE_URL": stack.runtime.base_url, "CONVO_TOKEN": DEV_TOKEN}
+    command = [*node_command("responses_default.mjs"), stack.capability, ASK, AGAIN, "Oslo?"]
+
+    [line] = recipe_output(command, env, NODE_DIR)
+
+    out = json.loads(line)
+    first, second = out["first"], out["second"]
+    assert first["steps"] == ["tool-calls", "stop"]
+    assert first["text"] == "Tool results: Foggy in Oslo"
+    session_id = stack.conversation_of(first["responseId"])
+    assert stack.conversation_of(second["responseId"]) == session_id
+    transcript = stack.transcript(session_id)
+    assert transcript[:3] == [("user", ASK), ("assistant", first["text"]), ("user", AGAIN)]
+    assert len(transcript) == 4 and transcript[3] == ("assistant", second["text"])
+    assert stack.context(session_id)["pendingTurn"] is None
+    assert out["object"] == FORECAST
