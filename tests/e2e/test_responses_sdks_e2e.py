@@ -253,15 +253,15 @@ def test_the_docs_agents_sdk_recipe_runs_as_written(stack: Stack, tmp_path: Path
     (tmp_path / "example.py").write_text(code)
     before = stack.sessions_of(DOCS_USER)
 
-    tool_turn, remembered, chained = recipe_output(
+    tool_turn, remembered = recipe_output(
         [sys.executable, "example.py"], recipe_env(stack), tmp_path
     )
 
     assert tool_turn.startswith('You said: "What does get_weather say about Paris?".')
     assert 'I used get_weather: "Sunny, 24C".' in tool_turn
-    for answer in (remembered, chained):  # each the second turn of its conversation
-        assert answer.startswith('You said: "What did it say?". I remember 2 earlier messages.')
-    assert opened_since(stack, before) == [4, 4]  # two conversations, each turn once
+    # (v5) The second run resent the first's items: the second turn of the same one.
+    assert remembered.startswith('You said: "What did it say?". I remember 2 earlier messages.')
+    assert opened_since(stack, before) == [4]  # one conversation, each turn once
 
 
 def test_the_docs_ai_sdk_recipe_runs_as_written(stack: Stack, tmp_path: Path) -> None:
