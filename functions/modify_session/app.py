@@ -9,6 +9,7 @@ from aws_lambda_powertools.event_handler import Response
 
 from convo_memory.domain.errors import (
     ExternalRefImmutable,
+    ItemNotFound,
     PrincipalImmutable,
     ResponseNotFound,
     SessionNotFound,
@@ -97,6 +98,19 @@ def add_conversation_items(
         workspace_id(app), conversation_id, added_items(body)
     )
     return json_response(200, item_list([transcript_item(session_id, m) for m in messages], False))
+
+
+@app.delete(
+    "/v1/conversations/<conversation_id>/items/<item_id>",
+    summary="OpenAI-compatible: remove one of a conversation's messages",
+    tags=["openai"],
+    responses=answers(200, SessionNotFound, ItemNotFound, openai=True),
+)
+def delete_conversation_item(conversation_id: str, item_id: str) -> Response[api.Conversation]:
+    from convo_memory.doors.response_frames import conversation_json
+
+    session = container().conversations.remove_item(workspace_id(app), conversation_id, item_id)
+    return json_response(200, conversation_json(session))
 
 
 @app.delete(

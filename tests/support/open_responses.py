@@ -51,8 +51,14 @@ RESPONSE: dict[str, JsonType] = {
     "safety_identifier": (STRING, NULL),
     "prompt_cache_key": (STRING, NULL),
 }
-MESSAGE = {"type": STRING, "id": STRING, "status": STRING, "role": STRING, "content": ARRAY}
-FUNCTION_CALL = {
+MESSAGE: dict[str, JsonType] = {
+    "type": STRING,
+    "id": STRING,
+    "status": STRING,
+    "role": STRING,
+    "content": ARRAY,
+}
+FUNCTION_CALL: dict[str, JsonType] = {
     "type": STRING,
     "id": STRING,
     "call_id": STRING,
@@ -60,23 +66,28 @@ FUNCTION_CALL = {
     "arguments": STRING,
     "status": STRING,
 }
-OUTPUT_TEXT = {"type": STRING, "text": STRING, "annotations": ARRAY, "logprobs": ARRAY}
-INPUT_TEXT = {"type": STRING, "text": STRING}
-FUNCTION_TOOL = {
+OUTPUT_TEXT: dict[str, JsonType] = {
+    "type": STRING,
+    "text": STRING,
+    "annotations": ARRAY,
+    "logprobs": ARRAY,
+}
+INPUT_TEXT: dict[str, JsonType] = {"type": STRING, "text": STRING}
+FUNCTION_TOOL: dict[str, JsonType] = {
     "type": STRING,
     "name": STRING,
     "description": (STRING, NULL),
     "parameters": (OBJECT, NULL),
     "strict": (BOOLEAN, NULL),
 }
-USAGE = {
+USAGE: dict[str, JsonType] = {
     "input_tokens": INTEGER,
     "output_tokens": INTEGER,
     "total_tokens": INTEGER,
     "input_tokens_details": OBJECT,
     "output_tokens_details": OBJECT,
 }
-ERROR = {"code": STRING, "message": STRING}
+ERROR: dict[str, JsonType] = {"code": STRING, "message": STRING}
 STATUSES = {"queued", "in_progress", "completed", "failed", "incomplete"}
 
 # The five events that carry a Response, and the other events' fields.
@@ -87,8 +98,8 @@ RESPONSE_EVENTS = {
     "response.failed",
     "response.incomplete",
 }
-WHERE = {"item_id": STRING, "output_index": INTEGER}
-PART = {**WHERE, "content_index": INTEGER}
+WHERE: dict[str, JsonType] = {"item_id": STRING, "output_index": INTEGER}
+PART: dict[str, JsonType] = {**WHERE, "content_index": INTEGER}
 EVENTS: dict[str, dict[str, JsonType]] = {
     "response.output_item.added": {"output_index": INTEGER, "item": (OBJECT, NULL)},
     "response.output_item.done": {"output_index": INTEGER, "item": (OBJECT, NULL)},

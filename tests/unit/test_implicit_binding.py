@@ -201,3 +201,23 @@ def test_the_end_user_is_the_header_else_user_else_safety_identifier() -> None:
 
     assert app.container.sessions.get(WS, sid(answer)).external_ref == "from-header"
     assert answer["user"] == "u" and answer["safety_identifier"] == "hash"
+
+
+def test_a_removed_answer_is_left_out_and_the_replay_keeps_roles_alternating() -> None:
+    model = FakeProvider("Noted.")
+    app = app_with(model)
+    first = respond(app, {"input": "My name is Ada."})
+    respond(app, {"input": "I live in Oslo.", "conversation": sid(first)})
+
+    app.container.conversations.remove_item(WS, sid(first), first["output"][0]["id"])
+    respond(app, {"input": "Who am I?", "conversation": sid(first)})
+
+    sent = [(m.role, m.content) for m in model.prompts[-1].messages]
+    assert [role for role, _ in sent] == ["user", "assistant", "user"]
+    assert sent[0] == ("user", "My name is Ada.\n\nI live in Oslo.")
+    assert [text for _, text in transcript(app, sid(first))][:2] == [
+        "My name is Ada.",
+        "I live in Oslo.",
+    ]
+    with pytest.raises(ItemNotFound):
+        app.container.conversations.item(WS, sid(first), first["output"][0]["id"])

@@ -127,12 +127,19 @@ def turn_messages(
     withheld: bool,
     truncated: bool,
     abandoned: bool = False,
+    removed: tuple[bool, bool] = (False, False),
 ) -> tuple[Message, Message]:
-    """The two messages of a stored turn."""
+    """The two messages of a stored turn (``removed``: (v5) whether each was removed)."""
     from convo_memory.domain.models import Message
 
     return (
-        Message(seq=user_seq, role="user", content=user_content, created_at=created_at),
+        Message(
+            seq=user_seq,
+            role="user",
+            content=user_content,
+            created_at=created_at,
+            removed=removed[0],
+        ),
         Message(
             seq=user_seq + 1,
             role="assistant",
@@ -141,6 +148,7 @@ def turn_messages(
             withheld=withheld,
             truncated=truncated,
             abandoned=abandoned,
+            removed=removed[1],
         ),
     )
 

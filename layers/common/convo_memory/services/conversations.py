@@ -116,6 +116,7 @@ class ConversationService:
             last = (start if start is not None else count + 1) - 1
             first = max(1, last - limit + 1)
         found = self._turns.read_messages(session_id, first, last) if first <= last else []
+        found = [message for message in found if not message.removed]
         page = tuple(found if order == "asc" else reversed(found))
         more = last < count if order == "asc" else first > 1
         return ItemPage(session_id, page, more)
@@ -136,6 +137,7 @@ class ConversationService:
         count = session.message_count
         first = max(1, count - 2 * len(fresh) - 1)
         newest = self._turns.read_messages(session_id, first, count) if count and fresh else []
+        newest = [message for message in newest if not message.removed]
         tail = [(m.role, m.content) for m in newest]
         repeated = next(
             (k for k in range(len(fresh), 0, -1) if tail[len(tail) - k :] == fresh[:k]), 0
@@ -159,9 +161,22 @@ class ConversationService:
         self._sessions.get(workspace_id, session_id)
         seq = message_item_seq(item_id, session_id)
         found = self._turns.read_messages(session_id, seq, seq) if seq is not None else []
-        if not found:
+        if not found or found[0].removed:
             raise ItemNotFound(f"item {item_id!r} not found in conversation {session_id!r}")
         return found[0]
+
+    def remove_item(self, workspace_id: str, session_id: str, item_id: str) -> Session:
+        """(v5) ``DELETE /v1/conversations/{id}/items/{item_id}``: the message is left out
+        of listings, replay and forks made after (its turn stays; the summary is not
+        rewritten). 404 ``item_not_found`` for an id that names none of its recorded
+        messages. The conversation, as it stands."""
+        session = self._sessions.get(workspace_id, session_id)
+        seq = message_item_seq(item_id, session_id)
+        if seq is None or seq > session.message_count:
+            raise ItemNotFound(f"item {item_id!r} not found in conversation {session_id!r}")
+        if not self._turns.remove_message(session_id, seq):
+            raise ItemNotFound(f"item {item_id!r} not found in conversation {session_id!r}")
+        return session
 
     # -- what a turn of the Responses door needs ----------------------------------------
 
@@ -312,7 +327,7 @@ class ConversationService:
             except SessionNotFound:
                 raise _no_item(place) from None
             found = self._turns.read_messages(place.session_id, place.seq, place.seq)
-            if not found:
+            if not found or found[0].removed:
                 raise _no_item(place)
             read.append(ChatMessage(found[0].role, found[0].content))
         return tuple(read)

@@ -245,7 +245,8 @@ class DynamoTurnStore:
                 if after_seq < m.seq < messages[0].seq
             ]
             messages = older + messages
-        return messages[:limit], len(messages) > limit
+        more = len(messages) > limit
+        return [m for m in messages[:limit] if not m.removed], more
 
     def read_messages(self, session_id: str, first_seq: int, last_seq: int) -> list[Message]:
         # Consistent: the fold's target came from a consistent read, so must its messages.
@@ -258,6 +259,20 @@ class DynamoTurnStore:
     def stored_prompt(self, session_id: str, user_seq: int) -> StoredPrompt | None:
         return stored_prompt(self._table, session_id, user_seq)
 
+    def remove_message(self, session_id: str, seq: int) -> bool:
+        """(v5) Mark message ``seq`` removed (one conditional write on its turn): False
+        when no recorded turn holds it (a pause still waiting holds none)."""
+        name = items.REMOVED_USER if seq % 2 else items.REMOVED_ANSWER
+        removed, _ = self._table.conditional(
+            "update_item",
+            Key=items.turn_key(session_id, user_seq_of(seq)),
+            UpdateExpression="SET #r = :yes",
+            ConditionExpression="attribute_exists(sk) AND attribute_not_exists(#p)",
+            ExpressionAttributeNames={"#r": name, "#p": items.PENDING_STATE},
+            ExpressionAttributeValues={":yes": {"BOOL": True}},
+        )
+        return removed
+
 
 def _state_of(
     head: Item,
@@ -269,7 +284,8 @@ def _state_of(
     """The session's state from its head, its summary (and the versions a turn may
     show), its newest turns (oldest first), and the digests (only those of these turns
     count) and paused turn read with them."""
-    messages = [m for item in turns for m in items.messages_from(item)]
+    # (v5) A removed message is not replayed (the prompt joins what then follows itself).
+    messages = [m for item in turns for m in items.messages_from(item) if not m.removed]
     digests: dict[int, ToolDigest] = {}
     expiry: dict[int, float] = {}
     read_seqs = {items.user_seq_of_item(t) for t in turns}
