@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -36,9 +38,20 @@ class Forecast(BaseModel):
     temperature: int
 
 
+SLOW = "Take your time."
+slowed = threading.Event()
+
+
 def answer_for(body: dict[str, Any]) -> str:
-    """The fake model's answer: JSON of the forecast under structured output, else a note."""
-    return json.dumps(FORECAST) if body.get("response_format") else REPLY
+    """The fake model's answer: JSON of the forecast under structured output, else a note
+    (the first time it is asked to take its time, after a second: past the client's
+    timeout, so the client retries while the first request still runs)."""
+    if body.get("response_format"):
+        return json.dumps(FORECAST)
+    if SLOW in str(body["messages"][-1].get("content")) and not slowed.is_set():
+        slowed.set()
+        time.sleep(1.0)
+    return REPLY
 
 
 @dataclass
@@ -195,6 +208,29 @@ def test_a_retried_request_answers_the_same_turn_again_never_a_fork(stack: Stack
     session_id = stack.conversation_of(answered.id)
     assert session_id == stack.conversation_of(first.id)
     assert [text for _, text in stack.transcript(session_id)][::2] == ["Hi, I am Ada.", "Who am I?"]
+
+
+def test_a_request_retried_after_a_timeout_is_one_turn_never_a_fork(stack: Stack) -> None:
+    client = openai.OpenAI(base_url=stack.base_url, api_key=DEV_TOKEN)
+    first = client.responses.create(model=stack.capability, input="Hi.")
+    history: list[Any] = [
+        {"role": "user", "content": "Hi."},
+        *[item.model_dump(exclude_none=True) for item in first.output],
+        {"role": "user", "content": SLOW},
+    ]
+    impatient = client.with_options(timeout=0.5, max_retries=3)
+
+    answered = impatient.responses.create(model=stack.capability, input=history)
+
+    assert slowed.is_set()  # the first attempt timed out: the SDK retried it
+    session_id = stack.conversation_of(first.id)
+    assert stack.conversation_of(answered.id) == session_id
+    assert stack.transcript(session_id) == [
+        ("user", "Hi."),
+        ("assistant", REPLY),
+        ("user", SLOW),
+        ("assistant", REPLY),
+    ]
 
 
 def test_langchain_resending_its_messages_keeps_one_conversation(stack: Stack) -> None:

@@ -62,6 +62,7 @@ from convo_memory.domain.turn_records import (
     AppendResult,
     TurnRecord,
     TurnState,
+    Twin,
     abandoned_turn,
     turn_messages,
     user_seq_of,
@@ -898,6 +899,16 @@ class FakeTurnStore(_Port):
             if at in turns and turns[at].turn.turn_id == turn.turn_id:
                 return AppendResult(at, at + 1, already_recorded=True)
             raise PauseEnded(f"the pause at {at} has ended")
+        held = turns.get(after_seq + 1)
+        if (
+            turn.yields_to_twin
+            and held is not None
+            and held.turn.turn_id != turn.turn_id
+            and held.turn.user_content == turn.user_content
+        ):
+            # (v5) A retry's twin holds the position: not written again.
+            twin = Twin(held.turn.turn_id, held.turn.answer, held.turn.withheld)
+            return AppendResult(after_seq + 1, after_seq + 2, already_recorded=True, twin=twin)
         position = self._free(session_id, after_seq, turn.turn_id)
         if position < 0:
             position = -position

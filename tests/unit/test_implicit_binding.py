@@ -221,3 +221,23 @@ def test_a_removed_answer_is_left_out_and_the_replay_keeps_roles_alternating() -
     ]
     with pytest.raises(ItemNotFound):
         app.container.conversations.item(WS, sid(first), first["output"][0]["id"])
+
+
+def test_a_retry_that_races_the_request_it_repeats_is_answered_as_its_twin() -> None:
+    app = app_with()
+    first = respond(app, {"input": "One."})
+    body = {"input": resent(first, said=("Two.",))}
+    turn = responses_door.read_response_turn({"model": "cap", **body}, {})
+    originals: list[Any] = []
+
+    def original_lands_first(db: Any) -> None:  # while the retry asked the model
+        originals.append(respond(app, body))
+
+    app.db.before_append = original_lands_first
+    retried = response_frames.served_response(
+        app.container.turns.serve(WS, turn.command, None), turn.echo
+    )
+
+    [original] = originals
+    assert retried["id"] == original["id"] and retried["output"] == original["output"]
+    assert [text for _, text in transcript(app, sid(first))][::2] == ["One.", "Two."]

@@ -81,6 +81,10 @@ class TurnRecord:
     # (v4) The pause (its id) whose position this turn takes: the turn ends a paused turn
     # and is written where the pause was kept, never appended; None: appended.
     resolves: str | None = None
+    # (v5) A turn after a named item or response: when the position right after it holds
+    # a turn with the same input (a retry's twin, in flight when this began), this one is
+    # not written and answers as that turn.
+    yields_to_twin: bool = False
     # (v4) What its Responses request set, for its Response (``ResponseSettings.encode``;
     # None: nothing, or another door).
     response: str | None = None
@@ -108,10 +112,23 @@ def abandoned_turn(pending: PendingTurn) -> TurnRecord:
 
 
 @dataclass(frozen=True)
+class Twin:
+    """(v5) The turn a retry found at the position it wanted, with its input: the turn it
+    repeats (its id, answer and whether that was withheld), recorded by the request the
+    client gave up on, or by another retry of it."""
+
+    turn_id: str
+    answer: str
+    withheld: bool = False
+
+
+@dataclass(frozen=True)
 class AppendResult:
     user_seq: int
     assistant_seq: int
     already_recorded: bool = False
+    # (v5) Not written: the position held the turn this one repeats (``yields_to_twin``).
+    twin: Twin | None = None
 
 
 def user_seq_of(seq: int) -> int:

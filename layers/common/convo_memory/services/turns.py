@@ -204,7 +204,7 @@ class TurnService:
         if isinstance(routed, TurnCommand):
             return self._serve(replace(turn, command=routed))
         capability, state, fills = routed
-        return self._converse(replace(turn, fills=fills), capability, state)
+        return self._converse(replace(turn, fills=fills, yields_to_twin=True), capability, state)
 
     # -- the one serving path ---------------------------------------------------------
 
@@ -346,6 +346,12 @@ class TurnService:
         recorded = self._recorder.record(turn.workspace_id, session, record, until=turn.until)
         if recorded.superseded:
             raise ToolCallsMismatch(PAUSE_ENDED_FIRST)
+        if recorded.twin is not None:  # (v5) a retry: the turn it repeats answers it
+            twin = recorded.twin
+            result = turn.result(answer, session.id, recorded.position, True, stats)
+            return replace(
+                result, reply_id=twin.turn_id, output=twin.answer, withheld=twin.withheld
+            )
         if recorded.recorded:
             self._trigger.after_turn(
                 turn.workspace_id,

@@ -28,6 +28,7 @@ from convo_memory.domain.turn_records import (
     AppendResult,
     TurnRecord,
     TurnState,
+    Twin,
     user_seq_of,
 )
 
@@ -100,10 +101,41 @@ class DynamoTurnStore:
     def append_turn(self, session_id: str, after_seq: int, turn: TurnRecord) -> AppendResult:
         if turn.resolves is not None:
             return self._resolve(session_id, after_seq + 1, turn)
+        if turn.yields_to_twin:
+            twin = self._put_unless_twin(session_id, after_seq + 1, turn)
+            if twin is not None:
+                return twin
+            after_seq += 2  # the position held another turn: on from there
         position, again = self._claim(
             session_id, after_seq, turn.turn_id, lambda at: items.turn_item(session_id, at, turn)
         )
         return AppendResult(position, position + 1, already_recorded=again)
+
+    def _put_unless_twin(
+        self, session_id: str, position: int, turn: TurnRecord
+    ) -> AppendResult | None:
+        """(v5) One conditional put at ``position``: where it lands, or where its twin (a
+        recorded turn with the same input, or this turn's own earlier write) already
+        is; None when another turn holds it."""
+        stored, occupant = self._table.conditional(
+            "put_item",
+            Item=items.turn_item(session_id, position, turn),
+            ConditionExpression="attribute_not_exists(sk)",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        if stored:
+            return AppendResult(position, position + 1)
+        if occupant is None:
+            occupant = self._table.get(items.turn_key(session_id, position))
+        if occupant is None or items.is_pending(occupant):
+            return None
+        if items.turn_id_of(occupant) == turn.turn_id:
+            return items.recorded_at(occupant)
+        if occupant.get("u", {}).get("S") != turn.user_content:
+            return None
+        _, answer = items.messages_from(occupant)
+        twin = Twin(items.turn_id_of(occupant), answer.content, answer.withheld)
+        return AppendResult(position, position + 1, already_recorded=True, twin=twin)
 
     def keep_pending(
         self, session_id: str, after_seq: int, pending: PendingTurn, replaces: str | None = None
