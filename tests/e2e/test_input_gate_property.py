@@ -347,6 +347,7 @@ def test_no_input_reaches_a_5xx_or_stores_anything_when_refused(
         "sessionId": [session["id"], "ses_missing"],
         "conversationId": [session["id"], "ses_missing"],
         "responseId": [response, "resp_missing"],
+        "itemId": [f"msg_{session['id']}_1", "msg_missing"],
         "runId": [run, "run_missing"],
         "erasureId": [erasure, "era_missing"],
         "seq": ["1", "2", "0", "99"],

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from convo_memory.domain.errors import ItemNotFound
+from convo_memory.domain.errors import ItemNotFound, ValidationFailed
 from convo_memory.domain.item_ids import (
     MAX_CALL_ID_CHARS,
     app_call_id,
@@ -241,3 +241,34 @@ def test_a_retry_that_races_the_request_it_repeats_is_answered_as_its_twin() -> 
     [original] = originals
     assert retried["id"] == original["id"] and retried["output"] == original["output"]
     assert [text for _, text in transcript(app, sid(first))][::2] == ["One.", "Two."]
+
+
+def test_another_workspaces_items_bind_nothing_of_it() -> None:
+    app = app_with()
+    app.capability("cap", ws="ws_beta")
+    theirs = respond(app, {"input": "A secret."})
+    body = {"model": "cap", "input": [{"role": "user", "content": "A secret."}, *resent(theirs)]}
+    body["input"].append({"role": "user", "content": "What did I say?"})
+    turn = responses_door.read_response_turn(body, {})
+
+    mine = app.container.turns.serve("ws_beta", turn.command, None)
+
+    assert mine.session_id != sid(theirs)  # a conversation of its own workspace
+    assert len(transcript(app, sid(theirs))) == 2
+    reference = {"type": "item_reference", "id": theirs["output"][0]["id"]}
+    referring = responses_door.read_response_turn(
+        {"model": "cap", "store": False, "input": [reference, {"role": "user", "content": "?"}]},
+        {},
+    )
+    with pytest.raises(ItemNotFound):
+        app.container.turns.serve("ws_beta", referring.command, None)
+
+
+def test_structured_output_is_refused_naming_text_format_where_the_model_cannot_take_it() -> None:
+    app = app_with()
+    schema = {"type": "json_schema", "name": "answer", "schema": {"type": "object"}}
+
+    with pytest.raises(ValidationFailed) as refused:
+        respond(app, {"input": "Hi.", "text": {"format": schema}})
+
+    assert refused.value.param == "text.format"

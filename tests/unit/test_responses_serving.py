@@ -447,13 +447,15 @@ def paused_then_continued(app: FakeApp) -> tuple[dict[str, Any], dict[str, Any]]
     return paused, answer
 
 
-def test_a_paused_response_is_no_stored_response_its_turn_is_once_recorded() -> None:
+def test_a_paused_response_is_read_while_it_waits_and_its_turn_is_once_recorded() -> None:
     app = app_with(ScriptedModel([("call_w", "get_weather", {})], "Sunny."))  # type: ignore[arg-type]
     paused = respond(app, {"input": "Weather?", "tools": [WEATHER], "user": "u-1"})
 
-    for read in (app.container.responses.get, app.container.responses.delete):
-        with pytest.raises(ResponseNotFound):
-            read(WS, paused["id"])
+    # (v5) While it waits it is read back with its calls, and neither deleted nor listed.
+    waiting = response_frames.stored_response(app.container.responses.get(WS, paused["id"]))
+    assert waiting["output"] == paused["output"] and waiting["id"] == paused["id"]
+    with pytest.raises(ResponseNotFound):
+        app.container.responses.delete(WS, paused["id"])
     with pytest.raises(ResponseNotFound):
         app.container.responses.sent(WS, paused["id"])
     output = {"type": "function_call_output", "call_id": "call_w", "output": "24C"}

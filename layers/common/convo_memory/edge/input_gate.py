@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from convo_memory.domain.errors import (
     CapabilityNotFound,
     InvalidJson,
+    ItemNotFound,
     NotFound,
     PayloadTooLarge,
     ResponseNotFound,
@@ -206,6 +207,8 @@ def check_path_id(name: str, value: str) -> None:
         raise SessionNotFound("session not found")
     if "response" in lowered:
         raise ResponseNotFound("response not found")
+    if "item" in lowered:
+        raise ItemNotFound("item not found")
     if "run" in lowered:
         raise RunNotFound("run not found")
     raise NotFound("not found")
