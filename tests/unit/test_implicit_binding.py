@@ -247,9 +247,8 @@ def test_another_workspaces_items_bind_nothing_of_it() -> None:
     app = app_with()
     app.capability("cap", ws="ws_beta")
     theirs = respond(app, {"input": "A secret."})
-    body = {"model": "cap", "input": [{"role": "user", "content": "A secret."}, *resent(theirs)]}
-    body["input"].append({"role": "user", "content": "What did I say?"})
-    turn = responses_door.read_response_turn(body, {})
+    history = [{"role": "user", "content": "A secret."}, *resent(theirs, said=("And?",))]
+    turn = responses_door.read_response_turn({"model": "cap", "input": history}, {})
 
     mine = app.container.turns.serve("ws_beta", turn.command, None)
 
