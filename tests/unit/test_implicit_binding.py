@@ -271,3 +271,34 @@ def test_structured_output_is_refused_naming_text_format_where_the_model_cannot_
         respond(app, {"input": "Hi.", "text": {"format": schema}})
 
     assert refused.value.param == "text.format"
+
+
+def test_a_streamed_chat_pause_shows_the_minted_call_ids_not_the_models() -> None:
+    from convo_memory.domain.tools import AppToolCall
+    from convo_memory.domain.turns import AnswerDelta, AppToolCalls, TurnBegun, TurnResult
+    from convo_memory.doors.chat_frames import chunk_frames
+
+    minted = str(app_call_id("ses_0123456789abcdef0123", 1, 0))
+    result = TurnResult(
+        "ab12",
+        1,
+        "Let me see.",
+        False,
+        "ses_0123456789abcdef0123",
+        None,
+        False,
+        None,
+        None,
+        finish="tool_calls",
+        tool_calls=(AppToolCall(minted, "get_weather", "{}"),),
+    )
+    events: list[Any] = [
+        TurnBegun("ab12", 1, "ses_0123456789abcdef0123", 1),
+        AnswerDelta("Let me see."),
+        AppToolCalls((AppToolCall("call_model_own", "get_weather", "{}"),)),
+        result,
+    ]
+
+    text = "".join(chunk_frames(events, "cap", False))
+
+    assert minted in text and "call_model_own" not in text
