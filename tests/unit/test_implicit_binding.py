@@ -302,3 +302,20 @@ def test_a_streamed_chat_pause_shows_the_minted_call_ids_not_the_models() -> Non
     text = "".join(chunk_frames(events, "cap", False))
 
     assert minted in text and "call_model_own" not in text
+
+
+def test_a_retried_continuation_is_answered_with_the_turn_it_ended() -> None:
+    model = ScriptedModel([("call_1", "get_weather", {"city": "Oslo"})], "Snowing.")
+    app = app_with(model)
+    paused = respond(app, {"input": "Weather?", "tools": [WEATHER]})
+    [call] = paused["output"]
+    body = {
+        "input": [{"type": "function_call_output", "call_id": call["call_id"], "output": "-3C"}],
+        "tools": [WEATHER],
+    }
+    done = respond(app, body)
+
+    again = respond(app, body)  # the SDK timed out and sent the outputs again
+
+    assert again["id"] == done["id"] and again["output_text"] == "Snowing."
+    assert transcript(app, sid(paused)) == [("user", "Weather?"), ("assistant", "Snowing.")]

@@ -258,9 +258,15 @@ class ConversationService:
         is a retry of the turn after it, else a fork at its answer. ``unrecorded``: the
         place names no recorded position (the caller opens a new conversation)."""
         count, pending = state.session.message_count, state.pending
-        if continues or place.answer_seq == count:
-            return Placement()
         if pending is not None and pending.user_seq + 1 == place.answer_seq:
+            return Placement()
+        if continues and place.call and place.answer_seq <= count:
+            # Outputs for calls whose turn has ended: a retried continuation, answered
+            # with that turn (never a 409 for a request that named nothing).
+            ended = self._responses.turn_at(state.session, place.seq)
+            if ended is not None and not ended.deleted:
+                return Placement(again=ended)
+        if continues or place.answer_seq == count:
             return Placement()
         if place.answer_seq > count:
             return Placement(unrecorded=True)
