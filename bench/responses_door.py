@@ -1,10 +1,12 @@
 """Figure 20: a turn through the Responses door (v4) next to the same turn through
 predict, on the in-process stack (moto, the real handlers, warm containers).
 
-Three sessions whose replay windows are full (the same state read, the same turn
+Four sessions whose replay windows are full (the same state read, the same turn
 written): predict's by ``sessionId``; a chain of responses, each naming the one before as
-``previous_response_id`` (the first opened its conversation); and a conversation opened
-by ``POST /v1/conversations``, each response naming it as ``conversation``. Measured as
+``previous_response_id`` (the first opened its conversation); a conversation opened
+by ``POST /v1/conversations``, each response naming it as ``conversation``; and (v5) a
+conversation that an app's resent history names (the previous answer's item, with the id
+the service gave it, before the new input), as SDKs do by default. Measured as
 ``bench.doors`` says: the DynamoDB requests and capacity units of one turn, and the
 PredictFunction handler's time, the three doors' turns interleaved, medians compared.
 
@@ -36,6 +38,7 @@ LABELS = {
     "predict": "POST /v1/capabilities/{id}/predict (sessionId)",
     "previous": "POST /v1/responses (previous_response_id: the newest)",
     "conversation": "POST /v1/responses (conversation)",
+    "items": "POST /v1/responses (resent items name it)",
 }
 
 
@@ -52,6 +55,21 @@ class _Chain:
         if self.ids:
             body["previous_response_id"] = self.ids[-1]
         self.ids.append(str(call(self.api, self.token, RESPONSES, body)["id"]))
+        return self.clock.last
+
+
+class _ResentItems:
+    """(v5) Responses that name nothing but resend the previous answer's item (its id the
+    service's) before the new input: the door an app that keeps its history uses."""
+
+    def __init__(self, api: Any, token: str, clock: TimedTurns) -> None:
+        self.api, self.token, self.clock = api, token, clock
+        self.last: list[dict[str, Any]] = []
+
+    def turn(self, text: str) -> float:
+        said = {"role": "user", "content": text}
+        body = {"model": CAP, "input": [*self.last, said], "user": END_USER}
+        self.last = list(call(self.api, self.token, RESPONSES, body)["output"])
         return self.clock.last
 
 
@@ -83,6 +101,7 @@ def responses_door_figure(
             "predict": predict_door(api, token, clock),
             "previous": chain.turn,
             "conversation": _conversation_door(api, token, clock),
+            "items": _ResentItems(api, token, clock).turn,
         }
         figure = compare_doors(api, doors, LABELS, turns, warm_turns)
         figure["stored"] = _stored_calls(api, token, chain)

@@ -26,6 +26,7 @@ __all__ = [
     "IdempotencyKeyReused",
     "Internal",
     "InvalidJson",
+    "ItemNotFound",
     "NotFoundError",
     "PayloadTooLarge",
     "PrincipalImmutable",
@@ -190,6 +191,13 @@ class ResponseNotFound(NotFoundError):
     code = "response_not_found"
 
 
+class ItemNotFound(NotFoundError):
+    """404 ``item_not_found``: an ``item_reference`` or item id of a conversation that
+    is unknown, removed, deleted or another workspace's."""
+
+    code = "item_not_found"
+
+
 class RouteNotFound(NotFoundError):
     """404 ``not_found``: no such route."""
 
@@ -284,6 +292,7 @@ _BY_CODE: dict[str, type[ConversationsError]] = {
         SessionNotFound,
         RunNotFound,
         ResponseNotFound,
+        ItemNotFound,
         RouteNotFound,
         PrincipalImmutable,
         ExternalRefImmutable,

@@ -9,6 +9,7 @@ from aws_lambda_powertools.event_handler import Response
 
 from convo_memory.domain.errors import (
     ExternalRefImmutable,
+    ItemNotFound,
     PrincipalImmutable,
     ResponseNotFound,
     SessionNotFound,
@@ -78,6 +79,37 @@ def update_conversation(
     from convo_memory.doors.response_frames import conversation_json
 
     session = container().conversations.update(workspace_id(app), conversation_id, body.metadata)
+    return json_response(200, conversation_json(session))
+
+
+@app.post(
+    "/v1/conversations/<conversation_id>/items",
+    summary="OpenAI-compatible: add items to a conversation (imported history, each once)",
+    tags=["openai"],
+    responses=answers(200, SessionNotFound, openai=True),
+)
+def add_conversation_items(
+    conversation_id: str, body: Annotated[api.ConversationItemsAdd, Body()]
+) -> Response[api.ItemList]:
+    from convo_memory.doors.response_frames import item_list, transcript_item
+    from convo_memory.doors.responses import added_items
+
+    session_id, messages = container().conversations.add_items(
+        workspace_id(app), conversation_id, added_items(body)
+    )
+    return json_response(200, item_list([transcript_item(session_id, m) for m in messages], False))
+
+
+@app.delete(
+    "/v1/conversations/<conversation_id>/items/<item_id>",
+    summary="OpenAI-compatible: remove one of a conversation's messages",
+    tags=["openai"],
+    responses=answers(200, SessionNotFound, ItemNotFound, openai=True),
+)
+def delete_conversation_item(conversation_id: str, item_id: str) -> Response[api.Conversation]:
+    from convo_memory.doors.response_frames import conversation_json
+
+    session = container().conversations.remove_item(workspace_id(app), conversation_id, item_id)
     return json_response(200, conversation_json(session))
 
 

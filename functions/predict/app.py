@@ -12,6 +12,7 @@ from aws_lambda_powertools.event_handler import Response
 
 from convo_memory.domain.errors import (
     ExternalRefImmutable,
+    ItemNotFound,
     PrincipalImmutable,
     ResponseNotFound,
     ToolCallsMismatch,
@@ -243,6 +244,7 @@ RESPONSE_EVENTS = event_stream(
         200,
         *TURN_REFUSALS,
         ResponseNotFound,
+        ItemNotFound,
         PrincipalImmutable,
         ExternalRefImmutable,
         openai=True,

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response
 
-from convo_memory.domain.errors import ResponseNotFound, SessionNotFound
+from convo_memory.domain.errors import ItemNotFound, ResponseNotFound, SessionNotFound
 from convo_memory.edge import input_gate
 from convo_memory.edge.api_contract import answers
 from convo_memory.edge.resolver import (
@@ -108,7 +108,7 @@ def get_context(session_id: str) -> Response[api.ContextView]:
     from convo_memory.api import ContextView
 
     preview = container().sessions.context(workspace_id(app), session_id)
-    return json_response(200, ContextView.of(preview).to_json_dict())
+    return json_response(200, ContextView.of(preview, session_id).to_json_dict())
 
 
 @app.get(
@@ -200,6 +200,19 @@ def list_conversation_items(
     page = container().conversations.items(workspace_id(app), conversation_id, limit, after, order)
     items = [transcript_item(page.session_id, message) for message in page.messages]
     return json_response(200, item_list(items, page.has_more))
+
+
+@app.get(
+    "/v1/conversations/<conversation_id>/items/<item_id>",
+    summary="OpenAI-compatible: one of a conversation's messages as an item",
+    tags=["openai"],
+    responses=answers(200, SessionNotFound, ItemNotFound, openai=True),
+)
+def get_conversation_item(conversation_id: str, item_id: str) -> Response[api.MessageItem]:
+    from convo_memory.doors.response_frames import transcript_item
+
+    message = container().conversations.item(workspace_id(app), conversation_id, item_id)
+    return json_response(200, transcript_item(conversation_id, message))
 
 
 @http_handler

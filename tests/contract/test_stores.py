@@ -986,13 +986,21 @@ def test_a_forks_first_turn_follows_its_parents_answer(stores: Stores) -> None:
     assert found.previous == ResponseRef("p1", 3, "t1")
 
 
-def test_a_pause_is_no_stored_response_and_once_ended_names_its_turn(stores: Stores) -> None:
+def test_a_waiting_pause_is_found_with_its_calls_and_once_ended_names_its_turn(
+    stores: Stores,
+) -> None:
     with_turns(stores, "s1", 1)
     kept = stores.turns.keep_pending("s1", 2, paused_turn("a1b2c3d4"))
     assert kept is not None and kept.user_seq == 3
     pause = ResponseRef("s1", 3, "a1b2c3d4")
 
-    assert stores.responses.find_response(pause) is None  # waiting: nothing recorded yet
+    # (v5) Waiting, it is found with the calls it waits for; nothing of it is recorded yet.
+    waiting = stores.responses.find_response(pause)
+    assert waiting is not None and [c.name for c in waiting.waiting] == ["get_weather"]
+    session = stores.sessions.get_session("s1")
+    assert session is not None
+    at = stores.responses.turn_at(session, 3)
+    assert at is not None and at.waiting == waiting.waiting and at.ref == pause
 
     stores.turns.append_turn("s1", 2, turn("e5f6a7b8", "weather?", "sunny", resolves="a1b2c3d4"))
     ended = stores.responses.find_response(pause)

@@ -414,5 +414,5 @@ def test_a_new_conversation_answers_any_items_without_a_5xx(
         {"items": [{"content": [part], "role": "user", "type": "message"}]},
         {},
     )
-    assert status == 422 and answer["error"]["param"] == "items.0.content.0", answer
+    assert status == 422 and answer["error"]["param"] == "items[0].content[0]", answer
     check()

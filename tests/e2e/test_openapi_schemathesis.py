@@ -170,7 +170,7 @@ EXPLAINED = (
             seen.operation == "POST /v1/responses"
             and refused(
                 "validation_error",
-                r"^input(\.\d+)?(\.(role|type|content)(\.\d+)?)? "
+                r"^input(\.\d+)?(\.(role|type|content|id|arguments|call_id|name|output)(\.\d+)?)? "
                 r"|^previous_response_id cannot be used with conversation"
                 r"|^store false is stateless|^(user|safety_identifier) must be 1-256"
                 r"|^X-Convo-Principal |^input must not be empty",
@@ -183,6 +183,24 @@ EXPLAINED = (
         lambda seen: (
             seen.operation == "GET /v1/conversations/{conversationId}/items"
             and refused("validation_error", r"^after is not an item of this conversation")(seen)
+        ),
+    ),
+    Explained(
+        "(v5) an item id, and an item_reference's, names an item the service issued: any "
+        "other is 404 item_not_found",
+        "positive_data_acceptance",
+        lambda seen: refused("item_not_found")(seen),
+    ),
+    Explained(
+        "(v5) a conversation's items are read by their item types (a message's role and "
+        "text parts, a call's call_id and name), as the Responses door reads input items",
+        "positive_data_acceptance",
+        lambda seen: (
+            seen.operation == "POST /v1/conversations/{conversationId}/items"
+            and refused(
+                "validation_error",
+                r"^items\.\d+(\.(role|type|content|id|arguments|call_id|name|output)(\.\d+)?)? ",
+            )(seen)
         ),
     ),
     Explained(

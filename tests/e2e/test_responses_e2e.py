@@ -274,9 +274,9 @@ def test_a_deleted_response_goes_and_its_turn_stays(stack: Stack) -> None:
     [
         (
             {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
-            "input.0.content.0",
+            "input[0].content[0]",
         ),
-        ({"input": "Hi.", "tools": [{"type": "web_search"}]}, "tools.0.type"),
+        ({"input": "Hi.", "tools": [{"type": "web_search"}]}, "tools[0].type"),
         ({"input": "Hi.", "background": True}, "background"),
         ({"input": "Hi.", "conversation": "ses_x", "previous_response_id": "resp_x"}, None),
     ],
@@ -422,10 +422,18 @@ def test_a_failure_after_the_stream_started_is_response_failed(stack: Stack) -> 
         "response.output_item.added",
         "response.content_part.added",
         "response.output_text.delta",
+        # (v5) The open item is closed, with what was streamed, before the failure.
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
         "response.failed",
     ]
     failed = events[-1]["response"]
     assert failed["status"] == "failed" and failed["error"]["code"] == "provider_error"
+    streamed = "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
+    assert failed["output"] == [events[-2]["item"]]
+    assert events[-2]["item"]["status"] == "incomplete"
+    assert events[-2]["item"]["content"][0]["text"] == streamed
     assert failed["id"] == events[0]["response"]["id"]
     conversation = events[0]["response"]["conversation"]["id"]
     assert stack.transcript(conversation) == []  # nothing recorded

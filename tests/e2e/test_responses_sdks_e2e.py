@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,11 +19,10 @@ import openai
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.support.docs_recipes import docs_block, recipe_output
+from tests.support.docs_recipes import NODE_DIR, docs_block, node_command, recipe_output
 from tests.support.runtime_process import DEV_TOKEN, FakeModelStack, runtime_on_fake_model
 
 pytestmark = pytest.mark.e2e
-NODE_DIR = Path(__file__).resolve().parents[1] / "node"
 REPLY = "Nice to meet you, Ada."
 STREAMED = ["Your ", "name ", "is ", "Ada."]
 STREAMED_TEXT = "".join(STREAMED)
@@ -60,16 +58,6 @@ def stack() -> Iterator[Stack]:
     capability_name = "assistant for the Responses SDKs"
     with model, runtime_on_fake_model(model.base_url, capability_name) as (runtime, [capability]):
         yield Stack(runtime, model, capability)
-
-
-def node_command(script: str) -> list[str]:
-    """``node <script>`` in tests/node, failing (never skipping) without Node or its packages."""
-    node = shutil.which("node")
-    if node is None:
-        pytest.fail("Node (>= 20) is needed for the AI SDK test: install nodejs and npm")
-    if not (NODE_DIR / "node_modules" / ".installed").exists():
-        pytest.fail("tests/node's packages are not installed: run make node (npm ci)")
-    return [node, script]
 
 
 # --- Vercel's AI SDK ---------------------------------------------------------------------
@@ -265,15 +253,15 @@ def test_the_docs_agents_sdk_recipe_runs_as_written(stack: Stack, tmp_path: Path
     (tmp_path / "example.py").write_text(code)
     before = stack.sessions_of(DOCS_USER)
 
-    tool_turn, remembered, chained = recipe_output(
+    tool_turn, remembered = recipe_output(
         [sys.executable, "example.py"], recipe_env(stack), tmp_path
     )
 
     assert tool_turn.startswith('You said: "What does get_weather say about Paris?".')
     assert 'I used get_weather: "Sunny, 24C".' in tool_turn
-    for answer in (remembered, chained):  # each the second turn of its conversation
-        assert answer.startswith('You said: "What did it say?". I remember 2 earlier messages.')
-    assert opened_since(stack, before) == [4, 4]  # two conversations, each turn once
+    # (v5) The second run resent the first's items: the second turn of the same one.
+    assert remembered.startswith('You said: "What did it say?". I remember 2 earlier messages.')
+    assert opened_since(stack, before) == [4]  # one conversation, each turn once
 
 
 def test_the_docs_ai_sdk_recipe_runs_as_written(stack: Stack, tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from convo_memory.domain.app_call_ids import shown_calls
 from convo_memory.domain.erasures import Erasure, ErasureStatus, SessionOfEndUser
 from convo_memory.domain.errors import (
     PauseEnded,
@@ -34,8 +35,9 @@ from convo_memory.domain.errors import (
     SessionKeyTaken,
     SessionNotFound,
     StoreRejected,
+    ValidationFailed,
 )
-from convo_memory.domain.forks import summary_behind
+from convo_memory.domain.forks import REMOVED_FORK_POINT, summary_behind
 from convo_memory.domain.models import (
     Capability,
     ForkPoint,
@@ -60,6 +62,7 @@ from convo_memory.domain.turn_records import (
     AppendResult,
     TurnRecord,
     TurnState,
+    Twin,
     abandoned_turn,
     turn_messages,
     user_seq_of,
@@ -96,6 +99,8 @@ MAX_CHAIN = 6
 class StoredTurn:
     turn: TurnRecord
     response_deleted: bool = False
+    # (v5) Whether its user message and its answer were removed as conversation items.
+    removed: tuple[bool, bool] = (False, False)
 
 
 @dataclass
@@ -291,6 +296,7 @@ class FakeDatabase:
                     t.withheld,
                     t.truncated,
                     t.abandoned,
+                    stored.removed,
                 )
             )
         return out
@@ -881,8 +887,10 @@ class FakeTurnStore(_Port):
                 turns[seq].turn.withheld,
                 turns[seq].turn.truncated,
                 turns[seq].turn.abandoned,
+                turns[seq].removed,
             )
         ]
+        messages = [m for m in messages if not m.removed]
         digests: dict[int, ToolDigest] = {}
         expiry: dict[int, float] = {}
         stored = self.db.digests.get(session_id) or {}
@@ -919,9 +927,22 @@ class FakeTurnStore(_Port):
                 del paused[at]
                 turns[at] = StoredTurn(_copy(turn))
                 return AppendResult(at, at + 1)
+            if at in turns and turns[at].turn.turn_id == turn.resolves:  # (v5) a placeholder
+                turns[at] = StoredTurn(_copy(turn))
+                return AppendResult(at, at + 1)
             if at in turns and turns[at].turn.turn_id == turn.turn_id:
                 return AppendResult(at, at + 1, already_recorded=True)
             raise PauseEnded(f"the pause at {at} has ended")
+        held = turns.get(after_seq + 1)
+        if (
+            turn.yields_to_twin
+            and held is not None
+            and held.turn.turn_id != turn.turn_id
+            and held.turn.user_content == turn.user_content
+        ):
+            # (v5) A retry's twin holds the position: not written again.
+            twin = Twin(held.turn.turn_id, held.turn.answer, held.turn.withheld)
+            return AppendResult(after_seq + 1, after_seq + 2, already_recorded=True, twin=twin)
         position = self._free(session_id, after_seq, turn.turn_id)
         if position < 0:
             position = -position
@@ -983,11 +1004,20 @@ class FakeTurnStore(_Port):
     ) -> tuple[list[Message], bool]:
         self.db.enter("list_messages")
         later = [m for m in self.db.messages(session_id) if m.seq > after_seq]
-        return later[:limit], len(later) > limit
+        return [m for m in later[:limit] if not m.removed], len(later) > limit
 
     def read_messages(self, session_id: str, first_seq: int, last_seq: int) -> list[Message]:
         self.db.enter("read_messages")
         return [m for m in self.db.messages(session_id) if first_seq <= m.seq <= last_seq]
+
+    def remove_message(self, session_id: str, seq: int) -> bool:
+        self.db.enter("remove_message")
+        stored = (self.db.turns.get(session_id) or {}).get(user_seq_of(seq))
+        if stored is None:
+            return False
+        user, answer = stored.removed
+        stored.removed = (True, answer) if seq % 2 else (user, True)
+        return True
 
     def stored_prompt(self, session_id: str, user_seq: int) -> StoredPrompt | None:
         self.db.enter("stored_prompt")
@@ -1026,6 +1056,9 @@ class FakeResponseStore(_Port):
         session = self.db.session(ref.session_id)
         if session is None or workspace_id not in (None, session.workspace_id):
             return None
+        waiting = (self.db.paused.get(ref.session_id) or {}).get(ref.user_seq)
+        if waiting is not None and waiting.pause_id == ref.reply_id:
+            return self._waiting(session, ref, waiting)
         turns = self.db.lineage_turns(ref.session_id)
         seq = next(
             (
@@ -1061,6 +1094,50 @@ class FakeResponseStore(_Port):
             ended_pause=turn.resolves,
         )
 
+    @staticmethod
+    def _waiting(session: Session, ref: ResponseRef, paused: PendingTurn) -> StoredResponse:
+        """A pause that still waits, as its response (``DynamoResponseStore``'s)."""
+        user, answer = turn_messages(
+            paused.user_seq, paused.user_input, paused.text, paused.since, paused.withheld, False
+        )
+        return StoredResponse(
+            session=session,
+            ref=ref,
+            user_seq=paused.user_seq,
+            user=user,
+            answer=answer,
+            settings=ResponseSettings(chained=paused.prompt_record.chained),
+            app_tools=paused.prompt_record.app_tools,
+            run_id=paused.run_id if paused.traced else None,
+            waiting=shown_calls(session.id, paused),
+        )
+
+    def turn_at(self, session: Session, user_seq: int) -> StoredResponse | None:
+        self.db.enter("turn_at")
+        paused = (self.db.paused.get(session.id) or {}).get(user_seq)
+        if paused is not None:
+            return self._waiting(
+                session, ResponseRef(session.id, user_seq, paused.pause_id), paused
+            )
+        stored = (self.db.turns.get(session.id) or {}).get(user_seq)
+        if stored is None:
+            return None
+        turn = stored.turn
+        user, answer = turn_messages(
+            user_seq, turn.user_content, turn.answer, turn.created_at, turn.withheld, turn.truncated
+        )
+        return StoredResponse(
+            session=session,
+            ref=ResponseRef(session.id, user_seq, turn.turn_id),
+            user_seq=user_seq,
+            user=user,
+            answer=answer,
+            settings=ResponseSettings.decode(turn.response),
+            run_id=turn.run_id,
+            deleted=stored.response_deleted,
+            imported=turn.prompt_record is None,
+        )
+
     def mark_deleted(self, ref: ResponseRef, user_seq: int) -> bool:
         self.db.enter("mark_response_deleted")
         stored = (self.db.turns.get(ref.session_id) or {}).get(user_seq)
@@ -1093,6 +1170,8 @@ class FakeForkStore(_Port):
             raise RecallSourceGone(f"a session recalled by {parent_id} was deleted")
         lineage = self.db.lineage_turns(parent_id)
         turns = {seq: t for seq, t in lineage.items() if seq < at_seq}
+        if at_seq and at_seq - 1 in turns and turns[at_seq - 1].removed[1]:
+            raise ValidationFailed(REMOVED_FORK_POINT, param="atSeq")
         copied = sorted(turns)[-copy_turns:] if at_seq else []
         self.db.turns[fork.id] = {seq: _copy(turns[seq]) for seq in copied}
         digests = self.db.lineage_digests(parent_id)

@@ -11,8 +11,10 @@ from bench.responses_door import responses_door_figure
 def test_a_responses_turn_costs_what_a_predict_turn_costs() -> None:
     figure = responses_door_figure(1, lambda message: None)
 
-    predict, previous, conversation = figure["rows"]
+    predict, previous, conversation, items = figure["rows"]
     assert (previous["door"], conversation["door"]) == ("previous", "conversation")
+    # (v5) A request naming the service's items costs no read a previous_response_id does not.
+    assert items["door"] == "items"
     for row in figure["rows"]:
         assert row["consistent"], row
         assert (row["requests"], row["readUnits"], row["writeUnits"]) == (

@@ -154,6 +154,11 @@ def test_the_same_bad_input_gets_the_same_answer_through_every_door(
         assert status == row.status, (door, body)
         if door.startswith("chat"):
             assert body["error"].pop("type") == OPENAI_TYPES[row.status], door
+            if row.status == 422:
+                # (v5) Every 422 of the OpenAI doors names its field, in OpenAI's form:
+                # the code is the same, the words name the chat door's own field.
+                assert body["error"]["param"] and body["error"]["code"] == row.code, door
+                continue
         assert body == native[2], door
         assert headers.get("retry-after") == native[1].get("retry-after"), door
     assert (

@@ -163,14 +163,18 @@ def test_an_idempotency_key_replays_the_same_response_once_recorded(
 WEATHER = {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}
 
 
-def test_a_paused_response_is_not_found_until_continued_and_its_calls_are_answered_once(
+def test_a_paused_response_is_retrievable_while_it_waits_and_its_calls_are_answered_once(
     api: InProcessApi, tenant: Tenant
 ) -> None:
     paused = ask(api, tenant, "What does get_weather say?", tools=[WEATHER], user="u1")
     [call] = paused["output"]
     assert call["type"] == "function_call"
     path = f"/v1/responses/{paused['id']}"
-    for method, where in (("GET", path), ("DELETE", path), ("GET", f"{path}/input_items")):
+    # (v5) While it waits it reads back as it was answered: its calls, with their ids.
+    waiting = api.call("GET", path, token=tenant.token)
+    assert waiting.status == 200, waiting.body
+    assert (waiting.body["status"], waiting.body["output"]) == ("completed", [call])
+    for method, where in (("DELETE", path), ("GET", f"{path}/input_items")):
         refused = api.call(method, where, token=tenant.token)
         assert refused.status == 404, (method, where, refused.body)
         assert refused.body["error"]["code"] == "response_not_found"

@@ -35,6 +35,10 @@ EXPECTED_ROUTES = {
     ("POST", "/v1/conversations/{conversationId}"): "ModifySessionFunction",
     ("DELETE", "/v1/conversations/{conversationId}"): "ModifySessionFunction",
     ("GET", "/v1/conversations/{conversationId}/items"): "ReadSessionsFunction",
+    # (v5) Conversation items: added (as imported history) and read one by one.
+    ("POST", "/v1/conversations/{conversationId}/items"): "ModifySessionFunction",
+    ("GET", "/v1/conversations/{conversationId}/items/{itemId}"): "ReadSessionsFunction",
+    ("DELETE", "/v1/conversations/{conversationId}/items/{itemId}"): "ModifySessionFunction",
     ("POST", "/v1/erasures"): "ErasuresFunction",
     ("GET", "/v1/erasures/{erasureId}"): "ErasuresFunction",
     # Unknown routes: the contract's not_found body (served without a token).

@@ -18,6 +18,7 @@ from convo_memory.domain.errors import (
     ValidationFailed,
 )
 from convo_memory.domain.generation import GenerationOptions
+from convo_memory.domain.item_ids import app_call_id
 from convo_memory.domain.jobs import RepairJob
 from convo_memory.domain.tools import ToolChoice, ToolReply, ToolRequest, ToolRound
 from convo_memory.domain.turns import AnswerDelta, AppToolCalls, SessionById, TurnCommand, UserText
@@ -60,8 +61,11 @@ def test_a_step_that_calls_an_app_tool_pauses_the_turn_and_records_nothing_yet()
     sid, result = paused(app)
 
     assert (result.finish, result.turn, result.recorded) == ("tool_calls", None, False)
+    # (v5) The app is shown an id the service minted, naming the turn's place.
+    shown = app_call_id(sid, 1, 0)
+    assert shown is not None and len(shown) <= 40
     assert [(c.call_id, c.name, json.loads(c.arguments)) for c in result.tool_calls] == [
-        ("call_w", "get_weather", {"city": "Paris"})
+        (shown, "get_weather", {"city": "Paris"})
     ]
     assert messages(app, sid) == []
     context = app.container.sessions.context(WS, sid)
@@ -137,13 +141,19 @@ def test_a_continuation_may_call_tools_again_and_pause_again_at_the_same_positio
     sid, _ = paused(app)
 
     again = app_turn(app.container, WS, "cap", [("call_w", "sunny")], sid, tools=WEATHER)
-    assert (again.finish, [c.call_id for c in again.tool_calls]) == ("tool_calls", ["call_t"])
+    # The second pause's call is the turn's second call of the app's tools.
+    assert (again.finish, [c.call_id for c in again.tool_calls]) == (
+        "tool_calls",
+        [app_call_id(sid, 1, 1)],
+    )
     pending = app.container.sessions.context(WS, sid).pending
     assert pending is not None and pending.user_seq == 1
     with pytest.raises(ToolCallsMismatch):  # the first pause's call is answered already
         app_turn(app.container, WS, "cap", [("call_w", "sunny")], sid, tools=WEATHER)
 
-    done = app_turn(app.container, WS, "cap", [("call_t", "also sunny")], sid, tools=WEATHER)
+    # The id the app was shown finds the provider's own.
+    minted = str(app_call_id(sid, 1, 1))
+    done = app_turn(app.container, WS, "cap", [(minted, "also sunny")], sid, tools=WEATHER)
     assert done.output == "Both sunny." and done.turn is not None and done.turn.user_seq == 1
     assert len(model.steps[-1].rounds) == 2
     assert [m["seq"] for m in messages(app, sid)] == [1, 2]
@@ -385,7 +395,7 @@ def test_an_agents_tools_called_in_the_pausing_step_run_first_and_are_traced_at_
     pause = app_turn(app.container, WS, "cap", "order 1 and Oslo weather", sid, tools=WEATHER)
 
     assert [c.name for c in app.toolbox.calls] == ["lookup_order"]
-    assert [c.call_id for c in pause.tool_calls] == ["c2"]
+    assert [c.call_id for c in pause.tool_calls] == [app_call_id(sid, 1, 0)]
     run = app.db.stores.runs.get_run(WS, pause.run_id or "")
     assert run is not None and (run["status"], run["stopReason"]) == ("paused", "paused")
     assert [s["kind"] for s in run["steps"]] == ["service"]

@@ -30,11 +30,13 @@ def figure(previous: dict[str, Any] | None = None, previous_ms: float = 10.2) ->
         "predict": [units()] * 3,
         "previous": [previous or units()] * 3,
         "conversation": [units()] * 3,
+        "items": [units()] * 3,
     }
     seconds = {
         "predict": [0.010, 0.011, 0.009],
         "previous": [previous_ms / 1000] * 3,
         "conversation": [0.0099] * 3,
+        "items": [0.0101] * 3,
     }
     return door_figure(measured, seconds, LABELS, 3)
 

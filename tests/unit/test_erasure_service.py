@@ -18,7 +18,8 @@ from convo_memory.domain.errors import (
 )
 from convo_memory.domain.jobs import ErasureJob, SweepJob
 from convo_memory.domain.turn_records import TurnRecord
-from convo_memory.services.erasures import ErasureIncomplete, ErasurePolicy, ErasureService
+from convo_memory.services.erasure_policy import ErasureIncomplete, ErasurePolicy
+from convo_memory.services.erasures import ErasureService
 from tests.fakes.app import WS, FakeApp, fake_app
 
 REF = "end-user-1"

@@ -41,7 +41,7 @@ def _recorder(app: Any, queue: FakeQueue, fallback: FakeInvoke | None) -> TurnRe
 def _failing_turn(app: Any, recorder: TurnRecorder) -> Any:
     app.capability("cap-gen")
     sid = app.session("cap-gen")
-    app.container.turns._recorder = recorder
+    app.container.turns._endings._recorder = recorder
     app.db.fail_always["append_turn"] = StoreUnavailable("throttled")
     try:
         return sid, predict(app.container, WS, "cap-gen", "remember this", sid)

@@ -23,6 +23,7 @@ from convo_memory.domain.errors import (
 )
 from convo_memory.domain.generation import ModelStep, TokenUsage
 from convo_memory.domain.imported_history import ImportedTurn
+from convo_memory.domain.item_ids import app_call_id
 from convo_memory.domain.prompt import Prompt
 from convo_memory.domain.responses import ResponseRef
 from convo_memory.domain.turns import (
@@ -34,7 +35,7 @@ from convo_memory.domain.turns import (
 )
 from convo_memory.doors import chat_completions, response_frames
 from convo_memory.doors import responses as responses_door
-from convo_memory.edge.errors import error_body
+from convo_memory.edge.errors import error_body, openai_param
 from convo_memory.edge.turn_edge import BufferedEvents
 from tests.fakes.adapters import FakeProvider, ScriptedModel
 from tests.fakes.app import WS, FakeApp, fake_app
@@ -325,9 +326,10 @@ def test_a_function_tool_pauses_and_its_output_continues_the_response_in_place()
     app = app_with(ScriptedModel([("call_w", "get_weather", {"city": "Paris"})], "Sunny."))  # type: ignore[arg-type]
     paused = respond(app, {"input": "Weather?", "tools": [WEATHER], "user": "u-1"})
     [call] = paused["output"]
+    sid = paused["conversation"]["id"]
     assert (call["type"], call["call_id"], call["name"]) == (
         "function_call",
-        "call_w",
+        app_call_id(sid, 1, 0),
         "get_weather",
     )
     assert json.loads(call["arguments"]) == {"city": "Paris"}
@@ -379,7 +381,6 @@ def test_a_streamed_pause_sends_the_function_call_events() -> None:
         ({"input": "x", "tools": [{"type": "file_search"}]}, "tools.0.type"),
         ({"input": "x", "background": True}, "background"),
         ({"input": "x", "conversation": "ses_1", "previous_response_id": "resp_1"}, None),
-        ({"input": "x", "store": False, "conversation": "ses_1"}, "store"),
         ({"input": [{"role": "assistant", "content": "x"}]}, "input.0"),
         ({"input": "x", "tool_choice": "required"}, "tool_choice"),
     ],
@@ -392,7 +393,9 @@ def test_what_the_door_does_not_take_is_refused_naming_the_field(
 
     assert refused.value.param == (param or "previous_response_id")
     error = error_body(refused.value, openai=True)["error"]
-    assert error["type"] == "invalid_request_error" and error["param"] == refused.value.param
+    # OpenAI's form: input[0].content[0], tools[0].type
+    assert error["type"] == "invalid_request_error"
+    assert error["param"] == openai_param(refused.value.param)
 
 
 def test_a_refused_response_stores_nothing() -> None:
@@ -444,13 +447,15 @@ def paused_then_continued(app: FakeApp) -> tuple[dict[str, Any], dict[str, Any]]
     return paused, answer
 
 
-def test_a_paused_response_is_no_stored_response_its_turn_is_once_recorded() -> None:
+def test_a_paused_response_is_read_while_it_waits_and_its_turn_is_once_recorded() -> None:
     app = app_with(ScriptedModel([("call_w", "get_weather", {})], "Sunny."))  # type: ignore[arg-type]
     paused = respond(app, {"input": "Weather?", "tools": [WEATHER], "user": "u-1"})
 
-    for read in (app.container.responses.get, app.container.responses.delete):
-        with pytest.raises(ResponseNotFound):
-            read(WS, paused["id"])
+    # (v5) While it waits it is read back with its calls, and neither deleted nor listed.
+    waiting = response_frames.stored_response(app.container.responses.get(WS, paused["id"]))
+    assert waiting["output"] == paused["output"] and waiting["id"] == paused["id"]
+    with pytest.raises(ResponseNotFound):
+        app.container.responses.delete(WS, paused["id"])
     with pytest.raises(ResponseNotFound):
         app.container.responses.sent(WS, paused["id"])
     output = {"type": "function_call_output", "call_id": "call_w", "output": "24C"}
@@ -504,9 +509,9 @@ WIDE_SCHEMA = {"type": "object", "properties": {f"p{i}": {"type": "string"} for 
     ("functions", "param"),
     [
         ([function(name=f"f{i}") for i in range(129)], "tools"),
-        ([function(), function(name="x", description="d" * 5_000)], "tools.1.description"),
-        ([function(name="1 bad name")], "tools.0.name"),
-        ([function(parameters=WIDE_SCHEMA)], "tools.0.parameters"),
+        ([function(), function(name="x", description="d" * 5_000)], "tools[1].description"),
+        ([function(name="1 bad name")], "tools[0].name"),
+        ([function(parameters=WIDE_SCHEMA)], "tools[0].parameters"),
     ],
 )
 def test_function_tools_are_bounded_as_the_chat_doors_are(

@@ -90,9 +90,11 @@ from convo_memory.api.responses import (
     ConversationCreate,
     ConversationDeleted,
     ConversationItemIn,
+    ConversationItemsAdd,
     ConversationRef,
     ConversationUpdate,
     FunctionCallItem,
+    FunctionToolOut,
     IncompleteDetails,
     InputTokensDetails,
     ItemList,
@@ -104,7 +106,10 @@ from convo_memory.api.responses import (
     ResponseMetadata,
     ResponseObject,
     ResponseStreamEvent,
+    ResponseText,
+    ResponseTextOut,
     ResponseUsage,
+    TextFormat,
     TextPart,
 )
 from convo_memory.api.sessions import (

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from convo_memory.api.capabilities import check_schema_size
 from convo_memory.api.chat import ConvoExtension
 from convo_memory.api.common import check_metadata, object_schema, said_schema
 
@@ -35,12 +36,18 @@ def _response_request_schema(schema: dict[str, Any]) -> None:
         "that continue a paused turn, is the turn's input: the items before it are your copy "
         "of the history and are ignored, except when the response opens a conversation, "
         "whose first turns they become (user and assistant messages). With store false the "
-        "model sees the items as given and nothing is recorded. Image, file and audio parts, "
-        "built-in tools and background are refused (422 naming the field); other unknown "
-        "fields are ignored."
+        "model sees the items as given (or, with conversation or previous_response_id, that "
+        "conversation) and nothing is recorded. With neither, items whose ids the service "
+        "minted (message and function_call ids, item_reference, call_ids) make the request a "
+        "turn of their conversation. Audio parts, built-in tools and background are refused "
+        "(422 naming the field); other unknown fields are ignored."
     )
     properties = schema["properties"]
     properties["background"] = {"enum": [False, None]}
+    properties["text"]["description"] = (
+        "Structured output: text.format json_object or json_schema reaches the model as the "
+        "chat door's response_format (422 naming it where the connection cannot take it)."
+    )
     properties["model"]["description"] = "A generative or agent capability's id."
     end_user = (
         "Your end user's id: bound to a conversation by its first response (its externalRef); "
@@ -50,15 +57,50 @@ def _response_request_schema(schema: dict[str, Any]) -> None:
     properties["safety_identifier"]["description"] = end_user
 
 
-class ResponseTextIn(BaseModel):
-    """``text``: the shape of the answer (``format``; OpenAI's ``verbosity``). Typed, so
-    that ``7``, ``"x"``, ``[]`` or ``true`` are refused naming it (422)."""
+class TextFormat(BaseModel):
+    """(v5) ``text.format``: ``text`` (the default), ``json_object``, or ``json_schema``
+    with its ``name`` and ``schema`` (OpenAI's flat form): structured output, passed to
+    the model as the chat door's ``response_format``."""
 
-    model_config = ConfigDict(extra="allow", strict=True)
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, strict=True)
 
-    format: dict[str, Any] | None = Field(
-        default=None, description='The answer\'s format: {"type": "text"} (the default).'
-    )
+    type: Literal["text", "json_object", "json_schema"]
+    name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str | None = Field(default=None, max_length=1024)
+    json_schema: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+    @model_validator(mode="after")
+    def _schema_given(self) -> TextFormat:
+        if self.type == "json_schema" and (self.name is None or self.json_schema is None):
+            raise ValueError("json_schema takes a name and a schema")
+        if self.json_schema is not None:
+            check_schema_size(self.json_schema, "schema")
+        return self
+
+    def sent(self) -> dict[str, Any] | None:
+        """What reaches the model, in the chat door's ``response_format`` shape (None:
+        plain text)."""
+        if self.type == "text":
+            return None
+        if self.type == "json_object":
+            return {"type": "json_object"}
+        nested: dict[str, Any] = {"name": self.name, "schema": self.json_schema}
+        if self.description is not None:
+            nested["description"] = self.description
+        if self.strict is not None:
+            nested["strict"] = self.strict
+        return {"type": "json_schema", "json_schema": nested}
+
+    def shown(self) -> dict[str, Any]:
+        """The format as a Response shows it (OpenAI's flat form)."""
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
+class ResponseText(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    format: TextFormat | None = None
     verbosity: Literal["low", "medium", "high"] | None = None
 
 
@@ -97,9 +139,20 @@ class ResponseCreate(BaseModel):
     )
     safety_identifier: str | None = None
     user: str | None = None
-    text: ResponseTextIn | None = None
+    # (v5) Typed, so that no value of a known field reaches a 5xx; most are echoed.
+    text: ResponseText | None = None
+    prompt_cache_key: str | None = Field(default=None, max_length=256)
+    background: bool | None = None
+    max_tool_calls: int | None = Field(default=None, ge=1)
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    service_tier: str | None = Field(default=None, max_length=64)
+    truncation: Literal["auto", "disabled"] | None = None
+    reasoning: dict[str, Any] | None = None
+    include: list[str] | None = None
 
-    @field_validator("max_output_tokens", mode="before")
+    @field_validator("max_output_tokens", "max_tool_calls", "top_logprobs", mode="before")
     @classmethod
     def _a_json_integer(cls, value: Any) -> Any:
         if isinstance(value, float) and value.is_integer():
@@ -149,6 +202,20 @@ class ConversationCreate(BaseModel):
         if self.metadata is not None:
             check_metadata(self.metadata)
         return self
+
+
+class ConversationItemsAdd(BaseModel):
+    """(v5) ``POST /v1/conversations/{id}/items``: items to add as imported history."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    items: list[dict[str, Any]] = Field(
+        min_length=1,
+        max_length=20,
+        description="user and assistant message items are recorded (once: those the "
+        "conversation already holds, by id or by role and text in order after its newest "
+        "messages, are not added again); other item types are accepted and not recorded.",
+    )
 
 
 class ConversationUpdate(BaseModel):
@@ -233,6 +300,21 @@ class ResponseError(BaseModel):
     message: str
 
 
+class FunctionToolOut(BaseModel):
+    """A function tool as a Response shows it (``description``, ``parameters`` and
+    ``strict`` null where a stored response did not keep them)."""
+
+    type: Literal["function"]
+    name: str
+    description: str | None
+    parameters: dict[str, Any] | None
+    strict: bool | None
+
+
+class ResponseTextOut(BaseModel):
+    format: dict[str, Any] = Field(description="text, json_object or json_schema.")
+
+
 class ResponseObject(BaseModel):
     """A response (OpenAI's Response object), with the service's ``convo`` extension
     (``conversation`` is the session of its turn: a fork when it answered an older
@@ -243,6 +325,7 @@ class ResponseObject(BaseModel):
     id: str = Field(pattern=r"^resp_")
     object: Literal["response"]
     created_at: int
+    completed_at: int | None = Field(description="When it ended; null while in progress.")
     status: Literal["completed", "incomplete", "in_progress", "failed"]
     model: str = Field(description="The capability id.")
     output: list[MessageItem | FunctionCallItem]
@@ -252,12 +335,24 @@ class ResponseObject(BaseModel):
     instructions: str | None
     metadata: dict[str, str]
     store: bool
-    tools: list[dict[str, Any]]
+    tools: list[FunctionToolOut]
     tool_choice: str | dict[str, Any]
     parallel_tool_calls: bool
-    temperature: float | None
-    top_p: float | None
+    temperature: float = Field(description="As used: 1 unless the request set it.")
+    top_p: float = Field(description="As used: 1 unless the request set it.")
+    presence_penalty: float
+    frequency_penalty: float
+    top_logprobs: int
     max_output_tokens: int | None
+    max_tool_calls: int | None
+    reasoning: dict[str, Any] | None
+    service_tier: str
+    text: ResponseTextOut
+    truncation: Literal["auto", "disabled"]
+    background: bool
+    user: str | None
+    safety_identifier: str | None
+    prompt_cache_key: str | None
     incomplete_details: IncompleteDetails | None
     error: ResponseError | None
     convo: ConvoExtension | None

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from convo_memory.api.common import said_schema
+from convo_memory.domain.app_call_ids import shown_calls
 from convo_memory.domain.models import (
     ApiModel,
     Message,
@@ -75,9 +76,13 @@ class ContextView(ApiModel):
     pending_turn: PendingTurnView | None = None
 
     @classmethod
-    def of(cls, preview: ContextPreview) -> ContextView:
-        """``GET /v1/sessions/{id}/context``: what the next turn would see."""
+    def of(cls, preview: ContextPreview, session_id: str = "") -> ContextView:
+        """``GET /v1/sessions/{id}/context``: what the next turn would see (a waiting
+        turn's calls with the ids the app was shown, given the session's id)."""
         pending = preview.pending
+        calls = () if pending is None else pending.tool_calls
+        if pending is not None and session_id:
+            calls = shown_calls(session_id, pending)
         return cls(
             summary=preview.summary,
             messages=list(preview.messages),
@@ -90,8 +95,7 @@ class ContextView(ApiModel):
             else PendingTurnView(
                 user_seq=pending.user_seq,
                 tool_calls=[
-                    PendingCallView(id=c.call_id, name=c.name, arguments=c.arguments)
-                    for c in pending.tool_calls
+                    PendingCallView(id=c.call_id, name=c.name, arguments=c.arguments) for c in calls
                 ],
                 since=pending.since,
             ),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from convo_memory.config import Settings
 from convo_memory.services.conversations import ImportLimits
-from convo_memory.services.erasures import MAX_QUEUE_DELAY_SECONDS, ErasurePolicy
+from convo_memory.services.erasure_policy import MAX_QUEUE_DELAY_SECONDS, ErasurePolicy
 from convo_memory.services.retention import RetentionPolicy
 from convo_memory.services.summaries import CHUNK_MESSAGES, SummaryPolicy
 from convo_memory.services.turns import TurnPolicy

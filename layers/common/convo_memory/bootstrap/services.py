@@ -35,6 +35,8 @@ from convo_memory.services.session_states import SessionStates
 from convo_memory.services.sessions import SessionService
 from convo_memory.services.summaries import SummaryService
 from convo_memory.services.summary_trigger import SummaryTrigger
+from convo_memory.services.turn_endings import TurnEndings
+from convo_memory.services.turn_routing import TurnRouter
 from convo_memory.services.turns import TurnService
 
 Clock = Callable[[], float]
@@ -162,28 +164,25 @@ def _turns(
         monotonic=monotonic,
     )
     stores = adapters.stores
+    states = SessionStates(
+        catalog,
+        stores.sessions,
+        stores.turns,
+        policy.activity_granularity_seconds,
+        conversations.bind,
+    )
+    pauses = PausedTurns(
+        recorder, adapters.metrics, pending_turn_seconds=policy.pending_turn_seconds, clock=clock
+    )
     return TurnService(
         catalog=catalog,
-        sessions=stores.sessions,
-        turns=stores.turns,
         answerer=answerer,
-        recorder=recorder,
-        trigger=trigger,
+        endings=TurnEndings(recorder, pauses, trigger),
         keys=keys,
         conversations=conversations,
-        pauses=PausedTurns(
-            recorder,
-            adapters.metrics,
-            pending_turn_seconds=policy.pending_turn_seconds,
-            clock=clock,
-        ),
-        states=SessionStates(
-            catalog,
-            stores.sessions,
-            stores.turns,
-            policy.activity_granularity_seconds,
-            conversations.bind,
-        ),
+        pauses=pauses,
+        states=states,
+        router=TurnRouter(states, conversations),
         policy=policy,
         clock=clock,
         monotonic=monotonic,

@@ -74,6 +74,13 @@ class ResponseNotFound(NotFound):
     code = "response_not_found"
 
 
+class ItemNotFound(NotFound):
+    """(v5) An ``item_reference`` or item id that names no recorded item of a
+    conversation of this workspace (unknown, removed, deleted or another workspace's)."""
+
+    code = "item_not_found"
+
+
 class ErasureNotFound(NotFound):
     """An unknown erasure, or another workspace's (the contract's plain ``not_found``)."""
 

@@ -50,3 +50,7 @@ def summary_behind(versions: Iterable[SummaryVersion], at_seq: int) -> SummaryVe
     summary, with the window it was made in), or None when there is none."""
     behind = [v for v in versions if 0 < v.summary.through_seq <= at_seq]
     return max(behind, key=lambda v: v.summary.through_seq, default=None)
+
+
+# (v5) A fork at an answer removed as a conversation item (422).
+REMOVED_FORK_POINT = "atSeq names an answer that was removed: fork at another answer"

@@ -40,6 +40,9 @@ class GenerationOptions:
     # (v4) Structured output (``{"type": "json_object"}`` or ``json_schema``), for the
     # providers that take it (OpenAI-compatible); None: plain text.
     response_format: Mapping[str, Any] | None = field(default=None, hash=False)
+    # (v5) What the request called it (the Responses door's ``text.format``): a refusal
+    # names that field.
+    response_format_field: str = "response_format"
 
     def capped_max_tokens(self, connection_max: int | None) -> int | None:
         """The output token limit of a call: the client's, at most the connection's."""

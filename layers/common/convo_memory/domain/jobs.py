@@ -67,6 +67,8 @@ class TurnBody(JobModel):
     abandoned: bool = False
     resolves: str | None = None
     response: str | None = None
+    # (v5) Its position may hold the turn it repeats (a retry's twin).
+    yields_to_twin: bool = False
 
     @classmethod
     def of(cls, turn: TurnRecord) -> TurnBody:

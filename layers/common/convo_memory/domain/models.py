@@ -433,6 +433,9 @@ class Message(ApiModel):
     # (v4) The answer of a turn that paused for the app's tools and was never continued:
     # the text that came with the calls.
     abandoned: bool = False
+    # (v5) Removed (``DELETE /v1/conversations/{id}/items/{item_id}``): left out of
+    # listings, replay and forks made after; never shown.
+    removed: bool = Field(default=False, exclude=True)
 
 
 class Summary(ApiModel):

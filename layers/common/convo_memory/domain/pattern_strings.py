@@ -11,6 +11,7 @@ outside this subset costs nothing and gives None.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 MAX_PATTERN_STRING = 256
@@ -40,7 +41,9 @@ def string_matching(pattern: str) -> str | None:
 
 
 def _parsed(pattern: str) -> Any:
-    from re import _parser as sre_parse  # the standard library's own parser (3.11+)
+    # The standard library's own parser (3.11+), imported by name: newer type stubs do
+    # not declare the private module, which mypy would refuse.
+    sre_parse: Any = importlib.import_module("re._parser")
 
     try:
         return sre_parse.parse(pattern)

@@ -189,7 +189,19 @@ def _chat(
     if pending is not None:
         content = _with_tool_results(pending, content, nonce)
     messages.append(ChatMessage("user", content))
-    return tuple(messages)
+    return _alternating(messages)
+
+
+def _alternating(messages: Sequence[ChatMessage]) -> tuple[ChatMessage, ...]:
+    """(v5) The messages with consecutive ones of one role joined (a removed message
+    leaves two of a role side by side; Bedrock refuses them): roles alternate."""
+    joined: list[ChatMessage] = []
+    for message in messages:
+        if joined and joined[-1].role == message.role:
+            joined[-1] = ChatMessage(message.role, f"{joined[-1].content}\n\n{message.content}")
+        else:
+            joined.append(message)
+    return tuple(joined)
 
 
 def _with_tool_results(digest: ToolDigest, content: str, nonce: str) -> str:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from convo_memory.domain.models import Message, Session
+    from convo_memory.domain.tools import AppToolCall
 
 RESPONSE_PREFIX = "resp_"
 MESSAGE_ITEM_PREFIX = "msg_"
@@ -106,6 +107,8 @@ class ResponseSettings:
     tool_choice: str | Mapping[str, Any] | None = None
     parallel_tool_calls: bool | None = None
     cut: bool = False
+    # (v5) ``text.format`` when not plain text: kept as its type and name (not its schema).
+    text_format: Mapping[str, Any] | None = None
 
     def encode(self) -> str | None:
         """The stored text (compact JSON, one letter a setting, of what differs from the
@@ -128,6 +131,9 @@ class ResponseSettings:
             values["n"] = 0
         if self.cut:
             values["l"] = 1
+        if self.text_format is not None:
+            kept = {k: self.text_format[k] for k in ("type", "name") if k in self.text_format}
+            values["f"] = kept
         if not values:
             return None
         return json.dumps(values, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
@@ -152,6 +158,7 @@ class ResponseSettings:
             tool_choice=values.get("c"),
             parallel_tool_calls=False if "n" in values else None,
             cut=bool(values.get("l")),
+            text_format=values.get("f") if isinstance(values.get("f"), dict) else None,
         )
 
 
@@ -180,6 +187,10 @@ class StoredResponse:
     previous: ResponseRef | None = None
     pause: bool = False
     ended_pause: str | None = None
+    # (v5) A pause that still waits: the calls the app is asked for (ids as shown).
+    waiting: tuple[AppToolCall, ...] = ()
+    # (v5) Imported history (added as items, not served): it kept no prompt record.
+    imported: bool = False
 
 
 def previous_response(

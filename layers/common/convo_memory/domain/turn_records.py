@@ -81,6 +81,10 @@ class TurnRecord:
     # (v4) The pause (its id) whose position this turn takes: the turn ends a paused turn
     # and is written where the pause was kept, never appended; None: appended.
     resolves: str | None = None
+    # (v5) A turn after a named item or response: when the position right after it holds
+    # a turn with the same input (a retry's twin, in flight when this began), this one is
+    # not written and answers as that turn.
+    yields_to_twin: bool = False
     # (v4) What its Responses request set, for its Response (``ResponseSettings.encode``;
     # None: nothing, or another door).
     response: str | None = None
@@ -108,10 +112,23 @@ def abandoned_turn(pending: PendingTurn) -> TurnRecord:
 
 
 @dataclass(frozen=True)
+class Twin:
+    """(v5) The turn a retry found at the position it wanted, with its input: the turn it
+    repeats (its id, answer and whether that was withheld), recorded by the request the
+    client gave up on, or by another retry of it."""
+
+    turn_id: str
+    answer: str
+    withheld: bool = False
+
+
+@dataclass(frozen=True)
 class AppendResult:
     user_seq: int
     assistant_seq: int
     already_recorded: bool = False
+    # (v5) Not written: the position held the turn this one repeats (``yields_to_twin``).
+    twin: Twin | None = None
 
 
 def user_seq_of(seq: int) -> int:
@@ -127,12 +144,19 @@ def turn_messages(
     withheld: bool,
     truncated: bool,
     abandoned: bool = False,
+    removed: tuple[bool, bool] = (False, False),
 ) -> tuple[Message, Message]:
-    """The two messages of a stored turn."""
+    """The two messages of a stored turn (``removed``: (v5) whether each was removed)."""
     from convo_memory.domain.models import Message
 
     return (
-        Message(seq=user_seq, role="user", content=user_content, created_at=created_at),
+        Message(
+            seq=user_seq,
+            role="user",
+            content=user_content,
+            created_at=created_at,
+            removed=removed[0],
+        ),
         Message(
             seq=user_seq + 1,
             role="assistant",
@@ -141,6 +165,7 @@ def turn_messages(
             withheld=withheld,
             truncated=truncated,
             abandoned=abandoned,
+            removed=removed[1],
         ),
     )
 

@@ -22,6 +22,7 @@ from convo_memory.domain.generation import NO_OPTIONS, FinishReason, GenerationO
 from convo_memory.domain.tools import AppToolCall
 
 if TYPE_CHECKING:
+    from convo_memory.domain.item_ids import ItemPlace
     from convo_memory.domain.models import Principal, Session
     from convo_memory.domain.prompt import ChatMessage
     from convo_memory.domain.responses import ResponseRef, ResponseSettings
@@ -125,10 +126,38 @@ class NewConversation:
 
     owner: SessionOwner
     history: tuple[ImportedTurn, ...] = ()
+    # (v5) The history as said, when it holds references the serving path must read
+    # first (``REFERENCE_ROLE``): paired into turns once read.
+    said: tuple[ChatMessage, ...] = ()
+
+
+# (v5) A message of an app's history that only names an item of a conversation
+# (``item_reference``): its role is this, its content the item's id, until the serving
+# path reads the item's text where the model sees the history.
+REFERENCE_ROLE = "item_reference"
+
+
+@dataclass(frozen=True)
+class SessionByItems:
+    """(v5) A turn of the conversation the request's items name without naming it (the
+    ids the service gave its items, resent by an app): as if ``previous_response_id``
+    named the response of ``place``, the newest item named. When that conversation
+    cannot take it here (deleted, another capability's, another end user's, archived,
+    or the place not recorded), ``fallback`` opens a new one from the history, with
+    ``fallback_input`` and ``fallback_rounds`` as its input (None: the request has no
+    user message to open one with, 422)."""
+
+    place: ItemPlace
+    owner: SessionOwner
+    fallback: NewConversation | None = None
+    fallback_input: TurnPayload | None = None
+    fallback_rounds: tuple[ToolRound, ...] = ()
 
 
 # Which conversation a turn belongs to; None: none (a stateless turn, nothing recorded).
-ConversationTarget = SessionById | SessionByKey | SessionByResponse | NewConversation | None
+ConversationTarget = (
+    SessionById | SessionByKey | SessionByResponse | SessionByItems | NewConversation | None
+)
 
 
 @dataclass(frozen=True)
@@ -187,6 +216,13 @@ class TurnCommand:
     # (v4) What a Responses request set that its turn keeps for its Response (its
     # instructions join the prompt after the capability's); None through the other doors.
     response: ResponseSettings | None = None
+    # (v5) The items the request's ``item_reference``s name: each must be a recorded
+    # item of a conversation of the workspace (404 ``item_not_found``), checked against
+    # the turn's own read where they name its conversation.
+    references: tuple[ItemPlace, ...] = ()
+    # (v5) False: the turn reads its conversation for the model and records nothing
+    # (the Responses door's ``store: false`` with a conversation or a previous response).
+    record: bool = True
 
 
 # -- what a streaming door hears -------------------------------------------------------------
@@ -281,8 +317,11 @@ class TurnResult:
     finish: FinishReason = "stop"
     usage: TokenUsage | None = field(default=None)
     tool_calls: tuple[AppToolCall, ...] = ()
-    # (v4) The position the turn began at (``TurnBegun.user_seq``); None when stateless.
+    # (v4) The position the turn began at (``TurnBegun.user_seq``; a paused turn's: where
+    # its pause landed); None when stateless.
     begun_seq: int | None = None
+    # (v5) When it ended (Unix seconds; None: not known, as in a record kept before v5).
+    completed: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The result as JSON (camelCase): what an Idempotency-Key's record keeps."""
@@ -320,6 +359,7 @@ class TurnResult:
                 for call in self.tool_calls
             ],
             "begunSeq": self.begun_seq,
+            "completed": self.completed,
         }
 
     @classmethod
@@ -352,6 +392,7 @@ class TurnResult:
                 for call in data.get("toolCalls") or ()
             ),
             begun_seq=data.get("begunSeq"),
+            completed=data.get("completed"),
         )
 
 

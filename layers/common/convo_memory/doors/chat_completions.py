@@ -8,8 +8,8 @@ Function URL (``stream_door``) reads and writes with the same functions, so a re
 gets the same answer through either; the HttpApi delivers a stream's lines all at once.
 
 Which conversation: header ``X-Convo-Session-Id`` (a session by id), else
-``X-Convo-Session-Key`` with the end user (the body's ``user`` or ``safety_identifier``,
-or header ``X-Convo-User``, for clients that cannot set body fields) and optionally
+``X-Convo-Session-Key`` with the end user (header ``X-Convo-User``, for clients that
+cannot set body fields, else the body's ``user``, else ``safety_identifier``) and optionally
 ``X-Convo-Principal``: the session of the app's own key, opened on first use; else
 stateless. Who a call says it is must be who the session is for, by id as by key (409).
 In a session only the last message (a user message) is the turn's input: the session's
@@ -55,9 +55,8 @@ from convo_memory.doors.openai_common import (
     EVENT_STREAM,
     JSON,
     SYSTEM_ROLES,
-    USER_HEADER,
     app_tool_definitions,
-    check_end_user,
+    end_user_of,
     invalid,
     offered_tools,
     refuse_choice_without_tools,
@@ -149,6 +148,9 @@ def chat_turn(request: ChatCompletionRequest, headers: Mapping[str, str]) -> Cha
             # (v4) ... except on the call that opens a key's session: its first turns.
             earlier = request.messages[:-1]
             conversation = replace(conversation, history=imported_turns(_said(earlier)))
+    if isinstance(turn_input, UserText) and not turn_input.text.strip():
+        users = [i for i, m in enumerate(request.messages) if m.role == "user"]
+        raise invalid(f"messages.{users[-1] if users else 0}.content", "must not be empty")
     response_format = request.response_format.sent() if request.response_format else None
     options = GenerationOptions(
         max_tokens=request.max_completion_tokens or request.max_tokens,
@@ -198,27 +200,7 @@ def _conversation(request: Any, headers: Mapping[str, str]) -> ConversationTarge
 
 def _owner(request: Any, headers: Mapping[str, str]) -> SessionOwner:
     """Who the call says it is: its end user and its ``X-Convo-Principal``."""
-    return session_owner(_end_user(request, headers), headers)
-
-
-def _end_user(request: Any, headers: Mapping[str, str]) -> str | None:
-    """The end user a call names (the session's externalRef): the body's ``user`` or
-    ``safety_identifier``, or ``X-Convo-User``; two that differ are ``422``."""
-    named = [
-        (field, value)
-        for field, value in (
-            ("user", request.user),
-            ("safety_identifier", request.safety_identifier),
-            ("X-Convo-User", headers.get(USER_HEADER)),
-        )
-        if value is not None
-    ]
-    for field, value in named:
-        check_end_user(field, value)
-    for field, value in named[1:]:
-        if value != named[0][1]:
-            raise invalid(field, f"differs from {named[0][0]}: both name the end user")
-    return named[0][1] if named else None
+    return session_owner(end_user_of(request.user, request.safety_identifier, headers), headers)
 
 
 # What the door takes of each field it otherwise refuses (422 naming it): the values that

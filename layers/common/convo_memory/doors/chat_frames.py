@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from convo_memory.domain.errors import ServiceError
 from convo_memory.domain.tools import AppToolCall
-from convo_memory.domain.turns import AnswerDelta, AppToolCalls, TurnBegun, TurnEvent, TurnResult
+from convo_memory.domain.turns import AnswerDelta, TurnBegun, TurnEvent, TurnResult
 from convo_memory.doors.openai_common import convo_extension
 from convo_memory.edge.errors import json_text
 
@@ -187,20 +187,21 @@ def chunk_frames(
     for item in items:
         if isinstance(item, TurnBegun):
             begun = item
-        elif isinstance(item, AnswerDelta | AppToolCalls):
+        elif isinstance(item, AnswerDelta):
             if stamp is None:
                 assert begun is not None  # a turn begins before its first event
                 stamp = CompletionStamp.of(begun.reply_id, begun.created, model)
                 yield first_line(stamp)
-            if isinstance(item, AnswerDelta):
-                yield delta_line(stamp, item.text)
-            else:
-                yield tool_call_lines(stamp, item.calls)
+            yield delta_line(stamp, item.text)
         elif isinstance(item, TurnResult):
+            # (v5) A paused turn's calls are written from its result: their ids are the
+            # ones the app is shown (minted where the pause was kept), not the model's.
             if stamp is None:
                 yield whole_stream(item, model, include_usage)
             else:
-                yield last_lines(item, model, include_usage)
+                yield tool_call_lines(stamp, item.tool_calls) + last_lines(
+                    item, model, include_usage
+                )
             return
         elif isinstance(item, ServiceError):
             yield error_lines(item)

@@ -38,12 +38,32 @@ CONVO_FIELDS = ("sessionId", "turn", "recorded", "withheld", "runId")
 
 
 def invalid(field: str, what: str) -> ValidationFailed:
-    """A ``422`` naming ``field`` (OpenAI's ``param``) and saying what is wrong with it."""
+    """A ``422`` naming ``field`` (OpenAI's ``param``) and saying what is wrong with it.
+    ``field`` may be dotted (``input.2.content.0``): the error body names it in OpenAI's
+    form (``input[2].content[0]``, ``edge.errors.openai_param``)."""
     return ValidationFailed(
         f"{field} {what}",
         details=[{"loc": field.split("."), "msg": what, "type": "value_error"}],
         param=field,
     )
+
+
+def end_user_of(
+    user: str | None, safety_identifier: str | None, headers: Mapping[str, str]
+) -> str | None:
+    """(v5) The end user a call names (a session's externalRef): header ``X-Convo-User``,
+    else the body's ``user``, else its ``safety_identifier`` (OpenAI suggests a hash
+    there, so both may be sent: they never conflict). Each is checked as an externalRef
+    is (422 naming it). ``headers`` are lower-cased."""
+    for field, value in (
+        ("X-Convo-User", headers.get(USER_HEADER)),
+        ("user", user),
+        ("safety_identifier", safety_identifier),
+    ):
+        if value is not None:
+            check_end_user(field, value)
+            return value
+    return None
 
 
 def check_end_user(field: str, value: str) -> None:

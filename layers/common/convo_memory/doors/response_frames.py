@@ -19,75 +19,27 @@ OpenAI ends those), or ``response.failed`` carrying the Response with its error.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from convo_memory.domain.errors import ServiceError, ValidationFailed
-from convo_memory.domain.generation import TokenUsage
 from convo_memory.domain.models import Message, Session, Summary, parse_iso
 from convo_memory.domain.prompt_record import SentPrompt
-from convo_memory.domain.responses import (
-    ResponseRef,
-    ResponseSettings,
-    StoredResponse,
-    message_item_id,
-    unstored_response_id,
-)
-from convo_memory.domain.tools import AppToolCall
+from convo_memory.domain.responses import StoredResponse, message_item_id
 from convo_memory.domain.turns import AnswerDelta, TurnBegun, TurnEvent, TurnResult
 from convo_memory.doors.openai_common import convo_extension
+from convo_memory.doors.response_object import (
+    ResponseEcho,
+    ResponseState,
+    TurnName,
+    function_call_item,
+    incomplete_reason,
+    message_item,
+    response_body,
+    turn_name,
+)
 from convo_memory.doors.sse import sse_event
 
-
-@dataclass(frozen=True)
-class ResponseEcho:
-    """What a Response repeats: its model (the capability id), what its request set
-    (``settings``), its tools as sent, the ``previous_response_id`` it named, and whether
-    it is stored."""
-
-    model: str
-    settings: ResponseSettings = field(default_factory=ResponseSettings)
-    tools: tuple[Mapping[str, Any], ...] = ()
-    previous_response_id: str | None = None
-    store: bool = True
-
-
-@dataclass(frozen=True)
-class TurnName:
-    """How a Response names its turn: its session (None: not stored), the position it
-    began at and its reply id."""
-
-    session_id: str | None
-    begun_seq: int | None
-    reply_id: str
-
-    @property
-    def response_id(self) -> str:
-        if self.session_id is None or self.begun_seq is None:
-            return unstored_response_id(self.reply_id)
-        return ResponseRef(self.session_id, self.begun_seq, self.reply_id).id
-
-    @property
-    def answer_item_id(self) -> str:
-        """The answer's item id: the conversation's id of its message when stored."""
-        if self.session_id is None or self.begun_seq is None:
-            return f"msg_{self.reply_id}"
-        return message_item_id(self.session_id, self.begun_seq + 1)
-
-
-def turn_name(item: TurnBegun | TurnResult) -> TurnName:
-    if isinstance(item, TurnBegun):
-        return TurnName(item.session_id, item.user_seq, item.reply_id)
-    return TurnName(item.session_id, item.begun_seq, item.reply_id)
-
-
-def message_item(item_id: str, role: str, text: str, status: str = "completed") -> dict[str, Any]:
-    """A message as an item (``input_text`` for what was sent, ``output_text`` for an
-    answer)."""
-    part: dict[str, Any] = {"type": "input_text", "text": text}
-    if role == "assistant":
-        part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
-    return {"id": item_id, "type": "message", "role": role, "status": status, "content": [part]}
+__all__ = ["ResponseEcho", "ResponseEvents", "served_response", "stored_response"]
 
 
 def transcript_item(session_id: str, message: Message) -> dict[str, Any]:
@@ -96,92 +48,6 @@ def transcript_item(session_id: str, message: Message) -> dict[str, Any]:
     return message_item(
         message_item_id(session_id, message.seq), message.role, message.content, status
     )
-
-
-def usage_json(usage: TokenUsage | None) -> dict[str, Any] | None:
-    """``usage`` in the Responses API's names (``input_tokens`` counts the whole prompt,
-    ``cached_tokens`` the part of it the provider read from its cache)."""
-    if usage is None:
-        return None
-    return {
-        "input_tokens": usage.input_tokens,
-        "input_tokens_details": {"cached_tokens": usage.cached_input_tokens},
-        "output_tokens": usage.output_tokens,
-        "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": usage.input_tokens + usage.output_tokens,
-    }
-
-
-def incomplete_reason(withheld: bool, cut: bool) -> str | None:
-    """Why an answer is incomplete: withheld by the content filter, or cut at
-    ``max_output_tokens``; None for a complete one."""
-    if withheld:
-        return "content_filter"
-    return "max_output_tokens" if cut else None
-
-
-@dataclass(frozen=True)
-class ResponseState:
-    """A Response's own fields, however it was come by (served now, or stored)."""
-
-    name: TurnName
-    created_at: int
-    status: str
-    output: tuple[dict[str, Any], ...] = ()
-    usage: TokenUsage | None = None
-    incomplete: str | None = None
-    error: ServiceError | None = None
-    convo: Mapping[str, Any] | None = None
-
-
-def response_body(state: ResponseState, echo: ResponseEcho) -> dict[str, Any]:
-    """The Response object."""
-    settings, name = echo.settings, state.name
-    error = state.error
-    return {
-        "id": name.response_id,
-        "object": "response",
-        "created_at": state.created_at,
-        "status": state.status,
-        "model": echo.model,
-        "output": list(state.output),
-        "output_text": "".join(
-            part.get("text", "")
-            for item in state.output
-            if item.get("type") == "message"
-            for part in item.get("content", [])
-        ),
-        "usage": usage_json(state.usage),
-        "previous_response_id": echo.previous_response_id,
-        "conversation": {"id": name.session_id} if echo.store and name.session_id else None,
-        "instructions": settings.instructions,
-        "metadata": dict(settings.metadata),
-        "store": echo.store,
-        "tools": [dict(tool) for tool in echo.tools],
-        "tool_choice": settings.tool_choice or "auto",
-        "parallel_tool_calls": settings.parallel_tool_calls is not False,
-        "temperature": settings.temperature,
-        "top_p": settings.top_p,
-        "max_output_tokens": settings.max_output_tokens,
-        "text": {"format": {"type": "text"}},
-        "truncation": "disabled",
-        "background": False,
-        "incomplete_details": {"reason": state.incomplete} if state.incomplete else None,
-        "error": None if error is None else {"code": error.code, "message": error.message},
-        "convo": dict(state.convo) if state.convo is not None else None,
-    }
-
-
-def function_call_item(name: TurnName, index: int, call: AppToolCall) -> dict[str, Any]:
-    """A paused turn's call of one of the app's tools, as a ``function_call`` item."""
-    return {
-        "id": f"fc_{name.reply_id}_{index}",
-        "type": "function_call",
-        "call_id": call.call_id,
-        "name": call.name,
-        "arguments": call.arguments,
-        "status": "completed",
-    }
 
 
 def served_state(result: TurnResult) -> ResponseState:
@@ -204,6 +70,7 @@ def served_state(result: TurnResult) -> ResponseState:
         usage=result.usage,
         incomplete=reason,
         convo=convo_extension(result),
+        completed_at=result.completed,
     )
 
 
@@ -327,9 +194,22 @@ class ResponseEvents:
         yield self._event("response.output_item.done", output_index=index, item=item)
 
     def _failed(self, error: ServiceError) -> Iterator[str]:
+        """The end of a stream that failed after it began: the message it had opened is
+        closed (``incomplete``, with the text streamed so far), then ``response.failed``
+        carries the Response with that output and its error."""
         begun = self._begun
         name = TurnName(None, None, "") if begun is None else turn_name(begun)
-        state = ResponseState(name, begun.created if begun else 0, "failed", error=error)
+        output: tuple[dict[str, Any], ...] = ()
+        if self._text is not None:
+            text = "".join(self._text)
+            item = message_item(self._item_id(), "assistant", text, "incomplete")
+            where = {"item_id": item["id"], "output_index": 0, "content_index": 0}
+            yield self._event("response.output_text.done", **where, text=text, logprobs=[])
+            yield self._event("response.content_part.done", **where, part=item["content"][0])
+            yield self._event("response.output_item.done", output_index=0, item=item)
+            output = (item,)
+        created = begun.created if begun else 0
+        state = ResponseState(name, created, "failed", output=output, error=error)
         yield self._event("response.failed", response=response_body(state, self._echo))
 
 
@@ -338,36 +218,46 @@ class ResponseEvents:
 
 def stored_response(found: StoredResponse) -> dict[str, Any]:
     """``GET /v1/responses/{id}``: the Response as its turn keeps it (its ``usage`` is
-    not kept: null)."""
+    not kept: null), or (v5) a pause that still waits: its ``function_call`` items,
+    after the text that came with them."""
     session, settings = found.session, found.settings
     reason = incomplete_reason(found.answer.withheld, settings.cut)
     status = "incomplete" if reason else "completed"
+    ref = found.ref
+    name = TurnName(ref.session_id, found.user_seq, ref.reply_id)
     answer = message_item(
         message_item_id(session.id, found.answer.seq), "assistant", found.answer.content, status
     )
-    ref = found.ref
+    output: tuple[dict[str, Any], ...] = (answer,)
+    if found.waiting:
+        calls = tuple(function_call_item(name, i, c) for i, c in enumerate(found.waiting))
+        output = ((answer,) if found.answer.content else ()) + calls
     previous = found.previous.id if settings.chained and found.previous else None
     echo = ResponseEcho(
         model=session.capability_id or "",
         settings=settings,
         tools=tuple({"type": "function", "name": name} for name in found.app_tools),
         previous_response_id=previous,
+        stored=True,
     )
-    turn = {"userSeq": found.user_seq, "assistantSeq": found.answer.seq}
+    waiting = bool(found.waiting)
+    turn = None if waiting else {"userSeq": found.user_seq, "assistantSeq": found.answer.seq}
     convo = {
         "sessionId": session.id,
         "turn": turn,
-        "recorded": True,
+        "recorded": not waiting,
         "withheld": found.answer.withheld,
         "runId": found.run_id,
     }
+    created = int(parse_iso(found.answer.created_at))
     state = ResponseState(
         name=TurnName(ref.session_id, ref.user_seq, ref.reply_id),
-        created_at=int(parse_iso(found.answer.created_at)),
+        created_at=created,
         status=status,
-        output=(answer,),
+        output=output,
         incomplete=reason,
         convo=convo,
+        completed_at=created,
     )
     return response_body(state, echo)
 

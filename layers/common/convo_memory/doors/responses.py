@@ -2,19 +2,19 @@
 ``TurnCommand`` and writes the answer (a Response, or its stream's events:
 ``response_frames``).
 
-Which conversation: ``conversation`` (a conversation's or any session's id),
-``previous_response_id`` (the conversation of that stored response: a turn after it, in
-a fork when it is not the newest), neither (a new conversation whose first turns are the
-``user`` and ``assistant`` messages before the input), or ``store: false`` (stateless:
-the model sees the items as given, nothing is recorded). Its end user is
-``safety_identifier`` (else ``user``) and its principal the header ``X-Convo-Principal``,
+Which conversation (``response_binding``): ``conversation``, ``previous_response_id``,
+(v5) the items the service minted that the request resends, else a new conversation
+whose first turns are the ``user`` and ``assistant`` messages before the input; with
+``store: false`` nothing is recorded. Its end user is header ``X-Convo-User``, else
+``user``, else ``safety_identifier``, and its principal the header ``X-Convo-Principal``,
 bound to a conversation by its first response.
 
 In a conversation only the trailing user message is the turn's input; the items before it
 are the app's copy of the history. ``instructions`` and the request's ``system`` and
 ``developer`` messages are added after the capability's instructions for this response
 only. Image, file and audio parts, built-in tools and ``background: true`` are refused
-(422 naming the field): this service answers text.
+(422 naming the field): this service answers text. (v5) ``text.format`` asks for
+structured output.
 """
 
 from __future__ import annotations
@@ -23,22 +23,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from convo_memory.domain.errors import ResponseNotFound
+from convo_memory.domain.errors import ItemNotFound
 from convo_memory.domain.generation import GenerationOptions
 from convo_memory.domain.imported_history import ImportedTurn, imported_turns
-from convo_memory.domain.prompt import ChatMessage
-from convo_memory.domain.responses import ResponseRef, ResponseSettings
-from convo_memory.domain.tools import (
-    AppTools,
-    ToolRound,
-    tool_request,
+from convo_memory.domain.item_ids import (
+    place_of_call_id,
+    place_of_function_call,
+    place_of_item_id,
+    place_of_message,
 )
+from convo_memory.domain.prompt import ChatMessage
+from convo_memory.domain.responses import ResponseSettings
+from convo_memory.domain.tools import AppTools, ToolRound, tool_request
 from convo_memory.domain.turns import (
-    ConversationTarget,
-    NewConversation,
     SessionById,
+    SessionByItems,
     SessionByResponse,
-    SessionOwner,
     ToolOutput,
     ToolResults,
     TurnCommand,
@@ -49,13 +49,18 @@ from convo_memory.doors.openai_common import (
     EVENT_STREAM,
     JSON,
     SYSTEM_ROLES,
+    USER_HEADER,
     app_tool_definitions,
-    check_end_user,
     invalid,
     offered_tools,
     refuse_choice_without_tools,
-    session_owner,
     tool_round,
+)
+from convo_memory.doors.response_binding import (
+    InputItem,
+    conversation_of,
+    references_of,
+    said_before,
 )
 from convo_memory.doors.response_frames import ResponseEcho, ResponseEvents, served_response
 from convo_memory.edge import input_gate
@@ -63,7 +68,7 @@ from convo_memory.edge.errors import json_text
 from convo_memory.edge.turn_edge import BufferedEvents
 
 if TYPE_CHECKING:
-    from convo_memory.api import ConversationCreate, ResponseCreate
+    from convo_memory.api import ConversationCreate, ConversationItemsAdd, ResponseCreate
     from convo_memory.domain.turns import DoorId
     from convo_memory.edge.input_gate import GatedRequest
     from convo_memory.edge.turn_edge import TurnEdge
@@ -73,24 +78,9 @@ MESSAGE_ROLES = frozenset({"user", "assistant", "system", "developer"})
 TEXT_PARTS = frozenset({"input_text", "output_text", "text"})
 MEDIA_PARTS = frozenset({"input_image", "input_file", "input_audio"})
 # Items an SDK resends that carry no text for the model: skipped.
-SKIPPED_ITEMS = frozenset({"reasoning", "item_reference"})
+SKIPPED_ITEMS = frozenset({"reasoning"})
 # The longest call_id an app may send back (the service mints ones of at most 40).
 MAX_CALL_ID_CHARS = 256
-
-
-@dataclass(frozen=True)
-class InputItem:
-    """One item of ``input``: a message (its role and text), a ``function_call`` (its
-    ``call_id``, ``name`` and arguments as ``text``), a ``function_call_output`` (its
-    ``call_id`` and output as ``text``) or another kind of item; ``where`` names it in a
-    refusal (``input.3``)."""
-
-    kind: str
-    where: str
-    role: str = ""
-    text: str = ""
-    call_id: str = ""
-    name: str = ""
 
 
 @dataclass(frozen=True)
@@ -131,14 +121,16 @@ def read_response_turn(body: Mapping[str, Any], headers: Mapping[str, str]) -> R
 
 def response_turn(request: ResponseCreate, headers: Mapping[str, str]) -> ResponseTurn:
     """The turn a Responses request (its body validated) and its headers ask for:
-    ``422`` naming a field the door does not take, ``404`` for a response or
-    conversation id none of ours could be."""
+    ``422`` naming a field the door does not take, ``404`` for a response, conversation
+    or item id none of ours could be."""
     _refuse_unsupported(request)
     input_gate.check_path_id("capabilityId", request.model)
     items = _items(request.input)
     at = _last_user_message(items)
     extra = [item.text for item in items if item.role in SYSTEM_ROLES]
     instructions = "\n\n".join(t for t in [request.instructions or "", *extra] if t) or None
+    text_format = request.text.format if request.text is not None else None
+    shown_format = text_format.shown() if text_format and text_format.type != "text" else None
     settings = ResponseSettings(
         chained=request.previous_response_id is not None,
         instructions=instructions,
@@ -148,12 +140,17 @@ def response_turn(request: ResponseCreate, headers: Mapping[str, str]) -> Respon
         max_output_tokens=request.max_output_tokens,
         tool_choice=request.tool_choice,
         parallel_tool_calls=request.parallel_tool_calls,
+        text_format=shown_format,
     )
     lowered = {name.lower(): value for name, value in headers.items()}
-    conversation = _conversation(request, items[:at] if at is not None else items, lowered)
-    in_place = isinstance(conversation, SessionById | SessionByResponse)
-    turn_input, rounds = _turn_input(items, at, continues=in_place)
-    history = tuple(_chat_history(items[:at] if at is not None else ()))
+
+    def read_input(continues: bool) -> tuple[TurnPayload, tuple[ToolRound, ...]]:
+        return _turn_input(items, at, continues)
+
+    conversation = conversation_of(request, items, at, lowered, read_input)
+    stored = request.store is not False
+    in_place = stored and isinstance(conversation, SessionById | SessionByResponse | SessionByItems)
+    turn_input, rounds = read_input(in_place)
     command = TurnCommand(
         capability_id=request.model,
         conversation=conversation,
@@ -162,74 +159,42 @@ def response_turn(request: ResponseCreate, headers: Mapping[str, str]) -> Respon
             max_tokens=request.max_output_tokens,
             temperature=request.temperature,
             top_p=request.top_p,
+            response_format=text_format.sent() if text_format else None,
+            response_format_field="text.format",
         ),
-        history=history,
+        history=tuple(_chat_history(items[:at] if at is not None else ())),
         stream=bool(request.stream),
         conversational_only=True,
         app_tools=_app_tools(request),
         rounds=rounds,
         response=settings,
+        references=references_of(items),
+        record=stored,
     )
-    echo = ResponseEcho(
+    return ResponseTurn(command, _echo(request, settings, lowered))
+
+
+def _echo(
+    request: ResponseCreate, settings: ResponseSettings, headers: Mapping[str, str]
+) -> ResponseEcho:
+    """What the request's Response repeats of it."""
+    return ResponseEcho(
         model=request.model,
         settings=settings,
         tools=tuple(request.tools or ()),
         previous_response_id=request.previous_response_id,
         store=request.store is not False,
+        user=request.user if request.user is not None else headers.get(USER_HEADER),
+        safety_identifier=request.safety_identifier,
+        prompt_cache_key=request.prompt_cache_key,
     )
-    return ResponseTurn(command, echo)
-
-
-# -- which conversation ---------------------------------------------------------------------
-
-
-def _conversation(
-    request: ResponseCreate, earlier: Sequence[InputItem], headers: Mapping[str, str]
-) -> ConversationTarget:
-    """``conversation``, ``previous_response_id``, a new conversation (with the messages
-    before the input as its history), or none (``store: false``)."""
-    named = request.conversation
-    previous = request.previous_response_id
-    if named is not None and previous is not None:
-        raise invalid("previous_response_id", "cannot be used with conversation: name one")
-    if request.store is False:
-        if named is not None or previous is not None:
-            field = "conversation" if named is not None else "previous_response_id"
-            raise invalid("store", f"false is stateless: it takes no {field} (nothing is recorded)")
-        return None
-    owner = _owner(request, headers)
-    if previous is not None:
-        ref = ResponseRef.parse(previous)
-        if ref is None:
-            raise ResponseNotFound(f"response {previous!r} not found", param="previous_response_id")
-        return SessionByResponse(ref, owner)
-    if named is not None:
-        session_id = named if isinstance(named, str) else named.id
-        input_gate.check_path_id("sessionId", session_id)
-        return SessionById(session_id, owner)
-    messages = ((item.role, item.text) for item in earlier if item.kind == "message")
-    return NewConversation(owner, imported_turns(messages))
-
-
-def _owner(request: ResponseCreate, headers: Mapping[str, str]) -> SessionOwner:
-    """Who the call says it is: ``safety_identifier`` (else ``user``) and
-    ``X-Convo-Principal`` (checked by the rules a session is opened with; 422)."""
-    end_user, field = request.safety_identifier, "safety_identifier"
-    if end_user is None:
-        end_user, field = request.user, "user"
-    if end_user is not None:
-        check_end_user(field, end_user)
-    return session_owner(end_user, headers)
 
 
 def _chat_history(earlier: Sequence[InputItem]) -> list[ChatMessage]:
     """What a stateless turn's model sees before the input: the user and assistant
-    messages as given (system and developer ones join the instructions)."""
-    return [
-        ChatMessage(item.role, item.text)
-        for item in earlier
-        if item.kind == "message" and item.role not in SYSTEM_ROLES
-    ]
+    messages as given (system and developer ones join the instructions; a reference
+    stands for the message it names, read by the serving path)."""
+    return said_before(earlier)
 
 
 def conversation_history(request: ConversationCreate) -> tuple[ImportedTurn, ...]:
@@ -240,6 +205,20 @@ def conversation_history(request: ConversationCreate) -> tuple[ImportedTurn, ...
         for index, item in enumerate(request.items or ())
     ]
     return imported_turns(messages)
+
+
+def added_items(request: ConversationItemsAdd) -> list[tuple[str, str, str | None]]:
+    """(v5) The items of ``POST /v1/conversations/{id}/items`` that are recorded: each
+    user and assistant message's role, text and id (if it carried one); other items
+    (calls, their outputs, references, reasoning) are accepted and not recorded. 422
+    naming an item the door cannot read."""
+    said = []
+    for index, entry in enumerate(request.items):
+        item = _item(entry, f"items.{index}")
+        if item.kind == "message" and item.role in ("user", "assistant"):
+            item_id = entry.get("id")
+            said.append((item.role, item.text, item_id if isinstance(item_id, str) else None))
+    return said
 
 
 # -- the turn's input: a user message, or the app's tool results ---------------------------
@@ -276,6 +255,9 @@ def _turn_input(
             "must be the user's message (the turn's input), or function_call_output items "
             "answering a paused turn's calls",
         )
+    if not items[at].text.strip():
+        where = items[at].where
+        raise invalid(where if where == "input" else f"{where}.content", "must not be empty")
     return UserText(items[at].text), _rounds(items[at + 1 :])
 
 
@@ -283,6 +265,8 @@ def _rounds(after: Sequence[InputItem]) -> tuple[ToolRound, ...]:
     """The items after the input as rounds: ``function_call`` items, then one
     ``function_call_output`` for each of them."""
     rounds: list[ToolRound] = []
+    # References an SDK resends among them name what the app already holds: skipped.
+    after = [item for item in after if item.kind not in ("item_reference", "reasoning")]
     index = 0
     while index < len(after):
         calls = []
@@ -348,32 +332,44 @@ def _items(raw: str | list[dict[str, Any]]) -> list[InputItem]:
 
 
 def _item(entry: Mapping[str, Any], where: str) -> InputItem:
+    if not isinstance(entry, Mapping):
+        raise invalid(where, "must be an item (an object)")
     kind = entry.get("type")
     if kind is None and "role" in entry:
         kind = "message"
+    if not isinstance(kind, str):
+        raise invalid(f"{where}.type", "must be the item's type (a string)")
     if kind == "message":
         role = entry.get("role")
         if not isinstance(role, str) or role not in MESSAGE_ROLES:
             raise invalid(f"{where}.role", "must be user, assistant, system or developer")
-        return InputItem("message", where, role, message_text(entry.get("content"), where))
+        text = message_text(entry.get("content"), where)
+        place = place_of_message(_item_id(entry, where) or "")
+        return InputItem("message", where, str(role), text, place=place)
     if kind == "function_call":
         call_id, name = _call_id(entry, where), entry.get("name")
         if not isinstance(name, str) or not name:
             raise invalid(f"{where}.name", "is required on a function_call item")
-        arguments = entry.get("arguments", "")
-        if not isinstance(arguments, str):
-            raise invalid(f"{where}.arguments", "must be a string: the call's arguments as JSON")
-        return InputItem("function_call", where, call_id=call_id, name=name, text=arguments)
+        arguments = entry.get("arguments")
+        if arguments is not None and not isinstance(arguments, str):
+            raise invalid(f"{where}.arguments", "must be a string (the arguments as JSON)")
+        place = place_of_function_call(_item_id(entry, where) or "") or place_of_call_id(call_id)
+        return InputItem(
+            "function_call", where, call_id=call_id, name=name, text=arguments or "", place=place
+        )
     if kind == "function_call_output":
-        output = entry.get("output")
+        output, call_id = entry.get("output"), _call_id(entry, where)
         text = output if isinstance(output, str) else message_text(output, f"{where}.output")
-        return InputItem("function_call_output", where, call_id=_call_id(entry, where), text=text)
+        place = place_of_call_id(call_id)
+        return InputItem("function_call_output", where, call_id=call_id, text=text, place=place)
+    if kind == "item_reference":
+        return _reference(entry, where)
     if isinstance(kind, str) and kind in SKIPPED_ITEMS:
         return InputItem(kind, where)
     raise invalid(
         f"{where}.type",
-        "is not supported: this service takes message, function_call and "
-        "function_call_output items",
+        "is not supported: this service takes message, function_call, function_call_output "
+        "and item_reference items",
     )
 
 
@@ -389,6 +385,26 @@ def _call_id(entry: Mapping[str, Any], where: str) -> str:
     return call_id
 
 
+def _item_id(entry: Mapping[str, Any], where: str) -> str | None:
+    item_id = entry.get("id")
+    if item_id is not None and (not isinstance(item_id, str) or len(item_id) > 256):
+        raise invalid(f"{where}.id", "must be a string of at most 256 characters")
+    return item_id
+
+
+def _reference(entry: Mapping[str, Any], where: str) -> InputItem:
+    """An ``item_reference``: the id of an item the service minted (404 ``item_not_found``
+    naming it for any other). Its role is its message's (a call's reference is none)."""
+    item_id = _item_id(entry, where)
+    if not item_id:
+        raise invalid(f"{where}.id", "is required: the id of the item it refers to")
+    place = place_of_item_id(item_id)
+    if place is None:
+        raise ItemNotFound(f"item {item_id!r} not found", param=f"{where}.id")
+    role = "" if place_of_message(item_id) is None else ("user" if place.seq % 2 else "assistant")
+    return InputItem("item_reference", where, role, place=place, reference=item_id)
+
+
 def message_text(content: Any, where: str) -> str:
     """A message's text: a string, or text parts (``input_text``, ``output_text``); 422
     naming the part for an image, a file, audio or anything else."""
@@ -400,13 +416,15 @@ def message_text(content: Any, where: str) -> str:
     for index, part in enumerate(content):
         # Any JSON may arrive here: only a part that is an object with a string type is one.
         kind = part.get("type") if isinstance(part, dict) else None
-        kind = kind if isinstance(kind, str) else None
+        kind = kind if isinstance(kind, str) else None  # typed: no input reaches a 5xx
         if kind in MEDIA_PARTS:
             raise invalid(
                 f"{where}.content.{index}",
                 f"is not supported ({kind}): this service answers text, from text",
             )
-        text = part.get("refusal" if kind == "refusal" else "text") if kind else None
+        text = None
+        if isinstance(part, dict):
+            text = part.get("refusal") if kind == "refusal" else part.get("text")
         if not (kind in TEXT_PARTS or kind == "refusal") or not isinstance(text, str):
             raise invalid(f"{where}.content.{index}", "must be a text part (input_text)")
         texts.append(text)
@@ -417,10 +435,8 @@ def message_text(content: Any, where: str) -> str:
 
 
 def _refuse_unsupported(request: ResponseCreate) -> None:
-    """``background: true``, built-in tools and output formats other than text (422
-    naming the field)."""
-    extra = request.model_extra or {}
-    if extra.get("background") not in (None, False):
+    """``background: true`` and built-in tools (422 naming the field)."""
+    if request.background:
         raise invalid("background", "is not supported: responses are answered as they are made")
     for index, tool in enumerate(request.tools or ()):
         kind = tool.get("type")
@@ -430,6 +446,3 @@ def _refuse_unsupported(request: ResponseCreate) -> None:
                 f"is not supported ({kind}): built-in tools do not run here; offer function "
                 "tools, which your app runs",
             )
-    text_format = request.text.format if request.text is not None else None
-    if text_format is not None and text_format.get("type") not in (None, "text"):
-        raise invalid("text.format", "is not supported: answers are text")

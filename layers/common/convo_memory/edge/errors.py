@@ -73,9 +73,32 @@ def error_body(error: ServiceError, *, openai: bool = False) -> dict[str, Any]:
     body = error.to_body()
     if openai:
         body["error"]["type"] = OPENAI_ERROR_TYPES.get(error.status, "api_error")
-        if error.param:
-            body["error"]["param"] = error.param
+        param = error.param or (named_field(error) if error.status == 422 else None)
+        if param:
+            body["error"]["param"] = openai_param(param)
     return body
+
+
+def named_field(error: ServiceError) -> str | None:
+    """(v5) The field a refusal without a ``param`` names in its details, if any: every
+    422 of the OpenAI-compatible doors names one."""
+    for detail in error.details or ():
+        loc = detail.get("loc") if isinstance(detail, dict) else None
+        steps = [str(step) for step in loc or () if str(step) not in ("body", "query")]
+        if steps:
+            return ".".join(steps)
+    return None
+
+
+def openai_param(field: str) -> str:
+    """A field's path in OpenAI's form: ``input.2.content.0.text`` is
+    ``input[2].content[0].text``, ``tools.3.name`` ``tools[3].name`` (a path already in
+    that form, or a header's name, is left as it is)."""
+    steps = field.split(".")
+    path = steps[0]
+    for step in steps[1:]:
+        path += f"[{step}]" if step.isdigit() else f".{step}"
+    return path
 
 
 def error_reply(error: ServiceError, *, openai: bool = False) -> ErrorReply:

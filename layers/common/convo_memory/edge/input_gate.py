@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from convo_memory.domain.errors import (
     CapabilityNotFound,
     InvalidJson,
+    ItemNotFound,
     NotFound,
     PayloadTooLarge,
     ResponseNotFound,
@@ -134,29 +135,33 @@ def _double_range_int(text: str) -> int:
 
 
 def inspect_value(value: Any, max_depth: int = MAX_DEPTH) -> None:
-    """Refuse nesting deeper than ``max_depth`` (400) and unpaired surrogates (422).
+    """Refuse nesting deeper than ``max_depth`` (400) and unpaired surrogates (422, naming
+    the first string found to hold one: OpenAI's doors show it as ``param``).
 
     Iterative, so no depth reaches Python's recursion limit. The 400 wins when a value
     has both problems: the whole value is walked before a surrogate is reported."""
-    surrogate = False
-    stack: list[tuple[Any, int]] = [(value, 1)]
+    surrogate: tuple[str, ...] | None = None
+    stack: list[tuple[Any, int, tuple[str, ...]]] = [(value, 1, ())]
     while stack:
-        item, depth = stack.pop()
+        item, depth, path = stack.pop()
         if isinstance(item, dict):
             if depth > max_depth:
                 raise InvalidJson(f"the request body is nested deeper than {max_depth} levels")
             for key, child in item.items():
-                surrogate = surrogate or has_lone_surrogate(key)
-                stack.append((child, depth + 1))
+                if surrogate is None and has_lone_surrogate(key):
+                    surrogate = path
+                stack.append((child, depth + 1, (*path, str(key))))
         elif isinstance(item, list):
             if depth > max_depth:
                 raise InvalidJson(f"the request body is nested deeper than {max_depth} levels")
-            stack.extend((child, depth + 1) for child in item)
-        elif isinstance(item, str):
-            surrogate = surrogate or has_lone_surrogate(item)
-    if surrogate:
+            stack.extend((child, depth + 1, (*path, str(i))) for i, child in enumerate(item))
+        elif isinstance(item, str) and surrogate is None and has_lone_surrogate(item):
+            surrogate = path
+    if surrogate is not None:
+        named = ".".join(step for step in surrogate if not has_lone_surrogate(step))
         raise ValidationFailed(
-            "a string holds an unpaired surrogate; strings must be valid Unicode"
+            "a string holds an unpaired surrogate; strings must be valid Unicode",
+            param=named or "body",
         )
 
 
@@ -170,7 +175,9 @@ def idempotency_key(headers: Mapping[str, str]) -> str | None:
     if key is None:
         return None
     if not IDEMPOTENCY_KEY.fullmatch(key):
-        raise ValidationFailed("Idempotency-Key must be 1-255 printable ASCII characters")
+        raise ValidationFailed(
+            "Idempotency-Key must be 1-255 printable ASCII characters", param="Idempotency-Key"
+        )
     return key
 
 
@@ -200,6 +207,8 @@ def check_path_id(name: str, value: str) -> None:
         raise SessionNotFound("session not found")
     if "response" in lowered:
         raise ResponseNotFound("response not found")
+    if "item" in lowered:
+        raise ItemNotFound("item not found")
     if "run" in lowered:
         raise RunNotFound("run not found")
     raise NotFound("not found")

@@ -53,6 +53,10 @@ OPENAI_ROUTE_KEYS = frozenset(
         "POST /v1/conversations/{conversationId}",
         "DELETE /v1/conversations/{conversationId}",
         "GET /v1/conversations/{conversationId}/items",
+        # (v5) A conversation's items, added, read and removed one by one.
+        "POST /v1/conversations/{conversationId}/items",
+        "GET /v1/conversations/{conversationId}/items/{itemId}",
+        "DELETE /v1/conversations/{conversationId}/items/{itemId}",
     }
 )
 Handler = TypeVar("Handler", bound=Callable[..., Any])

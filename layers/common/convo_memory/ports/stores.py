@@ -182,6 +182,12 @@ class TurnStore(Protocol):
         """Messages ``first_seq..last_seq`` (strongly consistent)."""
         ...
 
+    def remove_message(self, session_id: str, seq: int) -> bool:
+        """(v5) Mark message ``seq`` removed, its turn kept (one conditional write); False
+        when no recorded turn holds it. Removed messages are read marked ``removed``
+        (the transcript's pages and the turn's read leave them out)."""
+        ...
+
     def stored_prompt(self, session_id: str, user_seq: int) -> StoredPrompt | None:
         """What is stored of the prompt of the turn at ``user_seq``: its record and
         input, the messages, summary version and digests the record names (strongly
@@ -385,6 +391,12 @@ class ResponseStore(Protocol):
     def mark_deleted(self, ref: ResponseRef, user_seq: int) -> bool:
         """Mark the response of the turn at ``user_seq`` deleted (the turn stays); False
         when that turn is not the response's."""
+        ...
+
+    def turn_at(self, session: Session, user_seq: int) -> StoredResponse | None:
+        """(v5) The response of the turn at ``user_seq`` of ``session`` (whose head the
+        caller read), in one read: a recorded turn's, or a pause's that still waits;
+        None when no turn is there."""
         ...
 
 

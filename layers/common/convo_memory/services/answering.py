@@ -200,12 +200,12 @@ class Answerer:
         if prompt_options.response_format is not None and not getattr(
             self._provider_for(capability), "takes_response_format", False
         ):
+            named = prompt_options.response_format_field
             raise ValidationFailed(
-                "response_format is not supported by this capability's model connection "
+                f"{named} is not supported by this capability's model connection "
                 "(structured output reaches OpenAI-compatible and embedded connections only)",
-                details=[
-                    {"loc": ["response_format"], "msg": "not supported", "type": "value_error"}
-                ],
+                details=[{"loc": named.split("."), "msg": "not supported", "type": "value_error"}],
+                param=named,
             )
         if app_tools is not None:
             clash = sorted(app_tools.names & {tool.name for tool in capability.tools})
@@ -214,6 +214,7 @@ class Answerer:
                     f"tools: {', '.join(clash)} is also a tool of this agent capability; "
                     "give the app's tools other names",
                     details=[{"loc": ["tools"], "msg": "name clash", "type": "value_error"}],
+                    param="tools",
                 )
 
     def _agent(

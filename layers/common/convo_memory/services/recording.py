@@ -36,7 +36,7 @@ from convo_memory.domain.jobs import RepairJob
 from convo_memory.domain.models import Session
 from convo_memory.domain.paused_turns import PendingTurn
 from convo_memory.domain.turn_abandonment import before_writing
-from convo_memory.domain.turn_records import AppendResult, TurnRecord
+from convo_memory.domain.turn_records import AppendResult, TurnRecord, Twin
 from convo_memory.domain.turns import TurnPosition
 from convo_memory.ports import AsyncInvokePort, MetricsPort, QueuePort, SessionStore, TurnStore
 
@@ -55,6 +55,8 @@ class Recorded:
     position: TurnPosition | None
     recorded: bool
     superseded: bool = False
+    # (v5) Not written: the turn at its position is the one this turn repeats.
+    twin: Twin | None = None
 
 
 @dataclass(frozen=True)
@@ -137,8 +139,12 @@ class TurnRecorder:
                 return Recorded(None, False)
             self._metrics.count("TranscriptWriteRetried")
             result = retried
+        position = TurnPosition(result.user_seq, result.assistant_seq)
+        if result.twin is not None:
+            self._metrics.count("RetriedTurnsAnsweredAgain")
+            return Recorded(position, True, twin=result.twin)
         self._store_digest(session.id, result, turn)
-        return Recorded(TurnPosition(result.user_seq, result.assistant_seq), True)
+        return Recorded(position, True)
 
     def _retry_write(
         self, session: Session, turn: TurnRecord, failure: Exception, until: float | None

@@ -10,6 +10,8 @@ from dataclasses import replace
 
 from convo_memory.domain.errors import (
     CapabilityNotConversational,
+    ExternalRefImmutable,
+    PrincipalImmutable,
     SessionArchived,
     SessionCapabilityMismatch,
     SessionNotFound,
@@ -80,6 +82,32 @@ class SessionStates:
         if owner is not None:
             owner.check(state.session)
         return capability, state
+
+    def bound_turn(
+        self,
+        workspace_id: str,
+        capability_id: str | None,
+        session_id: str,
+        owner: SessionOwner | None,
+        continues: bool,
+    ) -> tuple[Capability, TurnState] | None:
+        """(v5) ``session_turn`` for a conversation the request's items name without
+        naming it: None where it cannot take the turn here (deleted, another
+        capability's, another end user's or principal's, archived), so that a new one
+        is opened from the history instead of a 404 or a 409."""
+        capability = self._catalog.get(workspace_id, capability_id) if capability_id else None
+        if capability is not None and not capability.conversational:
+            raise CapabilityNotConversational.of(capability.id)
+        try:
+            found = self.session_turn(workspace_id, capability_id, session_id, owner, continues)
+        except (
+            SessionNotFound,
+            SessionCapabilityMismatch,
+            ExternalRefImmutable,
+            PrincipalImmutable,
+        ):
+            return None
+        return found if found[1].session.status == "active" else None
 
     def _capability_of(self, workspace_id: str, session_id: str) -> str:
         capability_id = self._session_capability.get((workspace_id, session_id))

@@ -341,7 +341,10 @@ class SummaryService:
         ):
             if message.seq != expected:
                 break
-            messages.append(message)
+            # (v5) A removed message keeps its place, not its text: never folded in.
+            messages.append(
+                message.model_copy(update={"content": ""}) if message.removed else message
+            )
             expected += 1
         if messages:
             return messages

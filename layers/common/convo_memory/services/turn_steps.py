@@ -83,6 +83,10 @@ class TurnInFlight:
     created: int
     # Where it begins, in a session (a response id names it): set by ``begun``.
     begun_seq: int | None = None
+    # (v5) The id of the imported user message it is written over (its answer filled in).
+    fills: str | None = None
+    # (v5) It follows a named item or response: a retry's twin at its position answers it.
+    yields_to_twin: bool = False
 
     @classmethod
     def start(
@@ -142,6 +146,8 @@ class TurnInFlight:
             turn_id=self.reply_id,
             prompt_record=replace(sent, chained=chained),
             response=self.settings_kept(answer),
+            resolves=self.fills or record.resolves,
+            yields_to_twin=self.yields_to_twin and not self.fills and not record.resolves,
         )
 
     def settings_kept(self, answer: ModelAnswer) -> str | None:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
+from convo_memory.domain.app_call_ids import provider_outputs
 from convo_memory.domain.errors import (
     CapabilityNotConversational,
     SessionNotFound,
@@ -30,17 +31,15 @@ from convo_memory.domain.models import (
     Capability,
     Session,
 )
-from convo_memory.domain.paused_turns import PendingTurn
 from convo_memory.domain.prompt import Prompt
 from convo_memory.domain.sessions import context_of
 from convo_memory.domain.turn_records import (
-    TurnRecord,
     TurnState,
 )
 from convo_memory.domain.turns import (
     NewConversation,
-    ReplayStats,
     SessionById,
+    SessionByItems,
     SessionByKey,
     SessionByResponse,
     ToolResults,
@@ -48,15 +47,15 @@ from convo_memory.domain.turns import (
     TurnResult,
     TurnSink,
 )
-from convo_memory.ports import SessionStore, TurnStore
 from convo_memory.services.answering import Answerer, AppTurn, ModelAnswer
 from convo_memory.services.catalog import CapabilityCatalog
+from convo_memory.services.chained_turns import serve_unrecorded
 from convo_memory.services.conversations import ConversationService
 from convo_memory.services.paused_turns import FirstCall, PausedTurns
-from convo_memory.services.recording import TurnRecorder
 from convo_memory.services.session_keys import SessionKeys
 from convo_memory.services.session_states import SessionStates
-from convo_memory.services.summary_trigger import SummaryTrigger
+from convo_memory.services.turn_endings import TurnEndings
+from convo_memory.services.turn_routing import Routed, TurnRouter
 from convo_memory.services.turn_steps import (
     TurnInFlight,
     TurnPolicy,
@@ -64,7 +63,6 @@ from convo_memory.services.turn_steps import (
     check_turn_input,
     continues_a_pause,
     final_record,
-    no_response,
     replay_stats,
     replay_stats_at_pause,
     serve_stateless,
@@ -73,7 +71,6 @@ from convo_memory.services.turn_steps import (
 )
 
 logger = logging.getLogger(__name__)
-PAUSE_ENDED_FIRST = "another request continued or ended this paused turn first"
 NO_PAUSE = "this conversation has no turn waiting for tool results"
 
 
@@ -82,25 +79,21 @@ class TurnService:
         self,
         *,
         catalog: CapabilityCatalog,
-        sessions: SessionStore,
-        turns: TurnStore,
         answerer: Answerer,
-        recorder: TurnRecorder,
-        trigger: SummaryTrigger,
+        endings: TurnEndings,
         keys: SessionKeys,
         conversations: ConversationService,
         pauses: PausedTurns,
         states: SessionStates,
+        router: TurnRouter,
         policy: TurnPolicy,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._catalog = catalog
-        self._sessions = sessions
-        self._turns = turns
         self._answerer = answerer
-        self._recorder = recorder
-        self._trigger = trigger
+        # How a turn ends: recorded (or handed over), or kept paused for the app's tools.
+        self._endings = endings
         self._keys = keys
         self._conversations = conversations
         self._policy = policy
@@ -109,6 +102,8 @@ class TurnService:
         # A turn paused for the app's tools, and the session state a turn reads.
         self._pauses = pauses
         self._states = states
+        # (v5) Where a turn after a response, or after the items it names, goes.
+        self._router = router
 
     def serve(
         self,
@@ -127,11 +122,18 @@ class TurnService:
         removes it too."""
         deadline, now = self._deadline(budget_seconds), self._clock()
         turn = TurnInFlight.start(workspace_id, command, sink, deadline, idempotency_record, now)
+        result = self._serve(turn)
+        if result.completed is not None:  # a turn answered again keeps its own
+            return result
+        return replace(result, completed=int(self._clock()))
+
+    def _serve(self, turn: TurnInFlight) -> TurnResult:
+        workspace_id, command = turn.workspace_id, turn.command
         # Before anything is looked up or opened: a refused first call on a key opens nothing.
         check_turn_input(self._policy, command)
         conversation = command.conversation
         if conversation is None:
-            return serve_stateless(self._catalog, self._answerer, turn)
+            return serve_stateless(self._catalog, self._answerer, self._router.read_history(turn))
         if command.capability_id is not None:
             # A refused request opens, binds or forks nothing: what the request alone
             # refuses comes before any conversation is found, opened or bound.
@@ -139,8 +141,11 @@ class TurnService:
         if isinstance(conversation, SessionByKey):
             return self._keyed(turn, conversation)
         if isinstance(conversation, SessionByResponse):
-            return self._after_response(turn, conversation)
+            return self._routed(turn, self._router.after_response(turn, conversation))
+        if isinstance(conversation, SessionByItems):
+            return self._routed(turn, self._router.by_items(turn, conversation))
         if isinstance(conversation, NewConversation):
+            self._conversations.check_references(workspace_id, command.references)
             assert command.capability_id is not None  # the Responses door names its model
             opened = self._conversations.open(workspace_id, command.capability_id, conversation)
             conversation = SessionById(opened)
@@ -202,33 +207,26 @@ class TurnService:
             raise CapabilityNotConversational.of(capability.id)
         self._answerer.check(capability, command.options, command.app_tools)
 
-    def _after_response(self, turn: TurnInFlight, after: SessionByResponse) -> TurnResult:
-        """A turn after a stored response: in its session when it is the newest there (or
-        the pause this turn continues), else in a fork opened at its answer; 404
-        ``response_not_found`` for one not stored (any more) in this workspace."""
-        ref, continues = after.ref, continues_a_pause(turn.command)
-        try:
-            capability, state = self._states.session_turn(
-                turn.workspace_id,
-                turn.command.capability_id,
-                ref.session_id,
-                after.owner,
-                continues,
-            )
-        except SessionNotFound:
-            raise no_response(ref) from None
-        fork = self._conversations.after_response(turn.workspace_id, state, ref, continues)
-        if fork is not None:
-            capability, state = self._states.session_turn(
-                turn.workspace_id, capability.id, fork, after.owner, continues
-            )
-        return self._converse(turn, capability, state)
+    def _routed(self, turn: TurnInFlight, routed: Routed) -> TurnResult:
+        """A turn where the router placed it: in a session (or fork), answered again (a
+        retry), or served as another command (a new conversation instead)."""
+        if isinstance(routed, TurnResult):
+            return routed
+        if isinstance(routed, TurnCommand):
+            return self._serve(replace(turn, command=routed))
+        capability, state, fills = routed
+        return self._converse(replace(turn, fills=fills, yields_to_twin=True), capability, state)
 
     # -- the one serving path ---------------------------------------------------------
 
     def _converse(self, turn: TurnInFlight, capability: Capability, state: TurnState) -> TurnResult:
         command = turn.command
         self._answerer.check(capability, command.options, command.app_tools)
+        self._conversations.check_references(turn.workspace_id, command.references, state)
+        if not command.record:
+            return serve_unrecorded(
+                self._answerer, self._states, turn, capability, state, self._clock()
+            )
         if isinstance(command.input, ToolResults):
             return self._continue(turn, capability, state, command.input)
         now = self._clock()
@@ -256,7 +254,9 @@ class TurnService:
         first = FirstCall.of(turn.user_input, seen, recalled, offered)
         stats = replay_stats(seen)
         if answer.paused:
-            return self._keep_pause(turn, state, answer, None, first, app or AppTurn(None), stats)
+            return self._endings.keep_pause(
+                turn, state, answer, None, first, app or AppTurn(None), stats
+            )
         record = turn_record(
             self._policy,
             turn.user_input,
@@ -266,7 +266,7 @@ class TurnService:
             turn.idempotency_record,
         )
         record = turn.kept(record, first.record, answer)
-        return self._record(turn, capability, state, record, answer, stats)
+        return self._endings.record(turn, capability, state, record, answer, stats)
 
     def _continue(
         self, turn: TurnInFlight, capability: Capability, state: TurnState, results: ToolResults
@@ -277,7 +277,7 @@ class TurnService:
         or kept again when it pauses again."""
         self._states.refuse_archived(state)
         pending = self._pauses.waiting(turn.workspace_id, state, turn.until)
-        answered = pending.answered(results.results)
+        answered = pending.answered(provider_outputs(state.session.id, pending, results.results))
         now = self._clock()
         self._states.mark_active(state, now)  # once the results are known to fit
         sent = self._pauses.sent_at_pause(state, capability, pending, now)
@@ -297,13 +297,13 @@ class TurnService:
         answer = self._ask(turn, capability, state.session, prompt, app)
         stats = replay_stats_at_pause(sent, pending)
         if answer.paused:
-            return self._keep_pause(turn, state, answer, pending, None, app, stats)
+            return self._endings.keep_pause(turn, state, answer, pending, None, app, stats)
         record = final_record(
             self._policy, pending, answer, app, self._clock(), turn.idempotency_record
         )
         record = turn.kept(record, pending.prompt_record, answer)
         at_pause = state.session.model_copy(update={"message_count": pending.user_seq - 1})
-        return self._record(
+        return self._endings.record(
             turn, capability, replace(state, session=at_pause), record, answer, stats
         )
 
@@ -321,47 +321,3 @@ class TurnService:
         return self._answerer.answer(
             turn.workspace_id, capability, session, prompt, sink, deadline=deadline, app=app
         )
-
-    def _keep_pause(
-        self,
-        turn: TurnInFlight,
-        state: TurnState,
-        answer: ModelAnswer,
-        previous: PendingTurn | None,
-        first: FirstCall | None,
-        app: AppTurn,
-        stats: ReplayStats,
-    ) -> TurnResult:
-        """Keep a turn that paused (at the next position, or over the pause it
-        continued) and answer with its calls; 409 when that pause was ended meanwhile."""
-        pending = self._pauses.pause(turn.reply_id, answer, previous, first, app)
-        replaces = previous.pause_id if previous is not None else None
-        kept = self._recorder.keep_pause(state.session, pending, replaces, until=turn.until)
-        if kept is None:
-            raise ToolCallsMismatch(PAUSE_ENDED_FIRST)
-        return turn.result(answer, state.session.id, None, False, stats)
-
-    def _record(
-        self,
-        turn: TurnInFlight,
-        capability: Capability,
-        state: TurnState,
-        record: TurnRecord,
-        answer: ModelAnswer,
-        stats: ReplayStats,
-    ) -> TurnResult:
-        """Record the turn (or hand it over), ask for a summary when one is due, answer."""
-        session = state.session
-        # The turn's time includes recording it (or handing it over) after its deadline.
-        recorded = self._recorder.record(turn.workspace_id, session, record, until=turn.until)
-        if recorded.superseded:
-            raise ToolCallsMismatch(PAUSE_ENDED_FIRST)
-        if recorded.recorded:
-            self._trigger.after_turn(
-                turn.workspace_id,
-                state,
-                capability.replay_policy,
-                record.user_content,
-                record.answer,
-            )
-        return turn.result(answer, session.id, recorded.position, recorded.recorded, stats)

@@ -54,8 +54,9 @@ from convo_memory.domain.errors import (
     SessionNotFound,
     StoreRejected,
     StoreUnavailable,
+    ValidationFailed,
 )
-from convo_memory.domain.forks import summary_behind
+from convo_memory.domain.forks import REMOVED_FORK_POINT, summary_behind
 from convo_memory.domain.models import Session
 from convo_memory.domain.summary_plan import SummaryVersion
 from convo_memory.ports import CopyOutcome
@@ -143,6 +144,9 @@ class DynamoForkStore:
         seqs = [items.user_seq_of_item(t) for t in turns if not items.is_digest(t)]
         if seqs != list(range(low, at_seq, 2)):
             raise SessionNotFound(f"session {parent_id!r} not found")  # deleted meanwhile
+        point = [t for t in turns if not items.is_digest(t)][-1]
+        if point.get(items.REMOVED_ANSWER, {}).get("BOOL", False):
+            raise ValidationFailed(REMOVED_FORK_POINT, param="atSeq")
         base, earlier, older = self._summary_behind(parent_id, at_seq, keep_earlier)
         writes = [_moved(item, fork.id) for item in turns]
         if base is not None:

@@ -88,6 +88,9 @@ PENDING_INDEX_PREFIX = "PENDING"
 # its response was deleted (the turn stays).
 RESPONSE_SETTINGS = "q"
 RESPONSE_DELETED = "qx"
+# (v5) A turn's user message (``ru``) or answer (``ra``) removed as a conversation item.
+REMOVED_USER = "ru"
+REMOVED_ANSWER = "ra"
 # (v4) On a turn that ended a pause (continued, or abandoned): the pause's id, which the
 # paused response's id names.
 ENDED_PAUSE = "ep"
@@ -393,6 +396,10 @@ def messages_from(item: Item) -> tuple[Message, Message]:
         item.get("w", {}).get("BOOL", False),
         item.get("x", {}).get("BOOL", False),
         item.get(ABANDONED, {}).get("BOOL", False),
+        (
+            item.get(REMOVED_USER, {}).get("BOOL", False),
+            item.get(REMOVED_ANSWER, {}).get("BOOL", False),
+        ),
     )
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 from convo_memory.adapters.dynamo import items
 from convo_memory.adapters.dynamo.fork_reads import turn_items
 from convo_memory.adapters.dynamo.table import DynamoTable, Item, string_value
+from convo_memory.domain.app_call_ids import shown_calls
+from convo_memory.domain.models import Session
 from convo_memory.domain.prompt_record import PromptRecord
 from convo_memory.domain.responses import (
     ResponseRef,
@@ -22,6 +24,7 @@ from convo_memory.domain.responses import (
     StoredResponse,
     previous_response,
 )
+from convo_memory.domain.turn_records import turn_messages
 
 
 class DynamoResponseStore:
@@ -51,11 +54,23 @@ class DynamoResponseStore:
                 return None
             seq = items.user_seq_of_item(turn)
         if items.is_pending(turn):
-            return None  # a pause still waiting: nothing of its turn is recorded yet
+            # (v5) A pause still waiting is retrievable: its calls, nothing recorded yet.
+            waiting = items.turn_id_of(turn) == ref.reply_id
+            return _waiting(items.session_from(head), ref, turn) if waiting else None
         before = found.get(items.turn_sk(seq - 2)) if seq > 2 else None
         if seq > 2 and before is None:
             before = self._turn(sid, seq - 2)  # moved on, or inherited (a fork's first turn)
-        return _stored(head, ref, turn, before)
+        return _stored(items.session_from(head), ref, turn, before)
+
+    def turn_at(self, session: Session, user_seq: int) -> StoredResponse | None:
+        """The response of the turn at ``user_seq`` (a pause that waits: its calls)."""
+        turn = self._table.get(items.turn_key(session.id, user_seq))
+        if turn is None:
+            return None
+        ref = ResponseRef(session.id, user_seq, items.turn_id_of(turn))
+        if items.is_pending(turn):
+            return _waiting(session, ref, turn)
+        return _stored(session, ref, turn, None)
 
     def mark_deleted(self, ref: ResponseRef, user_seq: int) -> bool:
         """Mark the response of the turn at ``user_seq`` deleted (False: that turn is not
@@ -91,8 +106,7 @@ class DynamoResponseStore:
         return next((item for item in found if not items.is_digest(item)), None)
 
 
-def _stored(head: Item, ref: ResponseRef, turn: Item, before: Item | None) -> StoredResponse:
-    session = items.session_from(head)
+def _stored(session: Session, ref: ResponseRef, turn: Item, before: Item | None) -> StoredResponse:
     seq = items.user_seq_of_item(turn)
     user, answer = items.messages_from(turn)
     record_text = turn.get(items.PROMPT_RECORD, {}).get("S")
@@ -114,6 +128,28 @@ def _stored(head: Item, ref: ResponseRef, turn: Item, before: Item | None) -> St
         previous=previous,
         pause=items.turn_id_of(turn) != ref.reply_id,
         ended_pause=ended_pause,
+        imported=record is None,
+    )
+
+
+def _waiting(session: Session, ref: ResponseRef, turn: Item) -> StoredResponse:
+    """A pause that still waits for the app's tools, as its response: the calls it waits
+    for (with the ids the app was shown) after the text that came with them."""
+    pending = items.pending_from(turn)
+    user_seq = pending.user_seq
+    user, answer = turn_messages(
+        user_seq, pending.user_input, pending.text, pending.since, pending.withheld, False, False
+    )
+    return StoredResponse(
+        session=session,
+        ref=ref,
+        user_seq=user_seq,
+        user=user,
+        answer=answer,
+        settings=ResponseSettings(chained=pending.prompt_record.chained),
+        app_tools=pending.prompt_record.app_tools,
+        run_id=pending.run_id if pending.traced else None,
+        waiting=shown_calls(session.id, pending),
     )
 
 

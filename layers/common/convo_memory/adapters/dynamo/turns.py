@@ -28,6 +28,7 @@ from convo_memory.domain.turn_records import (
     AppendResult,
     TurnRecord,
     TurnState,
+    Twin,
     user_seq_of,
 )
 
@@ -100,10 +101,41 @@ class DynamoTurnStore:
     def append_turn(self, session_id: str, after_seq: int, turn: TurnRecord) -> AppendResult:
         if turn.resolves is not None:
             return self._resolve(session_id, after_seq + 1, turn)
+        if turn.yields_to_twin:
+            twin = self._put_unless_twin(session_id, after_seq + 1, turn)
+            if twin is not None:
+                return twin
+            after_seq += 2  # the position held another turn: on from there
         position, again = self._claim(
             session_id, after_seq, turn.turn_id, lambda at: items.turn_item(session_id, at, turn)
         )
         return AppendResult(position, position + 1, already_recorded=again)
+
+    def _put_unless_twin(
+        self, session_id: str, position: int, turn: TurnRecord
+    ) -> AppendResult | None:
+        """(v5) One conditional put at ``position``: where it lands, or where its twin (a
+        recorded turn with the same input, or this turn's own earlier write) already
+        is; None when another turn holds it."""
+        stored, occupant = self._table.conditional(
+            "put_item",
+            Item=items.turn_item(session_id, position, turn),
+            ConditionExpression="attribute_not_exists(sk)",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        if stored:
+            return AppendResult(position, position + 1)
+        if occupant is None:
+            occupant = self._table.get(items.turn_key(session_id, position))
+        if occupant is None or items.is_pending(occupant):
+            return None
+        if items.turn_id_of(occupant) == turn.turn_id:
+            return items.recorded_at(occupant)
+        if occupant.get("u", {}).get("S") != turn.user_content:
+            return None
+        _, answer = items.messages_from(occupant)
+        twin = Twin(items.turn_id_of(occupant), answer.content, answer.withheld)
+        return AppendResult(position, position + 1, already_recorded=True, twin=twin)
 
     def keep_pending(
         self, session_id: str, after_seq: int, pending: PendingTurn, replaces: str | None = None
@@ -245,7 +277,8 @@ class DynamoTurnStore:
                 if after_seq < m.seq < messages[0].seq
             ]
             messages = older + messages
-        return messages[:limit], len(messages) > limit
+        more = len(messages) > limit
+        return [m for m in messages[:limit] if not m.removed], more
 
     def read_messages(self, session_id: str, first_seq: int, last_seq: int) -> list[Message]:
         # Consistent: the fold's target came from a consistent read, so must its messages.
@@ -258,6 +291,20 @@ class DynamoTurnStore:
     def stored_prompt(self, session_id: str, user_seq: int) -> StoredPrompt | None:
         return stored_prompt(self._table, session_id, user_seq)
 
+    def remove_message(self, session_id: str, seq: int) -> bool:
+        """(v5) Mark message ``seq`` removed (one conditional write on its turn): False
+        when no recorded turn holds it (a pause still waiting holds none)."""
+        name = items.REMOVED_USER if seq % 2 else items.REMOVED_ANSWER
+        removed, _ = self._table.conditional(
+            "update_item",
+            Key=items.turn_key(session_id, user_seq_of(seq)),
+            UpdateExpression="SET #r = :yes",
+            ConditionExpression="attribute_exists(sk) AND attribute_not_exists(#p)",
+            ExpressionAttributeNames={"#r": name, "#p": items.PENDING_STATE},
+            ExpressionAttributeValues={":yes": {"BOOL": True}},
+        )
+        return removed
+
 
 def _state_of(
     head: Item,
@@ -269,7 +316,8 @@ def _state_of(
     """The session's state from its head, its summary (and the versions a turn may
     show), its newest turns (oldest first), and the digests (only those of these turns
     count) and paused turn read with them."""
-    messages = [m for item in turns for m in items.messages_from(item)]
+    # (v5) A removed message is not replayed (the prompt joins what then follows itself).
+    messages = [m for item in turns for m in items.messages_from(item) if not m.removed]
     digests: dict[int, ToolDigest] = {}
     expiry: dict[int, float] = {}
     read_seqs = {items.user_seq_of_item(t) for t in turns}
