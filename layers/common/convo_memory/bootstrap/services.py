@@ -17,12 +17,15 @@ from convo_memory.bootstrap.policies import (
     turn_policy,
 )
 from convo_memory.config import Settings
+from convo_memory.domain.attachment_plan import form_of
 from convo_memory.services.agent_loop import AgentLoop
 from convo_memory.services.answering import Answerer
+from convo_memory.services.attachments import AttachmentService
 from convo_memory.services.auth import TokenResolver
 from convo_memory.services.catalog import CapabilityCatalog
 from convo_memory.services.conversations import ConversationService
 from convo_memory.services.erasures import ErasureService
+from convo_memory.services.files import FileService
 from convo_memory.services.forks import ForkService
 from convo_memory.services.paused_turns import PausedTurns
 from convo_memory.services.recall import RecallTaker
@@ -64,6 +67,9 @@ class Container:
     # (v4) Conversations (the Responses door's and /v1/conversations) and stored responses.
     conversations: ConversationService
     responses: ResponseService
+    # (v5) A turn's images and documents, and the Files API.
+    attachments: AttachmentService
+    files: FileService
 
 
 def build_services(
@@ -86,17 +92,18 @@ def build_services(
         bedrock_available=settings.bedrock_available,
     )
     trigger, recorder = _recording(adapters, settings, clock, monotonic, sleep)
-    erasures = _erasures(adapters, settings, clock, sleep)
+    attachments = _attachments(adapters, catalog, clock)
+    erasures = _erasures(adapters, settings, clock, sleep, attachments)
     sessions = SessionService(
         stores.sessions,
         stores.turns,
         catalog,
         clock,
         recall=RecallTaker(stores.recall),
-        after_delete=erasures.schedule_sweep if adapters.erasure_queue else None,
+        after_delete=_after_delete(attachments, erasures if adapters.erasure_queue else None),
     )
     keys = SessionKeys(sessions, stores.sessions, catalog, sleep)
-    forks = _forks(adapters, catalog, trigger, clock)
+    forks = _forks(adapters, catalog, trigger, clock, attachments)
     conversations = ConversationService(
         sessions, stores.turns, stores.responses, forks, import_limits(settings), clock
     )
@@ -108,17 +115,48 @@ def build_services(
         catalog=catalog,
         runs=RunTraces(stores.runs),
         sessions=sessions,
-        turns=_turns(adapters, settings, catalog, parts, clock, monotonic),
+        turns=_turns(adapters, settings, catalog, parts, clock, monotonic, attachments),
         recorder=recorder,
         summaries=_summaries(adapters, settings, catalog, clock),
-        retention=RetentionService(stores.retention, retention_policy(settings), metrics),
+        retention=RetentionService(
+            stores.retention, retention_policy(settings), metrics, files=attachments
+        ),
         tokens=TokenResolver(stores.tokens, settings.cache_ttl_seconds),
         session_keys=keys,
         erasures=erasures,
         forks=forks,
         conversations=conversations,
         responses=ResponseService(stores.responses, sessions),
+        attachments=attachments,
+        files=FileService(adapters.files, adapters.attachments, clock),
     )
+
+
+def _attachments(adapters: Adapters, catalog: CapabilityCatalog, clock: Clock) -> AttachmentService:
+    """(v5) A turn's images and documents, over the bucket, checked against what each
+    capability's model takes."""
+    return AttachmentService(
+        catalog,
+        lambda capability: form_of(adapters.provider_for(capability)),
+        adapters.attachments,
+        adapters.files,
+        adapters.file_fetcher,
+        adapters.owner_keys,
+        clock,
+    )
+
+
+def _after_delete(
+    attachments: AttachmentService, erasures: ErasureService | None
+) -> Callable[[str, str], None]:
+    """What follows a session's deletion: its attachments released, its delayed sweep."""
+
+    def after(workspace_id: str, session_id: str) -> None:
+        attachments.release(session_id)
+        if erasures is not None:
+            erasures.schedule_sweep(workspace_id, session_id)
+
+    return after
 
 
 def _recording(
@@ -148,6 +186,7 @@ def _turns(
     parts: tuple[TurnRecorder, SummaryTrigger, SessionKeys, ConversationService],
     clock: Clock,
     monotonic: Clock,
+    attachments: AttachmentService,
 ) -> TurnService:
     """The serving path: a capability's model (or agent loop), filter and tools."""
     recorder, trigger, keys, conversations = parts
@@ -185,13 +224,18 @@ def _turns(
             conversations.bind,
         ),
         policy=policy,
+        attachments=attachments,
         clock=clock,
         monotonic=monotonic,
     )
 
 
 def _erasures(
-    adapters: Adapters, settings: Settings, clock: Clock, sleep: Callable[[float], None]
+    adapters: Adapters,
+    settings: Settings,
+    clock: Clock,
+    sleep: Callable[[float], None],
+    attachments: AttachmentService,
 ) -> ErasureService:
     """End users' erasures and deleted sessions' sweeps, which wait out turns in flight."""
     return ErasureService(
@@ -202,11 +246,16 @@ def _erasures(
         clock,
         sleep,
         turns_in_flight=adapters.turn_limiter.turns_in_flight,
+        files=attachments,
     )
 
 
 def _forks(
-    adapters: Adapters, catalog: CapabilityCatalog, trigger: SummaryTrigger, clock: Clock
+    adapters: Adapters,
+    catalog: CapabilityCatalog,
+    trigger: SummaryTrigger,
+    clock: Clock,
+    attachments: AttachmentService,
 ) -> ForkService:
     """Forks, and the job (on the erasure queue) that copies their older messages in."""
     return ForkService(
@@ -217,6 +266,7 @@ def _forks(
         copy_queue=adapters.erasure_queue,
         summarize=trigger.after_fork,
         metrics=adapters.metrics,
+        files=attachments,
     )
 
 

@@ -7,10 +7,12 @@ A turn is one stored record: the user message (seq ``n``, odd) and the answer (s
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the job workers import this module at cold start, not the API models
+    from convo_memory.domain.attachments import FileRef
     from convo_memory.domain.models import Message, Session, Summary, ToolDigest
     from convo_memory.domain.paused_turns import PendingTurn
     from convo_memory.domain.prompt_record import PromptRecord
@@ -84,6 +86,8 @@ class TurnRecord:
     # (v4) What its Responses request set, for its Response (``ResponseSettings.encode``;
     # None: nothing, or another door).
     response: str | None = None
+    # (v5) The user message's images and documents, as references (never the bytes).
+    attachments: tuple[FileRef, ...] = ()
 
     @property
     def has_digest(self) -> bool:
@@ -127,12 +131,19 @@ def turn_messages(
     withheld: bool,
     truncated: bool,
     abandoned: bool = False,
+    attachments: Sequence[FileRef] = (),
 ) -> tuple[Message, Message]:
     """The two messages of a stored turn."""
     from convo_memory.domain.models import Message
 
     return (
-        Message(seq=user_seq, role="user", content=user_content, created_at=created_at),
+        Message(
+            seq=user_seq,
+            role="user",
+            content=user_content,
+            created_at=created_at,
+            attachments=list(attachments),
+        ),
         Message(
             seq=user_seq + 1,
             role="assistant",

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from convo_memory.domain.erasures import Erasure, ErasureStatus, SessionOfEndUser, TracePolicy
 from convo_memory.domain.errors import ErasureNotFound, StoreUnavailable
@@ -78,6 +78,13 @@ class ErasurePolicy:
     turn_budget_seconds: float = 243.0
 
 
+class ErasedFiles(Protocol):
+    """(v5) Attachments as an erasure sees them (``AttachmentService``)."""
+
+    def release(self, session_id: str) -> int: ...
+    def remove_end_user(self, workspace_id: str, external_ref: str) -> int: ...
+
+
 class ErasureIncomplete(RuntimeError):
     """The job ran out of time with sessions left: its next delivery goes on."""
 
@@ -92,6 +99,7 @@ class ErasureService:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
         turns_in_flight: TurnsInFlight | None = None,
+        files: ErasedFiles | None = None,
     ) -> None:
         self._store = store
         self._queue = queue
@@ -100,6 +108,7 @@ class ErasureService:
         self._clock = clock
         self._sleep = sleep
         self._turns_in_flight = turns_in_flight
+        self._files = files  # (v5) the attachments of erased sessions and end users
 
     # -- the routes -------------------------------------------------------------------
 
@@ -173,6 +182,8 @@ class ErasureService:
             if self._claim_all(erasure):
                 self._wait_for_turns_in_flight(erasure, time_left)
             self._erase_all(erasure, time_left)
+            if self._files is not None:  # none of the end user's attachments is left
+                self._files.remove_end_user(erasure.workspace_id, erasure.external_ref)
             # The last sweep lists the end user once more, when writes in flight are over.
             send_job(
                 self._queue,
@@ -203,6 +214,8 @@ class ErasureService:
         for session_id in job.session_ids:
             count, runs = self._store.sweep_session(session_id, job.erase_traces)
             removed += count
+            if self._files is not None:  # an attachment a late write stored
+                self._files.release(session_id)
             if job.erasure_id is not None:
                 for run_id in runs:
                     self._store.erase_run(job.workspace_id, job.erasure_id, run_id)
@@ -332,6 +345,8 @@ class ErasureService:
         else:
             kept = self._store.keep_traces(session_id, erasure.id, len(runs))
         self._store.erase_contents(session_id)
+        if self._files is not None:
+            self._files.release(session_id)
         return kept
 
     def _claim(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from convo_memory.domain.errors import RecallSourceGone, SessionNotFound
 from convo_memory.domain.forks import check_fork_point, turns_copied_at_creation
@@ -36,6 +36,13 @@ from convo_memory.services.catalog import CapabilityCatalog
 logger = logging.getLogger(__name__)
 
 
+class ForkedFiles(Protocol):
+    """(v5) Attachments as a fork sees them (``AttachmentService``)."""
+
+    def share(self, parent_id: str, fork_id: str) -> int: ...
+    def release(self, session_id: str) -> int: ...
+
+
 class ForkCopyIncomplete(RuntimeError):
     """The copy ran out of invocation time: its job's next delivery goes on."""
 
@@ -51,6 +58,7 @@ class ForkService:
         copy_queue: QueuePort | None = None,
         summarize: Callable[[str, str], object] | None = None,
         metrics: MetricsPort | None = None,
+        files: ForkedFiles | None = None,
     ) -> None:
         self._sessions = sessions
         self._forks = forks
@@ -60,6 +68,8 @@ class ForkService:
         # Told (workspace, fork): a summary run for the new fork (it decides if one is due).
         self._summarize = summarize
         self._metrics = metrics or NullMetrics()
+        # (v5) A fork refers to its parent's attachments as the parent does.
+        self._files = files
 
     def fork(
         self,
@@ -97,13 +107,14 @@ class ForkService:
             }
         )
         copy_turns = turns_copied_at_creation(policy.max_messages)
+        if self._files is not None:  # before the fork exists: the parent cannot drop them
+            self._files.share(parent.id, fork.id)
         try:
-            pending = self._forks.create_fork(fork, copy_turns, policy.alignment > 1)
-        except RecallSourceGone:
-            # A session the parent's recall came from was deleted: none of its text is
-            # stored anew, so this fork goes without the recall.
-            fork = fork.model_copy(update={"recall": None})
-            pending = self._forks.create_fork(fork, copy_turns, policy.alignment > 1)
+            pending, fork = self._create(fork, copy_turns, policy.alignment > 1)
+        except Exception:
+            if self._files is not None:
+                self._files.release(fork.id)
+            raise
         if pending:
             self._queue_copy(
                 ForkCopyJob(workspace_id=workspace_id, parent_id=parent.id, fork_id=fork.id)
@@ -112,6 +123,18 @@ class ForkService:
             self._summarize(workspace_id, fork.id)
         self._metrics.count("ForksCreated")
         return fork
+
+    def _create(
+        self, fork: Session, copy_turns: int, keep_earlier_summary: bool
+    ) -> tuple[bool, Session]:
+        """Store the fork: whether a copy is still due, and the fork as stored."""
+        try:
+            return self._forks.create_fork(fork, copy_turns, keep_earlier_summary), fork
+        except RecallSourceGone:
+            # A session the parent's recall came from was deleted: none of its text is
+            # stored anew, so this fork goes without the recall.
+            fork = fork.model_copy(update={"recall": None})
+            return self._forks.create_fork(fork, copy_turns, keep_earlier_summary), fork
 
     def copy(self, job: ForkCopyJob, time_left: Callable[[], float] | None = None) -> CopyOutcome:
         """The ``ForkCopyJob``: copy what the fork still lacks of its parent. Raises

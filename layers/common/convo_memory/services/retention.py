@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from convo_memory.domain.models import iso
 from convo_memory.ports import MetricsPort, NullMetrics, RetentionStore
@@ -60,6 +60,14 @@ class RetentionPolicy:
     max_archives_per_run: int = MAX_ARCHIVES_PER_RUN
     max_purges_per_run: int = MAX_PURGES_PER_RUN
     min_seconds_left: float = MIN_SECONDS_LEFT
+
+
+class RetainedFiles(Protocol):
+    """(v5) Attachments and uploads as retention sees them (``AttachmentService``'s
+    release of a session, ``FileService``'s expiry of uploads)."""
+
+    def release(self, session_id: str) -> int: ...
+    def expire(self, now: float) -> int: ...
 
 
 @dataclass
@@ -82,6 +90,7 @@ class RetentionReport:
     activity_refreshed: int = 0
     deletions_finished: int = 0
     pauses_abandoned: int = 0
+    files_expired: int = 0
     more: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -97,6 +106,7 @@ class RetentionReport:
             "activityRefreshed": self.activity_refreshed,
             "deletionsFinished": self.deletions_finished,
             "pausesAbandoned": self.pauses_abandoned,
+            "filesExpired": self.files_expired,
             "more": self.more,
         }
 
@@ -107,10 +117,14 @@ class RetentionService:
         store: RetentionStore,
         policy: RetentionPolicy | None = None,
         metrics: MetricsPort | None = None,
+        *,
+        files: RetainedFiles | None = None,
     ) -> None:
         self._store = store
         self._policy = policy or RetentionPolicy()
         self._metrics = metrics or NullMetrics()
+        # (v5) What a purged or deleted session's attachments and expired uploads need.
+        self._files = files
 
     def run(self, now: datetime, time_left: Callable[[], float] | None = None) -> RetentionReport:
         """Archive the sessions idle since before ``now - IDLE_ARCHIVE_DAYS``, purge those
@@ -159,6 +173,8 @@ class RetentionService:
             report.deletions_finished += 1
 
         self._abandon_paused(now, report, at_bound)
+        if self._files is not None:
+            report.files_expired = self._files.expire(now.timestamp())
         if report.archived:
             self._metrics.count("SessionsArchived", report.archived)
         if report.purged:
@@ -185,6 +201,8 @@ class RetentionService:
         """Sweep a session marked deleted and remove its head: the head goes last, so a
         run cut short leaves it in the index and the next run finishes the job."""
         deleted = self._store.delete_contents(session_id)
+        if self._files is not None:
+            self._files.release(session_id)
         return deleted + (1 if self._store.remove_head(session_id) else 0)
 
     def _abandon_paused(

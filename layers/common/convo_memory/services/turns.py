@@ -49,6 +49,7 @@ from convo_memory.domain.turns import (
 )
 from convo_memory.ports import SessionStore, TurnStore
 from convo_memory.services.answering import Answerer, AppTurn, ModelAnswer
+from convo_memory.services.attachments import AttachmentService
 from convo_memory.services.catalog import CapabilityCatalog
 from convo_memory.services.conversations import ConversationService
 from convo_memory.services.paused_turns import FirstCall, PausedTurns
@@ -63,6 +64,7 @@ from convo_memory.services.turn_steps import (
     check_turn_input,
     continues_a_pause,
     final_record,
+    kept_files,
     no_response,
     replay_stats,
     replay_stats_at_pause,
@@ -90,6 +92,7 @@ class TurnService:
         pauses: PausedTurns,
         states: SessionStates,
         policy: TurnPolicy,
+        attachments: AttachmentService,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -107,6 +110,7 @@ class TurnService:
         # A turn paused for the app's tools, and the session state a turn reads.
         self._pauses = pauses
         self._states = states
+        self._attachments = attachments  # (v5) a turn's images and documents
 
     def serve(
         self,
@@ -127,11 +131,12 @@ class TurnService:
         turn = TurnInFlight.start(workspace_id, command, sink, deadline, idempotency_record, now)
         # Before anything is looked up or opened: a refused first call on a key opens nothing.
         check_turn_input(self._policy, command)
+        turn = turn.with_files(self._attachments.checked)
         conversation = command.conversation
         if isinstance(conversation, SessionByKey):
             return self._keyed(turn, conversation)
         if conversation is None:
-            return serve_stateless(self._catalog, self._answerer, turn)
+            return serve_stateless(self._catalog, self._answerer, turn, self._attachments)
         if isinstance(conversation, SessionByResponse):
             return self._after_response(turn, conversation)
         if isinstance(conversation, NewConversation):
@@ -214,6 +219,7 @@ class TurnService:
         # A new user message first ends a turn still waiting for the app's tools.
         state = self._pauses.end_as_abandoned(turn.workspace_id, state, turn.until)
         session = state.session
+        turn = kept_files(turn, self._attachments, capability, session)
         seen = context_of(state, capability.replay_policy, now)
         prompt = session_prompt(
             turn,
@@ -225,6 +231,7 @@ class TurnService:
             seen.window,
             self._states.fence_nonce(session),
         )
+        prompt = self._attachments.attached(turn.workspace_id, capability, prompt, turn.files)
         turn = turn.begun(session.id, session.message_count + 1)
         app = app_turn_of(command)
         answer = self._ask(turn, capability, session, prompt, app)

@@ -26,7 +26,7 @@ A turn item's attribute names are one or two letters (``id`` turn id, ``at`` cre
 idempotency record of the request that served it, if it had an Idempotency-Key, ``p``
 which stored parts its prompt was sent, ``domain.prompt_record``, ``b`` abandoned, v4;
 (v4) ``q`` what a Responses request set and ``qx`` its response deleted,
-``domain.responses``): DynamoDB
+``domain.responses``; (v5) ``f`` its attachments' references): DynamoDB
 bills attribute names as data, and the serving path reads ten turns per request, so the
 window of a default capability fits in one 4 KB read unit more often.
 
@@ -51,6 +51,7 @@ import zlib
 from typing import Any
 
 from convo_memory.adapters.dynamo.table import Item, number_value, string_value
+from convo_memory.domain.attachments import decode_refs, encode_refs
 from convo_memory.domain.models import ForkPoint, Message, Recall, Session, ToolDigest
 from convo_memory.domain.paused_turns import PendingTurn
 from convo_memory.domain.turn_records import AppendResult, TurnRecord, turn_messages
@@ -87,6 +88,8 @@ RESPONSE_DELETED = "qx"
 # (v4) On a turn that ended a pause (continued, or abandoned): the pause's id, which the
 # paused response's id names.
 ENDED_PAUSE = "ep"
+# (v5) On a turn: its user message's attachments (``attachments.encode_refs``).
+ATTACHMENTS = "f"
 
 
 def session_pk(session_id: str) -> dict[str, str]:
@@ -341,6 +344,8 @@ def turn_item(session_id: str, user_seq: int, turn: TurnRecord) -> Item:
         item[RESPONSE_SETTINGS] = string_value(turn.response)
     if turn.resolves is not None:
         item[ENDED_PAUSE] = string_value(turn.resolves)
+    if turn.attachments:
+        item[ATTACHMENTS] = string_value(encode_refs(turn.attachments))
     return item
 
 
@@ -387,6 +392,7 @@ def messages_from(item: Item) -> tuple[Message, Message]:
         item.get("w", {}).get("BOOL", False),
         item.get("x", {}).get("BOOL", False),
         item.get(ABANDONED, {}).get("BOOL", False),
+        decode_refs(item[ATTACHMENTS]["S"]) if ATTACHMENTS in item else (),
     )
 
 
