@@ -159,6 +159,20 @@ class SentFile:
         return self.data is not None or self.url is not None
 
 
+@dataclass(frozen=True)
+class UploadedFile:
+    """A file the workspace uploaded (``file-<24 hex>``), as ``/v1/files`` shows it:
+    its size, when it was made and when it expires (Unix seconds; None: never)."""
+
+    file_id: str
+    filename: str
+    bytes: int
+    mime_type: str
+    purpose: str
+    created_at: int
+    expires_at: int | None = None
+
+
 class AttachmentPolicy(BaseModel):
     """(v5) Which attachments a capability's turns take: ``images``, ``documents``
     (both by default); a refused kind is ``422`` naming the part."""

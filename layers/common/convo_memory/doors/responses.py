@@ -13,8 +13,9 @@ bound to a conversation by its first response.
 In a conversation only the trailing user message is the turn's input; the items before it
 are the app's copy of the history. ``instructions`` and the request's ``system`` and
 ``developer`` messages are added after the capability's instructions for this response
-only. Image, file and audio parts, built-in tools and ``background: true`` are refused
-(422 naming the field): this service answers text.
+only. (v5) A user message's ``input_image`` and ``input_file`` parts are its attachments
+(``doors.attachment_parts``). Audio parts, built-in tools and ``background: true`` are
+refused (422 naming the field): this service answers text.
 """
 
 from __future__ import annotations
@@ -44,6 +45,12 @@ from convo_memory.domain.turns import (
     TurnCommand,
     TurnPayload,
     UserText,
+)
+from convo_memory.doors.attachment_parts import (
+    has_attached,
+    history_attachments,
+    text_only,
+    user_content,
 )
 from convo_memory.doors.openai_common import (
     EVENT_STREAM,
@@ -89,6 +96,9 @@ class InputItem:
     text: str = ""
     call_id: str = ""
     name: str = ""
+    # (v5) A user message's content as sent: its attachments are read from it when it is
+    # the turn's input (an app's copy of its history is never decoded).
+    content: Any = None
 
 
 @dataclass(frozen=True)
@@ -224,7 +234,7 @@ def _chat_history(earlier: Sequence[InputItem]) -> list[ChatMessage]:
     """What a stateless turn's model sees before the input: the user and assistant
     messages as given (system and developer ones join the instructions)."""
     return [
-        ChatMessage(item.role, item.text)
+        ChatMessage(item.role, item.text, attachments=history_attachments(item.content, item.where))
         for item in earlier
         if item.kind == "message" and item.role not in SYSTEM_ROLES
     ]
@@ -274,7 +284,9 @@ def _turn_input(
             "must be the user's message (the turn's input), or function_call_output items "
             "answering a paused turn's calls",
         )
-    return UserText(items[at].text), _rounds(items[at + 1 :])
+    given = items[at]
+    text, attached = user_content(given.content, given.where) if given.content else (given.text, ())
+    return UserText(text, attached), _rounds(items[at + 1 :])
 
 
 def _rounds(after: Sequence[InputItem]) -> tuple[ToolRound, ...]:
@@ -353,7 +365,10 @@ def _item(entry: Mapping[str, Any], where: str) -> InputItem:
         role = entry.get("role")
         if role not in MESSAGE_ROLES:
             raise invalid(f"{where}.role", "must be user, assistant, system or developer")
-        return InputItem("message", where, str(role), message_text(entry.get("content"), where))
+        content = entry.get("content")
+        if role == "user" and has_attached(content):  # (v5) read when it is the input
+            return InputItem("message", where, "user", text_only(content), content=content)
+        return InputItem("message", where, str(role), message_text(content, where))
     if kind == "function_call":
         call_id, name = _call_id(entry, where), entry.get("name")
         if not isinstance(name, str) or not name:

@@ -9,24 +9,11 @@ user's attachments by a keyed hash, never the raw externalRef. Both stores raise
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Protocol
 
-from convo_memory.domain.attachments import CheckedFile, FileRef
+from convo_memory.domain.attachments import CheckedFile, FileRef, UploadedFile
 
-
-@dataclass(frozen=True)
-class UploadedFile:
-    """A file the workspace uploaded (``file-<24 hex>``), as ``/v1/files`` shows it:
-    its size, when it was made and when it expires (Unix seconds; None: never)."""
-
-    file_id: str
-    filename: str
-    bytes: int
-    mime_type: str
-    purpose: str
-    created_at: int
-    expires_at: int | None = None
+__all__ = ["AttachmentStore", "FileFetcher", "FileStore", "OwnerKeys", "UploadedFile"]
 
 
 class AttachmentStore(Protocol):

@@ -39,8 +39,10 @@ class Bucket:
         self._client = client
         self.name = name
 
-    def put(self, key: str, data: bytes, content_type: str) -> None:
-        self._call("put_object", Key=key, Body=data, ContentType=content_type)
+    def put(self, key: str, data: bytes, content_type: str, tags: str = "") -> None:
+        """Write an object (``tags``: URL-encoded, for the lifecycle backstop)."""
+        extra = {"Tagging": tags} if tags else {}
+        self._call("put_object", Key=key, Body=data, ContentType=content_type, **extra)
 
     def get(self, key: str) -> bytes | None:
         """The object's bytes; None when there is none."""

@@ -2,11 +2,11 @@
 references in the conversations table.
 
 - An **object** is ``<ws>/<owner>/<digest>.<gen>`` in the bucket and one item,
-  ``pk = ATT#<ws>#<owner>``, ``sk = OBJ#<digest>``: ``refs`` (a string set of the
-  sessions that refer to it), ``gen`` (which generation of the key holds the bytes),
-  ``code``, ``bytes``, ``name``, ``stored`` once the bytes are in, ``dying`` while its
-  last release deletes it. A string set's ``ADD`` and ``DELETE`` are idempotent, so a
-  retried keep or release counts once.
+  ``pk = ATT#<ws>#<owner>``, ``sk = OBJ#<digest>``: ``rf`` (a string set of the
+  sessions that refer to it), ``gn`` (which generation of the key holds the bytes),
+  ``cd`` its type, ``sz`` its size, ``nm`` its first name, ``ok`` once the bytes are
+  in, ``dy`` while its last release deletes it. A string set's ``ADD`` and ``DELETE``
+  are idempotent, so a retried keep or release counts once.
 - A **reference** of a session is an item in its own partition, ``sk =
   ATT#<ws>#<owner>#<digest>`` (before ``MSG#``: no turn Query reads it), written before the
   object's set names the session, so whatever removes the session finds what it referred
@@ -25,6 +25,7 @@ import secrets
 from collections.abc import Iterator
 
 from convo_memory.adapters.attachments.bucket import Bucket
+from convo_memory.adapters.dynamo.items import ATTACHMENT_REFERENCE_PREFIX
 from convo_memory.adapters.dynamo.table import DynamoTable, Item, number_value, string_value
 from convo_memory.domain.attachments import (
     CheckedFile,
@@ -35,8 +36,10 @@ from convo_memory.domain.attachments import (
 )
 from convo_memory.domain.file_types import BY_CODE
 
-REF_PREFIX = "ATT#"
+REF_PREFIX = ATTACHMENT_REFERENCE_PREFIX
 OBJECT_PREFIX = "OBJ#"
+# An object item's attributes (short: several are DynamoDB reserved words in full).
+REFS, GEN, CODE, SIZE, NAME, STORED, DYING = "rf", "gn", "cd", "sz", "nm", "ok", "dy"
 
 
 def owner_pk(workspace_id: str, owner: str) -> dict[str, str]:
@@ -52,11 +55,6 @@ def reference_key(session_id: str, workspace_id: str, owner: str, digest: str) -
         "pk": string_value(f"SESSION#{session_id}"),
         "sk": string_value(f"{REF_PREFIX}{workspace_id}#{owner}#{digest}"),
     }
-
-
-def is_reference(item: Item) -> bool:
-    """A session's reference to an attachment (``release`` deletes it, not a deletion)."""
-    return str(item["sk"]["S"]).startswith(REF_PREFIX)
 
 
 def object_name(workspace_id: str, ref: FileRef) -> str:
@@ -80,17 +78,17 @@ class S3AttachmentStore:
         digest = file.digest
         self._table.call("put_item", Item=reference_key(session_id, workspace_id, owner, digest))
         item = self._add_ref(workspace_id, owner, digest, session_id, file)
-        if "dying" in item:
+        if DYING in item:
             item = self._take_over(workspace_id, owner, digest, item)
-        gen = item["gen"]["S"]
-        if "stored" not in item:
+        gen = item[GEN]["S"]
+        if STORED not in item:
             name = f"{workspace_id}/{owner}/{digest}.{gen}"
             self._bucket.put(name, file.data, file.type.mime)
             self._table.conditional(
                 "update_item",
                 Key=object_key(workspace_id, owner, digest),
-                UpdateExpression="SET stored = :t",
-                ConditionExpression="gen = :g",
+                UpdateExpression="SET ok = :t",
+                ConditionExpression="gn = :g",
                 ExpressionAttributeValues={":t": {"BOOL": True}, ":g": string_value(gen)},
             )
         file_id = inline_file_id(owner, digest)
@@ -110,10 +108,9 @@ class S3AttachmentStore:
             "update_item",
             Key=object_key(workspace_id, owner, digest),
             UpdateExpression=(
-                "ADD refs :s SET gen = if_not_exists(gen, :g), code = if_not_exists(code, :c), "
-                "#b = if_not_exists(#b, :b), #n = if_not_exists(#n, :n)"
+                "ADD rf :s SET gn = if_not_exists(gn, :g), cd = if_not_exists(cd, :c), "
+                "sz = if_not_exists(sz, :b), nm = if_not_exists(nm, :n)"
             ),
-            ExpressionAttributeNames={"#b": "bytes", "#n": "name"},
             ExpressionAttributeValues={
                 ":s": {"SS": [session_id]},
                 ":g": string_value(secrets.token_hex(4)),
@@ -132,11 +129,11 @@ class S3AttachmentStore:
         _, now = self._table.conditional(
             "update_item",
             Key=object_key(workspace_id, owner, digest),
-            UpdateExpression="SET gen = :g REMOVE dying, stored",
-            ConditionExpression="dying = :d",
+            UpdateExpression="SET gn = :g REMOVE dy, ok",
+            ConditionExpression="dy = :d",
             ExpressionAttributeValues={
                 ":g": string_value(secrets.token_hex(4)),
-                ":d": item["dying"],
+                ":d": item[DYING],
             },
             ReturnValues="ALL_NEW",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
@@ -145,7 +142,7 @@ class S3AttachmentStore:
 
     def find(self, workspace_id: str, owner: str, digest: str) -> FileRef | None:
         item = self._table.get(object_key(workspace_id, owner, digest))
-        if item is None or "stored" not in item or "dying" in item:
+        if item is None or STORED not in item or DYING in item:
             return None
         return _ref_of(owner, digest, item)
 
@@ -154,8 +151,8 @@ class S3AttachmentStore:
         applied, item = self._table.conditional(
             "update_item",
             Key=object_key(workspace_id, owner, digest),
-            UpdateExpression="ADD refs :s",
-            ConditionExpression="attribute_exists(stored) AND attribute_not_exists(dying)",
+            UpdateExpression="ADD rf :s",
+            ConditionExpression="attribute_exists(ok) AND attribute_not_exists(dy)",
             ExpressionAttributeValues={":s": {"SS": [session_id]}},
             ReturnValues="ALL_NEW",
         )
@@ -176,8 +173,8 @@ class S3AttachmentStore:
             applied, _ = self._table.conditional(
                 "update_item",
                 Key=object_key(workspace_id, owner, digest),
-                UpdateExpression="ADD refs :s",
-                ConditionExpression="attribute_exists(gen) AND attribute_not_exists(dying)",
+                UpdateExpression="ADD rf :s",
+                ConditionExpression="attribute_exists(gn) AND attribute_not_exists(dy)",
                 ExpressionAttributeValues={":s": {"SS": [fork_id]}},
             )
             shared += int(applied)
@@ -190,12 +187,12 @@ class S3AttachmentStore:
             applied, item = self._table.conditional(
                 "update_item",
                 Key=object_key(workspace_id, owner, digest),
-                UpdateExpression="DELETE refs :s",
+                UpdateExpression="DELETE rf :s",
                 ConditionExpression="attribute_exists(pk)",
                 ExpressionAttributeValues={":s": {"SS": [session_id]}},
                 ReturnValues="ALL_NEW",
             )
-            if applied and item is not None and "refs" not in item:
+            if applied and item is not None and REFS not in item:
                 deleted += self._delete_object(workspace_id, owner, digest)
         self._table.delete_keys([reference_key(session_id, *found_ref) for found_ref in found])
         return deleted
@@ -207,19 +204,19 @@ class S3AttachmentStore:
         marked, item = self._table.conditional(
             "update_item",
             Key=key,
-            UpdateExpression="SET dying = :d",
-            ConditionExpression="attribute_exists(pk) AND attribute_not_exists(refs) "
-            "AND attribute_not_exists(dying)",
+            UpdateExpression="SET dy = :d",
+            ConditionExpression="attribute_exists(pk) AND attribute_not_exists(rf) "
+            "AND attribute_not_exists(dy)",
             ExpressionAttributeValues={":d": token},
             ReturnValues="ALL_NEW",
         )
         if not marked or item is None:
             return 0  # referred to again, or another release deletes it
-        self._bucket.delete([f"{workspace_id}/{owner}/{digest}.{item['gen']['S']}"])
+        self._bucket.delete([f"{workspace_id}/{owner}/{digest}.{item[GEN]['S']}"])
         self._table.conditional(
             "delete_item",
             Key=key,
-            ConditionExpression="dying = :d AND attribute_not_exists(refs)",
+            ConditionExpression="dy = :d AND attribute_not_exists(rf)",
             ExpressionAttributeValues={":d": token},
         )
         return 1
@@ -232,15 +229,15 @@ class S3AttachmentStore:
             ConsistentRead=True,
         ):
             digest = item["sk"]["S"].removeprefix(OBJECT_PREFIX)
-            refs = set(item.get("refs", {}).get("SS", []))
+            refs = set(item.get(REFS, {}).get("SS", []))
             if refs & self._live_sessions(refs):
-                live.add(f"{digest}.{item['gen']['S']}")
+                live.add(f"{digest}.{item[GEN]['S']}")
                 continue
             if refs:
                 self._table.call(
                     "update_item",
                     Key=object_key(workspace_id, owner, digest),
-                    UpdateExpression="DELETE refs :s",
+                    UpdateExpression="DELETE rf :s",
                     ExpressionAttributeValues={":s": {"SS": sorted(refs)}},
                 )
             deleted += self._delete_object(workspace_id, owner, digest)
@@ -280,12 +277,12 @@ class S3AttachmentStore:
 
 def _ref_of(owner: str, digest: str, item: Item) -> FileRef:
     """The reference to an object, as its item describes it."""
-    file_type = BY_CODE[item["code"]["S"]]
+    file_type = BY_CODE[item[CODE]["S"]]
     return FileRef(
         type=file_type.kind,
         file_id=inline_file_id(owner, digest),
-        filename=item["name"]["S"],
-        bytes=int(item["bytes"]["N"]),
+        filename=item[NAME]["S"],
+        bytes=int(item[SIZE]["N"]),
         mime_type=file_type.mime,
-        stored=item["gen"]["S"],
+        stored=item[GEN]["S"],
     )

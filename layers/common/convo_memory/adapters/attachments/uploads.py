@@ -21,6 +21,8 @@ from convo_memory.ports.files import UploadedFile
 
 FILE_PREFIX = "FILE#"
 EXPIRY_INDEX_PREFIX = "FILES"
+# What the bucket's lifecycle backstop deletes (template.yaml, ExpiredUploadsBackstop).
+EXPIRY_TAG = "convo-expires=true"
 # DynamoDB's TTL deletes lazily; the item outlives its expiry by this much at least.
 TTL_GRACE_SECONDS = 24 * 3600
 
@@ -50,7 +52,10 @@ class S3FileStore:
             created_at=now,
             expires_at=expires_at,
         )
-        self._bucket.put(upload_name(workspace_id, uploaded.file_id), file.data, file.type.mime)
+        tags = EXPIRY_TAG if expires_at is not None else ""
+        self._bucket.put(
+            upload_name(workspace_id, uploaded.file_id), file.data, file.type.mime, tags
+        )
         item: Item = {
             **file_key(workspace_id, uploaded.file_id),
             "name": string_value(file.filename),

@@ -2,6 +2,7 @@
 
 One partition per session (``pk = SESSION#<sid>``)::
 
+    ATT#<ws>#<owner>#<digest>   an attachment this session refers to (v5)
     FORK#<forkId>               a copy still due to a fork of this session (v4)
     HIST#SUMMARY#<through:010d> every version of the rolling summary a fold wrote (v4)
     MSG#<userSeq:010d>          a turn: the user message and its answer (seqs n, n+1)
@@ -88,8 +89,10 @@ RESPONSE_DELETED = "qx"
 # (v4) On a turn that ended a pause (continued, or abandoned): the pause's id, which the
 # paused response's id names.
 ENDED_PAUSE = "ep"
-# (v5) On a turn: its user message's attachments (``attachments.encode_refs``).
+# (v5) On a turn: its user message's attachments (``attachments.encode_refs``); in a
+# session's partition, its references to attachments (``ATT#<ws>#<owner>#<digest>``).
 ATTACHMENTS = "f"
+ATTACHMENT_REFERENCE_PREFIX = "ATT#"
 
 
 def session_pk(session_id: str) -> dict[str, str]:
@@ -154,6 +157,12 @@ def session_key_item(session: Session) -> Item:
 
 def is_digest(item: Item) -> bool:
     return str(item["sk"]["S"]).endswith(DIGEST_SUFFIX)
+
+
+def is_attachment_reference(item: Item) -> bool:
+    """(v5) A session's reference to an attachment (``adapters.attachments.store``): a
+    deletion leaves it to the release that follows, which must read it."""
+    return str(item["sk"]["S"]).startswith(ATTACHMENT_REFERENCE_PREFIX)
 
 
 def is_pending(item: Item) -> bool:
