@@ -103,6 +103,8 @@ from convo_memory.api.responses import (
     ConversationUpdate,
     FunctionCallItem,
     IncompleteDetails,
+    InputFilePart,
+    InputImagePart,
     InputTokensDetails,
     ItemList,
     MessageItem,

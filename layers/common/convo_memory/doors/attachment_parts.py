@@ -164,3 +164,10 @@ def input_part(ref: FileRef) -> dict[str, Any]:
     if ref.type == "image":
         return {"type": "input_image", "file_id": ref.file_id, "detail": "auto"}
     return {"type": "input_file", "file_id": ref.file_id, "filename": ref.filename}
+
+
+def with_input_parts(item: dict[str, Any], refs: Sequence[FileRef]) -> dict[str, Any]:
+    """A message item with its attachments after its text, as parts to resend."""
+    if not refs:
+        return item
+    return {**item, "content": [*item["content"], *(input_part(ref) for ref in refs)]}
