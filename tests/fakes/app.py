@@ -27,6 +27,12 @@ from tests.fakes.adapters import (
     FakeSealer,
     FakeToolbox,
 )
+from tests.fakes.attachments import (
+    FakeAttachmentStore,
+    FakeFetcher,
+    FakeFileStore,
+    FakeOwnerKeys,
+)
 from tests.fakes.stores import FakeDatabase
 
 # Public addresses the fake DNS gives webhook hosts (documentation ranges are not public).
@@ -56,6 +62,9 @@ class FakeApp:
     toolbox: FakeToolbox
     sealer: FakeSealer
     resolver: FakeResolver
+    # (v5) Attachments' bytes and references, and the URLs an attachment may name.
+    attachments: FakeAttachmentStore
+    fetcher: FakeFetcher
 
     def capability(self, cap_id: str, kind: str = "generative", ws: str = WS, **extra: Any) -> str:
         body = CapabilityCreate.model_validate({"name": cap_id, "kind": kind, **extra})
@@ -120,6 +129,7 @@ def fake_app(
         return summarizer
 
     tool_urls = UrlPolicy(parse_allowed_hosts(wall.tool_allowed_hosts), resolve=resolver)
+    attachments, fetcher = FakeAttachmentStore(), FakeFetcher()
     adapters = Adapters(
         stores=db.stores,
         metrics=metrics,
@@ -134,6 +144,10 @@ def fake_app(
         toolbox_for=toolbox_for or (lambda capability: toolbox),
         tool_urls=tool_urls,
         sealer=sealer,
+        attachments=attachments,
+        files=FakeFileStore(attachments),
+        file_fetcher=fetcher,
+        owner_keys=FakeOwnerKeys(),
     )
     infrastructure = Infrastructure(
         cursors=CursorCodec(lambda: b"unit-tier-cursor-key-0123456789abcdef"),
@@ -159,4 +173,6 @@ def fake_app(
         toolbox,
         sealer,
         resolver,
+        attachments,
+        fetcher,
     )

@@ -273,6 +273,7 @@ class FakeDatabase:
                     t.withheld,
                     t.truncated,
                     t.abandoned,
+                    t.attachments,
                 )
             )
         return out
@@ -847,6 +848,7 @@ class FakeTurnStore(_Port):
                 turns[seq].turn.withheld,
                 turns[seq].turn.truncated,
                 turns[seq].turn.abandoned,
+                turns[seq].turn.attachments,
             )
         ]
         digests: dict[int, ToolDigest] = {}
@@ -964,8 +966,11 @@ class FakeTurnStore(_Port):
         kept = stored.turn.prompt_record
         record = PromptRecord.decode(kept.encode(user_seq), user_seq) if kept else None
         added = ResponseSettings.decode(stored.turn.response).instructions
+        attached = stored.turn.attachments
         if record is None:
-            return StoredPrompt(user_seq, stored.turn.user_content, None, (), None, {}, added)
+            return StoredPrompt(
+                user_seq, stored.turn.user_content, None, (), None, {}, added, attached
+            )
         messages = tuple(
             m
             for m in self.db.messages(session_id)
@@ -978,7 +983,7 @@ class FakeTurnStore(_Port):
         }
         summary = self.db.summary_version(session_id, record.summary_through)
         return StoredPrompt(
-            user_seq, stored.turn.user_content, record, messages, summary, digests, added
+            user_seq, stored.turn.user_content, record, messages, summary, digests, added, attached
         )
 
 
