@@ -41,6 +41,7 @@ from convo_memory_client.errors import (
     ValidationError,
     error_from_response,
 )
+from convo_memory_client.files import File
 from convo_memory_client.models import (
     Capability,
     Context,
@@ -82,6 +83,7 @@ __all__ = [
     "Erasure",
     "EventStream",
     "ExternalRefImmutable",
+    "File",
     "ForkPoint",
     "IdempotencyInProgress",
     "IdempotencyKeyReused",

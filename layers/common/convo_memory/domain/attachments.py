@@ -353,6 +353,14 @@ def placeholder(ref: FileRef, why: str = "") -> str:
     return f"[{ref.type}: {ref.filename}, {ref.bytes} bytes{note}]"
 
 
+def with_attachment_notes(message: Any) -> str:
+    """A message's text with a placeholder for each of its attachments (what a summary
+    of it can say of them: their kind, name and size, never their bytes)."""
+    refs = getattr(message, "attachments", None) or []
+    notes = "\n".join(placeholder(ref) for ref in refs)
+    return f"{message.content}\n{notes}" if notes else str(message.content)
+
+
 _BEDROCK_NAME = re.compile(r"[^A-Za-z0-9\s\-()\[\]]+")
 
 
