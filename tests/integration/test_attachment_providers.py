@@ -46,7 +46,11 @@ def model() -> Iterator[FakeOpenAIServer]:
 def test_bedrock_gets_image_and_document_blocks_with_names_made_to_its_rules() -> None:
     client = bedrock_client()
     provider = BedrockConverseProvider(client, MODEL_ID)
-    files = (sent(png(), "shot.png"), sent(pdf(), "Q3 report_v2.pdf"), sent(office("docx"), "Q3 report v2.docx"))
+    files = (
+        sent(png(), "shot.png"),
+        sent(pdf(), "Q3 report_v2.pdf"),
+        sent(office("docx"), "Q3 report v2.docx"),
+    )
     earlier = (sent(jpeg(), "old.jpg"),)
     expected_messages = [
         {"role": "user", "content": [
@@ -105,4 +109,7 @@ def test_a_connection_that_takes_images_by_url_gets_the_link(model: FakeOpenAISe
     provider.complete(prompt_with(linked))
 
     content = model.requests[-1].body["messages"][-1]["content"]
-    assert content[1] == {"type": "image_url", "image_url": {"url": "https://bucket.example/shot?signed"}}
+    assert content[1] == {
+        "type": "image_url",
+        "image_url": {"url": "https://bucket.example/shot?signed"},
+    }

@@ -45,9 +45,15 @@ def upload(api: InProcessApi, tenant: Tenant, data: bytes, name: str, mime: str)
 
 
 def chat(api: InProcessApi, tenant: Tenant, key: str, user: str, *parts: Any) -> ApiResponse:
-    body = {"model": "cap-generative", "user": user, "messages": [{"role": "user", "content": list(parts)}]}
+    body = {
+        "model": "cap-generative",
+        "user": user,
+        "messages": [{"role": "user", "content": list(parts)}],
+    }
     headers = {"x-convo-session-key": key}
-    return api.call("POST", "/v1/chat/completions", token=tenant.token, json_body=body, headers=headers)
+    return api.call(
+        "POST", "/v1/chat/completions", token=tenant.token, json_body=body, headers=headers
+    )
 
 
 def image_part(data: bytes) -> dict[str, Any]:
@@ -74,17 +80,23 @@ def test_the_files_api_uploads_lists_reads_and_deletes(api: InProcessApi, tenant
     assert objects(api) == []
 
 
-def test_an_upload_the_service_does_not_take_stores_nothing(api: InProcessApi, tenant: Tenant) -> None:
+def test_an_upload_the_service_does_not_take_stores_nothing(
+    api: InProcessApi, tenant: Tenant
+) -> None:
     lying = upload(api, tenant, png(), "terms.pdf", "application/pdf")
     assert (lying.status, lying.body["error"]["param"]) == (422, "file")
     too_big = upload(api, tenant, padded_png(4_000_001), "big.png", "image/png")
     assert too_big.status == 413 and "4,000,000" in too_big.body["error"]["message"]
     not_a_form = api.call("POST", "/v1/files", token=tenant.token, json_body={"file": "x"})
     assert not_a_form.status == 400
-    assert objects(api) == [] and api.call("GET", "/v1/files", token=tenant.token).body["data"] == []
+    assert (
+        objects(api) == [] and api.call("GET", "/v1/files", token=tenant.token).body["data"] == []
+    )
 
 
-def test_attachments_are_kept_by_reference_once_per_owner(api: InProcessApi, tenant: Tenant) -> None:
+def test_attachments_are_kept_by_reference_once_per_owner(
+    api: InProcessApi, tenant: Tenant
+) -> None:
     first = chat(api, tenant, "k1", "ada", {"type": "text", "text": "Look"}, image_part(png()))
     assert first.status == 200, first.body
     again = chat(api, tenant, "k2", "ada", image_part(png()))  # another session, same user
@@ -101,7 +113,13 @@ def test_attachments_are_kept_by_reference_once_per_owner(api: InProcessApi, ten
         assert len("f") + len(turn["f"]["S"].encode()) <= 300
 
     session = first.body["convo"]["sessionId"]
-    (message,) = [m for m in api.call("GET", f"/v1/sessions/{session}/messages", token=tenant.token).body["messages"] if m["role"] == "user"]
+    (message,) = [
+        m
+        for m in api.call("GET", f"/v1/sessions/{session}/messages", token=tenant.token).body[
+            "messages"
+        ]
+        if m["role"] == "user"
+    ]
     (ref,) = message["attachments"]
     assert (ref["type"], ref["mimeType"], ref["bytes"]) == ("image", "image/png", len(png()))
     read = api.call("GET", f"/v1/files/{ref['fileId']}/content", token=tenant.token)
@@ -127,9 +145,19 @@ def test_objects_go_when_their_last_session_goes(api: InProcessApi, tenant: Tena
 def test_an_upload_that_expires_is_gone_from_its_expiry_and_deleted_by_retention(
     api: InProcessApi, tenant: Tenant
 ) -> None:
-    fields = {"purpose": "vision", "expires_after[anchor]": "created_at", "expires_after[seconds]": "3600"}
+    fields = {
+        "purpose": "vision",
+        "expires_after[anchor]": "created_at",
+        "expires_after[seconds]": "3600",
+    }
     body, content_type = multipart(fields, "shot.png", png(), "image/png")
-    created = api.call("POST", "/v1/files", token=tenant.token, raw_body=body, headers={"content-type": content_type}).body
+    created = api.call(
+        "POST",
+        "/v1/files",
+        token=tenant.token,
+        raw_body=body,
+        headers={"content-type": content_type},
+    ).body
     assert created["expires_at"] == created["created_at"] + 3600
 
     later = datetime.fromtimestamp(created["expires_at"] + 1, UTC)

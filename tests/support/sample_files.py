@@ -15,7 +15,9 @@ def png(width: int = 2, height: int = 2, seed: int = 0) -> bytes:
     rows = b"".join(b"\x00" + bytes([255, seed % 256, 0]) * width for _ in range(height))
 
     def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
 
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
     return (
@@ -31,7 +33,12 @@ def padded_png(total_bytes: int) -> bytes:
     small = png()
     filler = total_bytes - len(small) - 12
     body = b"x" * max(0, filler)
-    extra = struct.pack(">I", len(body)) + b"tEXt" + body + struct.pack(">I", zlib.crc32(b"tEXt" + body))
+    extra = (
+        struct.pack(">I", len(body))
+        + b"tEXt"
+        + body
+        + struct.pack(">I", zlib.crc32(b"tEXt" + body))
+    )
     return small[:-12] + extra + small[-12:]
 
 

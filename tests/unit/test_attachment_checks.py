@@ -58,7 +58,7 @@ def test_a_declared_type_must_agree_with_the_bytes() -> None:
 
 
 def test_text_types_are_utf8_and_named_by_type_or_extension() -> None:
-    checked = check_file(InlineFile("a,b\n1,2\n".encode(), None, "t.csv", "file"))
+    checked = check_file(InlineFile(b"a,b\n1,2\n", None, "t.csv", "file"))
     assert checked.type.code == "csv"
     with pytest.raises(ValidationFailed):
         check_file(InlineFile(b"\xff\xfe bad", "text/plain", "t.txt", "file"))
@@ -133,5 +133,7 @@ def test_a_document_name_is_made_to_bedrocks_rules_and_unique() -> None:
 
 
 def test_a_reference_names_its_kind_by_its_type() -> None:
-    ref = FileRef(type="image", file_id="file-x", filename="a.webp", bytes=3, mime_type="image/webp")
+    ref = FileRef(
+        type="image", file_id="file-x", filename="a.webp", bytes=3, mime_type="image/webp"
+    )
     assert ref.code == "webp"

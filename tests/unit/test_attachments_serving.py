@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from convo_memory.domain.attachments import FileById, FileAtUrl, InlineFile
+from convo_memory.domain.attachments import FileAtUrl, FileById, InlineFile
 from convo_memory.domain.errors import FileNotFound, ValidationFailed
 from convo_memory.domain.prompt import Prompt
 from convo_memory.domain.turns import SessionById, SessionByKey, SessionOwner, TurnCommand, UserText
@@ -121,7 +121,9 @@ def test_a_url_the_policy_refuses_is_422_naming_the_part_and_fetched_urls_are_ke
 def test_a_file_id_names_an_upload_or_an_earlier_attachment_of_the_workspace() -> None:
     app = app_with()
     session = app.session("cap")
-    uploaded = app.container.files.upload(WS, pdf(), "terms.pdf", "application/pdf", "user_data", None)
+    uploaded = app.container.files.upload(
+        WS, pdf(), "terms.pdf", "application/pdf", "user_data", None
+    )
 
     turn(app, session, "read it", FileById(uploaded.file_id, "attachments.0"))
 
@@ -139,9 +141,20 @@ def test_a_stateless_turn_passes_attachments_through_and_stores_nothing() -> Non
     body = {
         "model": "cap",
         "messages": [
-            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": data_url("image/png", png(seed=1))}}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image_url", "image_url": {"url": data_url("image/png", png(seed=1))}}
+                ],
+            },
             {"role": "assistant", "content": "A red square."},
-            {"role": "user", "content": [{"type": "text", "text": "And this?"}, {"type": "image_url", "image_url": {"url": data_url("image/png", png())}}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "And this?"},
+                    {"type": "image_url", "image_url": {"url": data_url("image/png", png())}},
+                ],
+            },
         ],
     }
     chat = chat_completions.read_chat_turn(body, {})
