@@ -236,7 +236,9 @@ def run_every_function(api: InProcessApi, recorder: AwsCallRecorder) -> None:
     erased = call("POST", "/v1/sessions", 201, json_body=gone)["id"]
     image = {"type": "image_url", "image_url": {"url": data_url("image/png", png(seed=7))}}
     chat = {"model": "cap-agent", "messages": [{"role": "user", "content": [image]}]}
-    call("POST", "/v1/chat/completions", 200, json_body=chat, headers={"X-Convo-Session-Id": erased})
+    call(
+        "POST", "/v1/chat/completions", 200, json_body=chat, headers={"X-Convo-Session-Id": erased}
+    )
     agent_turn = {"input": "order 7", "sessionId": erased}
     call("POST", "/v1/capabilities/cap-agent/predict", 200, json_body=agent_turn,
          headers={"Idempotency-Key": "erased-1"})  # fmt: skip
