@@ -61,6 +61,10 @@ computed from one figure of the same run and naming it.
     messages: DynamoDB requests, capacity units and dollars per million turns, and the
     prompt tokens the model is sent (LangChain's requests replayed on moto, with its own
     message format).
+22. (v5) A turn with an image: a turn without attachments, one sending a new 500 KB
+    image, the next turn (the image replayed) and the same image again in another
+    session: DynamoDB requests and capacity units, S3 requests and bytes; a turn without
+    attachments costs the same DynamoDB units whatever its window holds.
 
 It is a report: it exits 0 whatever the figures are (1 only when one could not be
 measured). While it measures, the service's own logs go to a file (``--log``, default

@@ -190,6 +190,12 @@ class ResponseNotFound(NotFoundError):
     code = "response_not_found"
 
 
+class FileNotFound(NotFoundError):
+    """404 ``file_not_found``: an unknown, deleted, expired or another workspace's file id."""
+
+    code = "file_not_found"
+
+
 class RouteNotFound(NotFoundError):
     """404 ``not_found``: no such route."""
 
@@ -284,6 +290,7 @@ _BY_CODE: dict[str, type[ConversationsError]] = {
         SessionNotFound,
         RunNotFound,
         ResponseNotFound,
+        FileNotFound,
         RouteNotFound,
         PrincipalImmutable,
         ExternalRefImmutable,

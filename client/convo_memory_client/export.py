@@ -3,7 +3,7 @@ newest first, each followed by its messages, oldest first, as JSON Lines.
 
     {"type": "session", "id": ..., "capabilityId": ..., "externalRef": ..., ...}
     {"type": "message", "sessionId": ..., "seq": 1, "role": "user", "content": ..., ...}
-    {"type": "attachment", "sessionId": ..., "seq": 1, "fileId": ..., "data": <base64>}
+    {"type": "attachment", "sessionId": ..., "seq": 1, "kind": "image", "fileId": ..., "data": <base64>}
 
 Each session or message line is the service's own JSON of it (every field it sends,
 including those this version of the client does not model), with ``type`` first. (v5)
@@ -45,7 +45,15 @@ def _attachment(
         data: str | None = base64.b64encode(client.files.content(ref["fileId"])).decode("ascii")
     except NotFoundError:
         data = None  # an upload deleted since: the reference stays, its bytes are gone
-    return {"type": "attachment", "sessionId": session_id, "seq": seq, **ref, "data": data}
+    fields = {name: value for name, value in ref.items() if name != "type"}
+    return {
+        "type": "attachment",
+        "sessionId": session_id,
+        "seq": seq,
+        "kind": ref.get("type"),
+        **fields,
+        "data": data,
+    }
 
 
 def export_end_user(

@@ -21,6 +21,8 @@ import boto3
 import openai
 import pytest
 
+from convo_memory_client import Conversations
+from convo_memory_client.export import export_lines
 from tests.e2e.test_responses_sdks_e2e import NODE_DIR, node_command
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest
 from tests.support.docs_recipes import recipe_output
@@ -343,6 +345,12 @@ def test_tables_hold_references_only_and_an_erasure_leaves_nothing_of_the_end_us
     assert turns
     for turn in turns:
         assert len("f") + len(turn["f"]["S"].encode()) <= 300 * len(json.loads(turn["f"]["S"]))
+
+    # An export carries each attachment after its message, with its bytes.
+    exported = list(export_lines(Conversations(stack.runtime.base_url, DEV_TOKEN), RESP_USER))
+    attached = [line for line in exported if line["type"] == "attachment"]
+    assert {base64.b64decode(line["data"]) for line in attached} == {pdf(), OTHER_IMAGE}
+    assert {line["kind"] for line in attached} == {"image", "document"}
 
     users = (CHAT_USER, RESP_USER, AGENT_USER, NODE_USER)
     owners = [stack.owner_of(user) for user in users]

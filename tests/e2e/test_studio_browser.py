@@ -626,9 +626,8 @@ def test_the_message_box_starts_and_stays_in_view(
 
     # (v5) An image attached to a message: uploaded, shown in the transcript, seen by the
     # model (the embedded one describes it), and shown again when the session is reopened.
-    page.set_input_files(
-        "#attach", files=[{"name": "red.png", "mimeType": "image/png", "buffer": png(40, 30)}]
-    )
+    red: Any = {"name": "red.png", "mimeType": "image/png", "buffer": png(40, 30)}
+    page.set_input_files("#attach", files=[red])
     send_with_enter(page, "What is this?")
     assert "I see image red.png (PNG, 40x30 pixels" in wait_done(page, 1)
     shown = page.get_by_role("log").locator('.msg[data-role="user"] img.attachment')
