@@ -3,7 +3,7 @@ newest first, each followed by its messages, oldest first, as JSON Lines.
 
     {"type": "session", "id": ..., "capabilityId": ..., "externalRef": ..., ...}
     {"type": "message", "sessionId": ..., "seq": 1, "role": "user", "content": ..., ...}
-    {"type": "attachment", "sessionId": ..., "seq": 1, "kind": "image", "fileId": ..., "data": <base64>}
+    {"type": "attachment", "sessionId": ..., "seq": 1, "kind": "image", "data": ...}
 
 Each session or message line is the service's own JSON of it (every field it sends,
 including those this version of the client does not model), with ``type`` first. (v5)

@@ -23,9 +23,9 @@ import pytest
 
 from convo_memory_client import Conversations
 from convo_memory_client.export import export_lines
-from tests.e2e.test_responses_sdks_e2e import NODE_DIR, node_command
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest
 from tests.support.docs_recipes import recipe_output
+from tests.support.node_scripts import NODE_DIR, node_command
 from tests.support.runtime_process import DEV_TOKEN, FakeModelStack, runtime_on_fake_model
 from tests.support.sample_files import data_url, padded_png, pdf, png
 

@@ -196,3 +196,32 @@ def test_an_erasure_leaves_no_object_of_the_end_user() -> None:
     assert [owner for (_, owner, _) in app.attachments.objects] == [
         app.container.attachments.owner_of(app.container.sessions.get(WS, kept))
     ]
+
+
+def test_a_turn_paused_for_the_apps_tools_keeps_its_image_and_sends_it_again() -> None:
+    from tests.fakes.adapters import ScriptedModel
+    from tests.support.turns import app_tools, app_turn
+
+    model = ScriptedModel(
+        [("call_w", "get_weather", {"city": "Paris"})], "Sunny, and a red square."
+    )
+    app = fake_app(provider=model)  # type: ignore[arg-type]
+    app.capability("cap")
+    session = app.session("cap")
+    command = TurnCommand(
+        "cap",
+        SessionById(session),
+        UserText("Weather for this?", (image(),)),
+        app_tools=app_tools("get_weather"),
+    )
+    paused = app.container.turns.serve(WS, command)
+    assert paused.finish == "tool_calls"
+
+    ended = app_turn(app.container, WS, "cap", [("call_w", "Sunny")], session)
+
+    assert ended.recorded
+    assert [s.ref.filename for s in model.steps[-1].prompt.messages[-1].attachments] == [
+        "shot-0.png"
+    ]
+    (message, _), _ = app.container.sessions.messages(WS, session, 2)
+    assert [ref.filename for ref in message.attachments] == ["shot-0.png"]

@@ -108,6 +108,7 @@ def abandoned_turn(pending: PendingTurn) -> TurnRecord:
         prompt_record=pending.prompt_record,
         abandoned=True,
         resolves=pending.pause_id,
+        attachments=pending.attachments,
     )
 
 

@@ -158,7 +158,8 @@ class TurnInFlight:
             turn_id=self.reply_id,
             prompt_record=replace(sent, chained=chained),
             response=self.settings_kept(answer),
-            attachments=self.files.refs,
+            # (v5) A continuation brings none: its pause's stay (``final_record``).
+            attachments=self.files.refs or record.attachments,
         )
 
     def settings_kept(self, answer: ModelAnswer) -> str | None:
@@ -328,7 +329,12 @@ def final_record(
     record = turn_record(
         policy, pending.user_input, answer, calls, now, idempotency_record, text, withheld
     )
-    return replace(record, prompt_record=pending.prompt_record, resolves=pending.pause_id)
+    return replace(
+        record,
+        prompt_record=pending.prompt_record,
+        resolves=pending.pause_id,
+        attachments=pending.attachments,
+    )
 
 
 def session_prompt(
@@ -361,7 +367,7 @@ def session_prompt(
         recall=session.recall.text if session.recall else None,
         nonce=nonce,
         replay_reused=reused,
-        attachments=turn.files.refs if paused is None else (),
+        attachments=turn.files.refs if paused is None else paused.attachments,
     )
     return replace(prompt, options=turn.command.options)
 

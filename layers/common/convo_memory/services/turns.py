@@ -277,6 +277,7 @@ class TurnService:
             self._states.fence_nonce(state.session),
             pending,
         )
+        prompt = self._attachments.attached(turn.workspace_id, capability, prompt, turn.files)
         turn = turn.begun(state.session.id, pending.user_seq)
         app = self._pauses.continued(pending, answered, AppTurn(turn.command.app_tools))
         answer = self._ask(turn, capability, state.session, prompt, app)
@@ -319,7 +320,7 @@ class TurnService:
     ) -> TurnResult:
         """Keep a turn that paused (at the next position, or over the pause it
         continued) and answer with its calls; 409 when that pause was ended meanwhile."""
-        pending = self._pauses.pause(turn.reply_id, answer, previous, first, app)
+        pending = self._pauses.pause(turn.reply_id, answer, previous, first, app, turn.files.refs)
         replaces = previous.pause_id if previous is not None else None
         kept = self._recorder.keep_pause(state.session, pending, replaces, until=turn.until)
         if kept is None:
