@@ -536,11 +536,11 @@ class HttpGateway(ThreadingHTTPServer):
             request, match.route.route_key, match.path_parameters, authorizer_context
         )
         if len(json.dumps(event)) > LAMBDA_EVENT_BYTES:
+            # The words of every door's refusal (input_gate, the streaming door).
             return gateway_error(
                 413,
                 "payload_too_large",
-                f"the request is larger than Lambda's request limit ({LAMBDA_EVENT_BYTES} "
-                "bytes as it arrives; about 4.4 MB of inline data after base64)",
+                f"the request body is larger than {LAMBDA_EVENT_BYTES} bytes",
             )
         try:
             result = self.registry.invoke(match.route.function, event, request.request_id)

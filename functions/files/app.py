@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from aws_lambda_powertools.event_handler import Response
 
 from convo_memory.domain.errors import FileNotFound, PayloadTooLarge, ValidationFailed
+from convo_memory.domain.file_types import TYPES
 from convo_memory.edge.api_contract import answers
 from convo_memory.edge.resolver import (
     ApiResolver,
@@ -47,7 +48,11 @@ UPLOAD_FORM = {
         },
     }
 }
-CONTENT = {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
+# The bytes, as the type they were stored as.
+CONTENT = {
+    mime: {"schema": {"type": "string", "format": "binary"}}
+    for mime in ("application/octet-stream", *(file_type.mime for file_type in TYPES))
+}
 REDIRECT: Any = {
     "description": "The content is more than a response carries: read it at this short-lived "
     "URL (Location).",

@@ -349,6 +349,7 @@ def test_no_input_reaches_a_5xx_or_stores_anything_when_refused(
         "responseId": [response, "resp_missing"],
         "runId": [run, "run_missing"],
         "erasureId": [erasure, "era_missing"],
+        "fileId": ["file-" + "0" * 24, "file-missing"],  # (v5) the Files API
         "seq": ["1", "2", "0", "99"],
         "anything": ["capabilities", "nothing-here"],
     }

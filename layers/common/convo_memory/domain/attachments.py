@@ -61,6 +61,8 @@ INLINE_ID = re.compile(r"file-([uc][A-Za-z0-9_]{1,40})-([0-9a-f]{32})")
 DIGEST_CHARS = 32
 
 PartKind = Literal["image", "file"]
+# Content types that say no more than "bytes": the name or the bytes decide.
+UNDECLARED = frozenset({None, "", "application/octet-stream", "binary/octet-stream"})
 
 
 # -- what a door reads --------------------------------------------------------------------
@@ -258,10 +260,9 @@ def check_file(given: InlineFile) -> CheckedFile:
     the name's extension, else by the magic bytes), bytes that agree with it, within
     its limits; else 413 or 422 naming the part. Nothing is stored before this."""
     where, data = given.where, given.data
-    declared = type_of_mime(given.declared) or (
-        None if given.declared else type_of_name(given.filename)
-    )
-    if given.declared and declared is None:
+    stated = None if given.declared in UNDECLARED else given.declared
+    declared = type_of_mime(stated) or (None if stated else type_of_name(given.filename))
+    if stated and declared is None:
         raise _invalid(where, f"has a type this service does not take ({ACCEPTED})")
     file_type = declared or _sniffed_type(data, where)
     if not agrees(file_type, data):

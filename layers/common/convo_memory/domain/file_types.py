@@ -7,9 +7,7 @@ ZIP's directory is listed, never inflated, so a bomb costs nothing).
 
 from __future__ import annotations
 
-import io
 import struct
-import zipfile
 from dataclasses import dataclass
 from typing import Literal
 
@@ -105,6 +103,9 @@ def sniffed(data: bytes) -> str | None:
 
 def _office_container(data: bytes) -> str | None:
     """``docx`` or ``xlsx`` for a ZIP that holds its part (the names only are read)."""
+    import io
+    import zipfile
+
     try:
         names = set(zipfile.ZipFile(io.BytesIO(data)).namelist())
     except (zipfile.BadZipFile, ValueError, OSError, EOFError):

@@ -161,7 +161,10 @@ def response_turn(request: ResponseCreate, headers: Mapping[str, str]) -> Respon
     conversation = _conversation(request, items[:at] if at is not None else items, lowered)
     in_place = isinstance(conversation, SessionById | SessionByResponse)
     turn_input, rounds = _turn_input(items, at, continues=in_place)
-    history = tuple(_chat_history(items[:at] if at is not None else ()))
+    # Stateless alone: a conversation's history is the app's copy, never read (v5: nor
+    # are its attachments decoded).
+    earlier = items[:at] if at is not None and conversation is None else ()
+    history = tuple(_chat_history(earlier))
     command = TurnCommand(
         capability_id=request.model,
         conversation=conversation,

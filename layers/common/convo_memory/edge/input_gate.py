@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from convo_memory.domain.errors import (
     CapabilityNotFound,
+    FileNotFound,
     InvalidJson,
     NotFound,
     PayloadTooLarge,
@@ -80,11 +81,8 @@ def read_json_object(
     """The request body as a JSON object, or the contract's 400/413/422. A body over
     ``max_bytes`` is read only when it carries attachments (up to what Lambda takes)."""
     data = _body_bytes(raw, base64_encoded)
-    if len(data) > max(max_bytes, MAX_ATTACHMENT_BODY_BYTES):
-        raise PayloadTooLarge(
-            f"the request body is larger than {MAX_ATTACHMENT_BODY_BYTES} bytes (Lambda's "
-            "request limit)"
-        )
+    if len(data) > max(max_bytes, MAX_ATTACHMENT_BODY_BYTES):  # Lambda's request limit
+        raise PayloadTooLarge(f"the request body is larger than {MAX_ATTACHMENT_BODY_BYTES} bytes")
     if not data:
         raise InvalidJson("the request body must be a JSON object")
     if data.startswith(_UTF8_BOM):
@@ -230,6 +228,8 @@ def check_path_id(name: str, value: str) -> None:
         raise ResponseNotFound("response not found")
     if "run" in lowered:
         raise RunNotFound("run not found")
+    if "file" in lowered:
+        raise FileNotFound("file not found")
     raise NotFound("not found")
 
 
@@ -345,8 +345,7 @@ def gate(
     if multipart:
         if len(_body_bytes(body, base64_encoded)) > MAX_ATTACHMENT_BODY_BYTES:
             raise PayloadTooLarge(
-                f"the request body is larger than {MAX_ATTACHMENT_BODY_BYTES} bytes "
-                "(Lambda's request limit)"
+                f"the request body is larger than {MAX_ATTACHMENT_BODY_BYTES} bytes"
             )
     elif method.upper() in METHODS_WITH_BODY:
         payload = read_json_object(body, base64_encoded=base64_encoded)

@@ -51,7 +51,9 @@ def read_form(content_type: str | None, body: bytes) -> Form:
         if filename is not None or name == "file":
             if file is not None:
                 raise ValidationFailed("file: one file an upload", param="file")
-            file = FormFile(filename, part.get_content_type(), data)
+            # A part without a Content-Type declares none (MIME's default says text/plain).
+            declared = part.get_content_type() if part.get("content-type") else None
+            file = FormFile(filename, declared, data)
         elif isinstance(name, str):
             text = data.decode("utf-8", errors="replace")
             if len(text) > MAX_FIELD_CHARS:
