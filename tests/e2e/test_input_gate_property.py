@@ -47,6 +47,7 @@ CONTRACT_CODES = {
     "idempotency_in_progress",
     "tool_calls_mismatch",
     "response_not_found",
+    "file_not_found",  # (v5)
     "idempotency_key_reused",
     "payload_too_large",
     "validation_error",

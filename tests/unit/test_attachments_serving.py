@@ -225,3 +225,18 @@ def test_a_turn_paused_for_the_apps_tools_keeps_its_image_and_sends_it_again() -
     ]
     (message, _), _ = app.container.sessions.messages(WS, session, 2)
     assert [ref.filename for ref in message.attachments] == ["shot-0.png"]
+
+
+def test_a_connection_that_takes_images_by_url_is_sent_links_not_bytes() -> None:
+    from convo_memory.domain.attachment_plan import AttachmentForm
+
+    app = app_with()
+    app.provider.attachment_form = AttachmentForm(by_url=True)  # type: ignore[attr-defined]
+    session = app.session("cap")
+
+    turn(app, session, "look", image())
+    turn(app, session, "again")
+
+    for prompt in app.provider.prompts:
+        (sent,) = [s for m in prompt.messages for s in m.attachments]
+        assert sent.data is None and sent.url is not None and "expires=300" in sent.url

@@ -313,12 +313,13 @@ class AttachmentService:
         unique = {ref.file_id: ref for ref in refs}
 
         def one(ref: FileRef) -> SentFile | None:
+            stored = is_upload_id(ref.file_id) or parse_inline_id(ref.file_id) is not None
+            if form.by_url and ref.type == "image" and stored and self._store is not None:
+                return SentFile(ref, url=self._store.link(workspace_id, ref, LINK_SECONDS))
             if ref.file_id in loaded:
                 return SentFile(ref, data=loaded[ref.file_id])
             if self._store is None:
                 return None
-            if form.by_url and ref.type == "image":
-                return SentFile(ref, url=self._store.link(workspace_id, ref, LINK_SECONDS))
             try:
                 data = self._store.read(workspace_id, ref)
             except StoreUnavailable:
