@@ -82,15 +82,8 @@ def build_services(
 ) -> Container:
     """The services over ``adapters``, with the deployment's policies from ``settings``
     (``sleep``: the backoff of a failed transcript write or erasure step)."""
-    stores, metrics = adapters.stores, adapters.metrics
-    catalog = CapabilityCatalog(
-        stores.capabilities,
-        settings.cache_ttl_seconds,
-        connections=settings.provider_connections,
-        tool_urls=adapters.tool_urls,
-        sealer=adapters.sealer,
-        bedrock_available=settings.bedrock_available,
-    )
+    stores = adapters.stores
+    catalog = _catalog(adapters, settings)
     trigger, recorder = _recording(adapters, settings, clock, monotonic, sleep)
     attachments = _attachments(adapters, catalog, clock)
     erasures = _erasures(adapters, settings, clock, sleep, attachments)
@@ -118,9 +111,7 @@ def build_services(
         turns=_turns(adapters, settings, catalog, parts, clock, monotonic, attachments),
         recorder=recorder,
         summaries=_summaries(adapters, settings, catalog, clock),
-        retention=RetentionService(
-            stores.retention, retention_policy(settings), metrics, files=attachments
-        ),
+        retention=_retention(adapters, settings, attachments),
         tokens=TokenResolver(stores.tokens, settings.cache_ttl_seconds),
         session_keys=keys,
         erasures=erasures,
@@ -130,6 +121,26 @@ def build_services(
         attachments=attachments,
         files=FileService(adapters.files, adapters.attachments, clock),
     )
+
+
+def _catalog(adapters: Adapters, settings: Settings) -> CapabilityCatalog:
+    """Capabilities, checked against the deployment's connections and tool URL policy."""
+    return CapabilityCatalog(
+        adapters.stores.capabilities,
+        settings.cache_ttl_seconds,
+        connections=settings.provider_connections,
+        tool_urls=adapters.tool_urls,
+        sealer=adapters.sealer,
+        bedrock_available=settings.bedrock_available,
+    )
+
+
+def _retention(
+    adapters: Adapters, settings: Settings, attachments: AttachmentService
+) -> RetentionService:
+    """The scheduled run: archive, purge, finish deletions, end paused turns, expire files."""
+    policy = retention_policy(settings)
+    return RetentionService(adapters.stores.retention, policy, adapters.metrics, files=attachments)
 
 
 def _attachments(adapters: Adapters, catalog: CapabilityCatalog, clock: Clock) -> AttachmentService:

@@ -85,6 +85,19 @@ class ErasedFiles(Protocol):
     def remove_end_user(self, workspace_id: str, external_ref: str) -> int: ...
 
 
+class _NoFiles:
+    """No attachments (a deployment without a bucket, unit tests)."""
+
+    def release(self, session_id: str) -> int:
+        return 0
+
+    def remove_end_user(self, workspace_id: str, external_ref: str) -> int:
+        return 0
+
+
+NO_ERASED_FILES: ErasedFiles = _NoFiles()
+
+
 class ErasureIncomplete(RuntimeError):
     """The job ran out of time with sessions left: its next delivery goes on."""
 
@@ -108,7 +121,7 @@ class ErasureService:
         self._clock = clock
         self._sleep = sleep
         self._turns_in_flight = turns_in_flight
-        self._files = files  # (v5) the attachments of erased sessions and end users
+        self._files = files or NO_ERASED_FILES  # (v5) erased sessions' and end users' files
 
     # -- the routes -------------------------------------------------------------------
 
@@ -182,8 +195,6 @@ class ErasureService:
             if self._claim_all(erasure):
                 self._wait_for_turns_in_flight(erasure, time_left)
             self._erase_all(erasure, time_left)
-            if self._files is not None:  # none of the end user's attachments is left
-                self._files.remove_end_user(erasure.workspace_id, erasure.external_ref)
             # The last sweep lists the end user once more, when writes in flight are over.
             send_job(
                 self._queue,
@@ -214,8 +225,7 @@ class ErasureService:
         for session_id in job.session_ids:
             count, runs = self._store.sweep_session(session_id, job.erase_traces)
             removed += count
-            if self._files is not None:  # an attachment a late write stored
-                self._files.release(session_id)
+            self._files.release(session_id)  # an attachment a late write stored
             if job.erasure_id is not None:
                 for run_id in runs:
                     self._store.erase_run(job.workspace_id, job.erasure_id, run_id)
@@ -304,7 +314,8 @@ class ErasureService:
                     raise ErasureIncomplete(f"erasure {erasure.id}: out of time, resumes")
                 this_pass += self._erase_chunk(erasure, chunk)
             erased += this_pass
-            if not this_pass:
+            if not this_pass:  # (v5) and none of the end user's attachments is left
+                self._files.remove_end_user(erasure.workspace_id, erasure.external_ref)
                 return erased
 
     def _erase_chunk(self, erasure: Erasure, chunk: Sequence[SessionOfEndUser]) -> int:
@@ -345,8 +356,7 @@ class ErasureService:
         else:
             kept = self._store.keep_traces(session_id, erasure.id, len(runs))
         self._store.erase_contents(session_id)
-        if self._files is not None:
-            self._files.release(session_id)
+        self._files.release(session_id)
         return kept
 
     def _claim(

@@ -70,6 +70,19 @@ class RetainedFiles(Protocol):
     def expire(self, now: float) -> int: ...
 
 
+class _NoFiles:
+    """No attachments and no uploads (a deployment without a bucket, unit tests)."""
+
+    def release(self, session_id: str) -> int:
+        return 0
+
+    def expire(self, now: float) -> int:
+        return 0
+
+
+NO_RETAINED_FILES: RetainedFiles = _NoFiles()
+
+
 @dataclass
 class RetentionReport:
     """What one run did.
@@ -124,7 +137,7 @@ class RetentionService:
         self._policy = policy or RetentionPolicy()
         self._metrics = metrics or NullMetrics()
         # (v5) What a purged or deleted session's attachments and expired uploads need.
-        self._files = files
+        self._files = files or NO_RETAINED_FILES
 
     def run(self, now: datetime, time_left: Callable[[], float] | None = None) -> RetentionReport:
         """Archive the sessions idle since before ``now - IDLE_ARCHIVE_DAYS``, purge those
@@ -172,9 +185,7 @@ class RetentionService:
             self._finish_deletion(session_id)
             report.deletions_finished += 1
 
-        self._abandon_paused(now, report, at_bound)
-        if self._files is not None:
-            report.files_expired = self._files.expire(now.timestamp())
+        self._abandon_paused_and_expire(now, report, at_bound)
         if report.archived:
             self._metrics.count("SessionsArchived", report.archived)
         if report.purged:
@@ -201,9 +212,15 @@ class RetentionService:
         """Sweep a session marked deleted and remove its head: the head goes last, so a
         run cut short leaves it in the index and the next run finishes the job."""
         deleted = self._store.delete_contents(session_id)
-        if self._files is not None:
-            self._files.release(session_id)
+        self._files.release(session_id)
         return deleted + (1 if self._store.remove_head(session_id) else 0)
+
+    def _abandon_paused_and_expire(
+        self, now: datetime, report: RetentionReport, at_bound: Callable[[int, int], bool]
+    ) -> None:
+        """The paused turns that wait no more, then (v5) the uploads whose time is up."""
+        self._abandon_paused(now, report, at_bound)
+        report.files_expired = self._files.expire(now.timestamp())
 
     def _abandon_paused(
         self, now: datetime, report: RetentionReport, at_bound: Callable[[int, int], bool]
