@@ -27,7 +27,7 @@ help:
 	@echo "make test       run the whole test suite (installs chromium for the Studio test)"
 	@echo "make test-fast  the suite without the browser tests (no chromium needed)"
 	@echo "make lint       ruff check, ruff format --check, mypy, cfn-lint"
-	@echo "make bench      what a turn costs and how it holds up: a headline, then 21 figures"
+	@echo "make bench      what a turn costs and how it holds up: a headline, then 22 figures"
 	@echo "                (run make build first for the cold imports of the built artifacts)"
 	@echo "make build      sam build: python3.13 arm64 wheels, the layer with compiled bytecode"
 	@echo "make validate   sam validate --lint and cfn-lint"

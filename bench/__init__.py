@@ -67,6 +67,10 @@ computed from one figure of the same run and naming it.
     write on the limiter's table counted per item and second; the hottest item's writes
     per turn against the contract's ``200 / R``; the share refused at 90% of the limit;
     floods from 20 and 1,000 environments against one exact limiter, second by second.
+23. (v5) A turn with an image: a turn without attachments, one sending a new 500 KB
+    image, the next turn (the image replayed) and the same image again in another
+    session: DynamoDB requests and capacity units, S3 requests and bytes; a turn without
+    attachments costs the same DynamoDB units whatever its window holds.
 
 It is a report: it exits 0 whatever the figures are (1 only when one could not be
 measured). While it measures, the service's own logs go to a file (``--log``, default

@@ -105,6 +105,7 @@ def _attempt(
 def run(plan: Plan, quick: bool, progress: Callable[[str], None]) -> dict[str, Any]:
     from bench.agents import agent_turn_figure
     from bench.app_tools import app_tools_figure
+    from bench.attachments_cost import attachments_figure
     from bench.authorizer_cost import authorizer_figures
     from bench.chat_door import chat_door_figure
     from bench.cold import built_import_times, first_invocation, import_times
@@ -190,6 +191,7 @@ def run(plan: Plan, quick: bool, progress: Callable[[str], None]) -> dict[str, A
     _attempt(results, "langchainHistory", lambda: langchain_history_figure(progress), errors)
     scale_plan = QUICK_PLAN if quick else FULL_PLAN
     _attempt(results, "limiterScale", lambda: limiter_scale_figure(progress, scale_plan), errors)
+    _attempt(results, "attachments", lambda: attachments_figure(progress), errors)
     results["meta"] = {
         "quick": quick,
         "python": platform.python_version(),
@@ -218,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = QUICK if args.quick else FULL
     with logs_to(args.log) as terminal:
         progress = Progress(terminal)
-        progress.done(f"measuring 21 figures; the service's logs go to {args.log}")
+        progress.done(f"measuring 22 figures; the service's logs go to {args.log}")
         results = run(plan, args.quick, progress)
         progress.done(f"done in {results['meta']['seconds']:.0f} s")
     results["meta"]["log"] = str(args.log)

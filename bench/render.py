@@ -597,6 +597,11 @@ def render(results: dict[str, Any]) -> str:
 
         title = _title(22, "The turn limiter at scale: one workspace through many environments")
         parts.append(render_limiter_scale(results["limiterScale"], table, title))
+    if "attachments" in results:
+        from bench.attachments_cost import render_attachments
+
+        title = _title(23, "A turn with an image: DynamoDB units, S3 requests and bytes")
+        parts.append(render_attachments(results["attachments"], table, title))
     where = f" (its traceback is in {meta['log']})" if meta.get("log") else ""
     for name, error in (results.get("errors") or {}).items():
         parts.append(f"[{name}] not measured: {error}{where}")

@@ -41,6 +41,7 @@ DEFAULT_REGION = "us-east-1"
 _TABLE = "AWS::DynamoDB::Table"
 _QUEUE = "AWS::SQS::Queue"
 _KMS_KEY = "AWS::KMS::Key"
+_BUCKET = "AWS::S3::Bucket"
 _FUNCTION = "AWS::Serverless::Function"
 
 # Lambda's own defaults when neither the function nor Globals set them.
@@ -246,6 +247,8 @@ class LocalResources:
     """function variables that name a KMS key (``!GetAtt Key.Arn``) -> the key's logical id"""
     missing_kms_keys: tuple[str, ...] = ()
     """keys the endpoint could not create (it has no KMS)"""
+    buckets: dict[str, str] = field(default_factory=dict)
+    """logical id -> bucket name (S3 names are lower case: ``<prefix><logicalid>``)"""
 
     def env(self) -> dict[str, str]:
         """The environment the functions run with, plus the DLQ URLs.
@@ -277,7 +280,7 @@ class LocalResources:
             return delimiter.join(self._resolve(name, part) for part in parts)
         target = value.get("Ref")
         if isinstance(target, str):
-            for known in (self.tables, self.queue_urls, self.parameters):
+            for known in (self.tables, self.queue_urls, self.parameters, self.buckets):
                 if target in known:
                     return known[target]
         raise ValueError(f"cannot resolve environment variable {name}={value!r} locally")
@@ -327,6 +330,11 @@ def ensure_resources(
             # An emulator without KMS (e.g. DynamoDB Local): what needs the key says so.
             missing_keys.append(logical_id)
 
+    s3 = client("s3")
+    buckets = {
+        logical_id: _ensure_bucket(s3, f"{prefix}{logical_id}".lower())
+        for logical_id in _resources_of_type(template, _BUCKET)
+    }
     global_env = ((template.get("Globals") or {}).get("Function") or {}).get("Environment") or {}
     return LocalResources(
         tables=tables,
@@ -336,7 +344,18 @@ def ensure_resources(
         kms_keys=kms_keys,
         key_variables=_key_variables(template, set(kms_keys)),
         missing_kms_keys=tuple(missing_keys),
+        buckets=buckets,
     )
+
+
+def _ensure_bucket(client: Any, name: str) -> str:
+    """The bucket ``name``, created when missing (its encryption, public access block and
+    lifecycle are AWS's to apply: the emulation stores objects as they are)."""
+    try:
+        client.head_bucket(Bucket=name)
+    except ClientError:
+        client.create_bucket(Bucket=name)
+    return name
 
 
 def _client_source(

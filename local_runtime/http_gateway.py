@@ -35,6 +35,9 @@ from local_runtime.handlers import ACCOUNT_ID, FunctionRegistry, TooManyRequests
 API_ID = "local"
 STAGE = "$default"
 MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
+# What Lambda takes in a synchronous invocation's event (6 MB): API Gateway takes a larger
+# request and Lambda refuses it, so the local gateway refuses it too.
+LAMBDA_EVENT_BYTES = 6 * 1024 * 1024
 DEFAULT_REQUEST_TIMEOUT_SECONDS = 30.0
 
 _PARAM = re.compile(r"^\{([A-Za-z0-9_.-]+)(\+?)\}$")
@@ -532,6 +535,13 @@ class HttpGateway(ThreadingHTTPServer):
         event = build_http_event(
             request, match.route.route_key, match.path_parameters, authorizer_context
         )
+        if len(json.dumps(event)) > LAMBDA_EVENT_BYTES:
+            # The words of every door's refusal (input_gate, the streaming door).
+            return gateway_error(
+                413,
+                "payload_too_large",
+                f"the request body is larger than {LAMBDA_EVENT_BYTES} bytes",
+            )
         try:
             result = self.registry.invoke(match.route.function, event, request.request_id)
             return translate_result(result)

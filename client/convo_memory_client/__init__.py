@@ -18,6 +18,7 @@ from convo_memory_client.errors import (
     ConnectionFailed,
     ConversationsError,
     ExternalRefImmutable,
+    FileNotFound,
     IdempotencyInProgress,
     IdempotencyKeyReused,
     Internal,
@@ -42,6 +43,7 @@ from convo_memory_client.errors import (
     ValidationError,
     error_from_response,
 )
+from convo_memory_client.files import File
 from convo_memory_client.models import (
     Capability,
     Context,
@@ -83,6 +85,8 @@ __all__ = [
     "Erasure",
     "EventStream",
     "ExternalRefImmutable",
+    "File",
+    "FileNotFound",
     "ForkPoint",
     "IdempotencyInProgress",
     "IdempotencyKeyReused",

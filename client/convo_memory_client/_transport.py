@@ -137,6 +137,7 @@ class Transport:
         body: bytes | None,
         headers: Mapping[str, str],
         accept: str,
+        content_type: str = "application/json",
     ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         all_headers = {
             "Authorization": f"Bearer {self._token}",
@@ -145,7 +146,7 @@ class Transport:
             **headers,
         }
         if body is not None:
-            all_headers["Content-Type"] = "application/json"
+            all_headers["Content-Type"] = content_type
         connection = self._connection()
         try:
             connection.connect()
@@ -204,6 +205,15 @@ class Transport:
         )
         self._sleep(delay)
 
+    def _read_elsewhere(self, url: str) -> bytes:
+        """The bytes at a short-lived URL the service redirected to (no token sent)."""
+        import urllib.request
+
+        if not url.lower().startswith(("https://", "http://")):
+            raise ConversationsError(502, "invalid_response", "a redirect without a location")
+        with urllib.request.urlopen(url, timeout=self._timeout) as answer:
+            return bytes(answer.read())
+
     @staticmethod
     def _encode(body: Any) -> bytes | None:
         if body is None:
@@ -222,16 +232,21 @@ class Transport:
         query: Mapping[str, Any] | None = None,
         body: Any = None,
         headers: Mapping[str, str] | None = None,
+        form: tuple[bytes, str] | None = None,
+        binary: bool = False,
     ) -> Any:
         """One logical call: the parsed JSON answer (``None`` for an empty one), or the
-        typed error once retrying is not allowed or the retries are spent."""
+        typed error once retrying is not allowed or the retries are spent. ``form``: a
+        body already encoded, and its content type (a file upload); ``binary``: the
+        answer's bytes (a redirect is followed, without the token)."""
         target = self._target(path, query)
-        data = self._encode(body)
+        data, content_type = form if form is not None else (self._encode(body), "application/json")
         attempt = 0
         while True:
             try:
+                accept = "*/*" if binary else "application/json"
                 connection, response = self._send(
-                    method, target, data, headers or {}, "application/json"
+                    method, target, data, headers or {}, accept, content_type
                 )
                 try:
                     payload = response.read()
@@ -246,6 +261,10 @@ class Transport:
                 self._wait(method, path, attempt, delay, f"connection: {failure}")
                 attempt += 1
                 continue
+            if binary and response.status in (301, 302, 303, 307, 308):
+                return self._read_elsewhere(response.getheader("Location") or "")
+            if binary and 200 <= response.status < 300:
+                return payload
             if 200 <= response.status < 300:
                 try:
                     return json.loads(payload) if payload.strip() else None

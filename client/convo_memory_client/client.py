@@ -7,7 +7,7 @@ import http.client
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 from urllib.parse import quote
@@ -23,6 +23,7 @@ from convo_memory_client._transport import (
 )
 from convo_memory_client._version import __version__
 from convo_memory_client.errors import ConnectionFailed
+from convo_memory_client.files import Files
 from convo_memory_client.models import (
     Capability,
     Context,
@@ -47,6 +48,11 @@ __all__ = ["Conversations", "EventStream"]
 def _id(value: str) -> str:
     """A path segment: ids are opaque, so everything but unreserved characters is quoted."""
     return quote(value, safe="")
+
+
+def _attached(file_ids: Sequence[str]) -> dict[str, Any]:
+    """(v5) A turn body's ``attachments``: files by id (none: the field is left out)."""
+    return {"attachments": [{"fileId": f} for f in file_ids]} if file_ids else {}
 
 
 def _key(idempotency_key: str | None) -> dict[str, str]:
@@ -106,6 +112,7 @@ class Conversations:
         self.runs = Runs(self)
         self.providers = Providers(self)
         self.erasures = Erasures(self)
+        self.files = Files(self)
 
     def __repr__(self) -> str:
         return f"Conversations(base_url={self.base_url!r})"
@@ -134,12 +141,13 @@ class Conversations:
         input: str,
         session_id: str | None = None,
         idempotency_key: str | None = None,
+        attachments: Sequence[str] = (),
     ) -> Prediction:
         """One turn on a capability. With ``session_id`` the turn replays the session's
         window and is recorded in it; without, it is stateless. The call carries an
         ``Idempotency-Key`` (``idempotency_key``, or one generated for this call) so that
-        its retries are recorded once."""
-        body: dict[str, Any] = {"input": input}
+        its retries are recorded once. ``attachments``: (v5) uploaded files' ids."""
+        body: dict[str, Any] = {"input": input, **_attached(attachments)}
         if session_id is not None:
             body["sessionId"] = session_id
         data = self._transport.call(
@@ -157,6 +165,7 @@ class Conversations:
         input: str,
         session_id: str | None = None,
         idempotency_key: str | None = None,
+        attachments: Sequence[str] = (),
     ) -> EventStream:
         """The same turn as ``predict``, streamed: iterate the result for ``Delta``
         (answer text), ``ToolEvent`` (an agent's tool call) and finally ``Done`` (the
@@ -165,7 +174,7 @@ class Conversations:
         The request is sent now: a turn refused before its stream starts raises here, and
         the call is retried (same ``Idempotency-Key``) until its first event arrives;
         never after, so no event is ever seen twice."""
-        body: dict[str, Any] = {"input": input}
+        body: dict[str, Any] = {"input": input, **_attached(attachments)}
         if session_id is not None:
             body["sessionId"] = session_id
         connection, first, rest = self._stream_transport.open_stream(
@@ -374,14 +383,20 @@ class Sessions(_Resource):
         """What the session's next turn would see."""
         return Context.from_json(self._call("GET", f"/v1/sessions/{_id(session_id)}/context", READ))
 
-    def send(self, session_id: str, input: str, idempotency_key: str | None = None) -> Prediction:
+    def send(
+        self,
+        session_id: str,
+        input: str,
+        idempotency_key: str | None = None,
+        attachments: Sequence[str] = (),
+    ) -> Prediction:
         """A turn through the session's own door (on the session's capability); retried
-        like ``predict``."""
+        like ``predict``. ``attachments``: (v5) uploaded files' ids."""
         data = self._call(
             "POST",
             f"/v1/sessions/{_id(session_id)}/messages",
             TURN,
-            body={"input": input},
+            body={"input": input, **_attached(attachments)},
             headers=_key(idempotency_key),
         )
         return Prediction.from_json(data)

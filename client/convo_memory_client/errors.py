@@ -22,6 +22,7 @@ __all__ = [
     "ConnectionFailed",
     "ConversationsError",
     "ExternalRefImmutable",
+    "FileNotFound",
     "IdempotencyInProgress",
     "IdempotencyKeyReused",
     "Internal",
@@ -198,6 +199,12 @@ class ItemNotFound(NotFoundError):
     code = "item_not_found"
 
 
+class FileNotFound(NotFoundError):
+    """404 ``file_not_found``: an unknown, deleted, expired or another workspace's file id."""
+
+    code = "file_not_found"
+
+
 class RouteNotFound(NotFoundError):
     """404 ``not_found``: no such route."""
 
@@ -293,6 +300,7 @@ _BY_CODE: dict[str, type[ConversationsError]] = {
         RunNotFound,
         ResponseNotFound,
         ItemNotFound,
+        FileNotFound,
         RouteNotFound,
         PrincipalImmutable,
         ExternalRefImmutable,

@@ -3,18 +3,22 @@ newest first, each followed by its messages, oldest first, as JSON Lines.
 
     {"type": "session", "id": ..., "capabilityId": ..., "externalRef": ..., ...}
     {"type": "message", "sessionId": ..., "seq": 1, "role": "user", "content": ..., ...}
+    {"type": "attachment", "sessionId": ..., "seq": 1, "kind": "image", "data": ...}
 
-Each line is the service's own JSON of the session or message (every field it sends,
-including those this version of the client does not model), with ``type`` first.
+Each session or message line is the service's own JSON of it (every field it sends,
+including those this version of the client does not model), with ``type`` first. (v5)
+Each attachment of a message follows it: its reference and its bytes, base64-encoded.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from convo_memory_client.client import Conversations
+from convo_memory_client.errors import NotFoundError
 
 __all__ = ["export_end_user", "export_lines"]
 
@@ -29,6 +33,27 @@ def export_lines(client: Conversations, external_ref: str) -> Iterator[dict[str,
         yield {"type": "session", **session.raw}
         for message in client.sessions.messages(session.id, limit=PAGE_SIZE):
             yield {"type": "message", "sessionId": session.id, **message.raw}
+            for ref in message.raw.get("attachments") or []:
+                yield _attachment(client, session.id, message.seq, ref)
+
+
+def _attachment(
+    client: Conversations, session_id: str, seq: int, ref: dict[str, Any]
+) -> dict[str, Any]:
+    """An attachment's line: its reference, and its bytes (base64) while they are kept."""
+    try:
+        data: str | None = base64.b64encode(client.files.content(ref["fileId"])).decode("ascii")
+    except NotFoundError:
+        data = None  # an upload deleted since: the reference stays, its bytes are gone
+    fields = {name: value for name, value in ref.items() if name != "type"}
+    return {
+        "type": "attachment",
+        "sessionId": session_id,
+        "seq": seq,
+        "kind": ref.get("type"),
+        **fields,
+        "data": data,
+    }
 
 
 def export_end_user(
@@ -39,7 +64,7 @@ def export_end_user(
     for line in export_lines(client, external_ref):
         if line["type"] == "session":
             sessions += 1
-        else:
+        elif line["type"] == "message":
             messages += 1
         write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
     return sessions, messages

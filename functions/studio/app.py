@@ -77,7 +77,8 @@ def render(stream_url: str) -> StudioPage:
             f"script-src {_sha256(script)}",
             f"style-src {_sha256(css)}",
             f"connect-src {connect}",
-            "img-src 'self' data:",
+            # (v5) Attached images are read with the token and shown as blobs.
+            "img-src 'self' data: blob:",
             "base-uri 'none'",
             "form-action 'none'",
             "frame-ancestors 'none'",

@@ -48,6 +48,7 @@ CONTRACT_CODES = {
     "tool_calls_mismatch",
     "response_not_found",
     "item_not_found",
+    "file_not_found",  # (v5)
     "idempotency_key_reused",
     "payload_too_large",
     "validation_error",
@@ -351,6 +352,7 @@ def test_no_input_reaches_a_5xx_or_stores_anything_when_refused(
         "itemId": [f"msg_{session['id']}_1", "msg_missing"],
         "runId": [run, "run_missing"],
         "erasureId": [erasure, "era_missing"],
+        "fileId": ["file-" + "0" * 24, "file-missing"],  # (v5) the Files API
         "seq": ["1", "2", "0", "99"],
         "anything": ["capabilities", "nothing-here"],
     }

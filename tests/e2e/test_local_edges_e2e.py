@@ -38,6 +38,9 @@ pytestmark = pytest.mark.e2e
 EVENTS = REPO / "events"
 PAGE_ORIGIN = "https://page.example"
 BODY_LIMIT = 1024 * 1024  # input_gate.MAX_BODY_BYTES: the service's own body limit
+# (v5) What Lambda takes (input_gate.MAX_ATTACHMENT_BODY_BYTES): a body that carries
+# attachments may be this large, so the streaming server reads up to it.
+LAMBDA_LIMIT = 6 * 1024 * 1024
 STREAM_PATH = "/v1/capabilities/cap-generative/predict/stream"
 STREAM_SERVER_READY_SECONDS = 30.0
 
@@ -351,33 +354,41 @@ def test_the_streaming_server_takes_a_chunked_body(stream_server: StreamServer) 
 def test_an_oversized_body_is_413_with_the_message_of_the_other_doors(
     local_runtime: RuntimeProcess, stream_server: StreamServer
 ) -> None:
-    # The API port's predict (its function's input gate) on a body one byte too long.
+    # The API port's predict (its function's input gate) on a body one byte too long: a
+    # body without attachments keeps the service's own limit.
+    def predict(body: bytes) -> tuple[int, Any]:
+        status, _, answer = http_call(
+            local_runtime.base_url + "/v1/capabilities/cap-generative/predict",
+            "POST",
+            token=DEV_TOKEN,
+            raw_body=body,
+            headers={"content-type": "application/json"},
+        )
+        return status, answer
+
     too_long = b'{"input": "' + b"a" * (BODY_LIMIT - 12) + b'"}'
     assert len(too_long) == BODY_LIMIT + 1
-    status, _, api_body = http_call(
-        local_runtime.base_url + "/v1/capabilities/cap-generative/predict",
-        "POST",
-        token=DEV_TOKEN,
-        raw_body=too_long,
-        headers={"content-type": "application/json"},
-    )
+    status, api_body = predict(too_long)
+    assert status == 413 and api_body["error"]["code"] == "payload_too_large"
+    # Over what Lambda takes: refused on every door in the same words.
+    status, api_body = predict(b'{"input": "' + b"a" * (LAMBDA_LIMIT - 12) + b'"}')
     assert status == 413 and api_body["error"]["code"] == "payload_too_large"
 
     # The streaming server refuses as soon as the announced sizes pass the limit, so
     # neither request needs to send its body.
     by_chunks = exchange(
         stream_server.address,
-        stream_request(b"%x\r\n" % (BODY_LIMIT + 1), [("Transfer-Encoding", "chunked")]),
+        stream_request(b"%x\r\n" % (LAMBDA_LIMIT + 1), [("Transfer-Encoding", "chunked")]),
     )
     by_chunks_in_pieces = exchange(
         stream_server.address,
         stream_request(
-            b"%x\r\n%s\r\n%x\r\n" % (BODY_LIMIT, b" " * BODY_LIMIT, 1),
+            b"%x\r\n%s\r\n%x\r\n" % (LAMBDA_LIMIT, b" " * LAMBDA_LIMIT, 1),
             [("Transfer-Encoding", "chunked")],
         ),
     )
     by_length = exchange(
-        stream_server.address, stream_request(b"", [("Content-Length", str(BODY_LIMIT + 1))])
+        stream_server.address, stream_request(b"", [("Content-Length", str(LAMBDA_LIMIT + 1))])
     )
 
     for response in (by_chunks, by_chunks_in_pieces, by_length):

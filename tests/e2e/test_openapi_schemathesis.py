@@ -204,6 +204,19 @@ EXPLAINED = (
         ),
     ),
     Explained(
+        "(v5) an upload's bytes must be a type the service takes and agree with its name and "
+        "declared type (magic bytes, UTF-8 text): the bytes decide, not the schema",
+        "positive_data_acceptance",
+        lambda seen: (
+            seen.operation == "POST /v1/files" and refused("validation_error", r"^file ")(seen)
+        ),
+    ),
+    Explained(
+        "(v5) an attachment's fileId must name a file of the workspace (a store decides)",
+        "positive_data_acceptance",
+        lambda seen: seen.status == 404 and seen.code == "file_not_found",
+    ),
+    Explained(
         "a method a path does not have is 404 not_found, as any unknown route (contract)",
         "unsupported_method",
         lambda seen: seen.status == 404 and seen.code == "not_found",

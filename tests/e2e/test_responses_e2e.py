@@ -274,7 +274,7 @@ def test_a_deleted_response_goes_and_its_turn_stays(stack: Stack) -> None:
     [
         (
             {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
-            "input[0].content[0]",
+            "input[0].content[0].image_url",
         ),
         ({"input": "Hi.", "tools": [{"type": "web_search"}]}, "tools[0].type"),
         ({"input": "Hi.", "background": True}, "background"),

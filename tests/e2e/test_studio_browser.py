@@ -24,6 +24,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from tests.support.runtime_process import REPO, RuntimeProcess, launch_runtime
+from tests.support.sample_files import png
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
@@ -599,6 +600,16 @@ def test_the_recent_list_reads_a_bounded_number_of_pages_then_offers_older_ones(
     expect(recent(page)).not_to_contain_text("None")
 
 
+def shown_width(page: Page, width: int) -> None:
+    """Wait until the transcript's first image is loaded and ``width`` pixels wide."""
+    read = "() => document.querySelector('.msg img.attachment')?.naturalWidth ?? 0"
+    for _ in range(100):
+        if page.evaluate(read) == width:
+            return
+        page.wait_for_timeout(100)
+    raise AssertionError(f"no image of {width} pixels in the transcript")
+
+
 def test_the_message_box_starts_and_stays_in_view(
     sized: Sized, studio_runtime: RuntimeProcess
 ) -> None:
@@ -612,6 +623,23 @@ def test_the_message_box_starts_and_stays_in_view(
 
     send_with_enter(page, "Keep me in view")
     wait_done(page, 0)
+
+    # (v5) An image attached to a message: uploaded, shown in the transcript, seen by the
+    # model (the embedded one describes it), and shown again when the session is reopened.
+    red: Any = {"name": "red.png", "mimeType": "image/png", "buffer": png(40, 30)}
+    page.set_input_files("#attach", files=[red])
+    send_with_enter(page, "What is this?")
+    assert "I see image red.png (PNG, 40x30 pixels" in wait_done(page, 1)
+    shown = page.get_by_role("log").locator('.msg[data-role="user"] img.attachment')
+    expect(shown).to_have_count(1)
+    shown_width(page, 40)
+    assert_in_view(page, "#message", "#send")
+    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
+    session = str(page.locator("#session-label").text_content())
+    recent(page).locator(f'button[data-session-id="{session}"]').click()
+    shown_width(page, 40)
+    sized.shoot("studio-image-attached", full_page=False)
+
     send_with_enter(page, "x" * 32_001)  # an error banner above the layout
     expect(page.get_by_role("alert")).to_contain_text("payload_too_large (413)")
     assert_in_view(page, "#message", "#send")

@@ -27,6 +27,12 @@ from tests.fakes.adapters import (
     FakeSealer,
     FakeToolbox,
 )
+from tests.fakes.attachments import (
+    FakeAttachmentStore,
+    FakeFetcher,
+    FakeFileStore,
+    FakeOwnerKeys,
+)
 from tests.fakes.stores import FakeDatabase
 
 # Public addresses the fake DNS gives webhook hosts (documentation ranges are not public).
@@ -57,6 +63,9 @@ class FakeApp:
     sealer: FakeSealer
     resolver: FakeResolver
     fork_copy_queue: FakeQueue
+    # (v5) Attachments' bytes and references, and the URLs an attachment may name.
+    attachments: FakeAttachmentStore
+    fetcher: FakeFetcher
 
     def capability(self, cap_id: str, kind: str = "generative", ws: str = WS, **extra: Any) -> str:
         body = CapabilityCreate.model_validate({"name": cap_id, "kind": kind, **extra})
@@ -121,6 +130,7 @@ def fake_app(
         return summarizer
 
     tool_urls = UrlPolicy(parse_allowed_hosts(wall.tool_allowed_hosts), resolve=resolver)
+    attachments, fetcher = FakeAttachmentStore(), FakeFetcher()
     adapters = Adapters(
         stores=db.stores,
         metrics=metrics,
@@ -136,6 +146,10 @@ def fake_app(
         tool_urls=tool_urls,
         sealer=sealer,
         fork_copy_queue=fork_copy_queue,
+        attachments=attachments,
+        files=FakeFileStore(attachments),
+        file_fetcher=fetcher,
+        owner_keys=FakeOwnerKeys(),
     )
     infrastructure = Infrastructure(
         cursors=CursorCodec(lambda: b"unit-tier-cursor-key-0123456789abcdef"),
@@ -162,4 +176,6 @@ def fake_app(
         sealer,
         resolver,
         fork_copy_queue,
+        attachments,
+        fetcher,
     )

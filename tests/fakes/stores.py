@@ -296,7 +296,8 @@ class FakeDatabase:
                     t.withheld,
                     t.truncated,
                     t.abandoned,
-                    stored.removed,
+                    removed=stored.removed,
+                    attachments=t.attachments,
                 )
             )
         return out
@@ -887,7 +888,8 @@ class FakeTurnStore(_Port):
                 turns[seq].turn.withheld,
                 turns[seq].turn.truncated,
                 turns[seq].turn.abandoned,
-                turns[seq].removed,
+                removed=turns[seq].removed,
+                attachments=turns[seq].turn.attachments,
             )
         ]
         messages = [m for m in messages if not m.removed]
@@ -1028,8 +1030,11 @@ class FakeTurnStore(_Port):
         kept = stored.turn.prompt_record
         record = PromptRecord.decode(kept.encode(user_seq), user_seq) if kept else None
         added = ResponseSettings.decode(stored.turn.response).instructions
+        attached = stored.turn.attachments
         if record is None:
-            return StoredPrompt(user_seq, stored.turn.user_content, None, (), None, {}, added)
+            return StoredPrompt(
+                user_seq, stored.turn.user_content, None, (), None, {}, added, attached
+            )
         messages = tuple(
             m
             for m in self.db.messages(session_id)
@@ -1042,7 +1047,7 @@ class FakeTurnStore(_Port):
         }
         summary = self.db.summary_version(session_id, record.summary_through)
         return StoredPrompt(
-            user_seq, stored.turn.user_content, record, messages, summary, digests, added
+            user_seq, stored.turn.user_content, record, messages, summary, digests, added, attached
         )
 
 

@@ -92,8 +92,15 @@ def test_the_template_grants_the_secret_only_to_the_functions_that_page_or_call_
         if resource["Type"] == "AWS::Serverless::Function"
         and "CursorKeySecret" in str(resource["Properties"].get("Policies"))
     }
-    # Paging, and keying each conversation's prompt_cache_key (the model callers).
-    users = {"ReadSessionsFunction", "PredictFunction", "StreamFunction", "SummarizeFunction"}
+    # Paging, and keying each conversation's prompt_cache_key (the model callers); (v5)
+    # the keyed names of end users' attachments (the turns, and the erasure worker).
+    users = {
+        "ReadSessionsFunction",
+        "PredictFunction",
+        "StreamFunction",
+        "SummarizeFunction",
+        "EraseEndUserFunction",
+    }
     assert granted == users
     for name in users:
         env = resources[name]["Properties"]["Environment"]["Variables"]

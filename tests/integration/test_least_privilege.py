@@ -21,9 +21,11 @@ from typing import Any
 import pytest
 
 from convo_memory.doors.stream import StreamDoor
+from convo_memory_client.files import multipart
 from tests.support.aws_calls import AwsCallRecorder, table_arn
 from tests.support.erasure_jobs import run_erasure_jobs, run_fork_copy_jobs
 from tests.support.inprocess_api import InProcessApi, inprocess_stack, new_workspace
+from tests.support.sample_files import data_url, png
 from tests.support.stack_template import (
     Request,
     Stack,
@@ -49,6 +51,7 @@ FUNCTIONS = (
     "EraseEndUserFunction",
     "ForkSessionFunction",
     "ForkCopyFunction",
+    "FilesFunction",
 )
 MODEL_CALLERS = {"PredictFunction", "StreamFunction", "SummarizeFunction"}
 
@@ -207,6 +210,8 @@ def run_every_function(api: InProcessApi, recorder: AwsCallRecorder) -> None:
     call("POST", f"/v1/sessions/{doomed}/forks", 201, json_body={"atSeq": 6})
     call("DELETE", f"/v1/sessions/{doomed}", 204)
 
+    run_attachments(call, recorder, api, token)
+
     # Recall: a session opened on a capability with recall reads the earlier ones.
     recalling = {**capability, "name": "recalls", "recall": {"sessions": 2}}
     recall_cap = call("POST", "/v1/capabilities", 201, json_body=recalling)["id"]
@@ -228,11 +233,16 @@ def run_every_function(api: InProcessApi, recorder: AwsCallRecorder) -> None:
     assert repairs
     api.invoke("RepairFunction", _sqs_event("repair_sqs.json", repairs))
 
-    # An end user erased with their traces (a keyed turn, an agent run, a failed one),
-    # the receipt read back; the worker finishes it and runs every delayed sweep (the
-    # deletion's above included).
+    # An end user erased with their traces (a keyed turn, an agent run, a failed one,
+    # an image), the receipt read back; the worker finishes it and runs every delayed
+    # sweep (the deletion's above included).
     gone = {"capabilityId": "cap-agent", "externalRef": "customer-erased"}
     erased = call("POST", "/v1/sessions", 201, json_body=gone)["id"]
+    image = {"type": "image_url", "image_url": {"url": data_url("image/png", png(seed=7))}}
+    chat = {"model": "cap-agent", "messages": [{"role": "user", "content": [image]}]}
+    call(
+        "POST", "/v1/chat/completions", 200, json_body=chat, headers={"X-Convo-Session-Id": erased}
+    )
     agent_turn = {"input": "order 7", "sessionId": erased}
     call("POST", "/v1/capabilities/cap-agent/predict", 200, json_body=agent_turn,
          headers={"Idempotency-Key": "erased-1"})  # fmt: skip
@@ -248,6 +258,42 @@ def run_every_function(api: InProcessApi, recorder: AwsCallRecorder) -> None:
     now = datetime.now(UTC)
     for days in (8, 40, 80):
         api.invoke("RetentionFunction", _retention_event(now + timedelta(days=days)))
+
+
+def _uploaded(call: Any, data: bytes, *extra: tuple[str, str]) -> str:
+    body, content_type = multipart({"purpose": "vision", **dict(extra)}, "p.png", data, "image/png")
+    headers = {"content-type": content_type}
+    return str(call("POST", "/v1/files", 200, raw_body=body, headers=headers)["id"])
+
+
+def run_attachments(call: Any, recorder: AwsCallRecorder, api: InProcessApi, token: str) -> None:
+    """(v5) Files uploaded, read and deleted (one expiring, for the retention run); images
+    on the turn doors (the streaming one too), a fork sharing them, a deletion releasing
+    them."""
+    file_id = _uploaded(call, png(seed=1))
+    _uploaded(
+        call,
+        png(seed=2),
+        ("expires_after[anchor]", "created_at"),
+        ("expires_after[seconds]", "3600"),
+    )
+    call("GET", "/v1/files", 200)
+    call("GET", f"/v1/files/{file_id}", 200)
+    call("GET", f"/v1/files/{file_id}/content", 200)
+    opened = {"capabilityId": "cap-generative", "externalRef": "customer-images"}
+    session = call("POST", "/v1/sessions", 201, json_body=opened)["id"]
+    image = {"type": "image_url", "image_url": {"url": data_url("image/png", png(seed=3))}}
+    chat = {"model": "cap-generative", "messages": [{"role": "user", "content": [image]}]}
+    call(
+        "POST", "/v1/chat/completions", 200, json_body=chat, headers={"X-Convo-Session-Id": session}
+    )
+    with recorder.running("StreamFunction"):
+        body = {"input": "and this", "sessionId": session, "attachments": [{"fileId": file_id}]}
+        _stream(api, token, "/v1/capabilities/cap-generative/predict/stream", body, "k-img")
+    fork = call("POST", f"/v1/sessions/{session}/forks", 201, json_body={"atSeq": 2})["id"]
+    call("DELETE", f"/v1/files/{file_id}", 200)
+    call("DELETE", f"/v1/sessions/{session}", 204)
+    call("DELETE", f"/v1/sessions/{fork}", 204)
 
 
 class _failing:
@@ -275,10 +321,9 @@ def recorded() -> Iterator[dict[str, list[Request]]]:
     # No in-container caches: in one process they would let a function ride on reads
     # another function made, which on AWS it makes itself.
     with inprocess_stack({"CACHE_TTL_SECONDS": "0"}) as api:
-        recorder.attach(
-            api.container.infrastructure.clients["dynamodb"],
-            api.container.infrastructure.clients["sqs"],
-        )
+        clients = api.container.infrastructure.clients
+        buckets = {name: logical for logical, name in api.resources.buckets.items()}
+        recorder.attach(clients["dynamodb"], clients["sqs"], clients["s3"], buckets)
         run_every_function(api, recorder)
         yield dict(recorder.by_function)
 

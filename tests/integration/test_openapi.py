@@ -74,7 +74,12 @@ def test_each_route_lists_the_refusals_its_declaration_names() -> None:
     fork = paths["/v1/sessions/{sessionId}/forks"]["post"]
     document = paths["/v1/openapi.json"]["get"]
 
-    assert codes(predict, "404") == ["capability_not_found", "session_not_found", "not_found"]
+    assert codes(predict, "404") == [
+        "capability_not_found",
+        "session_not_found",
+        "file_not_found",  # (v5) an attachment's file id
+        "not_found",
+    ]
     assert codes(predict, "422") == ["validation_error", "idempotency_key_reused"]
     assert codes(predict, "502") == ["provider_error"]
     assert "Retry-After" in predict["responses"]["429"]["headers"]

@@ -84,6 +84,7 @@ def test_every_door_records_each_turn_exactly_once_in_the_same_shape(
                 "withheld",
                 "truncated",
                 "abandoned",
+                "attachments",
             }
         )
 

@@ -155,15 +155,15 @@ def test_the_run_reads_the_activity_index_and_never_scans(
 
     assert report["archived"] == 3
     assert "Scan" not in meter.requests
-    # One page per shard for each of the three states and the paused turns; per
-    # candidate, one read of its last turn (the head's activity mark is coarse) and one
-    # conditional write.
-    assert meter.requests == {"Query": 4 * ACTIVITY_SHARDS + 3, "UpdateItem": 3}
+    # One page per shard for each of the three states, the paused turns and (v5) the
+    # uploads that expire; per candidate, one read of its last turn (the head's activity
+    # mark is coarse) and one conditional write.
+    assert meter.requests == {"Query": 5 * ACTIVITY_SHARDS + 3, "UpdateItem": 3}
     index_reads = [p for p in seen if "IndexName" in p]
     assert {p["IndexName"] for p in index_reads} == {"byActivity"}
     assert {p["ExpressionAttributeValues"][":p"]["S"] for p in index_reads} == {
         f"{state}#{shard:02d}"
-        for state in ("ACTIVE", "ARCHIVED", "DELETING", "PENDING")
+        for state in ("ACTIVE", "ARCHIVED", "DELETING", "PENDING", "FILES")
         for shard in range(ACTIVITY_SHARDS)
     }
     last_turn_reads = [p for p in seen if "IndexName" not in p]

@@ -286,6 +286,7 @@ def test_functions_point_at_their_code_and_share_one_handler_name() -> None:
         "EraseEndUserFunction",
         "ForkSessionFunction",
         "ForkCopyFunction",
+        "FilesFunction",
     }
     assert specs["CreateSessionFunction"].code_uri == ROOT / "functions" / "create_session"
     assert specs["ReadSessionsFunction"].code_uri == ROOT / "functions" / "read_sessions"

@@ -1,7 +1,7 @@
 """Records what the handlers ask AWS for, as IAM authorization requests per function.
 
 Hooks botocore's ``before-parameter-build`` events of the in-process stack's DynamoDB and SQS
-clients, so it sees the real adapters' real calls (Powertools' idempotency included),
+clients (and, v5, S3's), so it sees the real adapters' real calls (Powertools' idempotency included),
 and turns each into the IAM actions, resources and ``dynamodb:LeadingKeys`` AWS would
 check: a transaction is one request per item, a batch write one per table.
 """
@@ -95,6 +95,33 @@ def sqs_requests(operation: str, params: dict[str, Any]) -> list[Request]:
     return [Request(f"sqs:{operation}", f"arn:{PARTITION}:sqs:{REGION}:{ACCOUNT}:{queue}")]
 
 
+# (v5) An S3 operation and the IAM action it needs; ``None``: on the bucket, not an object.
+_S3_ACTIONS = {
+    "PutObject": "s3:PutObject",
+    "GetObject": "s3:GetObject",
+    "DeleteObject": "s3:DeleteObject",
+    "DeleteObjects": "s3:DeleteObject",
+    "ListObjectsV2": "s3:ListBucket",
+    "HeadObject": "s3:GetObject",
+}
+
+
+def s3_requests(operation: str, params: dict[str, Any], buckets: dict[str, str]) -> list[Request]:
+    """The IAM requests one S3 API call makes (its bucket by logical id)."""
+    bucket = buckets.get(params["Bucket"], params["Bucket"])
+    arn = f"arn:{PARTITION}:s3:::{bucket}"
+    action = _S3_ACTIONS.get(operation, f"s3:{operation}")
+    if operation == "ListObjectsV2":
+        return [Request(action, arn)]
+    keys = (
+        [o["Key"] for o in params["Delete"]["Objects"]] if "Delete" in params else [params["Key"]]
+    )
+    found = [Request(action, f"{arn}/{key}") for key in keys]
+    if params.get("Tagging"):
+        found += [Request("s3:PutObjectTagging", f"{arn}/{key}") for key in keys]
+    return found
+
+
 class AwsCallRecorder:
     """Who asked AWS for what: requests by the function that was running."""
 
@@ -102,9 +129,15 @@ class AwsCallRecorder:
         self.by_function: dict[str, list[Request]] = defaultdict(list)
         self.current: str | None = None
 
-    def attach(self, dynamodb: Any, sqs: Any) -> AwsCallRecorder:
+    def attach(
+        self, dynamodb: Any, sqs: Any, s3: Any = None, buckets: dict[str, str] | None = None
+    ) -> AwsCallRecorder:
+        """Record the clients' calls (``buckets``: physical bucket name -> logical id)."""
         dynamodb.meta.events.register("before-parameter-build.dynamodb", self._dynamodb)
         sqs.meta.events.register("before-parameter-build.sqs", self._sqs)
+        if s3 is not None:
+            self._buckets = dict(buckets or {})
+            s3.meta.events.register("before-parameter-build.s3", self._s3)
         return self
 
     @contextmanager
@@ -119,6 +152,10 @@ class AwsCallRecorder:
     def _dynamodb(self, model: Any, params: dict[str, Any], **_: Any) -> None:
         if self.current is not None:
             self.by_function[self.current].extend(dynamodb_requests(model.name, params))
+
+    def _s3(self, model: Any, params: dict[str, Any], **_: Any) -> None:
+        if self.current is not None:
+            self.by_function[self.current].extend(s3_requests(model.name, params, self._buckets))
 
     def _sqs(self, model: Any, params: dict[str, Any], **_: Any) -> None:
         if self.current is not None:

@@ -41,6 +41,12 @@ EXPECTED_ROUTES = {
     ("DELETE", "/v1/conversations/{conversationId}/items/{itemId}"): "ModifySessionFunction",
     ("POST", "/v1/erasures"): "ErasuresFunction",
     ("GET", "/v1/erasures/{erasureId}"): "ErasuresFunction",
+    # (v5) The Files API.
+    ("POST", "/v1/files"): "FilesFunction",
+    ("GET", "/v1/files"): "FilesFunction",
+    ("GET", "/v1/files/{fileId}"): "FilesFunction",
+    ("DELETE", "/v1/files/{fileId}"): "FilesFunction",
+    ("GET", "/v1/files/{fileId}/content"): "FilesFunction",
     # Unknown routes: the contract's not_found body (served without a token).
     ("ANY", "$default"): "CapabilitiesFunction",
     # The Studio Chat page (served without a token; its calls carry the operator's).

@@ -54,7 +54,14 @@ def fake_aws(region: str = REGION) -> Iterator[None]:
 
 def aws_session(region: str = REGION) -> boto3.session.Session:
     """A boto3 session over the process's one botocore session: a fresh botocore session
-    reads every service model from disk again, most of what a client costs."""
+    reads every service model from disk again, most of what a client costs. One per
+    region: each boto3 session registers its handlers on the botocore session, and S3's
+    (its transfer methods) may be registered once only."""
+    return _aws_session(region)
+
+
+@cache
+def _aws_session(region: str) -> boto3.session.Session:
     return boto3.session.Session(botocore_session=_botocore_session(), region_name=region)
 
 

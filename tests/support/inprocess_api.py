@@ -84,7 +84,9 @@ class InProcessApi:
             body = json.dumps(json_body)
         if isinstance(body, str):
             body = body.encode()
-        all_headers = [("content-type", "application/json"), *(headers or {}).items()]
+        given = {name.lower() for name in headers or {}}
+        default = [] if "content-type" in given else [("content-type", "application/json")]
+        all_headers = [*default, *(headers or {}).items()]
         if token is not None:
             all_headers.append(("authorization", f"Bearer {token}"))
         request = HttpRequest(

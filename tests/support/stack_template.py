@@ -154,6 +154,8 @@ class Stack:
                 return f"arn:{PARTITION}:sns:{REGION}:{ACCOUNT}:{name}"
             if resource_type == "AWS::SecretsManager::Secret":
                 return f"arn:{PARTITION}:secretsmanager:{REGION}:{ACCOUNT}:secret:{name}"
+            if resource_type == "AWS::S3::Bucket":
+                return f"arn:{PARTITION}:s3:::{name}"
             if service:
                 return f"arn:{PARTITION}:{service}:{REGION}:{ACCOUNT}:{kind}{name}"
         if attribute == "FunctionUrl":

@@ -78,6 +78,7 @@ def test_given_every_variable_when_loading_then_each_lands_in_its_field():
         "STREAM_TURN_DEADLINE_SECONDS": "120",
         "PENDING_TURN_SECONDS": "600",
         "TOOL_SECRET_KEY_ID": "arn:aws:kms:us-east-1:123456789012:key/abc",
+        "ATTACHMENTS_BUCKET": "stack-attachments",
     }
 
     settings = Settings.from_env(env)
@@ -126,6 +127,7 @@ def test_given_every_variable_when_loading_then_each_lands_in_its_field():
         "stream_turn_deadline_seconds": 120,
         "pending_turn_seconds": 600,
         "tool_secret_key_id": "arn:aws:kms:us-east-1:123456789012:key/abc",
+        "attachments_bucket": "stack-attachments",
     }
 
 

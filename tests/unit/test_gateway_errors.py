@@ -360,9 +360,10 @@ def test_the_gateway_reads_a_chunked_body_and_refuses_a_negative_chunk_size(
 def test_the_stream_app_refuses_a_chunked_body_over_the_limit_before_reading_it(
     stream_app: tuple[str, int],
 ) -> None:
-    too_large = STREAM_LINE + b"Transfer-Encoding: chunked\r\n\r\n100001\r\n"  # 1 MiB + 1
+    # (v5) What Lambda carries (6 MiB): a body may carry attachments up to it.
+    too_large = STREAM_LINE + b"Transfer-Encoding: chunked\r\n\r\n600001\r\n"  # 6 MiB + 1
 
     status, body = exchange(stream_app, too_large)
 
     parsed = assert_contract_error(status, body, 413, "payload_too_large")
-    assert parsed["error"]["message"] == "the request body is larger than 1048576 bytes"
+    assert parsed["error"]["message"] == "the request body is larger than 6291456 bytes"

@@ -372,10 +372,14 @@ def test_a_streamed_pause_sends_the_function_call_events() -> None:
     [
         (
             {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
-            "input.0.content.0",
+            "input.0.content.0.image_url",
         ),
         (
-            {"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]},
+            {"input": [{"role": "user", "content": [{"type": "input_file"}]}]},
+            "input.0.content.0.file_id",
+        ),
+        (
+            {"input": [{"role": "user", "content": [{"type": "input_audio"}]}]},
             "input.0.content.0",
         ),
         ({"input": "x", "tools": [{"type": "file_search"}]}, "tools.0.type"),

@@ -384,6 +384,7 @@ def test_a_rerun_with_the_same_time_changes_nothing(app: FakeApp) -> None:
         "activityRefreshed": 0,
         "deletionsFinished": 0,
         "pausesAbandoned": 0,
+        "filesExpired": 0,
         "more": False,
     }
     assert app.db.dump() == snapshot

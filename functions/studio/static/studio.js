@@ -30,6 +30,7 @@
     transcript: $("transcript"),
     composer: $("composer"),
     message: $("message"),
+    attach: $("attach"),
     send: $("send"),
     readiness: $("readiness"),
     status: $("status"),
@@ -270,6 +271,51 @@
     return node;
   }
 
+  // (v5) A message's attachments: an image read with the token (its bytes as a blob the
+  // page shows), a document as its name and size.
+  function showAttachments(bubble, refs) {
+    if (refs && refs.length) bubble.dataset.files = refs.map((ref) => ref.fileId).join(" ");
+    for (const ref of refs || []) {
+      if (ref.type !== "image") {
+        bubble.insertBefore(el("span", { class: "file-chip", text: `${ref.filename} (${ref.bytes} bytes)` }), bubble.querySelector(".actions"));
+        continue;
+      }
+      const image = el("img", { class: "attachment", alt: ref.filename });
+      bubble.insertBefore(image, bubble.querySelector(".actions"));
+      fileBlob(ref.fileId).then((blob) => {
+        image.src = URL.createObjectURL(blob);
+      }, () => {
+        image.replaceWith(el("span", { class: "file-chip", text: `${ref.filename} (no longer kept)` }));
+      });
+    }
+  }
+
+  async function fileBlob(fileId) {
+    const response = await request(`${apiBase}/v1/files/${encodeURIComponent(fileId)}/content`, {
+      headers: { authorization: `Bearer ${token()}` },
+      cache: "no-store",
+      credentials: "omit",
+    });
+    if (!response.ok) throw await errorFrom(response);
+    return response.blob();
+  }
+
+  // An image chosen for the next message: uploaded (POST /v1/files), its id attached.
+  async function upload(file) {
+    const form = new FormData();
+    form.append("purpose", "vision");
+    form.append("file", file, file.name);
+    const response = await request(`${apiBase}/v1/files`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token()}`, accept: "application/json" },
+      body: form,
+      cache: "no-store",
+      credentials: "omit",
+    });
+    if (!response.ok) throw await errorFrom(response);
+    return response.json();
+  }
+
   // A recorded message: its seq, and what can be done with it. A user message can be
   // edited and an answer regenerated (both open a fork), and an answer's turn shows what
   // it sent the model.
@@ -342,7 +388,7 @@
   }
 
   // Sends one turn through the streaming door; resolves with the Prediction of `done`.
-  async function streamTurn(capabilityId, input, sessionId, bubble) {
+  async function streamTurn(capabilityId, input, sessionId, bubble, fileIds) {
     const url = `${streamBase}/v1/capabilities/${encodeURIComponent(capabilityId)}/predict/stream`;
     const response = await request(url, {
       method: "POST",
@@ -351,7 +397,7 @@
         "content-type": "application/json",
         accept: "text/event-stream",
       },
-      body: JSON.stringify({ input, sessionId }),
+      body: JSON.stringify({ input, sessionId, attachments: (fileIds || []).map((fileId) => ({ fileId })) }),
       cache: "no-store",
       credentials: "omit",
     });
@@ -767,6 +813,7 @@
           seq: message.seq,
         });
         if (message.abandoned) addNote(bubble, "Abandoned: the app never sent its tools' results.");
+        showAttachments(bubble, message.attachments);
       }
       nextToken = body.nextToken;
       if (!nextToken) break;
@@ -903,9 +950,11 @@
     const question = ui.transcript.querySelector(`.msg[data-seq="${seq - 1}"] .text`);
     if (!question) return;
     const input = question.textContent;
+    const asked = question.closest(".msg");
+    const fileIds = asked && asked.dataset.files ? asked.dataset.files.split(" ") : [];
     clearError();
     await branch(seq - 2, `Regenerated answer ${seq}`);
-    const prediction = await sendText(input);
+    const prediction = await sendText(input, fileIds);
     const sessionId = state.sessionId;
     if (!prediction || !prediction.turn || !sessionId) return;
     // Titled by the new answer's first words, so that siblings tell themselves apart.
@@ -924,7 +973,7 @@
       return;
     }
     const input = ui.message.value;
-    if (!input.trim()) {
+    if (!input.trim() && !(ui.attach.files && ui.attach.files.length)) {
       setStatus("Type a message first.");
       ui.message.focus();
       return;
@@ -951,8 +1000,9 @@
 
   // One turn of `input` on the open conversation (a new one when none is open); its
   // prediction, or null when the turn failed.
-  async function sendText(input) {
+  async function sendText(input, again) {
     const cap = selectedCapability();
+    const chosen = again ? null : ui.attach.files && ui.attach.files[0];
     setBusy(true);
     const generation = state.generation;
     let bubble = null;
@@ -972,11 +1022,24 @@
         markCurrentSession();
       }
       const sessionId = state.sessionId;
+      let fileIds = again || [];
+      if (chosen) {
+        setStatus("Uploading the image\u2026");
+        fileIds = [(await upload(chosen)).id];
+      }
       ui.message.value = "";
+      ui.attach.value = "";
       const question = appendMessage("user", input);
+      if (fileIds.length) {
+        question.dataset.files = fileIds.join(" ");
+        const image = el("img", { class: "attachment", alt: chosen ? chosen.name : "attached image" });
+        question.append(image);
+        if (chosen) image.src = URL.createObjectURL(chosen);
+        else fileBlob(fileIds[0]).then((blob) => { image.src = URL.createObjectURL(blob); }, () => image.remove());
+      }
       bubble = appendMessage("assistant", "", { state: "streaming" });
       setStatus("Streaming the answer\u2026");
-      prediction = await streamTurn(cap.id, input, sessionId, bubble);
+      prediction = await streamTurn(cap.id, input, sessionId, bubble, fileIds);
       const text = bubbleText(bubble);
       // The final output wins: e.g. an idempotent replay or a filter that withheld it.
       if (text.textContent !== prediction.output) text.textContent = prediction.output;

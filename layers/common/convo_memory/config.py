@@ -69,6 +69,7 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "bedrock_available": "BEDROCK_AVAILABLE",
     "cursor_signing_key": "CURSOR_SIGNING_KEY",
     "cursor_key_secret_arn": "CURSOR_KEY_SECRET_ARN",
+    "attachments_bucket": "ATTACHMENTS_BUCKET",
 }
 
 
@@ -156,6 +157,8 @@ class Settings(BaseModel):
     # turn may take longer, and still ends in time to be recorded.
     stream_turn_deadline_seconds: float = Field(default=240, ge=1, le=280)
     tool_secret_key_id: str = ""
+    # (v5) The bucket that holds images and files (none: attachments are not stored).
+    attachments_bucket: str = ""
 
     @field_validator("tool_allowed_hosts", mode="before")
     @classmethod

@@ -53,6 +53,8 @@ def build_client(service: str, region: str | None, patience: Patience) -> Any:
         connect_timeout=patience.connect_timeout,
         read_timeout=patience.read_timeout,
         retries={"total_max_attempts": patience.attempts, "mode": "standard"},
+        # Presigned links (attachments) signed with SigV4, as every region takes.
+        signature_version="s3v4" if service == "s3" else None,
     )
     # A session per client: boto3's default session is not thread-safe.
     session: Any = boto3.session.Session()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 
+from convo_memory.domain.attachment_plan import AttachmentForm, form_of
 from convo_memory.domain.errors import ProviderError
 from convo_memory.domain.generation import Completion, ModelStep, TokenUsage
 from convo_memory.domain.prompt import Prompt
@@ -39,6 +40,11 @@ class MeteredModel:
     def takes_response_format(self) -> bool:
         """Whether the measured model takes ``response_format`` (structured output)."""
         return bool(getattr(self.inner, "takes_response_format", False))
+
+    @property
+    def attachment_form(self) -> AttachmentForm:
+        """(v5) How the measured model takes images and documents."""
+        return form_of(self.inner)
 
     def _measured(self, began: float, usage: TokenUsage | None, outcome: str) -> None:
         dimensions = {"connection": self._connection}

@@ -16,7 +16,17 @@ if TYPE_CHECKING:
     from convo_memory.adapters.registry import AdapterRegistry
     from convo_memory.adapters.tools.toolbox import ToolAdapters
     from convo_memory.domain.connections import ProviderConnections
-    from convo_memory.ports import AsyncInvokePort, MetricsPort, QueuePort, Stores, TurnLimiter
+    from convo_memory.ports import (
+        AsyncInvokePort,
+        AttachmentStore,
+        FileFetcher,
+        FileStore,
+        MetricsPort,
+        OwnerKeys,
+        QueuePort,
+        Stores,
+        TurnLimiter,
+    )
 
 
 def adapter_registry(
@@ -54,6 +64,48 @@ def tool_adapters(
 
     sealer = KmsSealer(lambda: clients["kms"], secret_key_id) if secret_key_id else NoSealer()
     return ToolAdapters(UrlPolicy(parse_allowed_hosts(allowed_hosts)), sealer)
+
+
+class BucketSettings(Protocol):
+    @property
+    def table_name(self) -> str: ...
+    @property
+    def attachments_bucket(self) -> str: ...
+
+
+def attachment_stores(
+    settings: BucketSettings, clients: AwsClients
+) -> tuple[AttachmentStore | None, FileStore | None]:
+    """(v5) Conversations' attachments and the workspace's uploads in the deployment's
+    bucket (``ATTACHMENTS_BUCKET``; none: nothing is stored). The S3 client is built on
+    the first object a function reads or writes, never at cold start."""
+    if not settings.attachments_bucket:
+        return None, None
+    from convo_memory.adapters.attachments.bucket import Bucket
+    from convo_memory.adapters.attachments.store import S3AttachmentStore
+    from convo_memory.adapters.attachments.uploads import S3FileStore
+    from convo_memory.adapters.dynamo.table import DynamoTable
+
+    table = DynamoTable(clients["dynamodb"], settings.table_name)
+    bucket = Bucket(lambda: clients["s3"], settings.attachments_bucket)
+    return S3AttachmentStore(table, bucket), S3FileStore(table, bucket)
+
+
+def file_fetcher(allowed_hosts: Sequence[str]) -> FileFetcher:
+    """(v5) An attachment's URL, fetched once under the webhook tools' URL policy."""
+    from convo_memory.adapters.attachments.fetch import UrlFetcher
+    from convo_memory.adapters.tools.url_policy import UrlPolicy
+    from convo_memory.domain.allowed_hosts import parse_allowed_hosts
+
+    return UrlFetcher(UrlPolicy(parse_allowed_hosts(allowed_hosts)))
+
+
+def owner_keys(secret: Callable[[], bytes]) -> OwnerKeys:
+    """(v5) End users' attachments named by a keyed hash under the deployment's secret
+    (the cursor key's, read on the first name a container needs)."""
+    from convo_memory.adapters.attachments.owners import HmacOwnerKeys
+
+    return HmacOwnerKeys(secret)
 
 
 def sqs_queue(url: str, clients: AwsClients) -> QueuePort | None:

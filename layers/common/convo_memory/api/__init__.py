@@ -82,6 +82,15 @@ from convo_memory.api.common import (
     object_schema,
     said_schema,
 )
+from convo_memory.api.files import (
+    MAX_NATIVE_ATTACHMENTS,
+    AttachmentIn,
+    FileDeleted,
+    FileList,
+    FileObject,
+    file_json,
+    file_list,
+)
 from convo_memory.api.responses import (
     MAX_RESPONSE_METADATA_KEY_CHARS,
     MAX_RESPONSE_METADATA_PAIRS,
@@ -96,6 +105,8 @@ from convo_memory.api.responses import (
     FunctionCallItem,
     FunctionToolOut,
     IncompleteDetails,
+    InputFilePart,
+    InputImagePart,
     InputTokensDetails,
     ItemList,
     MessageItem,

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from convo_memory.api.common import Answer, json_depth
+from convo_memory.domain.attachments import AttachmentPolicy
 from convo_memory.domain.models import (
     MAX_TOOL_URL_CHARS,
     ApiModel,
@@ -201,6 +202,11 @@ class CapabilityCreate(ApiModel):
     max_tool_steps: int | None = Field(default=None, ge=1, le=MAX_TOOL_STEPS)
     content_filter: ContentFilterConfig | None = None
     recall: RecallPolicy | None = None
+    attachments: AttachmentPolicy | None = Field(
+        default=None,
+        description="(v5) Which attachments its turns take: {images, documents}, both true "
+        "by default; a refused kind is 422 naming the part.",
+    )
 
     @field_validator("tools", mode="before")
     @classmethod
@@ -237,6 +243,7 @@ class CapabilityCreate(ApiModel):
             max_tool_steps=self.max_tool_steps,
             content_filter=self.content_filter,
             recall=self.recall,
+            attachments=self.attachments,
         )
 
 

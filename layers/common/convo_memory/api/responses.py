@@ -248,14 +248,31 @@ class TextPart(BaseModel):
     annotations: list[Any] | None = None
 
 
+class InputImagePart(BaseModel):
+    """(v5) A kept image, as a part a client can resend."""
+
+    type: Literal["input_image"]
+    file_id: str
+    detail: Literal["auto", "low", "high"] = "auto"
+
+
+class InputFilePart(BaseModel):
+    """(v5) A kept document, as a part a client can resend."""
+
+    type: Literal["input_file"]
+    file_id: str
+    filename: str
+
+
 class MessageItem(BaseModel):
-    """A message as an item: ``msg_<sessionId>_<seq>``, stable for its conversation."""
+    """A message as an item: ``msg_<sessionId>_<seq>``, stable for its conversation
+    ((v5) a user message's attachments follow its text as input parts)."""
 
     id: str
     type: Literal["message"]
     role: Literal["user", "assistant", "developer"]
     status: Literal["completed", "incomplete"]
-    content: list[TextPart]
+    content: list[TextPart | InputImagePart | InputFilePart]
 
 
 class ItemList(BaseModel):

@@ -8,7 +8,9 @@ from typing import Literal
 from pydantic import Field
 
 from convo_memory.api.common import said_schema
+from convo_memory.api.files import MAX_NATIVE_ATTACHMENTS, AttachmentIn
 from convo_memory.domain.app_call_ids import shown_calls
+from convo_memory.domain.attachments import FileRef
 from convo_memory.domain.models import (
     ApiModel,
     Message,
@@ -23,13 +25,25 @@ from convo_memory.domain.sessions import ContextPreview
 # -- turns ---------------------------------------------------------------------------
 
 
+ATTACHMENTS = (
+    "(v5) Uploaded files (POST /v1/files), or earlier attachments, by id: at most 20 "
+    "images and 5 documents; the input may be empty when there are some."
+)
+
+
 class TurnInput(ApiModel):
     input: str = Field(json_schema_extra=said_schema)
     session_id: str | None = Field(default=None, max_length=128)
+    attachments: list[AttachmentIn] = Field(
+        default_factory=list, max_length=MAX_NATIVE_ATTACHMENTS, description=ATTACHMENTS
+    )
 
 
 class MessageInput(ApiModel):
     input: str = Field(json_schema_extra=said_schema)
+    attachments: list[AttachmentIn] = Field(
+        default_factory=list, max_length=MAX_NATIVE_ATTACHMENTS, description=ATTACHMENTS
+    )
 
 
 class TurnContext(ApiModel):
@@ -129,6 +143,9 @@ class PromptView(ApiModel):
     messages: list[Message]
     input: str
     app_tools: list[str] = Field(description="The names of the app's own tools offered.")
+    attachments: list[FileRef] = Field(
+        default_factory=list, description="(v5) The input's images and documents."
+    )
 
     @classmethod
     def of(cls, sent: SentPrompt) -> PromptView:
@@ -149,4 +166,5 @@ class PromptView(ApiModel):
             messages=list(sent.messages),
             input=sent.input,
             app_tools=list(sent.app_tools),
+            attachments=list(sent.attachments),
         )

@@ -46,6 +46,12 @@ class Adapters:
     sealer: ports.SecretSealer
     # New forks' copies of their older inherited messages (``ForkCopyJob``).
     fork_copy_queue: ports.QueuePort | None = None
+    # (v5) Images and files: conversations' attachments and the workspace's uploads (None
+    # without a bucket), URLs fetched once, and the keyed names of end users' attachments.
+    attachments: ports.AttachmentStore | None = None
+    files: ports.FileStore | None = None
+    file_fetcher: ports.FileFetcher | None = None
+    owner_keys: ports.OwnerKeys | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,7 @@ def build_adapters(
         settings.tool_allowed_hosts, settings.tool_secret_key_id, clients
     )
     default_summary = settings.summary_default_provider
+    attachments, files = production.attachment_stores(settings, clients)
     adapters = Adapters(
         stores=production.stores(settings, clients),
         metrics=metrics,
@@ -100,6 +107,10 @@ def build_adapters(
         tool_urls=tools.policy,
         sealer=tools.sealer,
         fork_copy_queue=production.sqs_queue(settings.fork_copy_queue_url, clients),
+        attachments=attachments,
+        files=files,
+        file_fetcher=production.file_fetcher(settings.tool_allowed_hosts),
+        owner_keys=production.owner_keys(cursor_key),
     )
     infrastructure = Infrastructure(
         # The key signs cursors and keys prompt caches: functions that do neither read none.

@@ -17,12 +17,15 @@ from convo_memory.bootstrap.policies import (
     turn_policy,
 )
 from convo_memory.config import Settings
+from convo_memory.domain.attachment_plan import form_of
 from convo_memory.services.agent_loop import AgentLoop
 from convo_memory.services.answering import Answerer
+from convo_memory.services.attachments import AttachmentService
 from convo_memory.services.auth import TokenResolver
 from convo_memory.services.catalog import CapabilityCatalog
 from convo_memory.services.conversations import ConversationService
 from convo_memory.services.erasures import ErasureService
+from convo_memory.services.files import FileService
 from convo_memory.services.forks import ForkService
 from convo_memory.services.paused_turns import PausedTurns
 from convo_memory.services.recall import RecallTaker
@@ -66,6 +69,9 @@ class Container:
     # (v4) Conversations (the Responses door's and /v1/conversations) and stored responses.
     conversations: ConversationService
     responses: ResponseService
+    # (v5) A turn's images and documents, and the Files API.
+    attachments: AttachmentService
+    files: FileService
 
 
 def build_services(
@@ -78,27 +84,21 @@ def build_services(
 ) -> Container:
     """The services over ``adapters``, with the deployment's policies from ``settings``
     (``sleep``: the backoff of a failed transcript write or erasure step)."""
-    stores, metrics = adapters.stores, adapters.metrics
-    catalog = CapabilityCatalog(
-        stores.capabilities,
-        settings.cache_ttl_seconds,
-        connections=settings.provider_connections,
-        tool_urls=adapters.tool_urls,
-        sealer=adapters.sealer,
-        bedrock_available=settings.bedrock_available,
-    )
+    stores = adapters.stores
+    catalog = _catalog(adapters, settings)
     trigger, recorder = _recording(adapters, settings, clock, monotonic, sleep)
-    erasures = _erasures(adapters, settings, clock, sleep)
+    attachments = _attachments(adapters, catalog, clock)
+    erasures = _erasures(adapters, settings, clock, sleep, attachments)
     sessions = SessionService(
         stores.sessions,
         stores.turns,
         catalog,
         clock,
         recall=RecallTaker(stores.recall),
-        after_delete=erasures.schedule_sweep if adapters.erasure_queue else None,
+        after_delete=_after_delete(attachments, erasures if adapters.erasure_queue else None),
     )
     keys = SessionKeys(sessions, stores.sessions, catalog, sleep)
-    forks = _forks(adapters, catalog, trigger, clock)
+    forks = _forks(adapters, catalog, trigger, clock, attachments)
     conversations = ConversationService(
         sessions, stores.turns, stores.responses, forks, import_limits(settings), clock
     )
@@ -110,17 +110,66 @@ def build_services(
         catalog=catalog,
         runs=RunTraces(stores.runs),
         sessions=sessions,
-        turns=_turns(adapters, settings, catalog, parts, clock, monotonic),
+        turns=_turns(adapters, settings, catalog, parts, clock, monotonic, attachments),
         recorder=recorder,
         summaries=_summaries(adapters, settings, catalog, clock),
-        retention=RetentionService(stores.retention, retention_policy(settings), metrics),
+        retention=_retention(adapters, settings, attachments),
         tokens=TokenResolver(stores.tokens, settings.cache_ttl_seconds),
         session_keys=keys,
         erasures=erasures,
         forks=forks,
         conversations=conversations,
         responses=ResponseService(stores.responses, sessions),
+        attachments=attachments,
+        files=FileService(adapters.files, adapters.attachments, clock),
     )
+
+
+def _catalog(adapters: Adapters, settings: Settings) -> CapabilityCatalog:
+    """Capabilities, checked against the deployment's connections and tool URL policy."""
+    return CapabilityCatalog(
+        adapters.stores.capabilities,
+        settings.cache_ttl_seconds,
+        connections=settings.provider_connections,
+        tool_urls=adapters.tool_urls,
+        sealer=adapters.sealer,
+        bedrock_available=settings.bedrock_available,
+    )
+
+
+def _retention(
+    adapters: Adapters, settings: Settings, attachments: AttachmentService
+) -> RetentionService:
+    """The scheduled run: archive, purge, finish deletions, end paused turns, expire files."""
+    policy = retention_policy(settings)
+    return RetentionService(adapters.stores.retention, policy, adapters.metrics, files=attachments)
+
+
+def _attachments(adapters: Adapters, catalog: CapabilityCatalog, clock: Clock) -> AttachmentService:
+    """(v5) A turn's images and documents, over the bucket, checked against what each
+    capability's model takes."""
+    return AttachmentService(
+        catalog,
+        lambda capability: form_of(adapters.provider_for(capability)),
+        adapters.attachments,
+        adapters.files,
+        adapters.file_fetcher,
+        adapters.owner_keys,
+        clock,
+    )
+
+
+def _after_delete(
+    attachments: AttachmentService, erasures: ErasureService | None
+) -> Callable[[str, str], None]:
+    """What follows a session's deletion: its attachments released, its delayed sweep."""
+
+    def after(workspace_id: str, session_id: str) -> None:
+        attachments.release(session_id)
+        if erasures is not None:
+            erasures.schedule_sweep(workspace_id, session_id)
+
+    return after
 
 
 def _recording(
@@ -150,6 +199,7 @@ def _turns(
     parts: tuple[TurnRecorder, SummaryTrigger, SessionKeys, ConversationService],
     clock: Clock,
     monotonic: Clock,
+    attachments: AttachmentService,
 ) -> TurnService:
     """The serving path: a capability's model (or agent loop), filter and tools."""
     recorder, trigger, keys, conversations = parts
@@ -184,13 +234,18 @@ def _turns(
         states=states,
         router=TurnRouter(states, conversations),
         policy=policy,
+        attachments=attachments,
         clock=clock,
         monotonic=monotonic,
     )
 
 
 def _erasures(
-    adapters: Adapters, settings: Settings, clock: Clock, sleep: Callable[[float], None]
+    adapters: Adapters,
+    settings: Settings,
+    clock: Clock,
+    sleep: Callable[[float], None],
+    attachments: AttachmentService,
 ) -> ErasureService:
     """End users' erasures and deleted sessions' sweeps, which wait out turns in flight."""
     return ErasureService(
@@ -201,11 +256,16 @@ def _erasures(
         clock,
         sleep,
         turns_in_flight=adapters.turn_limiter.turns_in_flight,
+        files=attachments,
     )
 
 
 def _forks(
-    adapters: Adapters, catalog: CapabilityCatalog, trigger: SummaryTrigger, clock: Clock
+    adapters: Adapters,
+    catalog: CapabilityCatalog,
+    trigger: SummaryTrigger,
+    clock: Clock,
+    attachments: AttachmentService,
 ) -> ForkService:
     """Forks (counted against the workspace's turn limit on their route), and the job
     (on the fork copy queue) that copies their older messages in."""
@@ -218,6 +278,7 @@ def _forks(
         summarize=trigger.after_fork,
         metrics=adapters.metrics,
         admit=adapters.turn_limiter.admit,
+        files=attachments,
     )
 
 

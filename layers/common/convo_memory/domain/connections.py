@@ -115,7 +115,9 @@ class Connection(_Strict):
     minutes). ``streamUsage`` (openai only, default true) says whether a stream asks for
     its token counts; false for a server that refuses ``stream_options``.
     ``promptCacheKey`` (openai only, default true) says whether requests carry a
-    ``prompt_cache_key``; false for a server that refuses unknown fields."""
+    ``prompt_cache_key``; false for a server that refuses unknown fields. (v5)
+    ``attachments`` (openai only): images sent as their bytes (``data``, the default)
+    or as a short-lived presigned URL (``url``), for a server that can reach S3."""
 
     type: ConnectionType
     models: tuple[str, ...] = ()
@@ -129,6 +131,7 @@ class Connection(_Strict):
     prompt_cache_ttl: PromptCacheTtl | None = None
     stream_usage: bool | None = None
     prompt_cache_key: bool | None = None
+    attachments: Literal["data", "url"] | None = None
 
     @field_validator("models")
     @classmethod
@@ -179,6 +182,8 @@ class Connection(_Strict):
             raise ValueError("streamUsage applies to openai connections")
         if self.prompt_cache_key is not None and self.type != "openai":
             raise ValueError("promptCacheKey applies to openai connections")
+        if self.attachments is not None and self.type != "openai":
+            raise ValueError("attachments applies to openai connections")
         if self.type != EMBEDDED and not self.models:
             raise ValueError("models must list at least one glob of allowed model ids")
         return self

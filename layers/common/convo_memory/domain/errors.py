@@ -85,6 +85,12 @@ class ErasureNotFound(NotFound):
     """An unknown erasure, or another workspace's (the contract's plain ``not_found``)."""
 
 
+class FileNotFound(NotFound):
+    """(v5) An unknown, deleted, expired or another workspace's file id."""
+
+    code = "file_not_found"
+
+
 class Conflict(ServiceError):
     status = 409
     code = "conflict"

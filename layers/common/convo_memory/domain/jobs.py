@@ -69,14 +69,23 @@ class TurnBody(JobModel):
     response: str | None = None
     # (v5) Its position may hold the turn it repeats (a retry's twin).
     yields_to_twin: bool = False
+    # (v5) Its attachments' references (``attachments.encode_refs``: where the bytes are
+    # too, which a reference's JSON does not show).
+    attachments: str = "[]"
 
     @classmethod
     def of(cls, turn: TurnRecord) -> TurnBody:
-        return cls(**{f.name: getattr(turn, f.name) for f in dataclasses.fields(turn)})
+        from convo_memory.domain.attachments import encode_refs
+
+        fields = {f.name: getattr(turn, f.name) for f in dataclasses.fields(turn)}
+        return cls(**{**fields, "attachments": encode_refs(turn.attachments)})
 
     def record(self) -> TurnRecord:
-        names = (f.name for f in dataclasses.fields(TurnRecord))
-        return TurnRecord(**{name: getattr(self, name) for name in names})
+        from convo_memory.domain.attachments import decode_refs
+
+        names = (f.name for f in dataclasses.fields(TurnRecord) if f.name != "attachments")
+        kept = {name: getattr(self, name) for name in names}
+        return TurnRecord(**kept, attachments=tuple(decode_refs(self.attachments)))
 
 
 class RepairJob(JobModel):

@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from convo_memory.domain.attachments import AttachmentPolicy, FileRef
+
 CapabilityKind = Literal["generative", "agent", "classic"]
 CONVERSATIONAL_KINDS: frozenset[str] = frozenset({"generative", "agent"})
 
@@ -275,6 +277,7 @@ class Capability(ApiModel):
     max_tool_steps: int | None = None
     content_filter: ContentFilterConfig | None = None
     recall: RecallPolicy | None = None
+    attachments: AttachmentPolicy | None = None  # (v5) which kinds its turns take
     created_at: str
     # The webhook signing secret, encrypted (base64 of a KMS ciphertext bound to the
     # workspace and the capability). Stored with the capability, never in an answer:
@@ -346,6 +349,7 @@ class CapabilityDefinition:
     max_tool_steps: int | None = None
     content_filter: ContentFilterConfig | None = None
     recall: RecallPolicy | None = None
+    attachments: AttachmentPolicy | None = None
 
     @property
     def webhook_tools(self) -> list[ToolSpec]:
@@ -436,6 +440,8 @@ class Message(ApiModel):
     # (v5) Removed (``DELETE /v1/conversations/{id}/items/{item_id}``): left out of
     # listings, replay and forks made after; never shown.
     removed: bool = Field(default=False, exclude=True)
+    # (v5) A user message's images and documents, as references.
+    attachments: list[FileRef] = Field(default_factory=list)
 
 
 class Summary(ApiModel):

@@ -25,6 +25,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from convo_memory.domain.attachments import FileRef, decode_refs, encode_refs
 from convo_memory.domain.errors import ProviderError, ToolCallsMismatch
 from convo_memory.domain.generation import TokenUsage
 from convo_memory.domain.models import Summary
@@ -78,6 +79,8 @@ class PendingTurn:
     traced: bool = False
     model_calls: int = 0
     usage: TokenUsage | None = None
+    # (v5) Its user message's attachments (references): sent again when it continues.
+    attachments: tuple[FileRef, ...] = ()
 
     @staticmethod
     def new_pause_id() -> str:
@@ -134,6 +137,8 @@ class PendingTurn:
         }
         if self.summary is not None:
             data["summary"] = {"text": self.summary.text, "throughSeq": self.summary.through_seq}
+        if self.attachments:
+            data["f"] = encode_refs(self.attachments)
         if usage is not None:
             data["usage"] = [
                 usage.input_tokens,
@@ -168,6 +173,7 @@ class PendingTurn:
             traced=bool(data.get("traced")),
             model_calls=int(data.get("modelCalls", 0)),
             usage=None if usage is None else TokenUsage(*(int(n) for n in usage)),
+            attachments=tuple(decode_refs(data["f"])) if "f" in data else (),
         )
 
     def keep_at(self, user_seq: int) -> PendingTurn:

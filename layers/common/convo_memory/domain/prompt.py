@@ -19,7 +19,8 @@ from __future__ import annotations
 import html
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from convo_memory.domain.fence_marks import without_nonce
 from convo_memory.domain.generation import (
@@ -30,6 +31,9 @@ from convo_memory.domain.generation import (
 )
 from convo_memory.domain.models import Message, Session, Summary, ToolDigest
 from convo_memory.domain.tools import ToolRequest
+
+if TYPE_CHECKING:
+    from convo_memory.domain.attachments import FileRef, SentFile
 
 DEFAULT_INSTRUCTIONS = "You are a helpful assistant. Answer the user's latest message."
 
@@ -57,6 +61,8 @@ class ChatMessage:
     content: str
     tool_calls: tuple[ToolRequest, ...] = ()
     tool_call_id: str = ""
+    # (v5) The images and documents sent with it (``domain.attachment_plan``).
+    attachments: tuple[SentFile, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -139,6 +145,7 @@ def build_prompt(
     nonce: str | None = None,
     recall: str | None = None,
     replay_reused: bool = False,
+    attachments: Sequence[FileRef] = (),
 ) -> Prompt:
     """The prompt of a turn. ``nonce`` is the session's fence nonce (None: a fresh one,
     for a prompt outside a session). A session's prompt always states the data policy,
@@ -146,7 +153,8 @@ def build_prompt(
     outside a session states it only when it holds data. ``recall`` is what the session
     recalls from the end user's other sessions, fenced after the policy;
     ``replay_reused`` whether the next turn's prompt is expected to begin with this one's
-    replayed messages (``replay_window.keeps_start``)."""
+    replayed messages (``replay_window.keeps_start``); ``attachments`` (v5) what the
+    input carries (the replayed messages carry their own)."""
     in_session = nonce is not None
     nonce = nonce or new_fence_nonce()
     parts = [instructions or DEFAULT_INSTRUCTIONS]
@@ -164,7 +172,7 @@ def build_prompt(
         )
     return Prompt(
         system="\n\n".join(parts),
-        messages=_chat(replayed, user_input, digests, nonce),
+        messages=_chat(replayed, user_input, digests, nonce, attachments),
         user_input=user_input,
         fence_nonce=nonce,
         replay_reused=replay_reused,
@@ -172,7 +180,11 @@ def build_prompt(
 
 
 def _chat(
-    replayed: Sequence[Message], user_input: str, digests: Sequence[ToolDigest], nonce: str
+    replayed: Sequence[Message],
+    user_input: str,
+    digests: Sequence[ToolDigest],
+    nonce: str,
+    attachments: Sequence[FileRef] = (),
 ) -> tuple[ChatMessage, ...]:
     """The replayed messages and the input; a digest heads the user message that follows
     its answer, so it is rendered the same way on every turn that replays that answer."""
@@ -184,24 +196,39 @@ def _chat(
         if message.role == "user" and pending is not None:
             content = _with_tool_results(pending, content, nonce)
         pending = by_answer.get(message.seq) if message.role == "assistant" else None
-        messages.append(ChatMessage(message.role, content))
+        messages.append(ChatMessage(message.role, content, attachments=_sent(message.attachments)))
     content = _without(nonce, user_input)
     if pending is not None:
         content = _with_tool_results(pending, content, nonce)
-    messages.append(ChatMessage("user", content))
+    messages.append(ChatMessage("user", content, attachments=_sent(attachments)))
     return _alternating(messages)
 
 
 def _alternating(messages: Sequence[ChatMessage]) -> tuple[ChatMessage, ...]:
     """(v5) The messages with consecutive ones of one role joined (a removed message
-    leaves two of a role side by side; Bedrock refuses them): roles alternate."""
+    leaves two of a role side by side; Bedrock refuses them): roles alternate, and the
+    joined message keeps the attachments of both."""
     joined: list[ChatMessage] = []
     for message in messages:
         if joined and joined[-1].role == message.role:
-            joined[-1] = ChatMessage(message.role, f"{joined[-1].content}\n\n{message.content}")
+            last = joined[-1]
+            joined[-1] = replace(
+                last,
+                content=f"{last.content}\n\n{message.content}",
+                attachments=(*last.attachments, *message.attachments),
+            )
         else:
             joined.append(message)
     return tuple(joined)
+
+
+def _sent(refs: Sequence[FileRef]) -> tuple[SentFile, ...]:
+    """Attachments to send, not loaded yet (``attachment_plan`` decides which go)."""
+    if not refs:
+        return ()
+    from convo_memory.domain.attachments import SentFile
+
+    return tuple(SentFile(ref) for ref in refs)
 
 
 def _with_tool_results(digest: ToolDigest, content: str, nonce: str) -> str:

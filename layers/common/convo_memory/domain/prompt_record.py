@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the job workers carry records (TurnRecord) without the API models
+    from convo_memory.domain.attachments import FileRef
     from convo_memory.domain.models import Message, Recall, Summary, ToolDigest
 
 # The stored record's budget (the contract's 200 bytes), its one-letter attribute name
@@ -157,6 +158,8 @@ class SentPrompt:
     messages: tuple[Message, ...]
     input: str
     app_tools: tuple[str, ...] = field(default=())
+    # (v5) The input's attachments, as references.
+    attachments: tuple[FileRef, ...] = field(default=())
 
 
 @dataclass(frozen=True)
@@ -173,6 +176,7 @@ class StoredPrompt:
     digests: dict[int, tuple[ToolDigest, float]] = field(default_factory=dict)
     # (v4) Instructions its Responses request added after the capability's (kept with it).
     added_instructions: str | None = None
+    attachments: tuple[FileRef, ...] = ()
 
 
 def sent_prompt(
@@ -201,6 +205,7 @@ def sent_prompt(
         messages=stored.messages,
         input=stored.input,
         app_tools=record.app_tools,
+        attachments=stored.attachments,
     )
 
 

@@ -7,10 +7,12 @@ A turn is one stored record: the user message (seq ``n``, odd) and the answer (s
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the job workers import this module at cold start, not the API models
+    from convo_memory.domain.attachments import FileRef
     from convo_memory.domain.models import Message, Session, Summary, ToolDigest
     from convo_memory.domain.paused_turns import PendingTurn
     from convo_memory.domain.prompt_record import PromptRecord
@@ -88,6 +90,8 @@ class TurnRecord:
     # (v4) What its Responses request set, for its Response (``ResponseSettings.encode``;
     # None: nothing, or another door).
     response: str | None = None
+    # (v5) The user message's images and documents, as references (never the bytes).
+    attachments: tuple[FileRef, ...] = ()
 
     @property
     def has_digest(self) -> bool:
@@ -108,6 +112,7 @@ def abandoned_turn(pending: PendingTurn) -> TurnRecord:
         prompt_record=pending.prompt_record,
         abandoned=True,
         resolves=pending.pause_id,
+        attachments=pending.attachments,
     )
 
 
@@ -145,6 +150,7 @@ def turn_messages(
     truncated: bool,
     abandoned: bool = False,
     removed: tuple[bool, bool] = (False, False),
+    attachments: Sequence[FileRef] = (),
 ) -> tuple[Message, Message]:
     """The two messages of a stored turn (``removed``: (v5) whether each was removed)."""
     from convo_memory.domain.models import Message
@@ -156,6 +162,7 @@ def turn_messages(
             content=user_content,
             created_at=created_at,
             removed=removed[0],
+            attachments=list(attachments),
         ),
         Message(
             seq=user_seq + 1,

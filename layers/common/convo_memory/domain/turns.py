@@ -22,6 +22,7 @@ from convo_memory.domain.generation import NO_OPTIONS, FinishReason, GenerationO
 from convo_memory.domain.tools import AppToolCall
 
 if TYPE_CHECKING:
+    from convo_memory.domain.attachments import AttachmentInput
     from convo_memory.domain.item_ids import ItemPlace
     from convo_memory.domain.models import Principal, Session
     from convo_memory.domain.prompt import ChatMessage
@@ -162,9 +163,11 @@ ConversationTarget = (
 
 @dataclass(frozen=True)
 class UserText:
-    """A turn's input: the user's message."""
+    """A turn's input: the user's message, and (v5) the images and documents it carries
+    as the door read them (``domain.attachments``)."""
 
     text: str
+    attachments: tuple[AttachmentInput, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ from convo_memory.domain.turns import (
     TurnPayload,
     UserText,
 )
+from convo_memory.doors.attachment_parts import stateless_history, user_content
 from convo_memory.doors.chat_frames import chat_completion, chunk_frames, session_headers
 from convo_memory.doors.openai_common import (
     EVENT_STREAM,
@@ -139,8 +140,7 @@ def chat_turn(request: ChatCompletionRequest, headers: Mapping[str, str]) -> Cha
     rounds: tuple[ToolRound, ...] = ()
     if conversation is None:
         # Stateless, the model sees the messages as given.
-        text, history, rounds = _stateless_messages(request.messages)
-        turn_input = UserText(text)
+        turn_input, history, rounds = _stateless_messages(request.messages)
     else:
         # In a session, the session's own history stands in for the app's copy.
         turn_input = _session_input(request.messages)
@@ -148,7 +148,12 @@ def chat_turn(request: ChatCompletionRequest, headers: Mapping[str, str]) -> Cha
             # (v4) ... except on the call that opens a key's session: its first turns.
             earlier = request.messages[:-1]
             conversation = replace(conversation, history=imported_turns(_said(earlier)))
-    if isinstance(turn_input, UserText) and not turn_input.text.strip():
+    # An empty message is refused; an image or a file alone is a message (v5).
+    if (
+        isinstance(turn_input, UserText)
+        and not turn_input.text.strip()
+        and not turn_input.attachments
+    ):
         users = [i for i, m in enumerate(request.messages) if m.role == "user"]
         raise invalid(f"messages.{users[-1] if users else 0}.content", "must not be empty")
     response_format = request.response_format.sent() if request.response_format else None
@@ -296,6 +301,9 @@ def _history(earlier: Iterable[Any]) -> Iterable[ChatMessage]:
             requests = tuple(_request(call) for call in message.tool_calls)
             unanswered = {request.call_id for request in requests}
             yield ChatMessage("assistant", _optional_text(message.content, where), requests)
+        elif message.role == "user" and isinstance(message.content, list):
+            text, attached = user_content(message.content, where)  # (v5) images, files
+            yield ChatMessage("user", text, attachments=stateless_history(attached))
         elif message.role in CHAT_ROLES:
             yield ChatMessage(message.role, _text(message.content, f"{where}.content"))
         else:
@@ -304,7 +312,7 @@ def _history(earlier: Iterable[Any]) -> Iterable[ChatMessage]:
 
 def _stateless_messages(
     messages: list[Any],
-) -> tuple[str, tuple[ChatMessage, ...], tuple[ToolRound, ...]]:
+) -> tuple[UserText, tuple[ChatMessage, ...], tuple[ToolRound, ...]]:
     """A stateless request's input (its last user message), the history before it and
     the tool exchange after it (the rounds of this turn: calls and their results)."""
     users = [index for index, message in enumerate(messages) if message.role == "user"]
@@ -315,8 +323,8 @@ def _stateless_messages(
             "the last message must be the user's, or tool messages answering the calls before",
         )
     at = users[-1]
-    text = _text(messages[at].content, f"messages.{at}.content")
-    return text, tuple(_history(messages[:at])), _rounds(messages, at + 1)
+    given = UserText(*user_content(messages[at].content, f"messages.{at}"))
+    return given, tuple(_history(messages[:at])), _rounds(messages, at + 1)
 
 
 def _rounds(messages: list[Any], start: int) -> tuple[ToolRound, ...]:
@@ -355,7 +363,7 @@ def _session_input(messages: list[Any]) -> TurnPayload:
                 f"messages.{last}.role",
                 "the last message must be the user's, or tool messages answering a paused turn",
             )
-        return UserText(_text(messages[last].content, f"messages.{last}.content"))
+        return UserText(*user_content(messages[last].content, f"messages.{last}"))
     first = last
     while first > 0 and messages[first - 1].role == "tool":
         first -= 1

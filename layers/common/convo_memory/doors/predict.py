@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from convo_memory.domain.attachments import FileById
 from convo_memory.domain.errors import ServiceError
 from convo_memory.domain.turns import (
     AnswerDelta,
@@ -37,7 +38,7 @@ from convo_memory.doors.sse import sse_event
 from convo_memory.edge.turn_edge import BufferedEvents
 
 if TYPE_CHECKING:
-    from convo_memory.api import MessageInput, TurnInput
+    from convo_memory.api import AttachmentIn, MessageInput, TurnInput
     from convo_memory.edge.input_gate import GatedRequest
     from convo_memory.edge.turn_edge import TurnEdge
 
@@ -72,12 +73,19 @@ def session_message(
 def read_predict(capability_id: str, turn: TurnInput, *, stream: bool) -> TurnCommand:
     """A predict body's turn: stateless, or of the session it names."""
     conversation = None if turn.session_id is None else SessionById(turn.session_id)
-    return TurnCommand(capability_id, conversation, UserText(turn.input), stream=stream)
+    given = UserText(turn.input, _attached(turn.attachments))
+    return TurnCommand(capability_id, conversation, given, stream=stream)
 
 
 def read_message(session_id: str, message: MessageInput) -> TurnCommand:
     """A session message's turn, on the session's own capability."""
-    return TurnCommand(None, SessionById(session_id), UserText(message.input))
+    given = UserText(message.input, _attached(message.attachments))
+    return TurnCommand(None, SessionById(session_id), given)
+
+
+def _attached(attachments: list[AttachmentIn]) -> tuple[FileById, ...]:
+    """(v5) ``attachments: [{fileId}]``: files the workspace has, by id."""
+    return tuple(FileById(a.file_id, f"attachments.{i}") for i, a in enumerate(attachments))
 
 
 def prediction(result: TurnResult) -> dict[str, Any]:

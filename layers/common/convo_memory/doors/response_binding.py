@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from convo_memory.domain.errors import ResponseNotFound, ServiceError
 from convo_memory.domain.imported_history import imported_turns
@@ -39,6 +39,7 @@ from convo_memory.domain.turns import (
     SessionOwner,
     TurnPayload,
 )
+from convo_memory.doors.attachment_parts import history_attachments
 from convo_memory.doors.openai_common import SYSTEM_ROLES, end_user_of, invalid, session_owner
 from convo_memory.edge import input_gate
 
@@ -66,6 +67,10 @@ class InputItem:
     name: str = ""
     place: ItemPlace | None = None
     reference: str = ""
+    # (v5) A user message's content as sent: its attachments are read from it when it is
+    # the turn's input, or a stateless turn's history (an app's copy of a conversation's
+    # history is never decoded).
+    content: Any = None
 
 
 def conversation_of(
@@ -125,13 +130,15 @@ def new_conversation(owner: SessionOwner, earlier: Sequence[InputItem]) -> NewCo
     return NewConversation(owner, imported_turns((m.role, m.content) for m in said))
 
 
-def said_before(earlier: Sequence[InputItem]) -> list[ChatMessage]:
+def said_before(earlier: Sequence[InputItem], with_attachments: bool = False) -> list[ChatMessage]:
     """The user and assistant messages before the input, as given (system and developer
-    ones join the instructions); a reference to a message stands for it, to be read."""
+    ones join the instructions); a reference to a message stands for it, to be read;
+    ``with_attachments``: (v5) each message's images and files too, sent as given."""
     said = []
     for item in earlier:
         if item.kind == "message" and item.role not in SYSTEM_ROLES:
-            said.append(ChatMessage(item.role, item.text))
+            attached = history_attachments(item.content, item.where) if with_attachments else ()
+            said.append(ChatMessage(item.role, item.text, attachments=attached))
         elif item.kind == "item_reference" and item.role:
             said.append(ChatMessage(REFERENCE_ROLE, item.reference))
     return said

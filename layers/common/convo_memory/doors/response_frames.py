@@ -26,6 +26,7 @@ from convo_memory.domain.models import Message, Session, Summary, parse_iso
 from convo_memory.domain.prompt_record import SentPrompt
 from convo_memory.domain.responses import StoredResponse, message_item_id
 from convo_memory.domain.turns import AnswerDelta, TurnBegun, TurnEvent, TurnResult
+from convo_memory.doors.attachment_parts import with_input_parts
 from convo_memory.doors.openai_common import convo_extension
 from convo_memory.doors.response_object import (
     ResponseEcho,
@@ -43,11 +44,13 @@ __all__ = ["ResponseEcho", "ResponseEvents", "served_response", "stored_response
 
 
 def transcript_item(session_id: str, message: Message) -> dict[str, Any]:
-    """A conversation's message as an item, with its stable id."""
+    """A conversation's message as an item, with its stable id ((v5) its attachments
+    as input parts a client can resend)."""
     status = "incomplete" if message.withheld else "completed"
-    return message_item(
+    item = message_item(
         message_item_id(session_id, message.seq), message.role, message.content, status
     )
+    return with_input_parts(item, message.attachments)
 
 
 def served_state(result: TurnResult) -> ResponseState:
@@ -276,7 +279,8 @@ def sent_items(found: StoredResponse, sent: SentPrompt) -> list[dict[str, Any]]:
         lost = f"(the summary through message {summary.through_seq}, no longer kept)"
         items.append(message_item(f"msg_{sid}_s{summary.through_seq}", "developer", lost))
     items += [transcript_item(sid, message) for message in sent.messages]
-    items.append(message_item(message_item_id(sid, found.user_seq), "user", sent.input))
+    given = message_item(message_item_id(sid, found.user_seq), "user", sent.input)
+    items.append(with_input_parts(given, sent.attachments))
     return items
 
 

@@ -12,8 +12,9 @@ bound to a conversation by its first response.
 In a conversation only the trailing user message is the turn's input; the items before it
 are the app's copy of the history. ``instructions`` and the request's ``system`` and
 ``developer`` messages are added after the capability's instructions for this response
-only. Image, file and audio parts, built-in tools and ``background: true`` are refused
-(422 naming the field): this service answers text. (v5) ``text.format`` asks for
+only. (v5) A user message's ``input_image`` and ``input_file`` parts are its attachments
+(``doors.attachment_parts``). Audio parts, built-in tools and ``background: true`` are
+refused (422 naming the field): this service answers text. (v5) ``text.format`` asks for
 structured output.
 """
 
@@ -44,6 +45,11 @@ from convo_memory.domain.turns import (
     TurnCommand,
     TurnPayload,
     UserText,
+)
+from convo_memory.doors.attachment_parts import (
+    has_attached,
+    text_only,
+    user_content,
 )
 from convo_memory.doors.openai_common import (
     EVENT_STREAM,
@@ -151,6 +157,7 @@ def response_turn(request: ResponseCreate, headers: Mapping[str, str]) -> Respon
     stored = request.store is not False
     in_place = stored and isinstance(conversation, SessionById | SessionByResponse | SessionByItems)
     turn_input, rounds = read_input(in_place)
+    earlier = items[:at] if at is not None else ()
     command = TurnCommand(
         capability_id=request.model,
         conversation=conversation,
@@ -162,7 +169,7 @@ def response_turn(request: ResponseCreate, headers: Mapping[str, str]) -> Respon
             response_format=text_format.sent() if text_format else None,
             response_format_field="text.format",
         ),
-        history=tuple(_chat_history(items[:at] if at is not None else ())),
+        history=tuple(_chat_history(earlier, with_attachments=conversation is None)),
         stream=bool(request.stream),
         conversational_only=True,
         app_tools=_app_tools(request),
@@ -190,11 +197,13 @@ def _echo(
     )
 
 
-def _chat_history(earlier: Sequence[InputItem]) -> list[ChatMessage]:
+def _chat_history(earlier: Sequence[InputItem], with_attachments: bool) -> list[ChatMessage]:
     """What a stateless turn's model sees before the input: the user and assistant
     messages as given (system and developer ones join the instructions; a reference
-    stands for the message it names, read by the serving path)."""
-    return said_before(earlier)
+    stands for the message it names, read by the serving path). ``with_attachments``:
+    (v5) a stateless turn's history sends its images and files as given; a
+    conversation's copy of its history is never decoded."""
+    return said_before(earlier, with_attachments)
 
 
 def conversation_history(request: ConversationCreate) -> tuple[ImportedTurn, ...]:
@@ -255,10 +264,12 @@ def _turn_input(
             "must be the user's message (the turn's input), or function_call_output items "
             "answering a paused turn's calls",
         )
-    if not items[at].text.strip():
-        where = items[at].where
+    given = items[at]
+    text, attached = user_content(given.content, given.where) if given.content else (given.text, ())
+    if not text.strip() and not attached:
+        where = given.where
         raise invalid(where if where == "input" else f"{where}.content", "must not be empty")
-    return UserText(items[at].text), _rounds(items[at + 1 :])
+    return UserText(text, attached), _rounds(items[at + 1 :])
 
 
 def _rounds(after: Sequence[InputItem]) -> tuple[ToolRound, ...]:
@@ -343,9 +354,13 @@ def _item(entry: Mapping[str, Any], where: str) -> InputItem:
         role = entry.get("role")
         if not isinstance(role, str) or role not in MESSAGE_ROLES:
             raise invalid(f"{where}.role", "must be user, assistant, system or developer")
-        text = message_text(entry.get("content"), where)
+        content = entry.get("content")
         place = place_of_message(_item_id(entry, where) or "")
-        return InputItem("message", where, str(role), text, place=place)
+        if role == "user" and has_attached(content):  # (v5) read when it is the input
+            return InputItem(
+                "message", where, "user", text_only(content), place=place, content=content
+            )
+        return InputItem("message", where, str(role), message_text(content, where), place=place)
     if kind == "function_call":
         call_id, name = _call_id(entry, where), entry.get("name")
         if not isinstance(name, str) or not name:

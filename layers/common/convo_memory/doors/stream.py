@@ -355,7 +355,7 @@ class StreamRequestHandler(StrictRequestHandler):
     def do_POST(self) -> None:
         # A client that stalls mid-body times out here; the stdlib closes the connection.
         try:
-            body = self.read_body(input_gate.MAX_BODY_BYTES)
+            body = self.read_body(input_gate.MAX_ATTACHMENT_BODY_BYTES)
         except RequestBodyTooLarge as exc:  # the same message as input_gate's, on every door
             write_response(self, stream_error(PayloadTooLarge(str(exc))))
             return

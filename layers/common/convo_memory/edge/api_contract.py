@@ -55,6 +55,7 @@ TURN_REFUSALS: tuple[type[e.ServiceError], ...] = (
     e.IdempotencyInProgress,
     e.IdempotencyKeyReused,
     e.ProviderError,
+    e.FileNotFound,  # (v5) an attachment's file id
 )
 RETRY_AFTER = {"Retry-After": {"schema": {"type": "string"}, "description": "Seconds to wait."}}
 

@@ -11,7 +11,9 @@ the same status and the same error body wherever it arrives:
   ``MAX_DEPTH`` are ``400 invalid_json``;
 - a string with an unpaired surrogate, anywhere (keys too), is ``422 validation_error``:
   such a string cannot be encoded as UTF-8, so it could be neither stored nor returned;
-- a body over ``MAX_BODY_BYTES`` is ``413 payload_too_large``;
+- a body over ``MAX_BODY_BYTES`` is ``413 payload_too_large``; (v5) one that carries
+  attachments may be up to what Lambda carries (``MAX_ATTACHMENT_BODY_BYTES``), and
+  ``POST /v1/files`` takes ``multipart/form-data`` instead of JSON (``edge.multipart``);
 - ``Idempotency-Key`` is 1-255 printable ASCII characters (an empty one is ``422``);
 - a path id that none of our ids could be is a ``404`` of its kind, answered without a
   store call (a DynamoDB key over 2 KB would be a 500);
@@ -36,6 +38,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from convo_memory.domain.errors import (
     CapabilityNotFound,
+    FileNotFound,
     InvalidJson,
     ItemNotFound,
     NotFound,
@@ -53,6 +56,11 @@ if TYPE_CHECKING:
 Model = TypeVar("Model", bound="BaseModel")
 
 MAX_BODY_BYTES = 1024 * 1024
+# (v5) What Lambda takes as it arrives (6 MB): a body that carries attachments, an upload.
+MAX_ATTACHMENT_BODY_BYTES = 6 * 1024 * 1024
+# Where a body carries attachments: the native doors' list, the chat door's and the
+# Responses door's content parts of these types.
+ATTACHMENT_PARTS = frozenset({"image_url", "file", "input_image", "input_file"})
 MAX_DEPTH = 32
 MAX_QUERY_VALUE_CHARS = 2048
 MAX_QUERY_NAME_CHARS = 64
@@ -71,10 +79,11 @@ _UTF8_BOM = b"\xef\xbb\xbf"
 def read_json_object(
     raw: bytes | str | None, *, base64_encoded: bool = False, max_bytes: int = MAX_BODY_BYTES
 ) -> dict[str, Any]:
-    """The request body as a JSON object, or the contract's 400/413/422."""
+    """The request body as a JSON object, or the contract's 400/413/422. A body over
+    ``max_bytes`` is read only when it carries attachments (up to what Lambda takes)."""
     data = _body_bytes(raw, base64_encoded)
-    if len(data) > max_bytes:
-        raise PayloadTooLarge(f"the request body is larger than {max_bytes} bytes")
+    if len(data) > max(max_bytes, MAX_ATTACHMENT_BODY_BYTES):  # Lambda's request limit
+        raise PayloadTooLarge(f"the request body is larger than {MAX_ATTACHMENT_BODY_BYTES} bytes")
     if not data:
         raise InvalidJson("the request body must be a JSON object")
     if data.startswith(_UTF8_BOM):
@@ -96,8 +105,25 @@ def read_json_object(
         raise InvalidJson(f"the request body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):
         raise InvalidJson("the request body must be a JSON object")
+    if len(data) > max_bytes and not carries_attachments(body):
+        raise PayloadTooLarge(f"the request body is larger than {max_bytes} bytes")
     inspect_value(body)
     return body
+
+
+def carries_attachments(body: Mapping[str, Any]) -> bool:
+    """(v5) Whether a body carries images or files: ``attachments``, or a content part
+    of ``ATTACHMENT_PARTS`` in ``messages`` or ``input``."""
+    if body.get("attachments"):
+        return True
+    for key in ("messages", "input"):
+        entries = body.get(key)
+        for entry in entries if isinstance(entries, list) else ():
+            content = entry.get("content") if isinstance(entry, dict) else None
+            for part in content if isinstance(content, list) else ():
+                if isinstance(part, dict) and part.get("type") in ATTACHMENT_PARTS:
+                    return True
+    return False
 
 
 def _body_bytes(raw: bytes | str | None, base64_encoded: bool) -> bytes:
@@ -211,6 +237,8 @@ def check_path_id(name: str, value: str) -> None:
         raise ItemNotFound("item not found")
     if "run" in lowered:
         raise RunNotFound("run not found")
+    if "file" in lowered:
+        raise FileNotFound("file not found")
     raise NotFound("not found")
 
 
@@ -312,15 +340,22 @@ def gate(
     workspace_id: str | None = None,
     path_ids: Mapping[str, str] | None = None,
     base64_encoded: bool = False,
+    multipart: bool = False,
 ) -> GatedRequest:
     """The input gate, in every door's order, once the door has found the token's
     workspace (401 first; None on a route without the authorizer): path ids, headers,
-    query and body. ``route`` is the request's ``METHOD /path`` as the door names it."""
+    query and body. ``route`` is the request's ``METHOD /path`` as the door names it;
+    ``multipart``: (v5) its body is a form (an upload), bounded, read by its route."""
     for name, value in (path_ids or {}).items():
         check_path_id(name, str(value))
     key = idempotency_key(headers)
     check_query(query)
     payload = None
-    if method.upper() in METHODS_WITH_BODY:
+    if multipart:
+        if len(_body_bytes(body, base64_encoded)) > MAX_ATTACHMENT_BODY_BYTES:
+            raise PayloadTooLarge(
+                f"the request body is larger than {MAX_ATTACHMENT_BODY_BYTES} bytes"
+            )
+    elif method.upper() in METHODS_WITH_BODY:
         payload = read_json_object(body, base64_encoded=base64_encoded)
     return GatedRequest(workspace_id, key, payload, route)

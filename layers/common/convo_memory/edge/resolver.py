@@ -12,6 +12,7 @@ docs/architecture.md, "Declaring a route".
 
 from __future__ import annotations
 
+import base64
 import importlib
 import inspect
 import json
@@ -57,8 +58,15 @@ OPENAI_ROUTE_KEYS = frozenset(
         "POST /v1/conversations/{conversationId}/items",
         "GET /v1/conversations/{conversationId}/items/{itemId}",
         "DELETE /v1/conversations/{conversationId}/items/{itemId}",
+        "POST /v1/files",
+        "GET /v1/files",
+        "GET /v1/files/{fileId}",
+        "DELETE /v1/files/{fileId}",
+        "GET /v1/files/{fileId}/content",
     }
 )
+# (v5) Routes whose body is a form, not JSON: the input gate's one exception.
+MULTIPART_ROUTE_KEYS = frozenset({"POST /v1/files"})
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
 
@@ -194,6 +202,8 @@ def workspace_id(app: APIGatewayHttpResolver) -> str:
 def json_body(app: APIGatewayHttpResolver) -> dict[str, Any]:
     """The request body, as the input gate accepted it (400/413/422 otherwise)."""
     body = app.context.get(_GATED_BODY)
+    if body is None and app.current_event.raw_event.get("routeKey") in MULTIPART_ROUTE_KEYS:
+        return {}  # a form: its route reads it (``raw_body``)
     if body is None:
         event = app.current_event
         body = input_gate.read_json_object(event.body, base64_encoded=bool(event.is_base64_encoded))
@@ -214,6 +224,15 @@ def next_cursor(position: dict[str, Any] | None, *scope: str) -> str | None:
         return None
     token: str = container().infrastructure.cursors.issue(position, scope)
     return token
+
+
+def raw_body(app: APIGatewayHttpResolver) -> bytes:
+    """(v5) The request's body as bytes (a form's: an upload), as the gate bounded it."""
+    event = app.current_event
+    body = event.body or ""
+    if event.is_base64_encoded:
+        return base64.b64decode(body)
+    return body.encode("utf-8", errors="surrogateescape")
 
 
 def edge(app: APIGatewayHttpResolver) -> TurnEdge:
@@ -267,6 +286,7 @@ def _input_gate(app: APIGatewayHttpResolver, next_middleware: NextMiddleware) ->
         base64_encoded=bool(event.is_base64_encoded),
         workspace_id=workspace,
         path_ids=app.context.get("_route_args") or {},
+        multipart=event.raw_event.get("routeKey") in MULTIPART_ROUTE_KEYS,
     )
     if request.body is not None:
         app.append_context(**{_GATED_BODY: request.body})

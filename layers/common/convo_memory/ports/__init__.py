@@ -11,6 +11,13 @@ Storage ports raise ``StoreUnavailable`` for capacity and availability errors an
 
 from __future__ import annotations
 
+from convo_memory.ports.files import (
+    AttachmentStore,
+    FileFetcher,
+    FileStore,
+    OwnerKeys,
+    UploadedFile,
+)
 from convo_memory.ports.models import (
     ContentFilter,
     ModelProvider,

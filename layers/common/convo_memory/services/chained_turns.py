@@ -13,6 +13,7 @@ from convo_memory.domain.sessions import context_of
 from convo_memory.domain.turn_records import TurnState
 from convo_memory.domain.turns import TurnPosition, TurnResult
 from convo_memory.services.answering import Answerer
+from convo_memory.services.attachments import AttachmentService
 from convo_memory.services.session_states import SessionStates
 from convo_memory.services.turn_steps import (
     TurnInFlight,
@@ -52,12 +53,16 @@ def serve_unrecorded(
     capability: Capability,
     state: TurnState,
     now: float,
+    attachments: AttachmentService,
 ) -> TurnResult:
     """A turn that sees its conversation as a turn of it would (the replay window, the
-    summary, digests, recall) and records nothing: no pause is kept, a waiting one is
-    left waiting, the activity mark does not move. The app's calls come back as they
+    summary, digests, recall, their attachments) and records nothing: no pause is kept, a
+    waiting one is left waiting, the activity mark does not move, its own attachments
+    pass to the model as given and are not stored. The app's calls come back as they
     are, as on a stateless turn."""
     states.refuse_archived(state)
+    files = attachments.passed(attachments.for_capability(turn.files, capability))
+    turn = replace(turn, files=files)
     seen = context_of(state, capability.replay_policy, now)
     prompt = session_prompt(
         turn,
@@ -69,6 +74,7 @@ def serve_unrecorded(
         seen.window,
         states.fence_nonce(state.session),
     )
+    prompt = attachments.attached(turn.workspace_id, capability, prompt, files)
     turn = turn.begun(None)
     answer = answerer.answer(
         turn.workspace_id,

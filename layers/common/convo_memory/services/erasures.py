@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from convo_memory.domain.erasures import Erasure, ErasureStatus, SessionOfEndUser, TracePolicy
 from convo_memory.domain.errors import ErasureNotFound, StoreUnavailable
@@ -57,6 +57,26 @@ _R = TypeVar("_R")
 
 
 # SQS delays a message at most this long.
+class ErasedFiles(Protocol):
+    """(v5) Attachments as an erasure sees them (``AttachmentService``)."""
+
+    def release(self, session_id: str) -> int: ...
+    def remove_end_user(self, workspace_id: str, external_ref: str) -> int: ...
+
+
+class _NoFiles:
+    """No attachments (a deployment without a bucket, unit tests)."""
+
+    def release(self, session_id: str) -> int:
+        return 0
+
+    def remove_end_user(self, workspace_id: str, external_ref: str) -> int:
+        return 0
+
+
+NO_ERASED_FILES: ErasedFiles = _NoFiles()
+
+
 class ErasureService:
     def __init__(
         self,
@@ -67,6 +87,7 @@ class ErasureService:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
         turns_in_flight: TurnsInFlight | None = None,
+        files: ErasedFiles | None = None,
     ) -> None:
         self._store = store
         self._queue = queue
@@ -76,6 +97,7 @@ class ErasureService:
         self._sleep = sleep
         # How the job waits out the turns that read a session before its claim.
         self._in_flight = InFlightTurns(self._store, turns_in_flight, self._policy, clock, sleep)
+        self._files = files or NO_ERASED_FILES  # (v5) erased sessions' and end users' files
 
     # -- the routes -------------------------------------------------------------------
 
@@ -180,6 +202,7 @@ class ErasureService:
         for session_id in job.session_ids:
             count, runs = self._store.sweep_session(session_id, job.erase_traces)
             removed += count
+            self._files.release(session_id)  # an attachment a late write stored
             if job.erasure_id is not None:
                 for run_id in runs:
                     self._store.erase_run(job.workspace_id, job.erasure_id, run_id)
@@ -251,7 +274,8 @@ class ErasureService:
                     raise ErasureIncomplete(f"erasure {erasure.id}: out of time, resumes")
                 this_pass += self._erase_chunk(erasure, chunk)
             erased += this_pass
-            if not this_pass:
+            if not this_pass:  # (v5) and none of the end user's attachments is left
+                self._files.remove_end_user(erasure.workspace_id, erasure.external_ref)
                 return erased
 
     def _erase_chunk(self, erasure: Erasure, chunk: Sequence[SessionOfEndUser]) -> int:
@@ -292,6 +316,7 @@ class ErasureService:
         else:
             kept = self._store.keep_traces(session_id, erasure.id, len(runs))
         self._store.erase_contents(session_id)
+        self._files.release(session_id)
         return kept
 
     def _claim(

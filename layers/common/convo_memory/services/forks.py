@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from convo_memory.domain.errors import RateLimited, RecallSourceGone, SessionNotFound
 from convo_memory.domain.forks import (
@@ -47,6 +47,13 @@ from convo_memory.services.catalog import CapabilityCatalog
 logger = logging.getLogger(__name__)
 
 
+class ForkedFiles(Protocol):
+    """(v5) Attachments as a fork sees them (``AttachmentService``)."""
+
+    def share(self, parent_id: str, fork_id: str) -> int: ...
+    def release(self, session_id: str) -> int: ...
+
+
 class ForkCopyIncomplete(RuntimeError):
     """The copy ran out of invocation time: its job's next delivery goes on."""
 
@@ -63,6 +70,7 @@ class ForkService:
         summarize: Callable[[str, str], object] | None = None,
         metrics: MetricsPort | None = None,
         admit: Callable[[str], None] | None = None,
+        files: ForkedFiles | None = None,
     ) -> None:
         self._sessions = sessions
         self._forks = forks
@@ -74,6 +82,8 @@ class ForkService:
         self._metrics = metrics or NullMetrics()
         # The workspace's turn limit (``TurnLimiter.admit``): RateLimited over it.
         self._admit = admit
+        # (v5) A fork refers to its parent's attachments as the parent does.
+        self._files = files
 
     def branch(
         self,
@@ -123,13 +133,14 @@ class ForkService:
             }
         )
         copy_turns = turns_copied_at_creation(policy.max_messages)
+        if self._files is not None:  # before the fork exists: the parent cannot drop them
+            self._files.share(parent.id, fork.id)
         try:
-            pending = self._forks.create_fork(fork, copy_turns, policy.alignment > 1)
-        except RecallSourceGone:
-            # A session the parent's recall came from was deleted: none of its text is
-            # stored anew, so this fork goes without the recall.
-            fork = fork.model_copy(update={"recall": None})
-            pending = self._forks.create_fork(fork, copy_turns, policy.alignment > 1)
+            pending, fork = self._create(fork, copy_turns, policy.alignment > 1)
+        except Exception:
+            if self._files is not None:
+                self._files.release(fork.id)
+            raise
         if pending:
             self._queue_copy(
                 ForkCopyJob(workspace_id=workspace_id, parent_id=parent.id, fork_id=fork.id)
@@ -138,6 +149,18 @@ class ForkService:
             self._summarize(workspace_id, fork.id)
         self._metrics.count("ForksCreated")
         return fork
+
+    def _create(
+        self, fork: Session, copy_turns: int, keep_earlier_summary: bool
+    ) -> tuple[bool, Session]:
+        """Store the fork: whether a copy is still due, and the fork as stored."""
+        try:
+            return self._forks.create_fork(fork, copy_turns, keep_earlier_summary), fork
+        except RecallSourceGone:
+            # A session the parent's recall came from was deleted: none of its text is
+            # stored anew, so this fork goes without the recall.
+            fork = fork.model_copy(update={"recall": None})
+            return self._forks.create_fork(fork, copy_turns, keep_earlier_summary), fork
 
     def copy(self, job: ForkCopyJob, time_left: Callable[[], float] | None = None) -> CopyOutcome:
         """The ``ForkCopyJob``: copy what the fork still lacks of its parent. Raises

@@ -21,6 +21,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from convo_memory.domain.attachments import FileRef
 from convo_memory.domain.errors import ToolCallsMismatch
 from convo_memory.domain.models import Capability, Message, Summary, ToolDigest, iso_at, parse_iso
 from convo_memory.domain.paused_turns import PendingTurn
@@ -180,10 +181,12 @@ class PausedTurns:
         previous: PendingTurn | None,
         first: FirstCall | None,
         app: AppTurn,
+        attachments: tuple[FileRef, ...] = (),
     ) -> PendingTurn:
         """The state to keep for a turn that paused on its ``first`` call, or again
         when it continued ``previous``, within its size bound. ``pause_id``: the reply id
-        of the request that paused it (a response id names the pause by it)."""
+        of the request that paused it (a response id names the pause by it);
+        ``attachments``: (v5) what its user message carries."""
         run = answer.run
         assert run is not None and run.pause is not None
         if previous is None:
@@ -213,6 +216,7 @@ class PausedTurns:
             traced=answer.run_id is not None or bool(previous and previous.traced),
             model_calls=run.model_calls,
             usage=run.usage,
+            attachments=previous.attachments if previous else attachments,
         ).fitted()
 
 

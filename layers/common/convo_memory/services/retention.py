@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from convo_memory.domain.models import iso
 from convo_memory.ports import MetricsPort, NullMetrics, RetentionStore
@@ -60,6 +60,27 @@ class RetentionPolicy:
     max_archives_per_run: int = MAX_ARCHIVES_PER_RUN
     max_purges_per_run: int = MAX_PURGES_PER_RUN
     min_seconds_left: float = MIN_SECONDS_LEFT
+
+
+class RetainedFiles(Protocol):
+    """(v5) Attachments and uploads as retention sees them (``AttachmentService``'s
+    release of a session, ``FileService``'s expiry of uploads)."""
+
+    def release(self, session_id: str) -> int: ...
+    def expire(self, now: float) -> int: ...
+
+
+class _NoFiles:
+    """No attachments and no uploads (a deployment without a bucket, unit tests)."""
+
+    def release(self, session_id: str) -> int:
+        return 0
+
+    def expire(self, now: float) -> int:
+        return 0
+
+
+NO_RETAINED_FILES: RetainedFiles = _NoFiles()
 
 
 @dataclass
@@ -82,6 +103,7 @@ class RetentionReport:
     activity_refreshed: int = 0
     deletions_finished: int = 0
     pauses_abandoned: int = 0
+    files_expired: int = 0
     more: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -97,6 +119,7 @@ class RetentionReport:
             "activityRefreshed": self.activity_refreshed,
             "deletionsFinished": self.deletions_finished,
             "pausesAbandoned": self.pauses_abandoned,
+            "filesExpired": self.files_expired,
             "more": self.more,
         }
 
@@ -107,10 +130,14 @@ class RetentionService:
         store: RetentionStore,
         policy: RetentionPolicy | None = None,
         metrics: MetricsPort | None = None,
+        *,
+        files: RetainedFiles | None = None,
     ) -> None:
         self._store = store
         self._policy = policy or RetentionPolicy()
         self._metrics = metrics or NullMetrics()
+        # (v5) What a purged or deleted session's attachments and expired uploads need.
+        self._files = files or NO_RETAINED_FILES
 
     def run(self, now: datetime, time_left: Callable[[], float] | None = None) -> RetentionReport:
         """Archive the sessions idle since before ``now - IDLE_ARCHIVE_DAYS``, purge those
@@ -158,7 +185,7 @@ class RetentionService:
             self._finish_deletion(session_id)
             report.deletions_finished += 1
 
-        self._abandon_paused(now, report, at_bound)
+        self._abandon_paused_and_expire(now, report, at_bound)
         if report.archived:
             self._metrics.count("SessionsArchived", report.archived)
         if report.purged:
@@ -185,7 +212,15 @@ class RetentionService:
         """Sweep a session marked deleted and remove its head: the head goes last, so a
         run cut short leaves it in the index and the next run finishes the job."""
         deleted = self._store.delete_contents(session_id)
+        self._files.release(session_id)
         return deleted + (1 if self._store.remove_head(session_id) else 0)
+
+    def _abandon_paused_and_expire(
+        self, now: datetime, report: RetentionReport, at_bound: Callable[[int, int], bool]
+    ) -> None:
+        """The paused turns that wait no more, then (v5) the uploads whose time is up."""
+        self._abandon_paused(now, report, at_bound)
+        report.files_expired = self._files.expire(now.timestamp())
 
     def _abandon_paused(
         self, now: datetime, report: RetentionReport, at_bound: Callable[[int, int], bool]

@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from convo_memory.domain.attachments import with_attachment_notes
 from convo_memory.domain.errors import CapabilityNotFound, StoreUnavailable
 from convo_memory.domain.models import Capability, Message, Summary
 from convo_memory.domain.replay_window import select_replay_window
@@ -205,7 +206,7 @@ class SummaryService:
         session is gone."""
         max_chars = folding.capability.summary_config.max_chars
         new_text = summarizer.summarize(
-            folding.text, [(m.role, m.content) for m in messages], max_chars
+            folding.text, [(m.role, with_attachment_notes(m)) for m in messages], max_chars
         )
         folding.calls += 1
         if len(new_text) > max_chars:

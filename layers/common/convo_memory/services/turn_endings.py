@@ -42,7 +42,7 @@ class TurnEndings:
     ) -> TurnResult:
         """Keep a turn that paused (at the next position, or over the pause it
         continued) and answer with its calls; 409 when that pause was ended meanwhile."""
-        pending = self._pauses.pause(turn.reply_id, answer, previous, first, app)
+        pending = self._pauses.pause(turn.reply_id, answer, previous, first, app, turn.files.refs)
         replaces = previous.pause_id if previous is not None else None
         kept = self._recorder.keep_pause(state.session, pending, replaces, until=turn.until)
         if kept is None:

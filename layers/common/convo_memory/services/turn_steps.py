@@ -5,9 +5,10 @@ input, its prompt in a session, its record, and a stateless turn whole."""
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from convo_memory.domain.attachments import AttachmentInput
 from convo_memory.domain.errors import (
     CapabilityNotConversational,
     PayloadTooLarge,
@@ -17,6 +18,7 @@ from convo_memory.domain.errors import (
 from convo_memory.domain.models import (
     Capability,
     Message,
+    Session,
     Summary,
     ToolDigest,
     iso_at,
@@ -48,6 +50,7 @@ from convo_memory.domain.turns import (
 )
 from convo_memory.services.agent_loop import LoopStart
 from convo_memory.services.answering import Answerer, AppTurn, ModelAnswer
+from convo_memory.services.attachments import NO_FILES, AttachmentService, TurnFiles
 from convo_memory.services.catalog import CapabilityCatalog
 from convo_memory.services.paused_turns import SentAtPause
 
@@ -87,6 +90,8 @@ class TurnInFlight:
     fills: str | None = None
     # (v5) It follows a named item or response: a retry's twin at its position answers it.
     yields_to_twin: bool = False
+    # (v5) Its input's attachments: checked, then kept for its session.
+    files: TurnFiles = NO_FILES
 
     @classmethod
     def start(
@@ -115,6 +120,17 @@ class TurnInFlight:
         """The user's message ("" for a turn that continues a paused one)."""
         given = self.command.input
         return given.text if isinstance(given, UserText) else ""
+
+    def with_files(
+        self, checked: Callable[[str, str | None, Sequence[AttachmentInput]], TurnFiles]
+    ) -> TurnInFlight:
+        """(v5) The turn with what its user message carries ``checked`` (before anything
+        is opened or stored: 413/422/404 naming the part)."""
+        given = self.command.input
+        inputs = given.attachments if isinstance(given, UserText) else ()
+        if not inputs:
+            return self
+        return replace(self, files=checked(self.workspace_id, self.command.capability_id, inputs))
 
     @property
     def until(self) -> float:
@@ -148,6 +164,8 @@ class TurnInFlight:
             response=self.settings_kept(answer),
             resolves=self.fills or record.resolves,
             yields_to_twin=self.yields_to_twin and not self.fills and not record.resolves,
+            # (v5) A continuation brings none: its pause's stay (``final_record``).
+            attachments=self.files.refs or record.attachments,
         )
 
     def settings_kept(self, answer: ModelAnswer) -> str | None:
@@ -185,6 +203,15 @@ class TurnInFlight:
             tool_calls=app_tool_calls(pause.step, pause.app_call_ids) if pause else (),
             begun_seq=self.begun_seq,
         )
+
+
+def kept_files(
+    turn: TurnInFlight, attachments: AttachmentService, capability: Capability, session: Session
+) -> TurnInFlight:
+    """(v5) The turn with its attachments checked against its capability and stored for
+    its session (their references go into its record)."""
+    files = attachments.for_capability(turn.files, capability)
+    return replace(turn, files=attachments.kept(turn.workspace_id, files, session))
 
 
 def with_client_history(prompt: Prompt, history: Sequence[ChatMessage]) -> Prompt:
@@ -225,7 +252,7 @@ def check_turn_input(policy: TurnPolicy, command: TurnCommand) -> None:
     turn has no paused turn to continue, 422)."""
     given = command.input
     if isinstance(given, UserText):
-        check_input(policy, given.text)
+        check_input(policy, given.text, bool(given.attachments))
         return
     if command.conversation is None:
         raise ValidationFailed("tool results continue a paused turn of a session")
@@ -239,9 +266,10 @@ def check_turn_input(policy: TurnPolicy, command: TurnCommand) -> None:
             )
 
 
-def check_input(policy: TurnPolicy, user_input: str) -> None:
-    """Refuse an empty input (422) or one over the deployment's limit (413)."""
-    if not user_input.strip():
+def check_input(policy: TurnPolicy, user_input: str, attached: bool = False) -> None:
+    """Refuse an empty input (422; (v5) one that carries attachments may have no text)
+    or one over the deployment's limit (413)."""
+    if not user_input.strip() and not attached:
         raise ValidationFailed(
             "input must not be empty", details=[{"loc": ["input"], "msg": "empty input"}]
         )
@@ -307,7 +335,12 @@ def final_record(
     record = turn_record(
         policy, pending.user_input, answer, calls, now, idempotency_record, text, withheld
     )
-    return replace(record, prompt_record=pending.prompt_record, resolves=pending.pause_id)
+    return replace(
+        record,
+        prompt_record=pending.prompt_record,
+        resolves=pending.pause_id,
+        attachments=pending.attachments,
+    )
 
 
 def session_prompt(
@@ -340,29 +373,37 @@ def session_prompt(
         recall=session.recall.text if session.recall else None,
         nonce=nonce,
         replay_reused=reused,
+        attachments=turn.files.refs if paused is None else paused.attachments,
     )
     return replace(prompt, options=turn.command.options)
 
 
 def serve_stateless(
-    catalog: CapabilityCatalog, answerer: Answerer, turn: TurnInFlight
+    catalog: CapabilityCatalog,
+    answerer: Answerer,
+    turn: TurnInFlight,
+    attachments: AttachmentService,
 ) -> TurnResult:
     """A turn outside any session: the capability's instructions, then what the client
-    sent (its history, its own tool exchange), as given; nothing is recorded."""
+    sent (its history, its own tool exchange), as given; nothing is recorded (its
+    attachments pass to the model as given)."""
     command = turn.command
     assert command.capability_id is not None  # a stateless turn names its capability
     capability = catalog.get(turn.workspace_id, command.capability_id)
     if command.conversational_only and not capability.conversational:
         raise CapabilityNotConversational.of(capability.id)
     answerer.check(capability, command.options, command.app_tools)
+    files = attachments.passed(attachments.for_capability(turn.files, capability))
     prompt = build_prompt(
         instructions=with_added(capability.instructions or DEFAULT_INSTRUCTIONS, turn.instructions),
         summary=None,
         digests=(),
         replayed=(),
         user_input=turn.user_input,
+        attachments=files.refs,
     )
     prompt = with_client_history(prompt, command.history)
+    prompt = attachments.attached(turn.workspace_id, capability, prompt, files)
     prompt = replace(prompt, options=command.options)
     turn = turn.begun(None)
     app = app_turn_of(command)

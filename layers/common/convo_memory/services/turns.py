@@ -48,6 +48,7 @@ from convo_memory.domain.turns import (
     TurnSink,
 )
 from convo_memory.services.answering import Answerer, AppTurn, ModelAnswer
+from convo_memory.services.attachments import AttachmentService
 from convo_memory.services.catalog import CapabilityCatalog
 from convo_memory.services.chained_turns import serve_unrecorded
 from convo_memory.services.conversations import ConversationService
@@ -63,6 +64,7 @@ from convo_memory.services.turn_steps import (
     check_turn_input,
     continues_a_pause,
     final_record,
+    kept_files,
     replay_stats,
     replay_stats_at_pause,
     serve_stateless,
@@ -87,6 +89,7 @@ class TurnService:
         states: SessionStates,
         router: TurnRouter,
         policy: TurnPolicy,
+        attachments: AttachmentService,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -104,6 +107,7 @@ class TurnService:
         self._states = states
         # (v5) Where a turn after a response, or after the items it names, goes.
         self._router = router
+        self._attachments = attachments  # (v5) a turn's images and documents
 
     def serve(
         self,
@@ -131,9 +135,12 @@ class TurnService:
         workspace_id, command = turn.workspace_id, turn.command
         # Before anything is looked up or opened: a refused first call on a key opens nothing.
         check_turn_input(self._policy, command)
+        turn = turn.with_files(self._attachments.checked)
         conversation = command.conversation
         if conversation is None:
-            return serve_stateless(self._catalog, self._answerer, self._router.read_history(turn))
+            return serve_stateless(
+                self._catalog, self._answerer, self._router.read_history(turn), self._attachments
+            )
         if command.capability_id is not None:
             # A refused request opens, binds or forks nothing: what the request alone
             # refuses comes before any conversation is found, opened or bound.
@@ -206,6 +213,7 @@ class TurnService:
         if not capability.conversational:
             raise CapabilityNotConversational.of(capability.id)
         self._answerer.check(capability, command.options, command.app_tools)
+        self._attachments.for_capability(turn.files, capability)  # (v5) kinds it refuses
 
     def _routed(self, turn: TurnInFlight, routed: Routed) -> TurnResult:
         """A turn where the router placed it: in a session (or fork), answered again (a
@@ -225,7 +233,13 @@ class TurnService:
         self._conversations.check_references(turn.workspace_id, command.references, state)
         if not command.record:
             return serve_unrecorded(
-                self._answerer, self._states, turn, capability, state, self._clock()
+                self._answerer,
+                self._states,
+                turn,
+                capability,
+                state,
+                self._clock(),
+                self._attachments,
             )
         if isinstance(command.input, ToolResults):
             return self._continue(turn, capability, state, command.input)
@@ -234,6 +248,7 @@ class TurnService:
         # A new user message first ends a turn still waiting for the app's tools.
         state = self._pauses.end_as_abandoned(turn.workspace_id, state, turn.until)
         session = state.session
+        turn = kept_files(turn, self._attachments, capability, session)
         seen = context_of(state, capability.replay_policy, now)
         prompt = session_prompt(
             turn,
@@ -245,6 +260,7 @@ class TurnService:
             seen.window,
             self._states.fence_nonce(session),
         )
+        prompt = self._attachments.attached(turn.workspace_id, capability, prompt, turn.files)
         turn = turn.begun(session.id, session.message_count + 1)
         app = app_turn_of(command)
         answer = self._ask(turn, capability, session, prompt, app)
@@ -292,6 +308,7 @@ class TurnService:
             self._states.fence_nonce(state.session),
             pending,
         )
+        prompt = self._attachments.attached(turn.workspace_id, capability, prompt, turn.files)
         turn = turn.begun(state.session.id, pending.user_seq)
         app = self._pauses.continued(pending, answered, AppTurn(turn.command.app_tools))
         answer = self._ask(turn, capability, state.session, prompt, app)

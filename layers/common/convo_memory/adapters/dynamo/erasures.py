@@ -291,6 +291,8 @@ class DynamoErasureStore:
         if head is not None and items.head_status(head) != "deleting":
             return 0, []  # live: not ours to sweep (ids are never reused; a safety net)
         rest = [item for item in found if item is not head]
+        # (v5) An attachment's reference is the release's to delete (the sweep's caller).
+        rest = [item for item in rest if not items.is_attachment_reference(item)]
         hand_over_to_forks(self._table, session_id, rest)
         runs: list[str] = []
         if erase_traces:

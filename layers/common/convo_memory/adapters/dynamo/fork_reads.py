@@ -93,8 +93,11 @@ def stored_prompt(table: DynamoTable, session_id: str, user_seq: int) -> StoredP
     record = PromptRecord.decode(text, user_seq) if text is not None else None
     user_input = turn["u"]["S"]
     added = ResponseSettings.decode(turn.get(items.RESPONSE_SETTINGS, {}).get("S")).instructions
+    attached = tuple(items.messages_from(turn)[0].attachments)  # (v5) the input's
     if record is None or not (record.first_seq or record.summary_through):
-        return StoredPrompt(user_seq, user_input, record, (), None, added_instructions=added)
+        return StoredPrompt(
+            user_seq, user_input, record, (), None, added_instructions=added, attachments=attached
+        )
     window: list[Item] = []
     if record.first_seq:
         window = turn_items(
@@ -114,7 +117,7 @@ def stored_prompt(table: DynamoTable, session_id: str, user_seq: int) -> StoredP
             if digest.seq in record.digest_seqs:
                 digests[digest.seq] = (digest, expires)
     summary = summary_version(table, session_id, record.summary_through)
-    return StoredPrompt(user_seq, user_input, record, messages, summary, digests, added)
+    return StoredPrompt(user_seq, user_input, record, messages, summary, digests, added, attached)
 
 
 def summary_version(

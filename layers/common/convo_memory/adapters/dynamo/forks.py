@@ -210,7 +210,8 @@ class DynamoForkStore:
                     ProjectionExpression="pk, sk",
                     ConsistentRead=True,
                 )
-                if item["sk"]["S"] != items.SESSION_SK
+                # (v5) Its attachment references: the release that follows reads them.
+                if item["sk"]["S"] != items.SESSION_SK and not items.is_attachment_reference(item)
             ]
             self._table.delete_keys(keys)
             self._table.conditional(

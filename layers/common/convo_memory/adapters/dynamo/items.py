@@ -2,6 +2,7 @@
 
 One partition per session (``pk = SESSION#<sid>``)::
 
+    ATT#<ws>#<owner>#<digest>   an attachment this session refers to (v5)
     FORK#<forkId>               a copy still due to a fork of this session (v4)
     HIST#SUMMARY#<through:010d> every version of the rolling summary a fold wrote (v4)
     MSG#<userSeq:010d>          a turn: the user message and its answer (seqs n, n+1)
@@ -26,7 +27,7 @@ A turn item's attribute names are one or two letters (``id`` turn id, ``at`` cre
 idempotency record of the request that served it, if it had an Idempotency-Key, ``p``
 which stored parts its prompt was sent, ``domain.prompt_record``, ``b`` abandoned, v4;
 (v4) ``q`` what a Responses request set and ``qx`` its response deleted,
-``domain.responses``): DynamoDB
+``domain.responses``; (v5) ``f`` its attachments' references): DynamoDB
 bills attribute names as data, and the serving path reads ten turns per request, so the
 window of a default capability fits in one 4 KB read unit more often.
 
@@ -51,6 +52,7 @@ import zlib
 from typing import Any
 
 from convo_memory.adapters.dynamo.table import Item, number_value, string_value
+from convo_memory.domain.attachments import decode_refs, encode_refs
 from convo_memory.domain.models import ForkPoint, Message, Recall, Session, ToolDigest
 from convo_memory.domain.paused_turns import PendingTurn
 from convo_memory.domain.turn_records import AppendResult, TurnRecord, turn_messages
@@ -94,6 +96,10 @@ REMOVED_ANSWER = "ra"
 # (v4) On a turn that ended a pause (continued, or abandoned): the pause's id, which the
 # paused response's id names.
 ENDED_PAUSE = "ep"
+# (v5) On a turn: its user message's attachments (``attachments.encode_refs``); in a
+# session's partition, its references to attachments (``ATT#<ws>#<owner>#<digest>``).
+ATTACHMENTS = "f"
+ATTACHMENT_REFERENCE_PREFIX = "ATT#"
 
 
 def session_pk(session_id: str) -> dict[str, str]:
@@ -158,6 +164,12 @@ def session_key_item(session: Session) -> Item:
 
 def is_digest(item: Item) -> bool:
     return str(item["sk"]["S"]).endswith(DIGEST_SUFFIX)
+
+
+def is_attachment_reference(item: Item) -> bool:
+    """(v5) A session's reference to an attachment (``adapters.attachments.store``): a
+    deletion leaves it to the release that follows, which must read it."""
+    return str(item["sk"]["S"]).startswith(ATTACHMENT_REFERENCE_PREFIX)
 
 
 def is_pending(item: Item) -> bool:
@@ -350,6 +362,8 @@ def turn_item(session_id: str, user_seq: int, turn: TurnRecord) -> Item:
         item[RESPONSE_SETTINGS] = string_value(turn.response)
     if turn.resolves is not None:
         item[ENDED_PAUSE] = string_value(turn.resolves)
+    if turn.attachments:
+        item[ATTACHMENTS] = string_value(encode_refs(turn.attachments))
     return item
 
 
@@ -396,10 +410,11 @@ def messages_from(item: Item) -> tuple[Message, Message]:
         item.get("w", {}).get("BOOL", False),
         item.get("x", {}).get("BOOL", False),
         item.get(ABANDONED, {}).get("BOOL", False),
-        (
+        removed=(
             item.get(REMOVED_USER, {}).get("BOOL", False),
             item.get(REMOVED_ANSWER, {}).get("BOOL", False),
         ),
+        attachments=decode_refs(item[ATTACHMENTS]["S"]) if ATTACHMENTS in item else (),
     )
 
 

@@ -321,7 +321,12 @@ def delete_contents(table: DynamoTable, session_id: str, found: list[Item] | Non
         found = session_items(table, session_id)
     hand_over_to_forks(table, session_id, found)
     head = next((item for item in found if item["sk"]["S"] == items.SESSION_SK), None)
-    keys = [{"pk": item["pk"], "sk": item["sk"]} for item in found if item is not head]
+    # (v5) An attachment's reference is left to the release that follows (it must see it).
+    keys = [
+        {"pk": item["pk"], "sk": item["sk"]}
+        for item in found
+        if item is not head and not items.is_attachment_reference(item)
+    ]
     if head is not None:
         keys += items.owned_item_keys(head)
     deleted = table.delete_keys(keys)

@@ -1,7 +1,7 @@
 """A prompt's messages as Bedrock Converse takes them: the first a user's, roles
 alternating, no blank text block, a client's own tool exchange as ``toolUse`` /
-``toolResult`` blocks, and a cache point after the replayed messages (a prefix the
-provider may cache)."""
+``toolResult`` blocks, (v5) images and documents as ``image`` / ``document`` blocks, and
+a cache point after the replayed messages (a prefix the provider may cache)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from convo_memory.adapters.providers.attachment_blocks import converse_blocks
 from convo_memory.domain.prompt import ChatMessage
 
 # Bedrock requires conversations to start with a user turn. A replay window can start
@@ -34,8 +35,9 @@ def normalize_messages(
     text that says what was called and returned.
     """
     merged: list[tuple[str, list[dict[str, Any]]]] = []
+    names: set[str] = set()  # (v5) document names, unique within the request
     for message in messages:
-        role, blocks = _blocks_of(message, tool_blocks)
+        role, blocks = _blocks_of(message, tool_blocks, names)
         if merged and merged[-1][0] == role:
             last = merged[-1][1]
             if "text" in last[-1] and "text" in blocks[0]:
@@ -49,8 +51,11 @@ def normalize_messages(
     return [{"role": role, "content": blocks} for role, blocks in merged]
 
 
-def _blocks_of(message: ChatMessage, tool_blocks: bool) -> tuple[str, list[dict[str, Any]]]:
-    """A message's role and content blocks in Converse."""
+def _blocks_of(
+    message: ChatMessage, tool_blocks: bool, names: set[str]
+) -> tuple[str, list[dict[str, Any]]]:
+    """A message's role and content blocks in Converse ((v5) its images and documents
+    after its text)."""
     text = message.content if message.content.strip() else EMPTY_CONTENT_PLACEHOLDER
     if message.role == "tool":
         if not tool_blocks:
@@ -58,7 +63,7 @@ def _blocks_of(message: ChatMessage, tool_blocks: bool) -> tuple[str, list[dict[
         result = {"toolUseId": message.tool_call_id, "content": [{"text": text}]}
         return "user", [{"toolResult": result}]
     if not message.tool_calls:
-        return message.role, [{"text": text}]
+        return message.role, [{"text": text}, *converse_blocks(message.attachments, names)]
     if not tool_blocks:
         called = "; ".join(
             f"{r.name}({json.dumps(dict(r.input), ensure_ascii=False)}) as {r.call_id}"

@@ -28,7 +28,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
-from convo_memory.adapters.providers.embedded_shapes import shaped_answer, tool_arguments
+from convo_memory.adapters.providers.embedded_shapes import (
+    attachments_note,
+    shaped_answer,
+    tool_arguments,
+)
 from convo_memory.adapters.tools.builtin import (
     BUILTIN_DEFINITIONS,
     kb_fact,
@@ -108,7 +112,8 @@ def memory_note(prompt: Prompt) -> str:
         note += f" I have tool results from {_plural(kinds['tool-results'], 'earlier turn')}."
     if kinds["recall"]:
         note += " I also recall what you told me in earlier conversations."
-    return note
+    files = attachments_note(prompt)
+    return f"{note} {files}" if files else note
 
 
 def split_chunks(text: str) -> list[str]:

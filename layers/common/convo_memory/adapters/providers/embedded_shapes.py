@@ -8,7 +8,8 @@ they decide to call tools (``embedded``):
   ``json_object`` an object whose ``answer`` is the plain answer (the input verbatim);
 - in a fork every answer opens by naming the fork ("Another take (branch ...)"), so a
   regenerated answer differs from its parent's while answers outside forks stay as
-  they were.
+  they were;
+- (v5) an answer says what images and documents it was sent (``attachments_note``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from convo_memory.domain.file_types import image_size
 from convo_memory.domain.prompt import Prompt
 from convo_memory.domain.schema_instances import schema_instance
 from convo_memory.domain.tools import ToolDefinition
@@ -67,3 +69,25 @@ def another_take(prompt: Prompt, plain: str) -> str:
         return plain
     tag = hashlib.sha256(prompt.branch.encode("utf-8")).hexdigest()[:6]
     return f"Another take (branch {tag}): {plain}"
+
+
+def attachments_note(prompt: Prompt) -> str:
+    """(v5) What the model was sent of images and documents: each attachment of the
+    input (its name, type, size and, for an image, its pixels), and how many came with
+    earlier messages; "" when none."""
+    if not prompt.messages:
+        return ""
+    latest = [_described(sent.ref, sent.data) for sent in prompt.messages[-1].attachments]
+    earlier = sum(len(m.attachments) for m in prompt.messages[:-1])
+    parts = []
+    if latest:
+        parts.append(f"I see {', '.join(latest)} with your message.")
+    if earlier:
+        parts.append(f"I also see {earlier} attachment(s) from earlier messages.")
+    return " ".join(parts)
+
+
+def _described(ref: Any, data: bytes | None) -> str:
+    size = image_size(ref.code, data) if ref.type == "image" and data else None
+    pixels = f", {size[0]}x{size[1]} pixels" if size else ""
+    return f"{ref.type} {ref.filename} ({ref.code.upper()}{pixels}, {ref.bytes} bytes)"

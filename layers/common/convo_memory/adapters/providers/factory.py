@@ -73,6 +73,7 @@ def build_provider(
             temperature=connection.temperature,
             stream_usage=connection.asks_stream_usage,
             cache_key_for=cache_key_for if connection.sends_prompt_cache_key else None,
+            images_by_url=connection.attachments == "url",
         )
     raise ValueError(f"unknown connection type {connection.type!r}")
 

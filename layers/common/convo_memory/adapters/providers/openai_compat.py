@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from convo_memory.adapters.deadline_http import Deadline, Exchange
+from convo_memory.adapters.providers.attachment_blocks import openai_form, openai_parts
 from convo_memory.adapters.providers.openai_http import (
     MAX_COMPLETION_BYTES,
     MAX_STREAM_BYTES,
@@ -69,6 +70,7 @@ class OpenAICompatibleProvider:
         max_stream_bytes: int = MAX_STREAM_BYTES,
         stream_usage: bool = False,
         cache_key_for: Callable[[str], str | None] | None = None,
+        images_by_url: bool = False,
     ) -> None:
         """``api_key`` is the key, or a function that returns it on each call (so that a
         rotated secret is picked up); ``timeout`` (seconds) bounds a whole non-streaming
@@ -87,6 +89,8 @@ class OpenAICompatibleProvider:
         self.temperature = temperature
         self.stream_usage = stream_usage
         self.cache_key_for = cache_key_for
+        # (v5) PDFs as files, text documents as text; images as data, or by URL.
+        self.attachment_form = openai_form(images_by_url)
         self._endpoint = ChatCompletionsEndpoint(
             self.url,
             api_key if callable(api_key) else (lambda: api_key or None),
@@ -313,6 +317,8 @@ def _message_json(message: ChatMessage) -> dict[str, Any]:
             "content": message.content or None,
             "tool_calls": [_call_json(request) for request in message.tool_calls],
         }
+    if message.attachments:  # (v5) text, image and file parts
+        return {"role": message.role, "content": openai_parts(message.content, message.attachments)}
     return {"role": message.role, "content": message.content}
 
 
