@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from convo_memory.domain.errors import ToolCallsMismatch, ValidationFailed
+from convo_memory.domain.errors import SessionNotFound, ToolCallsMismatch, ValidationFailed
+from convo_memory.domain.turn_abandonment import Abandonment, TurnAbandoned, run_abandonable
 from convo_memory.doors import chat_completions, response_frames
 from convo_memory.doors import responses as responses_door
 from tests.fakes.adapters import FakeProvider
@@ -146,3 +147,50 @@ def test_a_refused_first_response_binds_no_conversation(app: FakeApp) -> None:
     assert (bound.capability_id, bound.external_ref) == (None, None)
     respond(app, {"model": "agent", "input": "hi", "conversation": conversation.id})
     assert app.container.conversations.get(WS, conversation.id).capability_id == "agent"
+
+
+# -- a turn given up at its first second (the slow-turn cap) ---------------------------
+
+
+def given_up(work: Any) -> None:
+    """Run ``work`` as a turn that was given up (over the workspace's cap of slow turns at
+    its first second): it stops at its first write."""
+    abandonment = Abandonment()
+    assert abandonment.abandon()
+    with pytest.raises(TurnAbandoned):
+        run_abandonable(abandonment, work)
+
+
+def live(app: FakeApp) -> set[str]:
+    """The sessions that are not deleted."""
+    alive = set()
+    for session_id in app.db.heads:
+        try:
+            app.container.sessions.get(WS, session_id)
+        except SessionNotFound:
+            continue
+        alive.add(session_id)
+    return alive
+
+
+def test_a_turn_given_up_removes_the_key_session_it_opened(app: FakeApp) -> None:
+    before = live(app)
+
+    given_up(lambda: chat(app, {"messages": [CONTINUATION[0]]}, KEYED))
+
+    assert live(app) == before
+    # The key opens a session of its own on its next call, which is served.
+    assert chat(app, {"messages": [CONTINUATION[0]]}, KEYED).recorded
+
+
+def test_a_turn_given_up_removes_the_conversation_and_the_fork_it_opened(app: FakeApp) -> None:
+    before = live(app)
+    given_up(lambda: respond(app, {"input": "Hello."}))
+    assert live(app) == before
+
+    first = respond(app, {"input": "One."})
+    respond(app, {"input": "Two.", "previous_response_id": first})
+    kept = live(app)
+    # After an older response: a fork at its answer, removed with the refused turn.
+    given_up(lambda: respond(app, {"input": "Other.", "previous_response_id": first}))
+    assert live(app) == kept

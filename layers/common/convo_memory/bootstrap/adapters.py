@@ -112,11 +112,7 @@ def build_adapters(
         file_fetcher=production.file_fetcher(settings.tool_allowed_hosts),
         owner_keys=production.owner_keys(cursor_key),
     )
-    infrastructure = Infrastructure(
-        # The key signs cursors and keys prompt caches: functions that do neither read none.
-        cursors=CursorCodec(cursor_key),
-        idempotency=production.idempotency(settings.idempotency_table_name, clients),
-        registry=registry,
-        clients=clients,
-    )
-    return adapters, infrastructure
+    # The key signs cursors and keys prompt caches: functions that do neither read none.
+    cursors = CursorCodec(cursor_key)
+    idempotency = production.idempotency(settings.idempotency_table_name, clients)
+    return adapters, Infrastructure(cursors, idempotency, registry, clients)

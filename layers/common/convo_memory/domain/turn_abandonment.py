@@ -11,12 +11,17 @@ interrupted, so it stops at its next check instead, and nothing of it is written
 
 The abandonment travels in the turn's context (a ``ContextVar``), set by the thread that
 runs the turn; outside such a thread (every unit test, the cap off) nothing is checked.
+
+A turn given up after it opened a session (a key's first call, a Responses conversation
+or a fork at an older response) removes what it opened: a refused turn opens nothing.
+The sessions a turn opens are noted (``note_opened``) in its context too.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TypeVar
 
@@ -89,3 +94,24 @@ def before_writing() -> None:
     abandonment = _current.get()
     if abandonment is not None:
         abandonment.begin_writing()
+
+
+_opened: ContextVar[list[str] | None] = ContextVar("sessions_opened_by_turn", default=None)
+
+
+@contextmanager
+def sessions_opened() -> Iterator[list[str]]:
+    """The ids of the sessions opened while this block runs (a turn), in order."""
+    opened: list[str] = []
+    token = _opened.set(opened)
+    try:
+        yield opened
+    finally:
+        _opened.reset(token)
+
+
+def note_opened(session_id: str) -> None:
+    """A session was opened for the turn this context runs (nothing outside a turn)."""
+    opened = _opened.get()
+    if opened is not None:
+        opened.append(session_id)

@@ -34,6 +34,7 @@ from convo_memory.domain.ids import new_id
 from convo_memory.domain.jobs import ForkCopyJob
 from convo_memory.domain.models import ForkPoint, Session, iso_at
 from convo_memory.domain.prompt import new_fence_nonce
+from convo_memory.domain.turn_abandonment import note_opened
 from convo_memory.ports import (
     CopyOutcome,
     ForkStore,
@@ -148,6 +149,7 @@ class ForkService:
         if at_seq and self._summarize is not None:
             self._summarize(workspace_id, fork.id)
         self._metrics.count("ForksCreated")
+        note_opened(fork.id)  # a turn given up removes the fork it opened
         return fork
 
     def _create(

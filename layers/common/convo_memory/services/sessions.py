@@ -30,6 +30,7 @@ from convo_memory.domain.models import (
 from convo_memory.domain.prompt import DEFAULT_INSTRUCTIONS, new_fence_nonce
 from convo_memory.domain.prompt_record import SentPrompt, sent_prompt
 from convo_memory.domain.sessions import ContextPreview, NewSession, SessionChanges, context_of
+from convo_memory.domain.turn_abandonment import note_opened
 from convo_memory.domain.turn_records import TurnRecord, user_seq_of
 from convo_memory.domain.turns import SessionOwner
 from convo_memory.ports import SessionStore, TurnStore
@@ -97,6 +98,7 @@ class SessionService:
         stored, _ = self._store_recalling(
             session, capability, lambda s: self._sessions.create_session(s, history)
         )
+        note_opened(stored.id)  # a turn given up removes what it opened
         return stored.model_copy(update={"message_count": 2 * len(history)})
 
     def bind(self, session: Session, capability: Capability, owner: SessionOwner | None) -> Session:

@@ -33,6 +33,7 @@ from convo_memory.domain.models import (
 )
 from convo_memory.domain.prompt import Prompt
 from convo_memory.domain.sessions import context_of
+from convo_memory.domain.turn_abandonment import TurnAbandoned, sessions_opened
 from convo_memory.domain.turn_records import (
     TurnState,
 )
@@ -126,7 +127,12 @@ class TurnService:
         removes it too."""
         deadline, now = self._deadline(budget_seconds), self._clock()
         turn = TurnInFlight.start(workspace_id, command, sink, deadline, idempotency_record, now)
-        result = self._serve(turn)
+        with sessions_opened() as opened:
+            try:
+                result = self._serve(turn)
+            except TurnAbandoned:
+                self._forget(workspace_id, opened)  # a refused turn opens nothing
+                raise
         if result.completed is not None:  # a turn answered again keeps its own
             return result
         return replace(result, completed=int(self._clock()))
@@ -164,6 +170,15 @@ class TurnService:
             continues_a_pause(command),
         )
         return self._converse(turn, capability, state)
+
+    def _forget(self, workspace_id: str, opened: list[str]) -> None:
+        """Delete the sessions a turn given up at its first second had opened (a key's,
+        a new conversation, a fork at an older response); best effort, logged."""
+        for session_id in opened:
+            try:
+                self._conversations.delete(workspace_id, session_id)
+            except Exception:
+                logger.warning("a refused turn's session %s left", session_id, exc_info=True)
 
     def _deadline(self, budget_seconds: float | None) -> float:
         """When this turn's model and tool calls must end (a ``monotonic`` time): the
@@ -243,6 +258,14 @@ class TurnService:
             )
         if isinstance(command.input, ToolResults):
             return self._continue(turn, capability, state, command.input)
+        return self._new_message(turn, capability, state)
+
+    def _new_message(
+        self, turn: TurnInFlight, capability: Capability, state: TurnState
+    ) -> TurnResult:
+        """A turn of a new user message: the pause it ends, its attachments kept, the
+        window and the prompt, the answer, then recorded or kept paused."""
+        command = turn.command
         now = self._clock()
         self._states.mark_active(state, now)
         # A new user message first ends a turn still waiting for the app's tools.
