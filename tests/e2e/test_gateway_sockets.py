@@ -18,7 +18,6 @@ from tests.support.local_gateway import FakeRegistry, assert_contract_error, gat
 pytestmark = pytest.mark.e2e
 
 
-
 @pytest.fixture
 def served() -> Iterator[tuple[str, int]]:
     """The gateway on a free port, cutting off clients after half a second."""
