@@ -39,8 +39,9 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 ARTIFACTS = REPO / "tests" / "e2e" / "artifacts"
-CHUNK_DELAY_MS = "150"
+CHUNK_DELAY_MS = "50"
 UI_TIMEOUT_MS = 30_000
+PLAYWRIGHT_EXPECT_TIMEOUT_MS = 5_000  # Playwright's own default for expect()
 
 # Installed before the page's own script: every change of the transcript is recorded as
 # (state of the newest answer, its text), so the test can tell what the page showed while
@@ -91,6 +92,9 @@ def studio_runtime() -> Iterator[RuntimeProcess]:
 def browser() -> Iterator[Browser]:
     ensure_chromium()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    # An assertion waits as long as an action (not Playwright's 5 s): a streamed answer
+    # on a loaded machine can take longer than that to reach its `done`.
+    expect.set_options(timeout=UI_TIMEOUT_MS)
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(
             executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
@@ -99,6 +103,7 @@ def browser() -> Iterator[Browser]:
             yield chromium
         finally:
             chromium.close()
+            expect.set_options(timeout=PLAYWRIGHT_EXPECT_TIMEOUT_MS)
 
 
 @contextmanager
