@@ -20,7 +20,7 @@ STAMP := $(VENV)/.installed
 NODE_DIR := tests/node
 NODE_STAMP := $(NODE_DIR)/node_modules/.installed
 
-.PHONY: help venv node browser run test test-fast test-unit test-integration test-e2e lint format typecheck bench build validate admin-token clean
+.PHONY: help venv node browser run test test-fast test-unit test-integration test-e2e test-bench lint format typecheck bench build validate admin-token clean
 
 help:
 	@echo "make run        start the local runtime (http://127.0.0.1:3000, Lambda API on :3001)"
@@ -67,8 +67,10 @@ run: $(STAMP)
 # The suite in parallel processes, one test module per process at a time (a module shares
 # one moto backend or one local runtime between its tests). Most of a test's time is
 # waiting on sockets and subprocesses, so three workers beat two on a 2-core machine.
+# Modules go out longest first, then tier by tier (tests/support/schedule.py), not in
+# xdist's order by number of tests, which left the long one-test modules to the end.
 TEST_WORKERS ?= 3
-PARALLEL := -n $(TEST_WORKERS) --dist loadfile
+PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: $(STAMP) $(NODE_STAMP) browser
 	$(PY) -m pytest $(PARALLEL)
@@ -84,6 +86,9 @@ test-integration: $(STAMP)
 
 test-e2e: $(STAMP) $(NODE_STAMP) browser
 	$(PY) -m pytest tests/e2e
+
+test-bench: $(STAMP)
+	$(PY) -m pytest tests/bench
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.schedule import LONGEST_FIRST, module_rank
+
 TESTS = Path(__file__).resolve().parents[1]
 UNIT = TESTS / "unit"
 
@@ -183,3 +185,26 @@ def test_a_unit_test_that_starts_a_process_fails_at_that_call() -> None:
     """tests/unit/conftest.py's guard is on for every unit test."""
     with pytest.raises(AssertionError, match="started a process"):
         os.system("true")
+
+
+def test_the_longest_modules_named_for_the_schedule_exist_and_start_first() -> None:
+    repo = TESTS.parent
+    assert all((repo / path).is_file() for path in LONGEST_FIRST), LONGEST_FIRST
+
+    modules = [
+        "tests/unit/test_cors.py",
+        "tests/integration/test_turns_api.py",
+        LONGEST_FIRST[1],
+        "tests/e2e/test_client_e2e.py",
+        LONGEST_FIRST[0],
+    ]
+
+    order = sorted(modules, key=module_rank)
+
+    assert order == [
+        LONGEST_FIRST[0],
+        LONGEST_FIRST[1],
+        "tests/e2e/test_client_e2e.py",
+        "tests/integration/test_turns_api.py",
+        "tests/unit/test_cors.py",
+    ]
