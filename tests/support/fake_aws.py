@@ -21,6 +21,8 @@ FAKE_CREDENTIALS = {
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_SESSION_TOKEN": "testing",
 }
+# Tests empty a module's queues between its tests: SQS allows one purge a minute.
+_MOTO_SETTINGS = {"MOTO_SQS_ENFORCE_STRICT_QUEUE_PURGE_BEHAVIOUR": "false"}
 # What would point boto3 away from moto's in-process backend.
 _ELSEWHERE = ("AWS_ENDPOINT_URL", "AWS_PROFILE")
 
@@ -46,7 +48,9 @@ def fake_aws(region: str = REGION) -> Iterator[None]:
     ``region`` unless a client names another. ``boto3.client`` builds on one botocore
     session for the whole process (see ``aws_session``)."""
     with (
-        environment({**FAKE_CREDENTIALS, "AWS_DEFAULT_REGION": region}, remove=_ELSEWHERE),
+        environment(
+            {**FAKE_CREDENTIALS, **_MOTO_SETTINGS, "AWS_DEFAULT_REGION": region}, remove=_ELSEWHERE
+        ),
         mock_aws(),
         _one_key_pair_per_key_spec(),
     ):
