@@ -1,7 +1,8 @@
 """The Studio Chat page in headless Chromium against `python -m local_runtime`.
 
-Debian's ``chromium`` (``/usr/bin/chromium``, installed by ``make browser``, a
-prerequisite of ``make test``) driven by Playwright; no browser is ever downloaded.
+Debian's build of Chromium's headless shell (``/usr/bin/chromium-headless-shell``, the
+``chromium-headless-shell`` package, installed by ``make browser``, a prerequisite of
+``make test``) driven by Playwright; no browser is ever downloaded.
 The runtime's embedded model waits ``CONVO_EMBEDDED_CHUNK_DELAY_MS`` before each streamed
 chunk, so the page can be seen showing an answer before the stream's ``done``.
 Screenshots land in ``tests/e2e/artifacts/`` (not committed).
@@ -27,7 +28,7 @@ from tests.support.runtime_process import REPO, RuntimeProcess, launch_runtime
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
-CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM = Path("/usr/bin/chromium-headless-shell")
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -68,15 +69,20 @@ document.addEventListener("DOMContentLoaded", () => {
 
 
 def ensure_chromium() -> None:
-    """The test set-up installs Debian's chromium when it is missing (as ``make browser``)."""
+    """The test set-up installs Debian's headless shell when it is missing (as ``make
+    browser``)."""
     if CHROMIUM.exists():
         return
     if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         subprocess.run(["apt-get", "update", "-qq"], check=False, env=env)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=False, env=env)
+        subprocess.run(
+            ["apt-get", "install", "-y", "-qq", "chromium-headless-shell"], check=False, env=env
+        )
     if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: run `make browser` (apt-get install chromium)")
+        pytest.fail(
+            f"{CHROMIUM} is missing: run `make browser` (apt-get install chromium-headless-shell)"
+        )
 
 
 @pytest.fixture(scope="module")
