@@ -12,8 +12,9 @@ from typing import Any
 
 import boto3
 import botocore.session
-import moto.kms.models
 from moto import mock_aws
+
+from tests.support.moto_speedups import moto_speedups
 
 REGION = "us-east-1"
 FAKE_CREDENTIALS = {
@@ -46,38 +47,17 @@ def fake_aws(region: str = REGION) -> Iterator[None]:
     """Every AWS call inside goes to moto (a fresh, empty backend unless another
     ``fake_aws`` or ``mock_aws`` is already active), signed with fake credentials, in
     ``region`` unless a client names another. ``boto3.client`` builds on one botocore
-    session for the whole process (see ``aws_session``)."""
+    session for the whole process (see ``aws_session``); two of moto's slow paths are
+    short-cut (tests/support/moto_speedups.py)."""
     with (
         environment(
             {**FAKE_CREDENTIALS, **_MOTO_SETTINGS, "AWS_DEFAULT_REGION": region}, remove=_ELSEWHERE
         ),
         mock_aws(),
-        _one_key_pair_per_key_spec(),
+        moto_speedups(),
     ):
         boto3.DEFAULT_SESSION = aws_session(region)  # moto puts the previous one back
         yield
-
-
-@contextmanager
-def _one_key_pair_per_key_spec() -> Iterator[None]:
-    """moto makes a new RSA key pair for every KMS key, symmetric ones included (for
-    Sign and GetPublicKey, which nothing here calls: the stack's key encrypts): a third
-    of what building the stack costs. One pair per key spec serves every key instead;
-    encryption keeps each key's own material."""
-    real = moto.kms.models.generate_private_key
-    moto.kms.models.generate_private_key = _key_pair
-    try:
-        yield
-    finally:
-        moto.kms.models.generate_private_key = real
-
-
-@cache
-def _key_pair(key_spec: str) -> Any:
-    return _REAL_GENERATE_PRIVATE_KEY(key_spec)
-
-
-_REAL_GENERATE_PRIVATE_KEY = moto.kms.models.generate_private_key
 
 
 def aws_session(region: str = REGION) -> boto3.session.Session:
