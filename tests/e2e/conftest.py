@@ -1,7 +1,7 @@
 """The e2e tier: ``python -m local_runtime`` as a subprocess, spoken to over HTTP.
 
-``local_runtime`` is one runtime for the whole session (dev token and a second workspace
-"other" known in advance), and ``client`` the Python client on it. ``start_runtime``
+``local_runtime`` is one runtime for the tier in each test process (dev token and a second
+workspace "other" known in advance), and ``client`` the Python client on it. ``start_runtime``
 starts extra ones with their own environment (e.g.
 ``start_runtime({"CONVO_SUMMARIZER_FAIL": "1"})``); each is stopped with SIGINT at
 teardown and must exit 0.
@@ -14,17 +14,20 @@ from collections.abc import Iterator, Mapping
 import pytest
 
 from convo_memory_client import Conversations
-from tests.support.runtime_process import RuntimeProcess, StartRuntime, launch_runtime
+from tests.support.runtime_process import (
+    RuntimeProcess,
+    StartRuntime,
+    launch_runtime,
+    shared_runtime,
+)
 
 
-@pytest.fixture(scope="session")
-def local_runtime() -> Iterator[RuntimeProcess]:
-    """The shared runtime: ``CONVO_DEV_TOKEN`` = DEV_TOKEN, workspace "other" = OTHER_TOKEN."""
-    runtime = launch_runtime()
-    try:
-        yield runtime
-    finally:
-        runtime.assert_stopped_cleanly()
+@pytest.fixture(scope="module")
+def local_runtime() -> RuntimeProcess:
+    """The shared runtime: ``CONVO_DEV_TOKEN`` = DEV_TOKEN, workspace "other" = OTHER_TOKEN.
+    One per test process, stopped (and checked) when the process leaves the e2e tier
+    (tests/conftest.py)."""
+    return shared_runtime()
 
 
 @pytest.fixture

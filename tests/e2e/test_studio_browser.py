@@ -1,7 +1,8 @@
 """The Studio Chat page in headless Chromium against `python -m local_runtime`.
 
-Debian's ``chromium`` (``/usr/bin/chromium``, installed by ``make browser``, a
-prerequisite of ``make test``) driven by Playwright; no browser is ever downloaded.
+Debian's build of Chromium's headless shell (``/usr/bin/chromium-headless-shell``, the
+``chromium-headless-shell`` package, installed by ``make browser``, a prerequisite of
+``make test``) driven by Playwright; no browser is ever downloaded.
 The runtime's embedded model waits ``CONVO_EMBEDDED_CHUNK_DELAY_MS`` before each streamed
 chunk, so the page can be seen showing an answer before the stream's ``done``.
 Screenshots land in ``tests/e2e/artifacts/`` (not committed).
@@ -28,7 +29,7 @@ from tests.support.sample_files import png
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
-CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM = Path("/usr/bin/chromium-headless-shell")
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -40,8 +41,9 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 ARTIFACTS = REPO / "tests" / "e2e" / "artifacts"
-CHUNK_DELAY_MS = "150"
+CHUNK_DELAY_MS = "50"
 UI_TIMEOUT_MS = 30_000
+PLAYWRIGHT_EXPECT_TIMEOUT_MS = 5_000  # Playwright's own default for expect()
 
 # Installed before the page's own script: every change of the transcript is recorded as
 # (state of the newest answer, its text), so the test can tell what the page showed while
@@ -68,15 +70,20 @@ document.addEventListener("DOMContentLoaded", () => {
 
 
 def ensure_chromium() -> None:
-    """The test set-up installs Debian's chromium when it is missing (as ``make browser``)."""
+    """The test set-up installs Debian's headless shell when it is missing (as ``make
+    browser``)."""
     if CHROMIUM.exists():
         return
     if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         subprocess.run(["apt-get", "update", "-qq"], check=False, env=env)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=False, env=env)
+        subprocess.run(
+            ["apt-get", "install", "-y", "-qq", "chromium-headless-shell"], check=False, env=env
+        )
     if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: run `make browser` (apt-get install chromium)")
+        pytest.fail(
+            f"{CHROMIUM} is missing: run `make browser` (apt-get install chromium-headless-shell)"
+        )
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +99,9 @@ def studio_runtime() -> Iterator[RuntimeProcess]:
 def browser() -> Iterator[Browser]:
     ensure_chromium()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    # An assertion waits as long as an action (not Playwright's 5 s): a streamed answer
+    # on a loaded machine can take longer than that to reach its `done`.
+    expect.set_options(timeout=UI_TIMEOUT_MS)
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(
             executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
@@ -100,6 +110,7 @@ def browser() -> Iterator[Browser]:
             yield chromium
         finally:
             chromium.close()
+            expect.set_options(timeout=PLAYWRIGHT_EXPECT_TIMEOUT_MS)
 
 
 @contextmanager

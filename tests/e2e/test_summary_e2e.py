@@ -3,27 +3,58 @@ runs SummarizeFunction, and ``/context`` shows the result: the embedded summariz
 the conversation's facts, and a capability on a model connection is summarized by its own
 model.
 
-An outage is simulated with the embedded summarizer's switches: CONVO_SUMMARIZER_FAIL=1
-for the whole run, or CONVO_SUMMARIZER_FAIL_WHILE=<file> to end the outage mid-run (by
-deleting the file) and watch the summary catch up.
+An outage is simulated with the embedded summarizer's switch CONVO_SUMMARIZER_FAIL_WHILE:
+it fails while the file named exists, so a test can end the outage mid-run (by deleting
+the file) and watch the summary catch up. Those tests and the model connection's share
+one runtime (``stack``); the first uses the shared ``local_runtime``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.support.runtime_process import DEV_TOKEN, RuntimeProcess, StartRuntime
+from tests.support.runtime_process import DEV_TOKEN, RuntimeProcess, launch_runtime
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
 SMALL_REPLAY = {"maxMessages": 4, "maxChars": 10_000, "minMessages": 1}
 WAIT_SECONDS = 20.0
+
+
+@dataclass
+class SummaryStack:
+    """A runtime whose embedded summarizer fails while ``outage`` exists (each test sets
+    it as it needs), with a provider connection ``fake`` (models ``m-*``) on ``model``."""
+
+    runtime: RuntimeProcess
+    outage: Path
+    model: FakeOpenAIServer
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SummaryStack]:
+    outage = tmp_path_factory.mktemp("summarizer") / "down"
+    with FakeOpenAIServer(reply="Ada asked about order 48213.") as model:
+        connections = {"fake": {"type": "openai", "baseUrl": model.base_url, "models": ["m-*"]}}
+        runtime = launch_runtime(
+            {
+                "CONVO_SUMMARIZER_FAIL_WHILE": str(outage),
+                "CONVO_PROVIDER_CONNECTIONS": json.dumps(connections),
+                "no_proxy": "127.0.0.1,localhost",
+            }
+        )
+        try:
+            yield SummaryStack(runtime, outage, model)
+        finally:
+            runtime.assert_stopped_cleanly()
 
 
 def short_memory_session(runtime: RuntimeProcess) -> str:
@@ -138,9 +169,10 @@ def test_after_sixty_turns_of_small_talk_the_first_turns_facts_are_still_in_the_
 
 
 def test_with_the_summarizer_down_every_turn_still_succeeds_without_a_summary(
-    start_runtime: StartRuntime,
+    stack: SummaryStack,
 ) -> None:
-    runtime = start_runtime({"CONVO_SUMMARIZER_FAIL": "1"})
+    stack.outage.write_text("down")
+    runtime = stack.runtime
     session_id = short_memory_session(runtime)
 
     turns = send_turns(runtime, session_id, 6)
@@ -163,12 +195,9 @@ def test_with_the_summarizer_down_every_turn_still_succeeds_without_a_summary(
     assert turn["context"]["replayedMessages"] == 4
 
 
-def test_after_an_outage_ends_the_summary_catches_up(
-    start_runtime: StartRuntime, tmp_path: Any
-) -> None:
-    outage = tmp_path / "summarizer-down"
+def test_after_an_outage_ends_the_summary_catches_up(stack: SummaryStack) -> None:
+    outage, runtime = stack.outage, stack.runtime
     outage.write_text("down")
-    runtime = start_runtime({"CONVO_SUMMARIZER_FAIL_WHILE": str(outage)})
     session_id = short_memory_session(runtime)
 
     turns = send_turns(runtime, session_id, 6)  # 12 messages: 1..8 omitted
@@ -193,45 +222,40 @@ def test_after_an_outage_ends_the_summary_catches_up(
 
 
 def test_a_capability_on_a_model_connection_is_summarized_by_its_own_model(
-    start_runtime: StartRuntime, monkeypatch: pytest.MonkeyPatch
+    stack: SummaryStack,
 ) -> None:
-    for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-    with FakeOpenAIServer(reply="Ada asked about order 48213.") as model:
-        connections = {"fake": {"type": "openai", "baseUrl": model.base_url, "models": ["m-*"]}}
-        runtime = start_runtime({"CONVO_PROVIDER_CONNECTIONS": json.dumps(connections)})
-        status, _, capability = runtime.call(
-            "POST",
-            "/v1/capabilities",
-            token=DEV_TOKEN,
-            json={
-                "name": "own model",
-                "kind": "generative",
-                "provider": {"connection": "fake", "modelId": "m-chat"},
-                "replay": SMALL_REPLAY,
-            },
-        )
-        assert status == 201, capability
-        assert capability["summary"] is None  # no summary.provider: its own model
-        status, _, session = runtime.call(
-            "POST",
-            "/v1/sessions",
-            token=DEV_TOKEN,
-            json={"capabilityId": capability["id"], "externalRef": "customer-4471"},
-        )
-        assert status == 201, session
+    stack.outage.unlink(missing_ok=True)  # (the switch is the embedded summarizer's)
+    runtime, model = stack.runtime, stack.model
+    status, _, capability = runtime.call(
+        "POST",
+        "/v1/capabilities",
+        token=DEV_TOKEN,
+        json={
+            "name": "own model",
+            "kind": "generative",
+            "provider": {"connection": "fake", "modelId": "m-chat"},
+            "replay": SMALL_REPLAY,
+        },
+    )
+    assert status == 201, capability
+    assert capability["summary"] is None  # no summary.provider: its own model
+    status, _, session = runtime.call(
+        "POST",
+        "/v1/sessions",
+        token=DEV_TOKEN,
+        json={"capabilityId": capability["id"], "externalRef": "customer-4471"},
+    )
+    assert status == 201, session
 
-        send_turns(runtime, str(session["id"]), 4)
+    send_turns(runtime, str(session["id"]), 4)
 
-        view = wait_for(
-            caught_up(runtime, str(session["id"])), WAIT_SECONDS, "a summary from the model"
-        )
-        assert view["summary"]["text"] == "Ada asked about order 48213."
-        summary_requests = [
-            r for r in model.requests if "rolling summary" in r.body["messages"][0]["content"]
-        ]
-        assert summary_requests
-        assert {r.body["model"] for r in summary_requests} == {"m-chat"}
-        assert (
-            "turn 1: my locker code is 4001" in summary_requests[0].body["messages"][-1]["content"]
-        )
+    view = wait_for(
+        caught_up(runtime, str(session["id"])), WAIT_SECONDS, "a summary from the model"
+    )
+    assert view["summary"]["text"] == "Ada asked about order 48213."
+    summary_requests = [
+        r for r in model.requests if "rolling summary" in r.body["messages"][0]["content"]
+    ]
+    assert summary_requests
+    assert {r.body["model"] for r in summary_requests} == {"m-chat"}
+    assert "turn 1: my locker code is 4001" in summary_requests[0].body["messages"][-1]["content"]

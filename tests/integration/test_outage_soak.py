@@ -14,9 +14,12 @@ from tests.support.outage_soak import run_outage_soak
 LANDED_WITHIN_SECONDS = 150
 
 
+# The smallest soaks that still catch a lost hand-over path (seed 7, 10 sessions): with
+# no asynchronous invocation 3 of 60 turns are lost at 60%, with no repair queue none is
+# queued; 200 turns caught no more.
 @pytest.mark.parametrize(
     ("fault_rate", "turns", "max_lost_share"),
-    [(0.25, 120, 0.0), (0.60, 200, 0.01)],
+    [(0.25, 40, 0.0), (0.60, 60, 0.01)],
     ids=["a quarter failing", "60% failing"],
 )
 def test_answered_turns_survive_an_outage_of_writes_and_sends(

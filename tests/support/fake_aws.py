@@ -14,12 +14,16 @@ import boto3
 import botocore.session
 from moto import mock_aws
 
+from tests.support.moto_speedups import moto_speedups
+
 REGION = "us-east-1"
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_SESSION_TOKEN": "testing",
 }
+# Tests empty a module's queues between its tests: SQS allows one purge a minute.
+_MOTO_SETTINGS = {"MOTO_SQS_ENFORCE_STRICT_QUEUE_PURGE_BEHAVIOUR": "false"}
 # What would point boto3 away from moto's in-process backend.
 _ELSEWHERE = ("AWS_ENDPOINT_URL", "AWS_PROFILE")
 
@@ -43,10 +47,14 @@ def fake_aws(region: str = REGION) -> Iterator[None]:
     """Every AWS call inside goes to moto (a fresh, empty backend unless another
     ``fake_aws`` or ``mock_aws`` is already active), signed with fake credentials, in
     ``region`` unless a client names another. ``boto3.client`` builds on one botocore
-    session for the whole process (see ``aws_session``)."""
+    session for the whole process (see ``aws_session``); two of moto's slow paths are
+    short-cut (tests/support/moto_speedups.py)."""
     with (
-        environment({**FAKE_CREDENTIALS, "AWS_DEFAULT_REGION": region}, remove=_ELSEWHERE),
+        environment(
+            {**FAKE_CREDENTIALS, **_MOTO_SETTINGS, "AWS_DEFAULT_REGION": region}, remove=_ELSEWHERE
+        ),
         mock_aws(),
+        moto_speedups(),
     ):
         boto3.DEFAULT_SESSION = aws_session(region)  # moto puts the previous one back
         yield

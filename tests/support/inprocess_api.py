@@ -10,10 +10,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 from urllib.parse import urlencode
 
 import boto3
+from moto.sqs.models import sqs_backends
 
 from convo_memory.adapters.aws_clients import AwsClients
 from convo_memory.bootstrap import (
@@ -40,7 +42,7 @@ from local_runtime.http_gateway import (
     build_http_event,
     match_route,
 )
-from local_runtime.runtime import read_topology
+from local_runtime.runtime import Topology, read_topology
 from tests.support.fake_aws import FAKE_CREDENTIALS, REGION, aws_session, environment, fake_aws
 
 IN_PROCESS_TURNS_PER_SECOND = "1000"
@@ -60,7 +62,7 @@ class InProcessApi:
         self.resources = resources
         # The functions (as many environments each as its reserved concurrency, as under
         # make run), routes and authorizers as the template declares them.
-        topology = read_topology(DEFAULT_TEMPLATE, None)
+        topology = _template_topology()
         self.registry = FunctionRegistry(topology.functions)
         self.routes: list[Route] = topology.routes
         self.authorizers = topology.authorizers
@@ -116,6 +118,13 @@ class InProcessApi:
         return ApiResponse(result["statusCode"], result.get("headers") or {}, parsed)
 
 
+@cache
+def _template_topology() -> Topology:
+    """template.yaml's functions, routes and authorizers, read once per process: each
+    test's stack has registries of its own over the same (unchanged) declarations."""
+    return read_topology(DEFAULT_TEMPLATE, None)
+
+
 _MOTO_LOCK = threading.RLock()
 
 
@@ -132,21 +141,6 @@ def serialized(client: Any) -> Any:
     return client
 
 
-# Settable queue attributes, to create a stack's queue again as the template made it.
-_QUEUE_SETTINGS = (
-    "DelaySeconds",
-    "MaximumMessageSize",
-    "MessageRetentionPeriod",
-    "ReceiveMessageWaitTimeSeconds",
-    "VisibilityTimeout",
-    "RedrivePolicy",
-    "RedriveAllowPolicy",
-    "SqsManagedSseEnabled",
-    "KmsMasterKeyId",
-    "KmsDataKeyReusePeriodSeconds",
-)
-
-
 @dataclass
 class AwsBackend:
     """The template's tables, queues and keys in moto, and the environment the functions
@@ -154,21 +148,14 @@ class AwsBackend:
 
     resources: LocalResources
     env: dict[str, str]
-    queue_settings: dict[str, dict[str, str]]
 
     def empty_queues(self) -> None:
-        """Every queue deleted and created again, empty, with its settings (SQS allows
-        one purge a minute, and a delayed message cannot be received to delete it)."""
-        sqs = boto3.client("sqs", region_name=REGION)
+        """Every queue emptied, delayed and in-flight messages too, its settings kept:
+        moto's purge, on its backend (through a client, a client and a request per queue
+        were most of a short test's set-up)."""
         for url in self.resources.queue_urls.values():
-            sqs.delete_queue(QueueUrl=url)
-        # Dead-letter queues first: a queue's redrive policy names one.
-        for logical_id, url in sorted(
-            self.resources.queue_urls.items(),
-            key=lambda item: "RedrivePolicy" in self.queue_settings[item[0]],
-        ):
-            name = url.rsplit("/", 1)[1]
-            sqs.create_queue(QueueName=name, Attributes=self.queue_settings[logical_id])  # type: ignore[arg-type]
+            account, name = url.rsplit("/", 2)[-2:]
+            sqs_backends[account][REGION].purge_queue(name)
 
 
 @contextmanager
@@ -193,15 +180,8 @@ def aws_backend(env: dict[str, str] | None = None) -> Iterator[AwsBackend]:
             "WORKSPACE_TURN_BURST": IN_PROCESS_TURN_BURST,
             **(env or {}),
         }
-        sqs = boto3.client("sqs", region_name=REGION)
-        queue_settings: dict[str, dict[str, str]] = {}
-        for logical_id, url in resources.queue_urls.items():
-            found = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
-            queue_settings[logical_id] = {
-                str(name): value for name, value in found.items() if name in _QUEUE_SETTINGS
-            }
         with environment(function_env):
-            yield AwsBackend(resources, function_env, queue_settings)
+            yield AwsBackend(resources, function_env)
 
 
 @contextmanager

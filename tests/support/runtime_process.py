@@ -222,6 +222,26 @@ def launch_runtime(extra_env: Mapping[str, str] | None = None) -> RuntimeProcess
     return runtime
 
 
+# The e2e tier's shared runtime in this test process (none until a test asks for it).
+_shared: list[RuntimeProcess] = []
+
+
+def shared_runtime() -> RuntimeProcess:
+    """The runtime the e2e tier's modules share (``local_runtime``), started on first use:
+    dev token DEV_TOKEN, workspace "other" OTHER_TOKEN."""
+    if not _shared:
+        _shared.append(launch_runtime())
+    return _shared[0]
+
+
+def stop_shared_runtime() -> None:
+    """Stop the shared runtime, if one runs, and check it stopped cleanly. The suite does
+    this when a test process moves on from the e2e tier (tests/conftest.py): an idle
+    runtime still polls its queues. A later use starts another."""
+    while _shared:
+        _shared.pop().assert_stopped_cleanly()
+
+
 @dataclass
 class FakeModelStack:
     """What an e2e module on a fake model shares: the runtime, the fake model server

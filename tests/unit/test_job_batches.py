@@ -1,15 +1,12 @@
 """The workers' SQS batches: each record parsed into its job, only the failed ones
 reported back, a body that is no job handed to the worker's choice; a failing record
 comes back soon when its queue can say so (an SQS error leaves the visibility timeout in
-force); and a worker's cold import takes neither pydantic nor Powertools' batch utility."""
+force). (A worker's cold import, which takes neither pydantic nor Powertools' batch
+utility, is checked in a fresh interpreter: tests/e2e/test_cold_imports.py.)"""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -138,19 +135,3 @@ def test_a_records_correlation_id_is_read_from_its_attributes() -> None:
     )
 
     assert record_correlation_id(parsed) == "corr-m-9"
-
-
-def test_a_workers_cold_import_takes_neither_pydantic_nor_powertools_batch() -> None:
-    root = Path(__file__).resolve().parents[2]
-    for function in ("summarize", "repair_transcript", "erase_end_user", "copy_forks"):
-        code = (
-            "import sys\n"
-            "import app\n"
-            "heavy = {'pydantic', 'boto3', 'aws_lambda_powertools.utilities.batch'}\n"
-            "found = heavy & set(sys.modules)\n"
-            "assert not found, found\n"
-        )
-        env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1"}
-        subprocess.run(
-            [sys.executable, "-c", code], cwd=root / "functions" / function, env=env, check=True
-        )

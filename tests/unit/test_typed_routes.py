@@ -1,16 +1,12 @@
 """Typed routes on an ``ApiResolver``: the input gate first, as always; then the route's
 typed body, query and path values, validated by Powertools and refused in the words
 ``input_gate.parse_model`` uses, so that a request gets the same status and body as when
-the handler parsed its body itself. And a handler module's cold import still loads no
-pydantic: a signature's types are read on the first request."""
+the handler parsed its body itself. (That a handler module's cold import still loads no
+pydantic is checked in a fresh interpreter: tests/e2e/test_cold_imports.py.)"""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
@@ -23,7 +19,6 @@ from convo_memory.edge.resolver import ApiResolver, Body, Query, api, json_respo
 from local_runtime.handlers import LambdaContext
 from local_runtime.http_gateway import HttpRequest, build_http_event
 
-ROOT = Path(__file__).resolve().parents[2]
 WORKSPACE = {"workspaceId": "ws_1"}
 app = ApiResolver()
 
@@ -130,21 +125,3 @@ def test_typed_query_values_are_passed_validated_or_refused_with_their_place() -
         "query",
         "externalRef",
     ]
-
-
-def test_a_routed_handlers_cold_import_loads_no_pydantic() -> None:
-    routed = sorted(
-        p.parent for p in (ROOT / "functions").glob("*/app.py") if "ApiResolver(" in p.read_text()
-    )
-    code = (
-        "import sys\n"
-        "import app\n"
-        "found = {'pydantic', 'convo_memory.api', 'boto3'} & set(sys.modules)\n"
-        "assert not found, found\n"
-        "assert app.app.declarations\n"
-    )
-    env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1"}
-
-    assert len(routed) >= 7
-    for function in routed:
-        subprocess.run([sys.executable, "-c", code], cwd=function, env=env, check=True)

@@ -1,0 +1,145 @@
+"""The test stack's moto shortcuts (tests/support/moto_speedups.py) change no answer: the
+same queries, of a table and of an index, page by page and backwards, return the same
+items, counts and next keys with them as without them; and KMS keys that share a key
+pair still encrypt each with material of its own."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from tests.support.fake_aws import FAKE_CREDENTIALS, REGION, environment
+from tests.support.moto_speedups import moto_speedups
+
+TABLE = "speedups"
+
+
+@pytest.fixture
+def dynamodb() -> Iterator[Any]:
+    """A table with a sort key and an index, a few partitions of items, in plain moto."""
+    with environment({**FAKE_CREDENTIALS, "AWS_DEFAULT_REGION": REGION}), mock_aws():
+        client = boto3.client("dynamodb", region_name=REGION)
+        client.create_table(
+            TableName=TABLE,
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[
+                {"AttributeName": name, "AttributeType": "S"}
+                for name in ("pk", "sk", "gsi1pk", "gsi1sk")
+            ],
+            KeySchema=[
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
+            GlobalSecondaryIndexes=[
+                {
+                    "IndexName": "byRef",
+                    "KeySchema": [
+                        {"AttributeName": "gsi1pk", "KeyType": "HASH"},
+                        {"AttributeName": "gsi1sk", "KeyType": "RANGE"},
+                    ],
+                    "Projection": {"ProjectionType": "ALL"},
+                }
+            ],
+        )
+        for session in range(6):
+            for seq in range(9, 0, -1):  # written out of order
+                item = {
+                    "pk": {"S": f"SESSION#{session}"},
+                    "sk": {"S": f"MSG#{seq:04d}"},
+                    "n": {"N": str(seq % 4)},
+                }
+                if seq == 1:  # one index entry per session, two end users
+                    item["gsi1pk"] = {"S": f"REF#{session % 2}"}
+                    item["gsi1sk"] = {"S": f"2026-01-0{session + 1}#{session}"}
+                client.put_item(TableName=TABLE, Item=item)
+        yield client
+
+
+QUERIES: list[dict[str, Any]] = [
+    {
+        "KeyConditionExpression": "pk = :p",
+        "ExpressionAttributeValues": {":p": {"S": "SESSION#3"}},
+    },
+    {
+        "KeyConditionExpression": "pk = :p AND sk BETWEEN :a AND :b",
+        "ExpressionAttributeValues": {
+            ":p": {"S": "SESSION#2"},
+            ":a": {"S": "MSG#0003"},
+            ":b": {"S": "MSG#0007"},
+        },
+        "ScanIndexForward": False,
+    },
+    {
+        "KeyConditionExpression": "pk = :p AND begins_with(sk, :m)",
+        "FilterExpression": "n = :n",
+        "ExpressionAttributeValues": {
+            ":p": {"S": "SESSION#0"},
+            ":m": {"S": "MSG#"},
+            ":n": {"N": "1"},
+        },
+        "Limit": 4,
+    },
+    {
+        "KeyConditionExpression": "pk = :p",
+        "ExpressionAttributeValues": {":p": {"S": "SESSION#missing"}},
+    },
+    {
+        "IndexName": "byRef",
+        "KeyConditionExpression": "gsi1pk = :r AND gsi1sk < :upper",
+        "ExpressionAttributeValues": {":r": {"S": "REF#1"}, ":upper": {"S": "2026-01-05#~"}},
+        "Limit": 1,
+    },
+    {
+        "IndexName": "byRef",
+        "KeyConditionExpression": "gsi1pk = :r",
+        "ExpressionAttributeValues": {":r": {"S": "REF#0"}},
+        "ScanIndexForward": False,
+    },
+]
+
+
+def every_page(client: Any, query: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each page's items, counts and next key, following the next keys to the end."""
+    pages: list[dict[str, Any]] = []
+    start: dict[str, Any] | None = None
+    while True:
+        args = {"TableName": TABLE, **query, **({"ExclusiveStartKey": start} if start else {})}
+        out = client.query(**args)
+        pages.append(
+            {k: out.get(k) for k in ("Items", "Count", "ScannedCount", "LastEvaluatedKey")}
+        )
+        start = out.get("LastEvaluatedKey")
+        if not start:
+            return pages
+
+
+@pytest.mark.parametrize("query", QUERIES, ids=lambda query: query["KeyConditionExpression"])
+def test_a_query_answers_the_same_with_the_shortcut(dynamodb: Any, query: dict[str, Any]) -> None:
+    plain = every_page(dynamodb, query)
+
+    with moto_speedups():
+        short_cut = every_page(dynamodb, query)
+
+    assert short_cut == plain
+    assert sum(page["Count"] for page in plain) > 0 or "missing" in str(query)
+
+
+def test_keys_sharing_a_key_pair_still_encrypt_and_decrypt_each_with_its_own_key() -> None:
+    with (
+        environment({**FAKE_CREDENTIALS, "AWS_DEFAULT_REGION": REGION}),
+        mock_aws(),
+        moto_speedups(),
+    ):
+        kms = boto3.client("kms", region_name=REGION)
+        keys = [kms.create_key()["KeyMetadata"]["KeyId"] for _ in range(2)]
+        sealed = [kms.encrypt(KeyId=key, Plaintext=b"whsec_1")["CiphertextBlob"] for key in keys]
+
+        for key, blob in zip(keys, sealed, strict=True):
+            assert kms.decrypt(CiphertextBlob=blob, KeyId=key)["Plaintext"] == b"whsec_1"
+        with pytest.raises(ClientError):
+            kms.decrypt(CiphertextBlob=sealed[0], KeyId=keys[1])
