@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = QUICK if args.quick else FULL
     with logs_to(args.log) as terminal:
         progress = Progress(terminal)
-        progress.done(f"measuring 22 figures; the service's logs go to {args.log}")
+        progress.done(f"measuring 23 figures; the service's logs go to {args.log}")
         results = run(plan, args.quick, progress)
         progress.done(f"done in {results['meta']['seconds']:.0f} s")
     results["meta"]["log"] = str(args.log)

@@ -8,7 +8,8 @@ SQS is left concurrent: its long polls would otherwise hold the lock for seconds
 moto backs every TransactWriteItems up by deep-copying each table it names, so one
 transaction costs time in proportion to the whole table (about 1 s at 20,000 items):
 a long ``make run`` would make every fork, key-opened session and summary fold slower
-than on AWS. ``item_level_transactions`` backs up only the items a transaction names.
+than on AWS. ``item_level_transactions`` backs up only the items a transaction names,
+and local_runtime/moto_shortcuts.py takes out the costs that grow with the table.
 
 One fault can be switched on, to watch a failed transcript write and its repair: while
 the file ``fail_turn_writes_while`` names exists, every write of a turn item (a PutItem
@@ -32,6 +33,8 @@ from moto.moto_server.werkzeug_app import (
     create_backend_app,
 )
 from werkzeug.serving import make_server
+
+from local_runtime import moto_shortcuts
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 _TRANSACTING = threading.local()
@@ -175,6 +178,7 @@ class SerializedMotoServer(ThreadedMotoServer):
     # Same as ThreadedMotoServer._server_entry, with the app wrapped.
     def _server_entry(self) -> None:
         item_level_transactions()
+        moto_shortcuts.install()  # for the life of the runtime
         app = serialize_dynamodb(DomainDispatcherApplication(create_backend_app))
         if self._fail_turn_writes_while:
             app = fail_turn_writes(app, self._fail_turn_writes_while)

@@ -14,7 +14,7 @@ import boto3
 import botocore.session
 from moto import mock_aws
 
-from tests.support.moto_speedups import moto_speedups
+from local_runtime.moto_shortcuts import moto_shortcuts
 
 REGION = "us-east-1"
 FAKE_CREDENTIALS = {
@@ -47,14 +47,14 @@ def fake_aws(region: str = REGION) -> Iterator[None]:
     """Every AWS call inside goes to moto (a fresh, empty backend unless another
     ``fake_aws`` or ``mock_aws`` is already active), signed with fake credentials, in
     ``region`` unless a client names another. ``boto3.client`` builds on one botocore
-    session for the whole process (see ``aws_session``); two of moto's slow paths are
-    short-cut (tests/support/moto_speedups.py)."""
+    session for the whole process (see ``aws_session``); moto's slow paths are
+    short-cut (local_runtime/moto_shortcuts.py)."""
     with (
         environment(
             {**FAKE_CREDENTIALS, **_MOTO_SETTINGS, "AWS_DEFAULT_REGION": region}, remove=_ELSEWHERE
         ),
         mock_aws(),
-        moto_speedups(),
+        moto_shortcuts(),
     ):
         boto3.DEFAULT_SESSION = aws_session(region)  # moto puts the previous one back
         yield

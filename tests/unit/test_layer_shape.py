@@ -9,6 +9,7 @@ edge -> services -> ports, services speaking the domain)."""
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,8 +26,14 @@ DOORS = LAYER / "doors"
 RESOLVER = LAYER / "edge" / "resolver.py"
 
 
+@cache
+def parsed(path: Path) -> ast.Module:
+    """A module's tree, parsed once for every check that reads it (callers only read)."""
+    return ast.parse(path.read_text())
+
+
 def modules() -> list[tuple[Path, ast.Module]]:
-    return [(path, ast.parse(path.read_text())) for path in sorted(LAYER.rglob("*.py"))]
+    return [(path, parsed(path)) for path in sorted(LAYER.rglob("*.py"))]
 
 
 def imported(tree: ast.Module) -> set[str]:
@@ -61,7 +68,7 @@ def test_no_function_of_the_layer_or_a_handler_is_over_60_lines() -> None:
     sizes = {
         f"{path.relative_to(ROOT)}:{node.name}": (node.end_lineno or node.lineno) - node.lineno + 1
         for path in sorted(sources)
-        for node in functions_of(ast.parse(path.read_text()))
+        for node in functions_of(parsed(path))
     }
     too_long = {name: lines for name, lines in sizes.items() if lines > MAX_FUNCTION_LINES}
     assert too_long == {}
@@ -86,7 +93,7 @@ def test_handlers_define_no_function_inside_another() -> None:
     offenders = {
         str(path.relative_to(ROOT)): nested
         for path in sorted(HANDLERS.glob("*/app.py"))
-        if (nested := nested_definitions(ast.parse(path.read_text())))
+        if (nested := nested_definitions(parsed(path)))
     }
     assert offenders == {}
 
@@ -125,7 +132,7 @@ def test_no_door_hands_the_turn_edge_a_callback() -> None:
     offenders = {
         str(path.relative_to(ROOT)): found
         for path in doors
-        if (found := callbacks_handed_to_the_edge(ast.parse(path.read_text())))
+        if (found := callbacks_handed_to_the_edge(parsed(path)))
     }
     assert offenders == {}
 
@@ -187,6 +194,7 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@cache
 def import_graph() -> dict[str, set[str]]:
     """Module -> the layer's modules it imports, lazily or for type checking too."""
     trees = {_module_name(path): tree for path, tree in modules()}
@@ -368,7 +376,7 @@ def service_classes() -> set[str]:
     return {
         node.name
         for path in (LAYER / "services").glob("*.py")
-        for node in ast.parse(path.read_text()).body
+        for node in parsed(path).body
         if isinstance(node, ast.ClassDef)
         and any(isinstance(item, ast.FunctionDef) and item.name == "__init__" for item in node.body)
     }
@@ -379,7 +387,7 @@ def test_services_are_given_their_collaborators_by_the_composition_root() -> Non
     offenders = {
         str(path.relative_to(LAYER)): found
         for path in sorted((LAYER / "services").glob("*.py"))
-        if (found := constructed_in_init(ast.parse(path.read_text()), services))
+        if (found := constructed_in_init(parsed(path), services))
     }
     assert offenders == {}
 

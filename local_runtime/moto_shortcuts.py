@@ -1,16 +1,21 @@
-"""Two of moto's costs that tell a test nothing, taken out while ``fake_aws`` is active
-(the in-process backend only: the local runtime's moto server is untouched).
+"""Costs of moto's that tell nobody anything, taken out while installed: by the local
+runtime for its whole life, by the tests' in-process backend (tests/support/fake_aws.py)
+while a test uses it. Nothing moto answers changes (tests/integration/test_moto_shortcuts.py
+compares every page of a query both ways, and keys sharing a key pair still encrypt).
 
 - A DynamoDB Query sorts every item of the table before keeping its partition's (or,
-  on an index, the items with its key) and sorting those again: a module's tests share
-  one table, so each query cost more the more tests had run. Here a query of the table
-  reads its partition only, and a query of an index reads the items unsorted; what it
-  returns is unchanged, since moto sorts and pages the kept items itself afterwards
-  (tests/integration/test_moto_speedups.py compares both ways).
+  on an index, the items with its key) and sorting those again: each query cost more
+  the more the table held, so a long ``make run`` (or a test module sharing one table)
+  grew slower with every conversation. Here a query of the table reads its partition
+  only, and a query of an index reads the items unsorted; moto sorts and pages the kept
+  items itself afterwards, as before.
 - A KMS key gets an RSA key pair of its own, symmetric keys included, for Sign and
   GetPublicKey, which nothing here calls (the stack's key encrypts): a third of what
   building the stack costs. One pair per key spec serves every key; encryption keeps
   each key's own material.
+- Every request looks up the names of its response class's methods (``inspect``, each
+  time), and moto's server lists its own package directory to route each request: both
+  are the same for the life of the process, so each is read once.
 """
 
 from __future__ import annotations
@@ -22,12 +27,16 @@ from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
+import moto.backends
+import moto.core.responses
 import moto.kms.models
 from moto.dynamodb.models.table import Item, Table
 
 _REAL_QUERY = Table.query
 _REAL_ALL_ITEMS = Table.all_items
 _REAL_GENERATE_PRIVATE_KEY = moto.kms.models.generate_private_key
+_REAL_METHOD_NAMES = moto.core.responses.method_names_from_class
+_REAL_MODULES = moto.backends.list_of_moto_modules
 _QUERY = inspect.signature(_REAL_QUERY)
 # The query under way in this thread: (table, hash key, index name).
 _querying = threading.local()
@@ -35,25 +44,37 @@ _lock = threading.Lock()
 _active = 0
 
 
-@contextmanager
-def moto_speedups() -> Iterator[None]:
-    """The two shortcuts while inside (nested uses keep them until the outermost ends)."""
+def install() -> None:
+    """The shortcuts on until as many ``uninstall`` calls (nested users keep them)."""
     global _active
     with _lock:
         _active += 1
         if _active == 1:
             _install()
+
+
+def uninstall() -> None:
+    global _active
+    with _lock:
+        _active -= 1
+        if _active == 0:
+            _uninstall()
+
+
+@contextmanager
+def moto_shortcuts() -> Iterator[None]:
+    """The shortcuts while inside."""
+    install()
     try:
         yield
     finally:
-        with _lock:
-            _active -= 1
-            if _active == 0:
-                _uninstall()
+        uninstall()
 
 
 def _install() -> None:
     moto.kms.models.generate_private_key = _key_pair
+    moto.core.responses.method_names_from_class = _method_names  # type: ignore[assignment]
+    moto.backends.list_of_moto_modules = _moto_modules
     if {"hash_key", "index_name"} <= _QUERY.parameters.keys():  # moto's, as read here
         Table.query = _query  # type: ignore[method-assign]
         Table.all_items = _all_items  # type: ignore[method-assign]
@@ -61,6 +82,8 @@ def _install() -> None:
 
 def _uninstall() -> None:
     moto.kms.models.generate_private_key = _REAL_GENERATE_PRIVATE_KEY
+    moto.core.responses.method_names_from_class = _REAL_METHOD_NAMES
+    moto.backends.list_of_moto_modules = _REAL_MODULES
     Table.query = _REAL_QUERY  # type: ignore[method-assign]
     Table.all_items = _REAL_ALL_ITEMS  # type: ignore[method-assign]
 
@@ -93,3 +116,22 @@ def _all_items(self: Table) -> list[Item]:
 @cache
 def _key_pair(key_spec: str) -> Any:
     return _REAL_GENERATE_PRIVATE_KEY(key_spec)
+
+
+@cache
+def _method_names_of(clazz: type) -> frozenset[str]:
+    return frozenset(_REAL_METHOD_NAMES(clazz))
+
+
+def _method_names(clazz: object) -> frozenset[str]:
+    # moto only asks ``action in names``: a set answers that, and is read once per class.
+    return _method_names_of(clazz)
+
+
+@cache
+def _module_names() -> tuple[str, ...]:
+    return tuple(_REAL_MODULES())
+
+
+def _moto_modules() -> tuple[str, ...]:
+    return _module_names()

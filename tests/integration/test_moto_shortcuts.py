@@ -1,7 +1,8 @@
-"""The test stack's moto shortcuts (tests/support/moto_speedups.py) change no answer: the
-same queries, of a table and of an index, page by page and backwards, return the same
-items, counts and next keys with them as without them; and KMS keys that share a key
-pair still encrypt each with material of its own."""
+"""moto's shortcuts (local_runtime/moto_shortcuts.py, the local runtime's and the test
+stack's) change no answer: the same queries, of a table and of an index, page by page and
+backwards, return the same items, counts and next keys with them as without them; KMS
+keys that share a key pair still encrypt each with material of its own; what is read
+once (a response class's methods, moto's own services) is what is read each time."""
 
 from __future__ import annotations
 
@@ -9,14 +10,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import boto3
+import moto.backends
+import moto.core.responses
 import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
+from local_runtime.moto_shortcuts import moto_shortcuts
 from tests.support.fake_aws import FAKE_CREDENTIALS, REGION, environment
-from tests.support.moto_speedups import moto_speedups
 
-TABLE = "speedups"
+TABLE = "shortcuts"
 
 
 @pytest.fixture
@@ -122,7 +125,7 @@ def every_page(client: Any, query: dict[str, Any]) -> list[dict[str, Any]]:
 def test_a_query_answers_the_same_with_the_shortcut(dynamodb: Any, query: dict[str, Any]) -> None:
     plain = every_page(dynamodb, query)
 
-    with moto_speedups():
+    with moto_shortcuts():
         short_cut = every_page(dynamodb, query)
 
     assert short_cut == plain
@@ -133,7 +136,7 @@ def test_keys_sharing_a_key_pair_still_encrypt_and_decrypt_each_with_its_own_key
     with (
         environment({**FAKE_CREDENTIALS, "AWS_DEFAULT_REGION": REGION}),
         mock_aws(),
-        moto_speedups(),
+        moto_shortcuts(),
     ):
         kms = boto3.client("kms", region_name=REGION)
         keys = [kms.create_key()["KeyMetadata"]["KeyId"] for _ in range(2)]
@@ -143,3 +146,26 @@ def test_keys_sharing_a_key_pair_still_encrypt_and_decrypt_each_with_its_own_key
             assert kms.decrypt(CiphertextBlob=blob, KeyId=key)["Plaintext"] == b"whsec_1"
         with pytest.raises(ClientError):
             kms.decrypt(CiphertextBlob=sealed[0], KeyId=keys[1])
+
+
+def test_what_is_read_once_is_what_moto_reads_each_time() -> None:
+    from moto.dynamodb.responses import DynamoHandler
+    from moto.sqs.responses import SQSResponse
+
+    plain = {
+        handler: set(moto.core.responses.method_names_from_class(handler))
+        for handler in (DynamoHandler, SQSResponse)
+    }
+    modules = list(moto.backends.list_of_moto_modules())
+
+    with moto_shortcuts():
+        for handler, names in plain.items():
+            assert set(moto.core.responses.method_names_from_class(handler)) == names
+            assert "query" in names or "receive_message" in names
+        assert list(moto.backends.list_of_moto_modules()) == modules
+        assert {"dynamodb", "sqs", "s3", "kms"} <= set(modules)
+
+    # Uninstalled: moto's own functions again.
+    assert moto.core.responses.method_names_from_class(DynamoHandler) == sorted(
+        plain[DynamoHandler]
+    )
