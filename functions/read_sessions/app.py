@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response
 
+from convo_memory.domain import request_rules
 from convo_memory.domain.errors import ItemNotFound, ResponseNotFound, SessionNotFound
 from convo_memory.edge import input_gate
 from convo_memory.edge.api_contract import answers
@@ -47,7 +48,7 @@ def list_sessions(
         Query(
             alias="externalRef",
             min_length=1,
-            max_length=input_gate.MAX_EXTERNAL_REF_CHARS,
+            max_length=request_rules.MAX_EXTERNAL_REF_CHARS,
             description="Your own id of the end user.",
         ),
     ],
@@ -119,12 +120,14 @@ def get_context(session_id: str) -> Response[api.ContextView]:
 )
 def get_prompt(
     session_id: str,
-    # A message's seq (``input_gate.path_seq`` refuses any other value in its own words).
-    seq: Annotated[str, Path(json_schema_extra={"pattern": f"^{input_gate.SEQ.pattern}$"})],
+    # A message's seq (``request_rules.path_seq`` refuses any other value in its own words).
+    seq: Annotated[str, Path(json_schema_extra={"pattern": f"^{request_rules.SEQ.pattern}$"})],
 ) -> Response[api.PromptView]:
     from convo_memory.api import PromptView
 
-    sent = container().sessions.sent_prompt(workspace_id(app), session_id, input_gate.path_seq(seq))
+    sent = container().sessions.sent_prompt(
+        workspace_id(app), session_id, request_rules.path_seq(seq)
+    )
     return json_response(200, PromptView.of(sent).to_json_dict())
 
 

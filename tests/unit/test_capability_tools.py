@@ -11,7 +11,7 @@ import pytest
 from convo_memory.api import CapabilityCreate, created_capability
 from convo_memory.domain.errors import ValidationFailed
 from convo_memory.domain.models import tool_secret_context
-from convo_memory.edge.input_gate import parse_model
+from convo_memory.domain.request_rules import parse_model
 from convo_memory.services.catalog import SIGNING_SECRET_PREFIX
 from tests.fakes.app import WS, FakeApp, fake_app
 

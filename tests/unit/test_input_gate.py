@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from convo_memory.api import SessionCreate, SessionPatch
+from convo_memory.domain import request_rules
 from convo_memory.domain.errors import (
     CapabilityNotFound,
     InvalidJson,
@@ -136,7 +137,7 @@ class TestHeadersIdsQuery:
         "value", ["ses_0123456789abcdef0123", "cap-generative", "run_ab", "A" * 128]
     )
     def test_ids_like_ours_pass(self, value: str) -> None:
-        input_gate.check_path_id("sessionId", value)
+        request_rules.check_path_id("sessionId", value)
 
     @pytest.mark.parametrize(
         ("name", "error"),
@@ -154,7 +155,7 @@ class TestHeadersIdsQuery:
         self, name: str, error: type[Exception], value: str
     ) -> None:
         with pytest.raises(error) as refused:
-            input_gate.check_path_id(name, value)
+            request_rules.check_path_id(name, value)
 
         assert getattr(refused.value, "status", None) == 404
         assert value not in str(refused.value) or not value  # never echoed back
@@ -177,7 +178,7 @@ class TestHeadersIdsQuery:
                 input_gate.external_ref(bad)
         field = SessionCreate.model_fields["external_ref"]
         assert any(
-            getattr(rule, "max_length", None) == input_gate.MAX_EXTERNAL_REF_CHARS
+            getattr(rule, "max_length", None) == request_rules.MAX_EXTERNAL_REF_CHARS
             for rule in field.metadata
         )
 
@@ -185,7 +186,7 @@ class TestHeadersIdsQuery:
 class TestSchema:
     def test_schema_violations_are_422_with_details(self) -> None:
         with pytest.raises(ValidationFailed) as refused:
-            input_gate.parse_model(SessionCreate, {"externalRef": "x"})
+            request_rules.parse_model(SessionCreate, {"externalRef": "x"})
 
         assert refused.value.status == 422
         assert refused.value.details and refused.value.details[0]["loc"] == ["capabilityId"]
@@ -210,7 +211,7 @@ class TestSchema:
         body = {"capabilityId": "cap-generative", "externalRef": "end-user", **extra}
 
         with pytest.raises(ValidationFailed):
-            input_gate.parse_model(SessionCreate, body)
+            request_rules.parse_model(SessionCreate, body)
 
     def test_the_same_bounds_hold_for_a_patch(self) -> None:
         for body in (
@@ -219,7 +220,7 @@ class TestSchema:
             {"externalRef": "r" * 257},
         ):
             with pytest.raises(ValidationFailed):
-                input_gate.parse_model(SessionPatch, body)
+                request_rules.parse_model(SessionPatch, body)
 
     def test_session_fields_at_their_bounds_are_accepted(self) -> None:
         body = {
@@ -229,7 +230,7 @@ class TestSchema:
             "metadata": json.loads(nested(8)) | {"text": "é" * 4000},
         }
 
-        parsed = input_gate.parse_model(SessionCreate, body)
+        parsed = request_rules.parse_model(SessionCreate, body)
 
         assert parsed.principal is not None and len(parsed.principal) == 32
 
@@ -248,4 +249,4 @@ class TestSchema:
 def test_a_refusals_field_is_the_path_of_what_was_sent(
     data: dict[str, Any], loc: list[str], path: str
 ) -> None:
-    assert input_gate.field_path(data, loc) == path
+    assert request_rules.field_path(data, loc) == path

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from convo_memory.api import ConversationCreate
+from convo_memory.domain import request_rules
 from convo_memory.domain.errors import ValidationFailed
 from convo_memory.doors import chat_completions
 from convo_memory.doors import responses as responses_door
-from convo_memory.edge import input_gate
 
 
 def refusal(body: dict[str, Any]) -> ValidationFailed:
@@ -79,7 +79,7 @@ def test_an_over_long_tool_call_id_on_the_chat_door_says_how_long_it_may_be() ->
 
 def test_a_conversations_item_part_whose_type_is_an_object_is_refused() -> None:
     body = {"items": [{"content": [{"text": "", "type": {}}], "role": "user", "type": "message"}]}
-    request = input_gate.parse_model(ConversationCreate, body)
+    request = request_rules.parse_model(ConversationCreate, body)
 
     with pytest.raises(ValidationFailed) as refused:
         responses_door.conversation_history(request)

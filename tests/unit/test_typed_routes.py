@@ -1,6 +1,6 @@
 """Typed routes on an ``ApiResolver``: the input gate first, as always; then the route's
 typed body, query and path values, validated by Powertools and refused in the words
-``input_gate.parse_model`` uses, so that a request gets the same status and body as when
+``request_rules.parse_model`` uses, so that a request gets the same status and body as when
 the handler parsed its body itself. (That a handler module's cold import still loads no
 pydantic is checked in a fresh interpreter: tests/e2e/test_cold_imports.py.)"""
 
@@ -13,8 +13,8 @@ import pytest
 from aws_lambda_powertools.event_handler import Response
 
 from convo_memory.api import SessionCreate
+from convo_memory.domain import request_rules
 from convo_memory.domain.errors import ServiceError
-from convo_memory.edge import input_gate
 from convo_memory.edge.resolver import ApiResolver, Body, Query, api, json_response
 from local_runtime.handlers import LambdaContext
 from local_runtime.http_gateway import HttpRequest, build_http_event
@@ -59,7 +59,7 @@ def call(
 def parse_model_refusal(data: Any) -> dict[str, Any]:
     """What the input gate answers when a handler parses this body itself."""
     with pytest.raises(ServiceError) as refused:
-        input_gate.parse_model(SessionCreate, data)
+        request_rules.parse_model(SessionCreate, data)
     return refused.value.to_body()
 
 

@@ -1,7 +1,7 @@
 """The HTTP API's wire models, one module per resource (capabilities, sessions, turns,
 chat, responses, and what they share in common): the request bodies and the answers
 built for them, as pydantic models (camelCase JSON, unknown fields refused). A request
-model carries the field rules every door applies (``input_gate.parse_model``, or a
+model carries the field rules every door applies (``request_rules.parse_model``, or a
 route's typed body); the entities themselves are ``convo_memory.domain.models``.
 
 The routes' signatures name these models, so the OpenAPI document is made from them

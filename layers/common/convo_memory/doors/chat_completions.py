@@ -30,6 +30,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from convo_memory.domain import request_rules
 from convo_memory.domain.generation import GenerationOptions
 from convo_memory.domain.imported_history import imported_turns
 from convo_memory.domain.prompt import ChatMessage
@@ -64,7 +65,6 @@ from convo_memory.doors.openai_common import (
     session_owner,
     tool_round,
 )
-from convo_memory.edge import input_gate
 from convo_memory.edge.errors import json_text
 from convo_memory.edge.turn_edge import BufferedEvents
 
@@ -126,14 +126,14 @@ def read_chat_turn(body: Mapping[str, Any], headers: Mapping[str, str]) -> ChatT
     the door does not take (naming the field), ``404`` for an id none of ours could be."""
     from convo_memory.api import ChatCompletionRequest
 
-    return chat_turn(input_gate.parse_model(ChatCompletionRequest, dict(body)), headers)
+    return chat_turn(request_rules.parse_model(ChatCompletionRequest, dict(body)), headers)
 
 
 def chat_turn(request: ChatCompletionRequest, headers: Mapping[str, str]) -> ChatTurn:
     """The turn a chat-completions request (its body validated) and its headers ask for
     (``read_chat_turn``, whose refusals these are)."""
     _refuse_unsupported(request)
-    input_gate.check_path_id("capabilityId", request.model)
+    request_rules.check_path_id("capabilityId", request.model)
     conversation = _conversation(request, {name.lower(): v for name, v in headers.items()})
     turn_input: TurnPayload
     history: tuple[ChatMessage, ...] = ()
@@ -188,7 +188,7 @@ def _conversation(request: Any, headers: Mapping[str, str]) -> ConversationTarge
     if session_id is None and session_key is None:
         return None
     if session_id is not None:
-        input_gate.check_path_id("sessionId", session_id)
+        request_rules.check_path_id("sessionId", session_id)
         return SessionById(session_id, _owner(request, headers))
     assert session_key is not None
     if not SESSION_KEY.fullmatch(session_key):

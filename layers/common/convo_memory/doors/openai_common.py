@@ -11,6 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from convo_memory.domain import request_rules
 from convo_memory.domain.errors import ValidationFailed
 from convo_memory.domain.tools import (
     AppTools,
@@ -21,7 +22,6 @@ from convo_memory.domain.tools import (
     ToolRound,
 )
 from convo_memory.domain.turns import SessionOwner
-from convo_memory.edge import input_gate
 
 if TYPE_CHECKING:
     from convo_memory.api import FunctionSpec
@@ -69,9 +69,10 @@ def end_user_of(
 def check_end_user(field: str, value: str) -> None:
     """An end user's id as a call names it (``user``, ``safety_identifier``,
     ``X-Convo-User``): 1-256 characters, as a session's externalRef."""
-    if not 1 <= len(value) <= input_gate.MAX_EXTERNAL_REF_CHARS:
+    if not 1 <= len(value) <= request_rules.MAX_EXTERNAL_REF_CHARS:
         raise invalid(
-            field, f"must be 1-{input_gate.MAX_EXTERNAL_REF_CHARS} characters (your end user's id)"
+            field,
+            f"must be 1-{request_rules.MAX_EXTERNAL_REF_CHARS} characters (your end user's id)",
         )
 
 
@@ -82,7 +83,7 @@ def session_owner(end_user: str | None, headers: Mapping[str, str]) -> SessionOw
 
     principal, given = principal_header(headers.get(PRINCIPAL_HEADER))
     try:
-        input_gate.parse_model(SessionPatch, {"principal": principal})
+        request_rules.parse_model(SessionPatch, {"principal": principal})
     except ValidationFailed as refused:
         raise invalid("X-Convo-Principal", refused.message.removeprefix("principal: ")) from None
     return SessionOwner(end_user, principal, given)
@@ -100,7 +101,7 @@ def principal_header(raw: str | None) -> tuple[dict[str, str] | None, bool]:
         isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
     ):
         raise invalid("X-Convo-Principal", "must be a JSON object of string claims")
-    input_gate.inspect_value(value)
+    request_rules.inspect_value(value)
     return value, True
 
 

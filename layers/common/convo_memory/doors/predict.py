@@ -10,7 +10,7 @@
 
 Each door reads its request (its body already validated as ``TurnInput`` or
 ``MessageInput``: by the HttpApi route's typed body, by the streaming door's
-``input_gate.parse_model``) into a ``TurnCommand``, the turn edge serves it
+``request_rules.parse_model``) into a ``TurnCommand``, the turn edge serves it
 (``convo_memory.edge.turn_edge``), and the door writes the ``TurnResult``: ``predict``,
 ``predict_stream`` and ``session_message`` do the three for the HttpApi
 (``functions/predict``). The streaming Function URL (``stream_door``) reads and writes

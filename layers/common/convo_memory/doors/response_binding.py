@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from convo_memory.domain import request_rules
 from convo_memory.domain.errors import ResponseNotFound, ServiceError
 from convo_memory.domain.imported_history import imported_turns
 from convo_memory.domain.item_ids import ItemPlace
@@ -41,7 +42,6 @@ from convo_memory.domain.turns import (
 )
 from convo_memory.doors.attachment_parts import history_attachments
 from convo_memory.doors.openai_common import SYSTEM_ROLES, end_user_of, invalid, session_owner
-from convo_memory.edge import input_gate
 
 if TYPE_CHECKING:
     from convo_memory.api import ResponseCreate
@@ -94,7 +94,7 @@ def conversation_of(
         return SessionByResponse(ref, owner)
     if named is not None:
         session_id = named if isinstance(named, str) else named.id
-        input_gate.check_path_id("sessionId", session_id)
+        request_rules.check_path_id("sessionId", session_id)
         return SessionById(session_id, owner)
     if request.store is False:
         return None

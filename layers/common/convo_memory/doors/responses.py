@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from convo_memory.domain import request_rules
 from convo_memory.domain.errors import ItemNotFound
 from convo_memory.domain.generation import GenerationOptions
 from convo_memory.domain.imported_history import ImportedTurn, imported_turns
@@ -69,7 +70,6 @@ from convo_memory.doors.response_binding import (
     said_before,
 )
 from convo_memory.doors.response_frames import ResponseEcho, ResponseEvents, served_response
-from convo_memory.edge import input_gate
 from convo_memory.edge.errors import json_text
 from convo_memory.edge.turn_edge import BufferedEvents
 
@@ -122,7 +122,7 @@ def read_response_turn(body: Mapping[str, Any], headers: Mapping[str, str]) -> R
     """The turn a gated Responses body and its headers ask for (``response_turn``)."""
     from convo_memory.api import ResponseCreate
 
-    return response_turn(input_gate.parse_model(ResponseCreate, dict(body)), headers)
+    return response_turn(request_rules.parse_model(ResponseCreate, dict(body)), headers)
 
 
 def response_turn(request: ResponseCreate, headers: Mapping[str, str]) -> ResponseTurn:
@@ -130,7 +130,7 @@ def response_turn(request: ResponseCreate, headers: Mapping[str, str]) -> Respon
     ``422`` naming a field the door does not take, ``404`` for a response, conversation
     or item id none of ours could be."""
     _refuse_unsupported(request)
-    input_gate.check_path_id("capabilityId", request.model)
+    request_rules.check_path_id("capabilityId", request.model)
     items = _items(request.input)
     at = _last_user_message(items)
     extra = [item.text for item in items if item.role in SYSTEM_ROLES]
@@ -314,7 +314,7 @@ def _app_tools(request: ResponseCreate) -> AppTools | None:
     if not tools:
         refuse_choice_without_tools(choice)
         return None
-    offered = input_gate.parse_model(FunctionTools, {"tools": list(tools)}).tools
+    offered = request_rules.parse_model(FunctionTools, {"tools": list(tools)}).tools
     definitions = app_tool_definitions(offered)
     parallel = request.parallel_tool_calls
     if choice is None or isinstance(choice, str):

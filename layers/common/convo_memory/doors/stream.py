@@ -26,6 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 from convo_memory import observability
+from convo_memory.domain import request_rules
 from convo_memory.domain.errors import (
     InvalidJson,
     NotFound,
@@ -182,7 +183,7 @@ class StreamDoor:
         from convo_memory.api import TurnInput
         from convo_memory.doors import predict as predict_door
 
-        turn_input = input_gate.parse_model(TurnInput, request.body or {})
+        turn_input = request_rules.parse_model(TurnInput, request.body or {})
         command = predict_door.read_predict(capability_id, turn_input, stream=True)
         edge = TurnEdge.on_stream_url(self._container())
         turn = TurnOnThread(edge, "stream", request, command, request_id)

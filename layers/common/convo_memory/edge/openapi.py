@@ -24,7 +24,7 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import models_json_schema
 
 from convo_memory import api as wire_models
-from convo_memory.edge import input_gate
+from convo_memory.domain import request_rules
 from convo_memory.edge.resolver import ApiResolver
 
 TITLE = "convo-memory"
@@ -34,7 +34,7 @@ DESCRIPTION = (
     'summaries, agent tools. Every error is {"error": {"code", "message"}}.'
 )
 REF = "#/components/schemas/{model}"
-ID_SCHEMA = {"type": "string", "minLength": 1, "maxLength": input_gate.MAX_ID_CHARS}
+ID_SCHEMA = {"type": "string", "minLength": 1, "maxLength": request_rules.MAX_ID_CHARS}
 
 
 def route_modules(functions: Path) -> list[Any]:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 
+from convo_memory.domain import request_rules
 from convo_memory.domain.errors import ServiceError, Unauthorized
 from convo_memory.edge import errors, input_gate
 from convo_memory.edge.errors import error_for
@@ -297,13 +298,13 @@ def _typed_parameters(app: APIGatewayHttpResolver, next_middleware: NextMiddlewa
     """The route's typed parameters (its ``Body``, ``Query``, ``Header``, path values)
     validated by Powertools and passed to it, after the gate: the gate's refusals come
     first, as they always have; a value the types refuse is a 422 in the words the gate
-    uses for a body (``input_gate.schema_refusal``)."""
+    uses for a body (``request_rules.schema_refusal``)."""
     validation, refused = _validation()
     try:
         return validation.handler(app, next_middleware)
     except refused as exc:
         errors = [_in_body_terms(error) for error in exc.errors()]
-        raise input_gate.schema_refusal(errors, app.context.get(_GATED_BODY)) from None
+        raise request_rules.schema_refusal(errors, app.context.get(_GATED_BODY)) from None
 
 
 def _in_body_terms(error: dict[str, Any]) -> dict[str, Any]:
