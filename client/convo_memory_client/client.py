@@ -112,7 +112,7 @@ class Conversations:
         self.runs = Runs(self)
         self.providers = Providers(self)
         self.erasures = Erasures(self)
-        self.files = Files(self)
+        self.files = Files(self._transport)
 
     def __repr__(self) -> str:
         return f"Conversations(base_url={self.base_url!r})"

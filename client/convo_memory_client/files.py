@@ -8,12 +8,9 @@ import builtins
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from convo_memory_client._transport import CREATE, READ
-
-if TYPE_CHECKING:
-    from convo_memory_client.client import Conversations
+from convo_memory_client._transport import CREATE, READ, Transport
 
 __all__ = ["File", "Files"]
 
@@ -63,8 +60,10 @@ def multipart(
 
 
 class Files:
-    def __init__(self, client: Conversations) -> None:
-        self._transport = client._transport
+    """The Files API (``client.files``), on the client's own transport."""
+
+    def __init__(self, transport: Transport) -> None:
+        self._transport = transport
 
     def create(
         self,
