@@ -12,6 +12,7 @@ that branches gets a branch, never a mixed history.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -34,6 +35,8 @@ from convo_memory.ports import ResponseStore, TurnStore
 from convo_memory.services.forks import ForkService
 from convo_memory.services.item_references import ItemReferences
 from convo_memory.services.sessions import SessionService
+
+logger = logging.getLogger(__name__)
 
 Order = Literal["asc", "desc"]
 
@@ -96,6 +99,15 @@ class ConversationService:
 
     def delete(self, workspace_id: str, session_id: str) -> None:
         self._sessions.delete(workspace_id, session_id)
+
+    def forget(self, workspace_id: str, opened: Iterable[str]) -> None:
+        """Delete the sessions a turn given up at its first second had opened (a key's,
+        a new conversation, a fork at an older response); best effort, logged."""
+        for session_id in opened:
+            try:
+                self._sessions.delete(workspace_id, session_id)
+            except Exception:
+                logger.warning("a refused turn's session %s left", session_id, exc_info=True)
 
     def items(
         self, workspace_id: str, session_id: str, limit: int, after: str | None, order: Order

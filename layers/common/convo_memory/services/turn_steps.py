@@ -71,6 +71,12 @@ class TurnPolicy:
     # (v4) At most this many tool results continue a paused turn.
     max_tool_results: int = 128
 
+    def deadline(self, now: float, budget_seconds: float | None) -> float:
+        """When a turn's model and tool calls must end (``now`` and the answer both
+        ``monotonic`` times): the door's budget, else the deployment's."""
+        budget = self.turn_deadline_seconds if budget_seconds is None else budget_seconds
+        return now + max(0.0, budget)
+
 
 @dataclass(frozen=True)
 class TurnInFlight:

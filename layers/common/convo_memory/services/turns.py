@@ -15,7 +15,6 @@ with the tools' results or, with a new user message, ends it as abandoned
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -73,7 +72,6 @@ from convo_memory.services.turn_steps import (
     turn_record,
 )
 
-logger = logging.getLogger(__name__)
 NO_PAUSE = "this conversation has no turn waiting for tool results"
 
 
@@ -125,13 +123,14 @@ class TurnService:
         deadline) is the turn's time; ``idempotency_record`` names the record of the
         request's Idempotency-Key, kept with the turn so that erasing the session
         removes it too."""
-        deadline, now = self._deadline(budget_seconds), self._clock()
+        deadline = self._policy.deadline(self._monotonic(), budget_seconds)
+        now = self._clock()
         turn = TurnInFlight.start(workspace_id, command, sink, deadline, idempotency_record, now)
         with sessions_opened() as opened:
             try:
                 result = self._serve(turn)
             except TurnAbandoned:
-                self._forget(workspace_id, opened)  # a refused turn opens nothing
+                self._conversations.forget(workspace_id, opened)  # a refused turn opens nothing
                 raise
         if result.completed is not None:  # a turn answered again keeps its own
             return result
@@ -170,21 +169,6 @@ class TurnService:
             continues_a_pause(command),
         )
         return self._converse(turn, capability, state)
-
-    def _forget(self, workspace_id: str, opened: list[str]) -> None:
-        """Delete the sessions a turn given up at its first second had opened (a key's,
-        a new conversation, a fork at an older response); best effort, logged."""
-        for session_id in opened:
-            try:
-                self._conversations.delete(workspace_id, session_id)
-            except Exception:
-                logger.warning("a refused turn's session %s left", session_id, exc_info=True)
-
-    def _deadline(self, budget_seconds: float | None) -> float:
-        """When this turn's model and tool calls must end (a ``monotonic`` time): the
-        door's budget, else the deployment's, always leaving time to record the turn."""
-        budget = self._policy.turn_deadline_seconds if budget_seconds is None else budget_seconds
-        return self._monotonic() + max(0.0, budget)
 
     # -- which session ----------------------------------------------------------------
 
