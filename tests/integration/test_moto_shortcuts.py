@@ -16,6 +16,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
+from local_runtime import moto_shortcuts as shortcuts
 from local_runtime.moto_shortcuts import moto_shortcuts
 from tests.support.fake_aws import FAKE_CREDENTIALS, REGION, environment
 
@@ -169,3 +170,68 @@ def test_what_is_read_once_is_what_moto_reads_each_time() -> None:
     assert moto.core.responses.method_names_from_class(DynamoHandler) == sorted(
         plain[DynamoHandler]
     )
+
+
+EVERY_TYPE = {
+    "pk": {"S": "SESSION#typed"},
+    "sk": {"S": "MSG#0001"},
+    "s": {"S": 'text with "quotes" and \u00e9'},
+    "n": {"N": "1.50"},
+    "b": {"B": b"\x00\x01binary"},
+    "ss": {"SS": ["x", "y"]},
+    "ns": {"NS": ["1", "2"]},
+    "bs": {"BS": [b"q", b"r"]},
+    "m": {"M": {"none": {"NULL": True}, "l": {"L": [{"BOOL": False}, {"N": "3"}]}}},
+}
+TYPED_KEY = {"pk": EVERY_TYPE["pk"], "sk": EVERY_TYPE["sk"]}
+
+
+def item_operations(client: Any) -> list[Any]:
+    """Each item operation's answer, as boto3 reads it (request ids left out), on an item
+    holding every attribute type."""
+    answers = [
+        client.put_item(TableName=TABLE, Item=EVERY_TYPE, ReturnConsumedCapacity="TOTAL"),
+        client.get_item(TableName=TABLE, Key=TYPED_KEY),
+        client.get_item(TableName=TABLE, Key={**TYPED_KEY, "sk": {"S": "MSG#none"}}),
+        client.query(
+            TableName=TABLE,
+            KeyConditionExpression="pk = :p",
+            ExpressionAttributeValues={":p": EVERY_TYPE["pk"]},
+            ReturnConsumedCapacity="INDEXES",
+        ),
+        client.scan(TableName=TABLE, Limit=3),
+        client.update_item(
+            TableName=TABLE,
+            Key=TYPED_KEY,
+            UpdateExpression="SET x = :x",
+            ExpressionAttributeValues={":x": {"B": b"\xff"}},
+            ReturnValues="ALL_OLD",
+        ),
+        client.batch_get_item(RequestItems={TABLE: {"Keys": [TYPED_KEY]}}),
+        client.transact_get_items(TransactItems=[{"Get": {"TableName": TABLE, "Key": TYPED_KEY}}]),
+        client.delete_item(TableName=TABLE, Key=TYPED_KEY, ReturnValues="ALL_OLD"),
+    ]
+    for answer in answers:
+        answer.pop("ResponseMetadata", None)
+    return answers
+
+
+def test_item_operations_answer_the_same_written_directly(
+    dynamodb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain = item_operations(dynamodb)
+    walked: list[str] = []
+    real = shortcuts._REAL_DYNAMO_RESULT
+
+    def walk(result: Any, context: Any) -> Any:
+        walked.append(context.operation_model.name)
+        return real(result, context)
+
+    monkeypatch.setattr(shortcuts, "_REAL_DYNAMO_RESULT", walk)
+    with moto_shortcuts():
+        direct = item_operations(dynamodb)
+
+    assert direct == plain
+    assert walked == []  # every answer above written directly
+    assert plain[1]["Item"]["b"] == {"B": b"\x00\x01binary"}
+    assert "Item" not in plain[2] and plain[5]["Attributes"]["bs"] == {"BS": [b"q", b"r"]}
