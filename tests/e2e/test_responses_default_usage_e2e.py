@@ -23,7 +23,8 @@ from pydantic import BaseModel
 
 from convo_memory.domain.responses import ResponseRef
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.support.docs_recipes import NODE_DIR, node_command, recipe_output
+from tests.support.docs_recipes import recipe_output
+from tests.support.node_scripts import NODE_DIR, node_command
 from tests.support.runtime_process import DEV_TOKEN, FakeModelStack, runtime_on_fake_model
 
 pytestmark = pytest.mark.e2e

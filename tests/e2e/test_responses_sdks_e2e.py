@@ -19,7 +19,8 @@ import openai
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.support.docs_recipes import NODE_DIR, docs_block, node_command, recipe_output
+from tests.support.docs_recipes import docs_block, recipe_output
+from tests.support.node_scripts import NODE_DIR, node_command
 from tests.support.runtime_process import DEV_TOKEN, FakeModelStack, runtime_on_fake_model
 
 pytestmark = pytest.mark.e2e

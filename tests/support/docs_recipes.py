@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
-
-import pytest
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
@@ -29,16 +26,3 @@ def recipe_output(command: list[str], env: dict[str, str], cwd: Path) -> list[st
     )
     assert result.returncode == 0, result.stderr
     return result.stdout.splitlines()
-
-
-NODE_DIR = Path(__file__).resolve().parents[1] / "node"
-
-
-def node_command(script: str) -> list[str]:
-    """``node <script>`` in tests/node, failing (never skipping) without Node or its packages."""
-    node = shutil.which("node")
-    if node is None:
-        pytest.fail("Node (>= 20) is needed for the AI SDK test: install nodejs and npm")
-    if not (NODE_DIR / "node_modules" / ".installed").exists():
-        pytest.fail("tests/node's packages are not installed: run make node (npm ci)")
-    return [node, script]
