@@ -19,7 +19,7 @@ from convo_memory.services.turn_steps import (
     TurnInFlight,
     app_turn_of,
     replay_stats,
-    session_prompt,
+    window_prompt,
 )
 
 
@@ -64,16 +64,7 @@ def serve_unrecorded(
     files = attachments.passed(attachments.for_capability(turn.files, capability))
     turn = replace(turn, files=files)
     seen = context_of(state, capability.replay_policy, now)
-    prompt = session_prompt(
-        turn,
-        capability,
-        state,
-        seen.messages,
-        seen.summary,
-        seen.tool_digests,
-        seen.window,
-        states.fence_nonce(state.session),
-    )
+    prompt = window_prompt(turn, capability, state, seen, states.fence_nonce(state.session))
     prompt = attachments.attached(turn.workspace_id, capability, prompt, files)
     turn = turn.begun(None)
     answer = answerer.answer(

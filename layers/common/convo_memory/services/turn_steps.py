@@ -384,6 +384,24 @@ def session_prompt(
     return replace(prompt, options=turn.command.options)
 
 
+def window_prompt(
+    turn: TurnInFlight, capability: Capability, state: TurnState, seen: ContextPreview, nonce: str
+) -> Prompt:
+    """The prompt of a new message in a session, from what its turn sees (``seen``, as
+    ``context_of`` finds it: the window, the summary behind it, the live digests), fenced
+    with the session's ``nonce``."""
+    return session_prompt(
+        turn,
+        capability,
+        state,
+        seen.messages,
+        seen.summary,
+        seen.tool_digests,
+        seen.window,
+        nonce,
+    )
+
+
 def serve_stateless(
     catalog: CapabilityCatalog,
     answerer: Answerer,

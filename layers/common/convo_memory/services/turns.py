@@ -70,6 +70,7 @@ from convo_memory.services.turn_steps import (
     serve_stateless,
     session_prompt,
     turn_record,
+    window_prompt,
 )
 
 NO_PAUSE = "this conversation has no turn waiting for tool results"
@@ -257,16 +258,7 @@ class TurnService:
         session = state.session
         turn = kept_files(turn, self._attachments, capability, session)
         seen = context_of(state, capability.replay_policy, now)
-        prompt = session_prompt(
-            turn,
-            capability,
-            state,
-            seen.messages,
-            seen.summary,
-            seen.tool_digests,
-            seen.window,
-            self._states.fence_nonce(session),
-        )
+        prompt = window_prompt(turn, capability, state, seen, self._states.fence_nonce(session))
         prompt = self._attachments.attached(turn.workspace_id, capability, prompt, turn.files)
         turn = turn.begun(session.id, session.message_count + 1)
         app = app_turn_of(command)
