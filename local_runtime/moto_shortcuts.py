@@ -147,22 +147,14 @@ def _key_pair(key_spec: str) -> Any:
 
 
 @cache
-def _method_names_of(clazz: type) -> frozenset[str]:
+def _method_names(clazz: object) -> frozenset[str]:
+    # moto only asks ``action in names``: a set answers that, read once per class.
     return frozenset(_REAL_METHOD_NAMES(clazz))
 
 
-def _method_names(clazz: object) -> frozenset[str]:
-    # moto only asks ``action in names``: a set answers that, and is read once per class.
-    return _method_names_of(clazz)
-
-
 @cache
-def _module_names() -> tuple[str, ...]:
-    return tuple(_REAL_MODULES())
-
-
 def _moto_modules() -> tuple[str, ...]:
-    return _module_names()
+    return tuple(_REAL_MODULES())
 
 
 class _NotPlain(Exception):
