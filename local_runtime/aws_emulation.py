@@ -11,6 +11,12 @@ a long ``make run`` would make every fork, key-opened session and summary fold s
 than on AWS. ``item_level_transactions`` backs up only the items a transaction names,
 and local_runtime/moto_shortcuts.py takes out the costs that grow with the table.
 
+The runtime's own requests (the functions it runs, its pollers, its set-up) do not cross
+a socket: ``InProcessRequests`` hands each one to the server's WSGI app in the calling
+thread, behind the same lock and fault switch, and builds botocore's response from what
+the app answers. The HTTP hop was about a sixth of a runtime's CPU. The server still
+listens for everything else (the AWS CLI, a test reading a table).
+
 One fault can be switched on, to watch a failed transcript write and its repair: while
 the file ``fail_turn_writes_while`` names exists, every write of a turn item (a PutItem
 whose sort key starts ``MSG#``) is answered with DynamoDB's ``500 InternalServerError``.
@@ -25,7 +31,10 @@ import os
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
+from urllib.parse import urlsplit
 
+from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+from botocore.compat import HTTPHeaders
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
@@ -33,6 +42,7 @@ from moto.moto_server.werkzeug_app import (
     create_backend_app,
 )
 from werkzeug.serving import make_server
+from werkzeug.test import EnvironBuilder, run_wsgi_app
 
 from local_runtime import moto_shortcuts
 
@@ -170,10 +180,91 @@ def fail_turn_writes(app: WsgiApp, while_exists: str) -> WsgiApp:
     return wrapped
 
 
+class _Body(io.BytesIO):
+    """A response body as botocore reads one from urllib3 (``stream`` for S3's bodies)."""
+
+    def stream(self, **_: Any) -> Iterable[bytes]:
+        while chunk := self.read(65536):
+            yield chunk
+
+
+class InProcessRequests:
+    """A botocore ``before-send`` handler: a request for ``address`` (host, port) is
+    answered by ``app`` in the calling thread; any other request is left to go out."""
+
+    def __init__(self, app: WsgiApp, address: tuple[str, int]) -> None:
+        self.app = app
+        self.address = address
+        self.answered = 0  # requests answered in process (tests/integration/test_local_aws)
+
+    def __call__(self, request: AWSPreparedRequest, **_: Any) -> AWSResponse | None:
+        url = urlsplit(request.url)
+        if (url.hostname, url.port) != self.address:
+            return None
+        body = _body_bytes(request.body)
+        headers = [
+            (name, value if isinstance(value, str) else value.decode("latin-1"))
+            for name, value in request.headers.items()
+            if name.lower() not in ("content-length", "transfer-encoding")
+        ]
+        environ = EnvironBuilder(
+            method=request.method,
+            base_url=f"{url.scheme}://{url.netloc}",
+            path=url.path or "/",
+            query_string=url.query,
+            headers=headers,
+            data=body,
+        ).get_environ()
+        app_iter, status, response_headers = run_wsgi_app(self.app, environ, buffered=True)
+        try:
+            content = b"".join(app_iter)
+        finally:
+            close = getattr(app_iter, "close", None)
+            if close is not None:
+                close()
+        self.answered += 1
+        status_code = int(status.split(" ", 1)[0])
+        return AWSResponse(
+            request.url,
+            status_code,
+            HTTPHeaders.from_pairs(response_headers.to_wsgi_list()),
+            _Body(content),
+        )
+
+
+def _body_bytes(body: Any) -> bytes:
+    """A request body as bytes: botocore sends bytes, text or a file (an S3 upload)."""
+    if body is None:
+        return b""
+    if hasattr(body, "read"):
+        body = body.read()
+    return body.encode("utf-8") if isinstance(body, str) else bytes(body)
+
+
 class SerializedMotoServer(ThreadedMotoServer):
     def __init__(self, *args: Any, fail_turn_writes_while: str = "", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._fail_turn_writes_while = fail_turn_writes_while
+        self.in_process: InProcessRequests | None = None
+
+    def answer_in_process(self) -> None:
+        """Answer this process's own requests for the server in process, from now on:
+        every botocore session created after this call carries the handler."""
+        import botocore.handlers
+
+        assert self._server is not None, "start() first"
+        self.in_process = InProcessRequests(self._server.app, self.get_host_and_port())
+        botocore.handlers.BUILTIN_HANDLERS.append(("before-send", self.in_process))
+
+    def stop(self) -> None:
+        if self.in_process is not None:
+            import botocore.handlers
+
+            entry = ("before-send", self.in_process)
+            if entry in botocore.handlers.BUILTIN_HANDLERS:
+                botocore.handlers.BUILTIN_HANDLERS.remove(entry)
+            self.in_process = None
+        super().stop()
 
     # Same as ThreadedMotoServer._server_entry, with the app wrapped.
     def _server_entry(self) -> None:

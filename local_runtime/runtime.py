@@ -536,6 +536,7 @@ class LocalRuntime:
             fail_turn_writes_while=self.config.turn_writes_fail_while,
         )
         self._moto.start()
+        self._moto.answer_in_process()
         host, port = self._moto.get_host_and_port()
         self.endpoint_url = f"http://{host}:{port}"
         os.environ["AWS_ENDPOINT_URL"] = self.endpoint_url

@@ -24,12 +24,20 @@ from convo_memory.domain.summary_plan import FoldWindow, SummaryVersion
 from convo_memory.domain.tools import ToolRequest, ToolRound
 from convo_memory.domain.turn_records import AppendResult, TurnRecord
 from convo_memory.ports import Stores
-from local_runtime.aws_resources import ensure_resources
+from local_runtime.aws_resources import LocalResources, ensure_resources
 from tests.fakes.stores import FakeDatabase
-from tests.support.fake_aws import aws_session, fake_aws
+from tests.support.fake_aws import empty_tables, fake_aws, set_up_clients
 
 WS, OTHER_WS = "ws_a", "ws_b"
 T0 = "2026-01-01T00:00:00.000Z"
+
+
+@pytest.fixture(scope="module")
+def dynamodb_tables() -> Iterator[tuple[Any, LocalResources]]:
+    """The template's tables in moto, made once for the module's DynamoDB half."""
+    with fake_aws():
+        resources = ensure_resources(set_up_clients())
+        yield boto3.client("dynamodb", region_name="us-east-1"), resources
 
 
 @pytest.fixture(params=["fake", "dynamodb"])
@@ -37,12 +45,11 @@ def stores(request: pytest.FixtureRequest) -> Iterator[Stores]:
     if request.param == "fake":
         yield FakeDatabase().stores
         return
-    with fake_aws():
-        resources = ensure_resources(aws_session())
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        yield dynamo_stores(
-            client, resources.tables["ConversationsTable"], resources.tables["RunsTable"]
-        )
+    client, resources = request.getfixturevalue("dynamodb_tables")
+    empty_tables(resources.tables.values())  # each test starts from empty tables
+    yield dynamo_stores(
+        client, resources.tables["ConversationsTable"], resources.tables["RunsTable"]
+    )
 
 
 def session(sid: str, ws: str = WS, ref: str = "user-1", created: str = T0) -> Session:

@@ -24,7 +24,7 @@ from tests.support.chat_door import (
     streamed_text,
     user,
 )
-from tests.support.inprocess_api import InProcessApi, inprocess_stack, new_workspace
+from tests.support.inprocess_api import AwsBackend, InProcessApi, new_workspace, serving
 from tests.support.tenants import Tenant, connection_capability
 
 
@@ -35,9 +35,10 @@ def fake() -> Iterator[FakeOpenAIServer]:
 
 
 @pytest.fixture
-def api(fake: FakeOpenAIServer) -> Iterator[InProcessApi]:
+def api(fake: FakeOpenAIServer, backend: AwsBackend) -> Iterator[InProcessApi]:
+    """The module's tables, a container of the test's own on the test's fake model."""
     connection = {"type": "openai", "baseUrl": fake.base_url, "models": ["*"]}
-    with inprocess_stack({"PROVIDER_CONNECTIONS": json.dumps({"remote": connection})}) as stack:
+    with serving(backend, {"PROVIDER_CONNECTIONS": json.dumps({"remote": connection})}) as stack:
         yield stack
 
 

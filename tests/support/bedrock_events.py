@@ -8,6 +8,7 @@ import binascii
 import json
 import struct
 from collections.abc import Iterator
+from functools import cache
 from typing import Any
 
 import botocore.session
@@ -16,10 +17,17 @@ from botocore.compat import HTTPHeaders
 from botocore.config import Config
 
 
+@cache
+def _session() -> botocore.session.Session:
+    """One botocore session for these clients: a fresh one reads the endpoint rules and
+    Bedrock's model from disk again (a Stubber goes on each client, not the session)."""
+    return botocore.session.get_session()
+
+
 def bedrock_client() -> Any:
     """A bedrock-runtime client for Stubber: its endpoint is a closed local port, so
     even an unstubbed call never leaves the host; one attempt, no retries."""
-    return botocore.session.get_session().create_client(
+    return _session().create_client(
         "bedrock-runtime",
         region_name="us-east-1",
         endpoint_url="http://127.0.0.1:9",

@@ -5,7 +5,7 @@ The one copy of that set-up, for fixtures and for the in-process stack."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import cache
 from typing import Any
@@ -14,6 +14,7 @@ import boto3
 import botocore.session
 from moto import mock_aws
 
+from convo_memory.adapters.aws_clients import AwsClients
 from local_runtime.moto_shortcuts import moto_shortcuts
 
 REGION = "us-east-1"
@@ -76,6 +77,28 @@ def _aws_session(region: str) -> boto3.session.Session:
 @cache
 def _botocore_session() -> botocore.session.Session:
     return botocore.session.get_session()
+
+
+@cache
+def set_up_clients(region: str = REGION) -> AwsClients:
+    """``ensure_resources``' clients over the process's session, each built once and kept
+    across ``fake_aws`` blocks (moto's stubber is on every session made after moto's
+    import; ``mock_aws`` switches it on and off): building four clients was a third of
+    creating a stack's tables, queues, bucket and key. For set-up only: a test that
+    registers handlers on a client builds its own."""
+    session = aws_session(region)
+    return AwsClients(build=lambda service, _region, _patience: session.client(service))  # type: ignore[call-overload]
+
+
+def empty_tables(names: Iterable[str], region: str = REGION) -> None:
+    """Every item of these moto tables gone, each table and its indexes kept: a test
+    starts from empty tables without creating them again."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.dynamodb.models import dynamodb_backends
+
+    backend = dynamodb_backends[DEFAULT_ACCOUNT_ID][region]
+    for name in names:
+        backend.get_table(name).items.clear()
 
 
 def item_count(dynamodb: Any, table: str) -> int:

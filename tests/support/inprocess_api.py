@@ -43,7 +43,13 @@ from local_runtime.http_gateway import (
     match_route,
 )
 from local_runtime.runtime import Topology, read_topology
-from tests.support.fake_aws import FAKE_CREDENTIALS, REGION, aws_session, environment, fake_aws
+from tests.support.fake_aws import (
+    FAKE_CREDENTIALS,
+    REGION,
+    environment,
+    fake_aws,
+    set_up_clients,
+)
 
 IN_PROCESS_TURNS_PER_SECOND = "1000"
 IN_PROCESS_TURN_BURST = "1000"
@@ -165,7 +171,7 @@ def aws_backend(env: dict[str, str] | None = None) -> Iterator[AwsBackend]:
     tests can share one (tests/integration/conftest.py), each test served by a container
     of its own (``serving``)."""
     with fake_aws(REGION):
-        resources = ensure_resources(aws_session(REGION))
+        resources = ensure_resources(set_up_clients(REGION))
         function_env = {
             **FAKE_CREDENTIALS,
             "AWS_DEFAULT_REGION": REGION,
