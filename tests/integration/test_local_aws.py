@@ -42,7 +42,7 @@ def emulator(outage: Path) -> Iterator[SerializedMotoServer]:
 
 def client(server: SerializedMotoServer, service: str) -> Any:
     host, port = server.get_host_and_port()
-    session = boto3.session.Session(
+    session: Any = boto3.session.Session(
         aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
         aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
         region_name="us-east-1",
