@@ -23,7 +23,7 @@ from openai.types.chat import ChatCompletionChunk, ChatCompletionFunctionToolPar
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.support.chat_door import WEATHER_TOOL
 from tests.support.docs_recipes import docs_block, recipe_output
-from tests.support.runtime_process import DEV_TOKEN, FakeModelStack, runtime_on_fake_model
+from tests.support.runtime_process import FakeModelStack, shared_runtime_on
 
 pytestmark = pytest.mark.e2e
 ASK = "What does get_weather say about Paris?"
@@ -35,7 +35,7 @@ class Stack(FakeModelStack):
 
     def client(self, key: str | None = None) -> OpenAI:
         headers = {"X-Convo-Session-Key": key} if key else None
-        return OpenAI(base_url=self.base_url, api_key=DEV_TOKEN, default_headers=headers)
+        return OpenAI(base_url=self.base_url, api_key=self.token, default_headers=headers)
 
     def session_of(self, user: str) -> str:
         [session] = self.call("GET", f"/v1/sessions?externalRef={user}")["sessions"]
@@ -49,8 +49,8 @@ class Stack(FakeModelStack):
 def stack() -> Iterator[Stack]:
     model = FakeOpenAIServer(tool_rule=True, reply="(no tool needed)")
     capability_name = "assistant with the app's tools"
-    with model, runtime_on_fake_model(model.base_url, capability_name) as (runtime, [capability]):
-        yield Stack(runtime, model, capability)
+    with shared_runtime_on(model, capability_name) as (runtime, token, [capability]):
+        yield Stack(runtime, model, capability, token)
 
 
 def test_the_openai_sdks_tool_loop_pauses_continues_and_is_remembered(stack: Stack) -> None:
@@ -167,7 +167,7 @@ def test_langchain_bind_tools_runs_the_apps_tool_through_the_door(stack: Stack) 
 
     llm = ChatOpenAI(
         base_url=stack.base_url,
-        api_key=DEV_TOKEN,
+        api_key=stack.token,
         model=stack.capability,
         default_headers={"X-Convo-Session-Key": "e2e-langchain-tools"},
         model_kwargs={"user": "e2e-langchain-tools-user"},
@@ -206,7 +206,7 @@ def test_the_openai_agents_sdk_runs_its_tools_through_the_door(stack: Stack) -> 
 
     client = openai.AsyncOpenAI(
         base_url=stack.base_url,
-        api_key=DEV_TOKEN,
+        api_key=stack.token,
         default_headers={"X-Convo-Session-Key": "e2e-agents-sdk"},
     )
     agent = Agent(
@@ -232,7 +232,7 @@ def test_the_docs_tool_loop_runs_as_written_on_the_embedded_model(
 ) -> None:
     (code,) = docs_block("app-tools-example", ("python",))
     (tmp_path / "example.py").write_text(code)
-    env = {"CONVO_BASE_URL": stack.runtime.base_url, "CONVO_TOKEN": DEV_TOKEN}
+    env = {"CONVO_BASE_URL": stack.runtime.base_url, "CONVO_TOKEN": stack.token}
 
     answer, turn = recipe_output([sys.executable, "example.py"], env, tmp_path)
 

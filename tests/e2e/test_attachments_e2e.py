@@ -88,7 +88,7 @@ class Stack(FakeModelStack):
 def stack() -> Iterator[Stack]:
     model = FakeOpenAIServer(reply="Seen.")
     with model, runtime_on_fake_model(model.base_url, "eyes") as (runtime, [capability]):
-        stack = Stack(runtime, model, capability)
+        stack = Stack(runtime, model, capability, DEV_TOKEN)
         stack.narrow = stack.capability_with(
             "narrow eyes", replay={"maxMessages": 2, "minMessages": 2}
         )

@@ -25,7 +25,7 @@ from convo_memory.domain.responses import ResponseRef
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.support.docs_recipes import recipe_output
 from tests.support.node_scripts import NODE_DIR, node_command
-from tests.support.runtime_process import DEV_TOKEN, FakeModelStack, runtime_on_fake_model
+from tests.support.runtime_process import FakeModelStack, shared_runtime_on
 
 pytestmark = pytest.mark.e2e
 REPLY = "Noted."
@@ -74,8 +74,8 @@ class Stack(FakeModelStack):
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
     model = FakeOpenAIServer(tool_rule=True, reply=REPLY, respond=answer_for)
-    with model, runtime_on_fake_model(model.base_url, "default A", "default B") as (runtime, caps):
-        yield Stack(runtime, model, caps[0], caps[1])
+    with shared_runtime_on(model, "default A", "default B") as (runtime, token, caps):
+        yield Stack(runtime, model, caps[0], token, caps[1])
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +90,9 @@ def agents_sdk(stack: Stack) -> Any:
     import agents
 
     agents.set_tracing_disabled(True)  # the SDK would export traces to OpenAI
-    agents.set_default_openai_client(openai.AsyncOpenAI(base_url=stack.base_url, api_key=DEV_TOKEN))
+    agents.set_default_openai_client(
+        openai.AsyncOpenAI(base_url=stack.base_url, api_key=stack.token)
+    )
     return agents
 
 
@@ -192,7 +194,7 @@ def test_a_handoff_to_another_capability_answers_without_a_conflict(
 
 
 def test_a_retried_request_answers_the_same_turn_again_never_a_fork(stack: Stack) -> None:
-    client = openai.OpenAI(base_url=stack.base_url, api_key=DEV_TOKEN)
+    client = openai.OpenAI(base_url=stack.base_url, api_key=stack.token)
     first = client.responses.create(model=stack.capability, input="Hi, I am Ada.")
     history: list[Any] = [
         {"role": "user", "content": "Hi, I am Ada."},
@@ -212,7 +214,7 @@ def test_a_retried_request_answers_the_same_turn_again_never_a_fork(stack: Stack
 
 
 def test_a_request_retried_after_a_timeout_is_one_turn_never_a_fork(stack: Stack) -> None:
-    client = openai.OpenAI(base_url=stack.base_url, api_key=DEV_TOKEN)
+    client = openai.OpenAI(base_url=stack.base_url, api_key=stack.token)
     first = client.responses.create(model=stack.capability, input="Hi.")
     history: list[Any] = [
         {"role": "user", "content": "Hi."},
@@ -239,7 +241,7 @@ def test_langchain_resending_its_messages_keeps_one_conversation(stack: Stack) -
     from langchain_openai import ChatOpenAI
 
     chat = ChatOpenAI(
-        model=stack.capability, base_url=stack.base_url, api_key=DEV_TOKEN, use_responses_api=True
+        model=stack.capability, base_url=stack.base_url, api_key=stack.token, use_responses_api=True
     )
     messages: list[Any] = [HumanMessage("My name is Ada.")]
     messages.append(chat.invoke(messages))
@@ -254,7 +256,7 @@ def test_langchain_resending_its_messages_keeps_one_conversation(stack: Stack) -
 
 
 def test_responses_parse_gets_its_parsed_object(stack: Stack) -> None:
-    client = openai.OpenAI(base_url=stack.base_url, api_key=DEV_TOKEN)
+    client = openai.OpenAI(base_url=stack.base_url, api_key=stack.token)
 
     parsed = client.responses.parse(
         model=stack.capability, input="Forecast for Oslo?", text_format=Forecast
@@ -270,7 +272,7 @@ def test_responses_parse_gets_its_parsed_object(stack: Stack) -> None:
 def test_the_ai_sdk_with_the_apps_messages_keeps_one_conversation_and_gets_objects(
     stack: Stack,
 ) -> None:
-    env = {"CONVO_BASE_URL": stack.runtime.base_url, "CONVO_TOKEN": DEV_TOKEN}
+    env = {"CONVO_BASE_URL": stack.runtime.base_url, "CONVO_TOKEN": stack.token}
     command = [*node_command("responses_default.mjs"), stack.capability, ASK, AGAIN, "Oslo?"]
 
     [line] = recipe_output(command, env, NODE_DIR)

@@ -21,7 +21,7 @@ import pytest
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.support.docs_recipes import docs_block, recipe_output
 from tests.support.node_scripts import NODE_DIR, node_command
-from tests.support.runtime_process import DEV_TOKEN, FakeModelStack, runtime_on_fake_model
+from tests.support.runtime_process import FakeModelStack, shared_runtime_on
 
 pytestmark = pytest.mark.e2e
 REPLY = "Nice to meet you, Ada."
@@ -57,8 +57,8 @@ class Stack(FakeModelStack):
 def stack() -> Iterator[Stack]:
     model = FakeOpenAIServer(tool_rule=True, reply=REPLY, stream_chunks=STREAMED)
     capability_name = "assistant for the Responses SDKs"
-    with model, runtime_on_fake_model(model.base_url, capability_name) as (runtime, [capability]):
-        yield Stack(runtime, model, capability)
+    with shared_runtime_on(model, capability_name) as (runtime, token, [capability]):
+        yield Stack(runtime, model, capability, token)
 
 
 # --- Vercel's AI SDK ---------------------------------------------------------------------
@@ -68,7 +68,7 @@ def test_the_ai_sdk_chains_generate_stream_and_a_tool_loop_by_previous_response_
     stack: Stack,
 ) -> None:
     user, first, second = "e2e-ai-sdk-user", "Hi, my name is Ada.", "What is my name?"
-    env = {"CONVO_BASE_URL": stack.runtime.base_url, "CONVO_TOKEN": DEV_TOKEN}
+    env = {"CONVO_BASE_URL": stack.runtime.base_url, "CONVO_TOKEN": stack.token}
     prompts = [first, second, ASK]
     command = [*node_command("responses_chain.mjs"), stack.capability, user, *prompts]
 
@@ -135,7 +135,7 @@ def weather_agent(stack: Stack) -> Callable[..., Any]:
     )
 
     set_tracing_disabled(True)  # the SDK would export traces to OpenAI
-    set_default_openai_client(openai.AsyncOpenAI(base_url=stack.base_url, api_key=DEV_TOKEN))
+    set_default_openai_client(openai.AsyncOpenAI(base_url=stack.base_url, api_key=stack.token))
 
     def agent(*weathers: str) -> Any:
         answers = iter(weathers)
@@ -203,7 +203,9 @@ def test_the_agents_sdk_runs_its_tool_in_a_conversation_and_remembers(
     stack: Stack, weather_agent: Callable[..., Any], event_loop_runner: asyncio.Runner
 ) -> None:
     agent = weather_agent("Snowing in Oslo", "Still snowing in Oslo")
-    conversation = openai.OpenAI(base_url=stack.base_url, api_key=DEV_TOKEN).conversations.create()
+    conversation = openai.OpenAI(
+        base_url=stack.base_url, api_key=stack.token
+    ).conversations.create()
 
     first = run_agent(event_loop_runner, agent, ASK, conversation_id=conversation.id)
 
@@ -241,7 +243,7 @@ def test_the_agents_sdk_chains_runs_by_previous_response_id(
 
 
 def recipe_env(stack: Stack) -> dict[str, str]:
-    return {"CONVO_BASE_URL": stack.runtime.base_url, "CONVO_TOKEN": DEV_TOKEN}
+    return {"CONVO_BASE_URL": stack.runtime.base_url, "CONVO_TOKEN": stack.token}
 
 
 def opened_since(stack: Stack, before: dict[str, int]) -> list[int]:

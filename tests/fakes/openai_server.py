@@ -39,7 +39,8 @@ import json
 import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -110,11 +111,16 @@ class FakeOpenAIServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
+    def answering(self, body: Any) -> FakeOpenAIServer:
+        """The server whose settings answer a request (``body``): this one."""
+        return self
+
     def start(self) -> FakeOpenAIServer:
-        fake = self
+        server = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            fake: FakeOpenAIServer = server
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -126,6 +132,7 @@ class FakeOpenAIServer:
                     body = json.loads(raw)
                 except ValueError:
                     body = raw.decode("utf-8", "replace")
+                self.fake = fake = server.answering(body)
                 fake.requests.append(
                     RecordedRequest("POST", self.path, dict(self.headers.items()), body)
                 )
@@ -192,6 +199,7 @@ class FakeOpenAIServer:
             def _send_turn(
                 self, turn: Turn, stream: bool, usage: Any = None, stream_usage: bool = False
             ) -> None:
+                fake = self.fake
                 calls = [
                     {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
                     for i, n, a in turn.tool_calls
@@ -246,6 +254,7 @@ class FakeOpenAIServer:
                     self._chunk(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n")
 
             def _send_stream(self, usage: Any = None) -> None:
+                fake = self.fake
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Transfer-Encoding", "chunked")
@@ -326,3 +335,34 @@ class FakeOpenAIServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@dataclass
+class ModelSwitchboard(FakeOpenAIServer):
+    """A fake model server that answers a request for the plugged model id as the model
+    plugged in (a ``FakeOpenAIServer`` that is never started: its settings answer, its
+    ``requests`` record), and any other request as itself.
+
+    One runtime can then serve module after module, each with a fake model of its own
+    under a model id of its own (tests/support/runtime_process.py's shared runtime): a
+    request a module's turns set off late, a summary say, never reaches the next one's."""
+
+    plugged: tuple[str, FakeOpenAIServer] | None = None
+
+    def answering(self, body: Any) -> FakeOpenAIServer:
+        plugged = self.plugged
+        if plugged is not None and isinstance(body, dict) and body.get("model") == plugged[0]:
+            return plugged[1]
+        return self
+
+    @contextmanager
+    def plug(self, model_id: str, model: FakeOpenAIServer) -> Iterator[FakeOpenAIServer]:
+        """``model`` answers every request for ``model_id`` until the block ends."""
+        assert self.plugged is None, "a model is plugged in already"
+        self.plugged = (model_id, model)
+        try:
+            yield model
+        finally:
+            self.plugged = None
+            if model.gate is not None:
+                model.gate.set()  # never leave a handler thread waiting

@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from tests.fakes.openai_server import FakeOpenAIServer, ModelSwitchboard
+
 REPO = Path(__file__).resolve().parents[2]
 DEV_TOKEN = "e2e-dev-token-0123456789abcdef"
 OTHER_TOKEN = "e2e-other-token-0123456789abcdef"
@@ -222,15 +224,39 @@ def launch_runtime(extra_env: Mapping[str, str] | None = None) -> RuntimeProcess
     return runtime
 
 
-# The e2e tier's shared runtime in this test process (none until a test asks for it).
+# The e2e tier's shared runtime in this test process (none until a test asks for it), the
+# fake model server its connection ``fake`` calls, and how many spare workspaces are taken.
 _shared: list[RuntimeProcess] = []
+_switchboard: list[ModelSwitchboard] = []
+_spares_taken: list[int] = [0]
+# Workspaces the shared runtime knows beyond ``ws-dev`` and "other", each lent to one
+# module for good (``shared_runtime_on``): what it stores is seen by no other module.
+SPARE_WORKSPACES = 8
+
+
+def spare_token(index: int) -> str:
+    return f"e2e-spare-{index}-token-0123456789abcdef"
 
 
 def shared_runtime() -> RuntimeProcess:
     """The runtime the e2e tier's modules share (``local_runtime``), started on first use:
-    dev token DEV_TOKEN, workspace "other" OTHER_TOKEN."""
+    dev token DEV_TOKEN, workspace "other" OTHER_TOKEN, SPARE_WORKSPACES more, and a
+    provider connection ``fake`` to this process's ``ModelSwitchboard``."""
     if not _shared:
-        _shared.append(launch_runtime())
+        board = ModelSwitchboard()
+        board.start()
+        _switchboard.append(board)
+        connections = {"fake": {"type": "openai", "baseUrl": board.base_url, "models": ["fake-*"]}}
+        spares = (f"spare-{n}={spare_token(n)}" for n in range(SPARE_WORKSPACES))
+        _shared.append(
+            launch_runtime(
+                {
+                    "CONVO_DEV_TOKENS": ",".join([f"other={OTHER_TOKEN}", *spares]),
+                    "CONVO_PROVIDER_CONNECTIONS": json.dumps(connections),
+                    "no_proxy": "127.0.0.1,localhost",
+                }
+            )
+        )
     return _shared[0]
 
 
@@ -240,16 +266,20 @@ def stop_shared_runtime() -> None:
     runtime still polls its queues. A later use starts another."""
     while _shared:
         _shared.pop().assert_stopped_cleanly()
+    while _switchboard:
+        _switchboard.pop().stop()
 
 
 @dataclass
 class FakeModelStack:
     """What an e2e module on a fake model shares: the runtime, the fake model server
-    (``tests.fakes.openai_server.FakeOpenAIServer``) and the capability on it."""
+    (``tests.fakes.openai_server.FakeOpenAIServer``), the capability on it and the token
+    of the workspace it is in."""
 
     runtime: RuntimeProcess
     model: Any
     capability: str
+    token: str
 
     @property
     def base_url(self) -> str:
@@ -257,19 +287,45 @@ class FakeModelStack:
         return self.runtime.base_url + "/v1"
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
-        """A request with the dev token that must succeed (2xx): its JSON payload."""
-        status, _, payload = self.runtime.call(method, path, token=DEV_TOKEN, json=body)
+        """A request with the workspace's token that must succeed (2xx): its JSON payload."""
+        status, _, payload = self.runtime.call(method, path, token=self.token, json=body)
         assert 200 <= status < 300, (status, payload)
         return payload
+
+
+@contextmanager
+def shared_runtime_on(
+    model: FakeOpenAIServer, *capability_names: str
+) -> Iterator[tuple[RuntimeProcess, str, list[str]]]:
+    """The shared runtime with ``model`` (never started itself) answering its connection
+    ``fake`` under a model id of its own, and a workspace no other module uses, with a
+    generative capability on that model for each name: (runtime, the workspace's token,
+    the capabilities' ids, in order). A runtime of the module's own would cost about 2 s
+    of CPU to start and warm up."""
+    runtime = shared_runtime()
+    lent = _spares_taken[0]
+    assert lent < SPARE_WORKSPACES, "every spare workspace is lent already"
+    _spares_taken[0] += 1
+    token, model_id = spare_token(lent), f"fake-spare-{lent}"
+    with _switchboard[0].plug(model_id, model):
+        ids = []
+        for name in capability_names:
+            provider = {"connection": "fake", "modelId": model_id}
+            body = {"name": name, "kind": "generative", "provider": provider}
+            status, _, created = runtime.call("POST", "/v1/capabilities", token=token, json=body)
+            assert status == 201, created
+            ids.append(created["id"])
+        yield runtime, token, ids
 
 
 @contextmanager
 def runtime_on_fake_model(
     model_base_url: str, *capability_names: str
 ) -> Iterator[tuple[RuntimeProcess, list[str]]]:
-    """A runtime whose provider connection ``fake`` is a fake OpenAI-compatible server
-    (``model_base_url``), with a generative capability on it for each name (their ids, in
-    order), stopped cleanly at the end."""
+    """A runtime of its own whose provider connection ``fake`` is a fake OpenAI-compatible
+    server (``model_base_url``), with a generative capability on it for each name (their
+    ids, in order), stopped cleanly at the end: for a module that reads the whole
+    runtime's tables or bucket (else ``shared_runtime_on`` costs less)."""
     connections = {"fake": {"type": "openai", "baseUrl": model_base_url, "models": ["fake-*"]}}
     runtime = launch_runtime(
         {"CONVO_PROVIDER_CONNECTIONS": json.dumps(connections), "no_proxy": "127.0.0.1,localhost"}

@@ -53,6 +53,7 @@ FORBIDDEN_NAMES = {
     "mock_aws": "moto belongs to tests/integration",
     "launch_runtime": "a local runtime belongs to tests/e2e",
     "runtime_on_fake_model": "a local runtime belongs to tests/e2e",
+    "shared_runtime_on": "a local runtime belongs to tests/e2e",
 }
 FORBIDDEN_FIXTURES = {
     "local_runtime": "a local runtime belongs to tests/e2e",
