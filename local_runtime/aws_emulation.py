@@ -246,6 +246,7 @@ class SerializedMotoServer(ThreadedMotoServer):
         super().__init__(*args, **kwargs)
         self._fail_turn_writes_while = fail_turn_writes_while
         self.in_process: InProcessRequests | None = None
+        self._shortcuts_installed = False
 
     def answer_in_process(self) -> None:
         """Answer this process's own requests for the server in process, from now on:
@@ -265,11 +266,15 @@ class SerializedMotoServer(ThreadedMotoServer):
                 botocore.handlers.BUILTIN_HANDLERS.remove(entry)
             self.in_process = None
         super().stop()
+        if self._shortcuts_installed:
+            moto_shortcuts.uninstall()
+            self._shortcuts_installed = False
 
     # Same as ThreadedMotoServer._server_entry, with the app wrapped.
     def _server_entry(self) -> None:
         item_level_transactions()
-        moto_shortcuts.install()  # for the life of the runtime
+        moto_shortcuts.install()  # until stop()
+        self._shortcuts_installed = True
         app = serialize_dynamodb(DomainDispatcherApplication(create_backend_app))
         if self._fail_turn_writes_while:
             app = fail_turn_writes(app, self._fail_turn_writes_while)

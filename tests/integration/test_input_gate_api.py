@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import string
 from typing import Any
 
 import pytest
@@ -322,6 +323,9 @@ def test_a_listing_cursor_carries_no_key_layout_and_no_workspace_id(
         assert secret not in json.dumps(position)
 
 
+BASE64URL = string.ascii_uppercase + string.ascii_lowercase + string.digits + "-_"
+
+
 def test_forged_altered_and_foreign_cursors_are_422(
     api: InProcessApi, tenant: Tenant, other_tenant: Tenant
 ) -> None:
@@ -331,12 +335,17 @@ def test_forged_altered_and_foreign_cursors_are_422(
     token = page(api, tenant, externalRef=END_USER, limit=1).body["nextToken"]
     version, payload, signature = token.split(".")
     forged_position = base64.urlsafe_b64encode(b'{"createdAt":"9","id":"ses_x"}').decode()
+    mac = base64.urlsafe_b64decode(signature + "=" * (-len(signature) % 4))
+    altered = base64.urlsafe_b64encode(bytes([mac[0] ^ 1]) + mac[1:]).decode().rstrip("=")
+    # The same 32 bytes spelled otherwise: the last character's two unused bits set.
+    respelled = signature[:-1] + BASE64URL[BASE64URL.index(signature[-1]) | 1]
 
     attempts = {
         "garbage": (tenant, END_USER, "garbage!"),
         "old unsigned base64 JSON": (tenant, END_USER, base64.urlsafe_b64encode(b"{}").decode()),
         "forged position": (tenant, END_USER, f"{version}.{forged_position}.{signature}"),
-        "altered signature": (tenant, END_USER, f"{version}.{payload}.{signature[:-2]}AA"),
+        "altered signature": (tenant, END_USER, f"{version}.{payload}.{altered}"),
+        "signature spelled otherwise": (tenant, END_USER, f"{version}.{payload}.{respelled}"),
         "another version": (tenant, END_USER, f"v2.{payload}.{signature}"),
         "another end user": (tenant, "customer-0000", token),
         "another workspace": (other_tenant, END_USER, token),

@@ -12,6 +12,7 @@ from typing import Any
 
 import boto3
 import botocore.handlers
+import moto.core.responses
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
@@ -20,6 +21,7 @@ from local_runtime.aws_emulation import SerializedMotoServer
 from tests.support.fake_aws import FAKE_CREDENTIALS
 
 ONE_ATTEMPT = Config(retries={"total_max_attempts": 1})
+_MOTOS_OWN = moto.core.responses.method_names_from_class
 
 
 @pytest.fixture
@@ -124,3 +126,4 @@ def test_other_addresses_go_out_and_stopping_removes_the_handler(
     assert "Could not connect" in str(refused.value)
     assert handler is not None and handler.answered == 0
     assert ("before-send", handler) not in botocore.handlers.BUILTIN_HANDLERS
+    assert moto.core.responses.method_names_from_class is _MOTOS_OWN  # shortcuts off

@@ -99,7 +99,10 @@ def _b64encode(raw: bytes) -> str:
 def _b64decode(text: str) -> bytes:
     if not _BASE64URL.fullmatch(text):
         raise ValueError("not base64url")
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if _b64encode(raw) != text:  # unused low bits set: one spelling per token
+        raise ValueError("not canonical base64url")
+    return raw
 
 
 def key_source(settings: Settings, secrets_client: Callable[[], Any]) -> Callable[[], bytes]:
