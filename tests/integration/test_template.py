@@ -19,7 +19,7 @@ from local_runtime.aws_resources import (
     load_template,
 )
 from tests.support.contract_routes import EXPECTED_ROUTES, PUBLIC_PATHS
-from tests.support.fake_aws import fake_aws
+from tests.support.fake_aws import aws_session, fake_aws
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
@@ -44,7 +44,7 @@ DOCUMENTED_DEFAULTS = {
 @pytest.fixture
 def session() -> Iterator[boto3.session.Session]:
     with fake_aws():
-        yield boto3.session.Session(region_name="us-east-1")
+        yield aws_session("us-east-1")  # the process's one botocore session: no file read again
 
 
 @pytest.fixture
