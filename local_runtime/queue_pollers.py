@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import sys
 import threading
+import time
 import traceback
 import uuid
 from collections.abc import Mapping, Sequence
@@ -22,7 +23,10 @@ from typing import Any
 
 from local_runtime.handlers import FunctionRegistry, region
 
-WAIT_TIME_SECONDS = 1  # long polling, short enough for a prompt shutdown
+# Long polling, as Lambda's pollers do: an idle queue costs a request per poller every
+# WAIT_TIME_SECONDS (at 1 s, the eight pollers were about 1% of a core while idle). Stopping
+# does not wait for a long poll that holds no batch (``join``).
+WAIT_TIME_SECONDS = 10
 ERROR_BACKOFF_SECONDS = 1.0
 
 
@@ -129,6 +133,7 @@ class QueuePoller(threading.Thread):
         self.registry = registry
         self.sqs = sqs
         self._stopping = threading.Event()
+        self._long_polling = threading.Event()  # in a receive: no batch held
         self._slots = threading.BoundedSemaphore(source.concurrency)
         self._workers: list[threading.Thread] = []
 
@@ -136,15 +141,30 @@ class QueuePoller(threading.Thread):
         self._stopping.set()
 
     def join(self, timeout: float | None = None) -> None:
-        super().join(timeout)
+        """Wait for the batch in hand and the batches in flight; once stopped, a long poll
+        holding no batch is not waited for (what it receives is left to reappear, as
+        when Lambda's poller stops, and the thread ends with the process)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.is_alive() and not (self._stopping.is_set() and self._long_polling.is_set()):
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                break
+            super().join(0.05 if left is None else min(0.05, left))
         for worker in list(self._workers):
             worker.join(timeout)
+
+    @property
+    def busy(self) -> bool:
+        """Whether a batch is still in hand or in flight (not just a long poll)."""
+        polling = self.is_alive() and not self._long_polling.is_set()
+        return polling or any(worker.is_alive() for worker in self._workers)
 
     def run(self) -> None:
         while not self._stopping.is_set():
             # A free slot first: a batch is never received before it can be invoked.
             if not self._slots.acquire(timeout=WAIT_TIME_SECONDS):
                 continue
+            self._long_polling.set()
             try:
                 messages = self.receive()
             except Exception:
@@ -154,8 +174,10 @@ class QueuePoller(threading.Thread):
                 _report(f"polling {self.source.queue_url} for {self.source.function} failed")
                 self._stopping.wait(ERROR_BACKOFF_SECONDS)
                 continue
-            if not messages:
-                self._slots.release()
+            finally:
+                self._long_polling.clear()
+            if not messages or self._stopping.is_set():
+                self._slots.release()  # received after stop: visible again after its timeout
                 continue
             if self.source.concurrency == 1:
                 self._process_and_release(messages)

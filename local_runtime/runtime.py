@@ -679,7 +679,7 @@ class LocalRuntime:
             self.async_events.stop()
         for poller in self.pollers:
             poller.join(POLLER_JOIN_SECONDS)
-            if poller.is_alive():
+            if poller.busy:
                 log(f"warning: {poller.name} still busy at exit")
         if self._moto is not None:
             self._moto.stop()

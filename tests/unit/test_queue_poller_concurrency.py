@@ -110,3 +110,52 @@ def test_make_run_passes_the_summary_settings_to_the_functions() -> None:
         "SUMMARY_BATCH_TURNS": "8",
     }
     assert RuntimeConfig.from_env({}).summary_settings == ()
+
+
+class LongPollingSqs(FakeSqs):
+    """A receive that waits until ``release`` is set (a long poll), then hands out one
+    message."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+        self.in_poll = threading.Event()
+        self.release = threading.Event()
+
+    def receive_message(self, **_: Any) -> dict[str, Any]:
+        self.in_poll.set()
+        self.release.wait(10)
+        return super().receive_message()
+
+
+def test_stopping_does_not_wait_for_a_long_poll_and_leaves_what_it_brings() -> None:
+    sqs = LongPollingSqs()
+    function = SlowFunction(0.0)
+    poller = QueuePoller(EventSource("SummarizeFunction", URL, ARN), function, sqs)  # type: ignore[arg-type]
+    poller.start()
+    assert sqs.in_poll.wait(5)
+
+    poller.stop()
+    started = time.monotonic()
+    poller.join(5)
+    waited = time.monotonic() - started
+    busy = poller.busy
+    sqs.release.set()  # the long poll ends with a message, after the stop
+    threading.Thread.join(poller, 5)  # the thread itself, long poll or not
+
+    assert waited < 1 and not busy
+    assert not poller.is_alive()
+    assert function.calls == 0 and sqs.deleted == []  # left to reappear
+
+
+def test_stopping_waits_for_the_batch_in_hand() -> None:
+    sqs = FakeSqs(1)
+    function = SlowFunction(0.5)
+    poller = QueuePoller(EventSource("SummarizeFunction", URL, ARN), function, sqs)  # type: ignore[arg-type]
+    poller.start()
+    while function.calls == 0:
+        time.sleep(0.01)
+
+    poller.stop()
+    poller.join(5)
+
+    assert not poller.busy and sqs.deleted == ["rh-0"]
