@@ -16,7 +16,7 @@ import pytest
 from openai import OpenAI
 
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.support.runtime_process import DEV_TOKEN, RuntimeProcess, launch_runtime
+from tests.support.runtime_process import RuntimeProcess, shared_runtime_on
 
 if TYPE_CHECKING:
     from openai.types.responses import FunctionToolParam
@@ -45,12 +45,13 @@ class Stack:
     capability: str
     other: str
     down: str
+    token: str
 
     def client(self) -> OpenAI:
-        return OpenAI(base_url=self.runtime.base_url + "/v1", api_key=DEV_TOKEN, max_retries=0)
+        return OpenAI(base_url=self.runtime.base_url + "/v1", api_key=self.token, max_retries=0)
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
-        status, _, payload = self.runtime.call(method, path, token=DEV_TOKEN, json=body)
+        status, _, payload = self.runtime.call(method, path, token=self.token, json=body)
         assert 200 <= status < 300, (status, payload)
         return payload
 
@@ -67,38 +68,11 @@ class Stack:
 def stack() -> Iterator[Stack]:
     # A model that breaks off its stream after its first piece, with a line it cannot read.
     broken_stream = 'data: {"choices":[{"index":0,"delta":{"content":"Hel"}}]}\n\ndata: {oops\n\n'
-    with (
-        FakeOpenAIServer(tool_rule=True, reply="Noted.", usage=USAGE) as model,
-        FakeOpenAIServer(stream_raw=broken_stream) as broken,
-    ):
-        connections = {
-            "fake": {"type": "openai", "baseUrl": model.base_url, "models": ["fake-*"]},
-            "down": {"type": "openai", "baseUrl": broken.base_url, "models": ["down-*"]},
-        }
-        runtime = launch_runtime(
-            {
-                "CONVO_PROVIDER_CONNECTIONS": json.dumps(connections),
-                "no_proxy": "127.0.0.1,localhost",
-            }
-        )
-        try:
-            ids = []
-            for name, connection in (("e2e", "fake"), ("another", "fake"), ("down", "down")):
-                status, _, created = runtime.call(
-                    "POST",
-                    "/v1/capabilities",
-                    token=DEV_TOKEN,
-                    json={
-                        "name": name,
-                        "kind": "generative",
-                        "provider": {"connection": connection, "modelId": f"{connection}-chat"},
-                    },
-                )
-                assert status == 201, created
-                ids.append(created["id"])
-            yield Stack(runtime, model, *ids)
-        finally:
-            runtime.assert_stopped_cleanly()
+    model = FakeOpenAIServer(tool_rule=True, reply="Noted.", usage=USAGE)
+    broken = FakeOpenAIServer(stream_raw=broken_stream)
+    capabilities = shared_runtime_on(model, "e2e", "another", more=[("down", broken)])
+    with capabilities as (runtime, token, [capability, other, down]):
+        yield Stack(runtime, model, capability, other, down, token)
 
 
 def test_a_chain_remembers_and_each_turn_is_recorded_once(stack: Stack) -> None:

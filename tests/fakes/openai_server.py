@@ -339,30 +339,29 @@ class FakeOpenAIServer:
 
 @dataclass
 class ModelSwitchboard(FakeOpenAIServer):
-    """A fake model server that answers a request for the plugged model id as the model
-    plugged in (a ``FakeOpenAIServer`` that is never started: its settings answer, its
-    ``requests`` record), and any other request as itself.
+    """A fake model server that answers a request for a plugged model id as the model
+    plugged in under it (a ``FakeOpenAIServer`` that is never started: its settings
+    answer, its ``requests`` record), and any other request as itself.
 
     One runtime can then serve module after module, each with a fake model of its own
     under a model id of its own (tests/support/runtime_process.py's shared runtime): a
     request a module's turns set off late, a summary say, never reaches the next one's."""
 
-    plugged: tuple[str, FakeOpenAIServer] | None = None
+    plugged: dict[str, FakeOpenAIServer] = field(default_factory=dict)
 
     def answering(self, body: Any) -> FakeOpenAIServer:
-        plugged = self.plugged
-        if plugged is not None and isinstance(body, dict) and body.get("model") == plugged[0]:
-            return plugged[1]
-        return self
+        model_id = body.get("model") if isinstance(body, dict) else None
+        return self.plugged.get(model_id, self) if isinstance(model_id, str) else self
 
     @contextmanager
-    def plug(self, model_id: str, model: FakeOpenAIServer) -> Iterator[FakeOpenAIServer]:
-        """``model`` answers every request for ``model_id`` until the block ends."""
-        assert self.plugged is None, "a model is plugged in already"
-        self.plugged = (model_id, model)
+    def plug(self, models: dict[str, FakeOpenAIServer]) -> Iterator[None]:
+        """Each model answers every request for its model id until the block ends."""
+        assert not self.plugged, "models are plugged in already"
+        self.plugged = dict(models)
         try:
-            yield model
+            yield
         finally:
-            self.plugged = None
-            if model.gate is not None:
-                model.gate.set()  # never leave a handler thread waiting
+            self.plugged = {}
+            for model in models.values():
+                if model.gate is not None:
+                    model.gate.set()  # never leave a handler thread waiting

@@ -14,7 +14,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -295,22 +295,27 @@ class FakeModelStack:
 
 @contextmanager
 def shared_runtime_on(
-    model: FakeOpenAIServer, *capability_names: str
+    model: FakeOpenAIServer,
+    *capability_names: str,
+    more: Sequence[tuple[str, FakeOpenAIServer]] = (),
 ) -> Iterator[tuple[RuntimeProcess, str, list[str]]]:
     """The shared runtime with ``model`` (never started itself) answering its connection
     ``fake`` under a model id of its own, and a workspace no other module uses, with a
-    generative capability on that model for each name: (runtime, the workspace's token,
-    the capabilities' ids, in order). A runtime of the module's own would cost about 2 s
-    of CPU to start and warm up."""
+    generative capability on that model for each name, then one for each (name, model)
+    of ``more``: (runtime, the workspace's token, the capabilities' ids, in order). A
+    runtime of the module's own would cost about 2 s of CPU to start and warm up."""
     runtime = shared_runtime()
     lent = _spares_taken[0]
     assert lent < SPARE_WORKSPACES, "every spare workspace is lent already"
     _spares_taken[0] += 1
-    token, model_id = spare_token(lent), f"fake-spare-{lent}"
-    with _switchboard[0].plug(model_id, model):
+    token = spare_token(lent)
+    models = [model, *(other for _, other in more)]
+    model_ids = {id(m): f"fake-spare-{lent}-{n}" for n, m in enumerate(models)}
+    capabilities = [*((name, model) for name in capability_names), *more]
+    with _switchboard[0].plug({model_ids[id(m)]: m for m in models}):
         ids = []
-        for name in capability_names:
-            provider = {"connection": "fake", "modelId": model_id}
+        for name, answering in capabilities:
+            provider = {"connection": "fake", "modelId": model_ids[id(answering)]}
             body = {"name": name, "kind": "generative", "provider": provider}
             status, _, created = runtime.call("POST", "/v1/capabilities", token=token, json=body)
             assert status == 201, created
