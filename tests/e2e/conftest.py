@@ -1,7 +1,8 @@
 """The e2e tier: ``python -m local_runtime`` as a subprocess, spoken to over HTTP.
 
 ``local_runtime`` is one runtime for the tier in each test process (dev token and a second
-workspace "other" known in advance), and ``client`` the Python client on it. ``start_runtime``
+workspace "other" known in advance; spare workspaces and a fake model connection that
+``shared_runtime_on`` lends to a module), and ``client`` the Python client on it. ``start_runtime``
 starts extra ones with their own environment (e.g.
 ``start_runtime({"CONVO_SUMMARIZER_FAIL": "1"})``); each is stopped with SIGINT at
 teardown and must exit 0.
