@@ -5,7 +5,7 @@ Debian's build of Chromium's headless shell (``/usr/bin/chromium-headless-shell`
 ``make test``) driven by Playwright; no browser is ever downloaded.
 The runtime's embedded model waits ``CONVO_EMBEDDED_CHUNK_DELAY_MS`` before each streamed
 chunk, so the page can be seen showing an answer before the stream's ``done``.
-Screenshots land in ``tests/e2e/artifacts/`` (not committed).
+With ``STUDIO_SCREENSHOTS=1``, screenshots land in ``tests/e2e/artifacts/`` (not committed).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 ARTIFACTS = REPO / "tests" / "e2e" / "artifacts"
+SCREENSHOTS = os.environ.get("STUDIO_SCREENSHOTS") == "1"
 CHUNK_DELAY_MS = "50"
 UI_TIMEOUT_MS = 30_000
 PLAYWRIGHT_EXPECT_TIMEOUT_MS = 5_000  # Playwright's own default for expect()
@@ -166,7 +167,10 @@ def sized(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Sized]:
 
 
 def shoot(page: Page, name: str, *, full_page: bool = True) -> None:
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=full_page)
+    """A screenshot for a person to look at, when STUDIO_SCREENSHOTS=1 (nothing asserts
+    on it: the 38 of a run cost about 2 s of CPU)."""
+    if SCREENSHOTS:
+        page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=full_page)
 
 
 def open_studio(page: Page, runtime: RuntimeProcess, token: str) -> None:
