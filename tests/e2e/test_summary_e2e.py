@@ -5,13 +5,13 @@ model.
 
 An outage is simulated with the embedded summarizer's switch CONVO_SUMMARIZER_FAIL_WHILE:
 it fails while the file named exists, so a test can end the outage mid-run (by deleting
-the file) and watch the summary catch up. Those tests and the model connection's share
-one runtime (``stack``); the first uses the shared ``local_runtime``.
+the file) and watch the summary catch up. All run on the tier's shared runtime: the first
+two in the dev workspace, the others (``stack``) in a workspace of their own, the switch
+being the shared runtime's (``shared_summarizer_outage``).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +20,13 @@ from typing import Any
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.support.runtime_process import DEV_TOKEN, RuntimeProcess, launch_runtime
+from tests.support.runtime_process import (
+    DEV_TOKEN,
+    RuntimeProcess,
+    lent_model_id,
+    shared_runtime_on,
+    shared_summarizer_outage,
+)
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -31,37 +37,33 @@ WAIT_SECONDS = 20.0
 
 @dataclass
 class SummaryStack:
-    """A runtime whose embedded summarizer fails while ``outage`` exists (each test sets
-    it as it needs), with a provider connection ``fake`` (models ``m-*``) on ``model``."""
+    """The shared runtime, whose embedded summarizer fails while ``outage`` exists (each
+    test sets it as it needs), with a workspace of the module's own (``token``) and a
+    fake model on its connection ``fake`` under ``model_id``."""
 
     runtime: RuntimeProcess
     outage: Path
     model: FakeOpenAIServer
+    token: str
+    model_id: str
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SummaryStack]:
-    outage = tmp_path_factory.mktemp("summarizer") / "down"
-    with FakeOpenAIServer(reply="Ada asked about order 48213.") as model:
-        connections = {"fake": {"type": "openai", "baseUrl": model.base_url, "models": ["m-*"]}}
-        runtime = launch_runtime(
-            {
-                "CONVO_SUMMARIZER_FAIL_WHILE": str(outage),
-                "CONVO_PROVIDER_CONNECTIONS": json.dumps(connections),
-                "no_proxy": "127.0.0.1,localhost",
-            }
-        )
+def stack() -> Iterator[SummaryStack]:
+    model = FakeOpenAIServer(reply="Ada asked about order 48213.")
+    with shared_runtime_on(model) as (runtime, token, _):
+        outage = shared_summarizer_outage()
         try:
-            yield SummaryStack(runtime, outage, model)
+            yield SummaryStack(runtime, outage, model, token, lent_model_id(model))
         finally:
-            runtime.assert_stopped_cleanly()
+            outage.unlink(missing_ok=True)  # the shared runtime's summarizer up again
 
 
-def short_memory_session(runtime: RuntimeProcess) -> str:
+def short_memory_session(runtime: RuntimeProcess, token: str = DEV_TOKEN) -> str:
     status, _, capability = runtime.call(
         "POST",
         "/v1/capabilities",
-        token=DEV_TOKEN,
+        token=token,
         json={
             "name": "short memory",
             "kind": "generative",
@@ -73,20 +75,22 @@ def short_memory_session(runtime: RuntimeProcess) -> str:
     status, _, session = runtime.call(
         "POST",
         "/v1/sessions",
-        token=DEV_TOKEN,
+        token=token,
         json={"capabilityId": capability["id"], "externalRef": "customer-4471"},
     )
     assert status == 201, session
     return str(session["id"])
 
 
-def send_turns(runtime: RuntimeProcess, session_id: str, n: int) -> list[dict[str, Any]]:
+def send_turns(
+    runtime: RuntimeProcess, session_id: str, n: int, token: str = DEV_TOKEN
+) -> list[dict[str, Any]]:
     bodies = []
     for i in range(1, n + 1):
         status, _, body = runtime.call(
             "POST",
             f"/v1/sessions/{session_id}/messages",
-            token=DEV_TOKEN,
+            token=token,
             json={"input": f"turn {i}: my locker code is {4000 + i}"},
         )
         assert status == 200, body
@@ -95,15 +99,17 @@ def send_turns(runtime: RuntimeProcess, session_id: str, n: int) -> list[dict[st
     return bodies
 
 
-def context(runtime: RuntimeProcess, session_id: str) -> dict[str, Any]:
-    status, _, body = runtime.call("GET", f"/v1/sessions/{session_id}/context", token=DEV_TOKEN)
+def context(runtime: RuntimeProcess, session_id: str, token: str = DEV_TOKEN) -> dict[str, Any]:
+    status, _, body = runtime.call("GET", f"/v1/sessions/{session_id}/context", token=token)
     assert status == 200, body
     return dict(body)
 
 
-def caught_up(runtime: RuntimeProcess, session_id: str) -> Callable[[], dict[str, Any] | None]:
+def caught_up(
+    runtime: RuntimeProcess, session_id: str, token: str = DEV_TOKEN
+) -> Callable[[], dict[str, Any] | None]:
     def check() -> dict[str, Any] | None:
-        view = context(runtime, session_id)
+        view = context(runtime, session_id, token)
         summary = view["summary"]
         return view if summary and summary["throughSeq"] >= view["omittedMessages"] else None
 
@@ -173,9 +179,9 @@ def test_with_the_summarizer_down_every_turn_still_succeeds_without_a_summary(
 ) -> None:
     stack.outage.write_text("down")
     runtime = stack.runtime
-    session_id = short_memory_session(runtime)
+    session_id = short_memory_session(runtime, stack.token)
 
-    turns = send_turns(runtime, session_id, 6)
+    turns = send_turns(runtime, session_id, 6, stack.token)
 
     assert [t["context"]["replayedMessages"] for t in turns] == [0, 2, 4, 4, 4, 4]
     assert [t["context"]["omittedMessages"] for t in turns] == [0, 0, 0, 2, 4, 6]
@@ -189,18 +195,18 @@ def test_with_the_summarizer_down_every_turn_still_succeeds_without_a_summary(
         "the summary job to fail",
     )
     # ... and the conversation is unaffected.
-    view = context(runtime, session_id)
+    view = context(runtime, session_id, stack.token)
     assert view["summary"] is None and view["omittedMessages"] == 8
-    (turn,) = send_turns(runtime, session_id, 1)
+    (turn,) = send_turns(runtime, session_id, 1, stack.token)
     assert turn["context"]["replayedMessages"] == 4
 
 
 def test_after_an_outage_ends_the_summary_catches_up(stack: SummaryStack) -> None:
     outage, runtime = stack.outage, stack.runtime
     outage.write_text("down")
-    session_id = short_memory_session(runtime)
+    session_id = short_memory_session(runtime, stack.token)
 
-    turns = send_turns(runtime, session_id, 6)  # 12 messages: 1..8 omitted
+    turns = send_turns(runtime, session_id, 6, stack.token)  # 12 messages: 1..8 omitted
     wait_for(
         lambda: any(
             "summary job failed" in line and session_id in line for line in runtime.stdout_lines
@@ -209,12 +215,14 @@ def test_after_an_outage_ends_the_summary_catches_up(stack: SummaryStack) -> Non
         "the summary job to fail",
     )
     assert all(t["recorded"] for t in turns)
-    assert context(runtime, session_id)["summary"] is None
+    assert context(runtime, session_id, stack.token)["summary"] is None
 
     outage.unlink()  # the summarizer recovers; the failed job is retried by the queue
 
     view = wait_for(
-        caught_up(runtime, session_id), WAIT_SECONDS, "the summary to catch up after the outage"
+        caught_up(runtime, session_id, stack.token),
+        WAIT_SECONDS,
+        "the summary to catch up after the outage",
     )
     assert view["omittedMessages"] == 8
     assert "turn 1: my locker code is 4001" in view["summary"]["text"]
@@ -229,11 +237,11 @@ def test_a_capability_on_a_model_connection_is_summarized_by_its_own_model(
     status, _, capability = runtime.call(
         "POST",
         "/v1/capabilities",
-        token=DEV_TOKEN,
+        token=stack.token,
         json={
             "name": "own model",
             "kind": "generative",
-            "provider": {"connection": "fake", "modelId": "m-chat"},
+            "provider": {"connection": "fake", "modelId": stack.model_id},
             "replay": SMALL_REPLAY,
         },
     )
@@ -242,20 +250,22 @@ def test_a_capability_on_a_model_connection_is_summarized_by_its_own_model(
     status, _, session = runtime.call(
         "POST",
         "/v1/sessions",
-        token=DEV_TOKEN,
+        token=stack.token,
         json={"capabilityId": capability["id"], "externalRef": "customer-4471"},
     )
     assert status == 201, session
 
-    send_turns(runtime, str(session["id"]), 4)
+    send_turns(runtime, str(session["id"]), 4, stack.token)
 
     view = wait_for(
-        caught_up(runtime, str(session["id"])), WAIT_SECONDS, "a summary from the model"
+        caught_up(runtime, str(session["id"]), stack.token),
+        WAIT_SECONDS,
+        "a summary from the model",
     )
     assert view["summary"]["text"] == "Ada asked about order 48213."
     summary_requests = [
         r for r in model.requests if "rolling summary" in r.body["messages"][0]["content"]
     ]
     assert summary_requests
-    assert {r.body["model"] for r in summary_requests} == {"m-chat"}
+    assert {r.body["model"] for r in summary_requests} == {stack.model_id}
     assert "turn 1: my locker code is 4001" in summary_requests[0].body["messages"][-1]["content"]

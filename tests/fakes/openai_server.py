@@ -353,6 +353,10 @@ class ModelSwitchboard(FakeOpenAIServer):
         model_id = body.get("model") if isinstance(body, dict) else None
         return self.plugged.get(model_id, self) if isinstance(model_id, str) else self
 
+    def model_id_of(self, model: FakeOpenAIServer) -> str:
+        """The model id ``model`` is plugged in under."""
+        return next(model_id for model_id, plugged in self.plugged.items() if plugged is model)
+
     @contextmanager
     def plug(self, models: dict[str, FakeOpenAIServer]) -> Iterator[None]:
         """Each model answers every request for its model id until the block ends."""

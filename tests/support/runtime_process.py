@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -228,6 +230,7 @@ def launch_runtime(extra_env: Mapping[str, str] | None = None) -> RuntimeProcess
 # fake model server its connection ``fake`` calls, and how many spare workspaces are taken.
 _shared: list[RuntimeProcess] = []
 _switchboard: list[ModelSwitchboard] = []
+_outage_dir: list[Path] = []
 _spares_taken: list[int] = [0]
 # Workspaces the shared runtime knows beyond ``ws-dev`` and "other", each lent to one
 # module for good (``shared_runtime_on``): what it stores is seen by no other module.
@@ -240,12 +243,14 @@ def spare_token(index: int) -> str:
 
 def shared_runtime() -> RuntimeProcess:
     """The runtime the e2e tier's modules share (``local_runtime``), started on first use:
-    dev token DEV_TOKEN, workspace "other" OTHER_TOKEN, SPARE_WORKSPACES more, and a
-    provider connection ``fake`` to this process's ``ModelSwitchboard``."""
+    dev token DEV_TOKEN, workspace "other" OTHER_TOKEN, SPARE_WORKSPACES more, a
+    provider connection ``fake`` to this process's ``ModelSwitchboard``, and an embedded
+    summarizer that fails while ``shared_summarizer_outage()`` exists."""
     if not _shared:
         board = ModelSwitchboard()
         board.start()
         _switchboard.append(board)
+        _outage_dir.append(Path(tempfile.mkdtemp(prefix="e2e-shared-runtime-")))
         connections = {"fake": {"type": "openai", "baseUrl": board.base_url, "models": ["fake-*"]}}
         spares = (f"spare-{n}={spare_token(n)}" for n in range(SPARE_WORKSPACES))
         _shared.append(
@@ -253,11 +258,24 @@ def shared_runtime() -> RuntimeProcess:
                 {
                     "CONVO_DEV_TOKENS": ",".join([f"other={OTHER_TOKEN}", *spares]),
                     "CONVO_PROVIDER_CONNECTIONS": json.dumps(connections),
+                    "CONVO_SUMMARIZER_FAIL_WHILE": str(_outage_dir[0] / "summarizer-down"),
                     "no_proxy": "127.0.0.1,localhost",
                 }
             )
         )
     return _shared[0]
+
+
+def shared_summarizer_outage() -> Path:
+    """The file whose existence makes the shared runtime's embedded summarizer fail
+    (``CONVO_SUMMARIZER_FAIL_WHILE``); absent unless a test writes it."""
+    shared_runtime()
+    return _outage_dir[0] / "summarizer-down"
+
+
+def lent_model_id(model: FakeOpenAIServer) -> str:
+    """The model id under which ``shared_runtime_on`` plugged ``model`` in."""
+    return _switchboard[0].model_id_of(model)
 
 
 def stop_shared_runtime() -> None:
@@ -268,6 +286,8 @@ def stop_shared_runtime() -> None:
         _shared.pop().assert_stopped_cleanly()
     while _switchboard:
         _switchboard.pop().stop()
+    while _outage_dir:
+        shutil.rmtree(_outage_dir.pop(), ignore_errors=True)
 
 
 @dataclass
