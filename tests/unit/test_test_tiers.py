@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import os
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -121,6 +122,12 @@ def helper_path(module: str) -> Path | None:
     return None
 
 
+@cache
+def parsed(path: Path) -> ast.Module:
+    """A file's syntax tree, read once: the helpers are shared by most test modules."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def tier_offences(path: Path) -> set[str]:
     """What ``path`` reaches that the unit tier must not, through its own code and every
     test helper it imports (followed import by import)."""
@@ -132,7 +139,7 @@ def tier_offences(path: Path) -> set[str]:
         if current in seen:
             continue
         seen.add(current)
-        tree = ast.parse(current.read_text(encoding="utf-8"))
+        tree = parsed(current)
         for module in imports_of(tree):
             if what := forbidden(module):
                 offences.add(f"{via} imports {what}")
