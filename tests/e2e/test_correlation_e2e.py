@@ -11,12 +11,11 @@ API request's id.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.runtime_process import DEV_TOKEN, RuntimeProcess, StartRuntime
+from tests.support.runtime_process import RuntimeProcess, lend_workspace, shared_turn_writes_outage
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -44,36 +43,39 @@ def the_line(runtime: RuntimeProcess, message: str, session_id: str) -> dict[str
 
 
 def test_a_turn_its_repair_and_its_summary_job_log_one_correlation_id(
-    start_runtime: StartRuntime, tmp_path: Path
+    local_runtime: RuntimeProcess,
 ) -> None:
-    outage = tmp_path / "turn-writes-down"
-    runtime = start_runtime({"LOCAL_TURN_WRITES_FAIL_WHILE": str(outage)})
+    # The shared runtime, in a workspace of the test's own; its turn writes fail while
+    # ``outage`` exists (the lines read below are this session's only).
+    runtime, token, outage = local_runtime, lend_workspace(), shared_turn_writes_outage()
     status, _, capability = runtime.call(
         "POST",
         "/v1/capabilities",
-        token=DEV_TOKEN,
+        token=token,
         json={"name": "correlated", "kind": "generative"},
     )
     assert status == 201, capability
     status, _, session = runtime.call(
         "POST",
         "/v1/sessions",
-        token=DEV_TOKEN,
+        token=token,
         json={"capabilityId": capability["id"], "externalRef": "customer-correlated"},
     )
     assert status == 201, session
     session_id = session["id"]
 
     outage.touch()
-    status, headers, turn = runtime.call(
-        "POST",
-        f"/v1/sessions/{session_id}/messages",
-        token=DEV_TOKEN,
-        json={"input": "my order number is 7781"},
-    )
+    try:
+        status, headers, turn = runtime.call(
+            "POST",
+            f"/v1/sessions/{session_id}/messages",
+            token=token,
+            json={"input": "my order number is 7781"},
+        )
+    finally:
+        outage.unlink()  # the runtime is shared: its writes work again whatever happened
     assert status == 200, turn
     assert turn["recorded"] is False  # the write failed; the answer still came back
-    outage.unlink()
 
     served = wait_for(
         lambda: the_line(runtime, "turn served", session_id), WAIT_SECONDS, "the turn's line"
@@ -101,8 +103,6 @@ def test_a_turn_its_repair_and_its_summary_job_log_one_correlation_id(
         "SummarizeFunction",
     }
     assert {served["service"], repaired["service"], summarized["service"]} == {"convo-memory"}
-    status, _, messages = runtime.call(
-        "GET", f"/v1/sessions/{session_id}/messages", token=DEV_TOKEN
-    )
+    status, _, messages = runtime.call("GET", f"/v1/sessions/{session_id}/messages", token=token)
     assert status == 200, messages
     assert [m["content"] for m in messages["messages"]][:1] == ["my order number is 7781"]

@@ -244,8 +244,9 @@ def spare_token(index: int) -> str:
 def shared_runtime() -> RuntimeProcess:
     """The runtime the e2e tier's modules share (``local_runtime``), started on first use:
     dev token DEV_TOKEN, workspace "other" OTHER_TOKEN, SPARE_WORKSPACES more, a
-    provider connection ``fake`` to this process's ``ModelSwitchboard``, and an embedded
-    summarizer that fails while ``shared_summarizer_outage()`` exists."""
+    provider connection ``fake`` to this process's ``ModelSwitchboard``, an embedded
+    summarizer that fails while ``shared_summarizer_outage()`` exists, and turn writes
+    that fail while ``shared_turn_writes_outage()`` does."""
     if not _shared:
         board = ModelSwitchboard()
         board.start()
@@ -259,6 +260,7 @@ def shared_runtime() -> RuntimeProcess:
                     "CONVO_DEV_TOKENS": ",".join([f"other={OTHER_TOKEN}", *spares]),
                     "CONVO_PROVIDER_CONNECTIONS": json.dumps(connections),
                     "CONVO_SUMMARIZER_FAIL_WHILE": str(_outage_dir[0] / "summarizer-down"),
+                    "LOCAL_TURN_WRITES_FAIL_WHILE": str(_outage_dir[0] / "turn-writes-down"),
                     "no_proxy": "127.0.0.1,localhost",
                 }
             )
@@ -271,6 +273,26 @@ def shared_summarizer_outage() -> Path:
     (``CONVO_SUMMARIZER_FAIL_WHILE``); absent unless a test writes it."""
     shared_runtime()
     return _outage_dir[0] / "summarizer-down"
+
+
+def shared_turn_writes_outage() -> Path:
+    """The file whose existence makes the shared runtime's turn writes fail
+    (``LOCAL_TURN_WRITES_FAIL_WHILE``); absent unless a test writes it."""
+    shared_runtime()
+    return _outage_dir[0] / "turn-writes-down"
+
+
+def lend_workspace() -> str:
+    """The token of a spare workspace of the shared runtime that no other module uses."""
+    return spare_token(_lend())
+
+
+def _lend() -> int:
+    shared_runtime()
+    lent = _spares_taken[0]
+    assert lent < SPARE_WORKSPACES, "every spare workspace is lent already"
+    _spares_taken[0] += 1
+    return lent
 
 
 def lent_model_id(model: FakeOpenAIServer) -> str:
@@ -325,9 +347,7 @@ def shared_runtime_on(
     of ``more``: (runtime, the workspace's token, the capabilities' ids, in order). A
     runtime of the module's own would cost about 2 s of CPU to start and warm up."""
     runtime = shared_runtime()
-    lent = _spares_taken[0]
-    assert lent < SPARE_WORKSPACES, "every spare workspace is lent already"
-    _spares_taken[0] += 1
+    lent = _lend()
     token = spare_token(lent)
     models = [model, *(other for _, other in more)]
     model_ids = {id(m): f"fake-spare-{lent}-{n}" for n, m in enumerate(models)}
