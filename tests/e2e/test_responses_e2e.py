@@ -16,7 +16,7 @@ import pytest
 from openai import OpenAI
 
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.support.runtime_process import RuntimeProcess, shared_runtime_on
+from tests.support.runtime_process import FakeModelStack, shared_runtime_on
 
 if TYPE_CHECKING:
     from openai.types.responses import FunctionToolParam
@@ -39,21 +39,13 @@ ASK = "What does get_weather say about Paris?"
 
 
 @dataclass
-class Stack:
-    runtime: RuntimeProcess
+class Stack(FakeModelStack):
     model: FakeOpenAIServer
-    capability: str
     other: str
     down: str
-    token: str
 
     def client(self) -> OpenAI:
-        return OpenAI(base_url=self.runtime.base_url + "/v1", api_key=self.token, max_retries=0)
-
-    def call(self, method: str, path: str, body: Any = None) -> Any:
-        status, _, payload = self.runtime.call(method, path, token=self.token, json=body)
-        assert 200 <= status < 300, (status, payload)
-        return payload
+        return OpenAI(base_url=self.base_url, api_key=self.token, max_retries=0)
 
     def transcript(self, session_id: str) -> list[tuple[str, str]]:
         messages = self.call("GET", f"/v1/sessions/{session_id}/messages")["messages"]
@@ -72,7 +64,7 @@ def stack() -> Iterator[Stack]:
     broken = FakeOpenAIServer(stream_raw=broken_stream)
     capabilities = shared_runtime_on(model, "e2e", "another", more=[("down", broken)])
     with capabilities as (runtime, token, [capability, other, down]):
-        yield Stack(runtime, model, capability, other, down, token)
+        yield Stack(runtime, model, capability, token, other, down)
 
 
 def test_a_chain_remembers_and_each_turn_is_recorded_once(stack: Stack) -> None:

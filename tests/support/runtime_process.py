@@ -235,6 +235,9 @@ _spares_taken: list[int] = [0]
 # Workspaces the shared runtime knows beyond ``ws-dev`` and "other", each lent to one
 # module for good (``shared_runtime_on``): what it stores is seen by no other module.
 SPARE_WORKSPACES = 8
+# The shared runtime's switches: each fails its part while its file exists.
+SUMMARIZER_DOWN = "summarizer-down"
+TURN_WRITES_DOWN = "turn-writes-down"
 
 
 def spare_token(index: int) -> str:
@@ -259,8 +262,8 @@ def shared_runtime() -> RuntimeProcess:
                 {
                     "CONVO_DEV_TOKENS": ",".join([f"other={OTHER_TOKEN}", *spares]),
                     "CONVO_PROVIDER_CONNECTIONS": json.dumps(connections),
-                    "CONVO_SUMMARIZER_FAIL_WHILE": str(_outage_dir[0] / "summarizer-down"),
-                    "LOCAL_TURN_WRITES_FAIL_WHILE": str(_outage_dir[0] / "turn-writes-down"),
+                    "CONVO_SUMMARIZER_FAIL_WHILE": str(_outage_dir[0] / SUMMARIZER_DOWN),
+                    "LOCAL_TURN_WRITES_FAIL_WHILE": str(_outage_dir[0] / TURN_WRITES_DOWN),
                     "no_proxy": "127.0.0.1,localhost",
                 }
             )
@@ -272,14 +275,14 @@ def shared_summarizer_outage() -> Path:
     """The file whose existence makes the shared runtime's embedded summarizer fail
     (``CONVO_SUMMARIZER_FAIL_WHILE``); absent unless a test writes it."""
     shared_runtime()
-    return _outage_dir[0] / "summarizer-down"
+    return _outage_dir[0] / SUMMARIZER_DOWN
 
 
 def shared_turn_writes_outage() -> Path:
     """The file whose existence makes the shared runtime's turn writes fail
     (``LOCAL_TURN_WRITES_FAIL_WHILE``); absent unless a test writes it."""
     shared_runtime()
-    return _outage_dir[0] / "turn-writes-down"
+    return _outage_dir[0] / TURN_WRITES_DOWN
 
 
 def lend_workspace() -> str:
@@ -349,18 +352,14 @@ def shared_runtime_on(
     runtime = shared_runtime()
     lent = _lend()
     token = spare_token(lent)
-    models = [model, *(other for _, other in more)]
-    model_ids = {id(m): f"fake-spare-{lent}-{n}" for n, m in enumerate(models)}
-    capabilities = [*((name, model) for name in capability_names), *more]
-    with _switchboard[0].plug({model_ids[id(m)]: m for m in models}):
-        ids = []
-        for name, answering in capabilities:
-            provider = {"connection": "fake", "modelId": model_ids[id(answering)]}
-            body = {"name": name, "kind": "generative", "provider": provider}
-            status, _, created = runtime.call("POST", "/v1/capabilities", token=token, json=body)
-            assert status == 201, created
-            ids.append(created["id"])
-        yield runtime, token, ids
+    model_id = f"fake-spare-{lent}-0"
+    plugged = {model_id: model}
+    named = [(name, model_id) for name in capability_names]
+    for n, (name, other) in enumerate(more, start=1):
+        plugged[f"fake-spare-{lent}-{n}"] = other
+        named.append((name, f"fake-spare-{lent}-{n}"))
+    with _switchboard[0].plug(plugged):
+        yield runtime, token, fake_capabilities(runtime, token, named)
 
 
 @contextmanager
@@ -376,15 +375,22 @@ def runtime_on_fake_model(
         {"CONVO_PROVIDER_CONNECTIONS": json.dumps(connections), "no_proxy": "127.0.0.1,localhost"}
     )
     try:
-        ids = []
-        for name in capability_names:
-            provider = {"connection": "fake", "modelId": "fake-chat"}
-            body = {"name": name, "kind": "generative", "provider": provider}
-            status, _, created = runtime.call(
-                "POST", "/v1/capabilities", token=DEV_TOKEN, json=body
-            )
-            assert status == 201, created
-            ids.append(created["id"])
-        yield runtime, ids
+        named = [(name, "fake-chat") for name in capability_names]
+        yield runtime, fake_capabilities(runtime, DEV_TOKEN, named)
     finally:
         runtime.assert_stopped_cleanly()
+
+
+def fake_capabilities(
+    runtime: RuntimeProcess, token: str, named: Sequence[tuple[str, str]]
+) -> list[str]:
+    """A generative capability on the connection ``fake`` for each (name, model id), in
+    the workspace of ``token``: their ids, in order."""
+    ids = []
+    for name, model_id in named:
+        provider = {"connection": "fake", "modelId": model_id}
+        body = {"name": name, "kind": "generative", "provider": provider}
+        status, _, created = runtime.call("POST", "/v1/capabilities", token=token, json=body)
+        assert status == 201, created
+        ids.append(str(created["id"]))
+    return ids
